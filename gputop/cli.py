@@ -1,0 +1,138 @@
+"""The ``gputop`` command line: one parser, then dispatch to the module that does the work.
+
+Exit codes are in :mod:`gputop.exitcodes` (and README.md). Bad input is one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import gputop
+from gputop import exitcodes
+
+EPILOG = """\
+modes:
+  gputop                          the live monitor (Textual TUI); --demo or --replay FILE without a GPU
+  gputop --once [--json]          one snapshot of every GPU: static facts, peaks, one sample
+  gputop --record FILE            record telemetry as JSON lines (--seconds N, --rate HZ)
+  gputop --list [--json]          the workloads and their parameters
+  gputop --run NAME [--json]      run a workload (--param k=v, --device cpu, --quick, --csv FILE)
+  gputop --run -- CMD ARGS...     run your own command and diagnose its GPU bottlenecks
+  gputop --watch PID              diagnose a process that is already running
+
+exit codes: 0 ok; 1 failed (partial results written); 2 bad usage or input; 3 no GPU / no NVML;
+4 missing dependency (cupy/torch); 5 workload crashed; 6 timeout; 130 interrupted.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2
+        self.exit(exitcodes.USAGE, f"gputop: {message} (see gputop --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="gputop", description=gputop.__doc__, epilog=EPILOG,
+                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--version", action="version", version=f"gputop {gputop.__version__}")
+    src = ap.add_argument_group("data source")
+    src.add_argument("--gpu", type=int, action="append", metavar="N",
+                     help="NVML index of a GPU to show or use (repeatable; default all / 0 for --run)")
+    src.add_argument("--replay", metavar="FILE", help="play back a recorded trace instead of live NVML")
+    src.add_argument("--speed", type=float, default=1.0, metavar="X", help="replay speed (default 1.0)")
+    src.add_argument("--demo", action="store_true", help="replay the real trace that ships with gputop")
+    src.add_argument("--rate", type=float, default=10.0, metavar="HZ", help="sampling rate (default 10 Hz)")
+    modes = ap.add_argument_group("modes")
+    modes.add_argument("--once", action="store_true", help="print one snapshot and exit")
+    modes.add_argument("--record", metavar="FILE", help="record telemetry to FILE (.jsonl or .jsonl.gz)")
+    modes.add_argument("--seconds", type=float, metavar="N", help="how long to --record or --watch")
+    modes.add_argument("--list", action="store_true", help="list the workloads")
+    modes.add_argument("--run", nargs="?", const="", metavar="NAME",
+                       help="run workload NAME; or, with nothing after it but `-- CMD`, your command")
+    modes.add_argument("--watch", type=int, metavar="PID", help="diagnose a running process")
+    run = ap.add_argument_group("workload options")
+    run.add_argument("--param", action="append", default=[], metavar="K=V", help="set a workload parameter")
+    run.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="where the workload runs")
+    run.add_argument("--quick", action="store_true", help="a few-second version of the workload")
+    run.add_argument("--timeout", type=float, metavar="S", help="stop the workload after S seconds")
+    run.add_argument("--csv", metavar="FILE", help="also write the result points as CSV")
+    run.add_argument("--log", metavar="FILE", help="with --run -- CMD: send the command's output to FILE")
+    out = ap.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="one JSON document on stdout (progress on stderr)")
+    out.add_argument("--output", "-o", metavar="FILE", help="also write the JSON document to FILE")
+    out.add_argument("--no-color", action="store_true", help="no colours (NO_COLOR is honoured too)")
+    out.add_argument("-v", "--verbose", action="store_true", help="log NVML fields that are n/a, and why")
+    return ap
+
+
+def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """gputop's own flags go before ``--``; everything after it is the user's command."""
+    command: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, command = argv[:i], argv[i + 1:]
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    args.command = command
+    if command and args.run not in ("",) and args.watch is None:
+        ap.error("a command after `--` goes with `--run` and no workload name: gputop --run -- CMD ...")
+    if args.run == "" and not command:
+        ap.error("--run needs a workload NAME (see gputop --list) or `-- CMD ...`")
+    if args.replay and args.demo:
+        ap.error("--replay and --demo are two sources; give one")
+    if args.gpu and any(g < 0 for g in args.gpu):
+        ap.error("--gpu takes an NVML index >= 0")
+    if not args.speed > 0:
+        ap.error(f"--speed must be > 0 (got {args.speed})")
+    if args.seconds is not None and not args.seconds > 0:
+        ap.error(f"--seconds must be > 0 (got {args.seconds})")
+    if args.timeout is not None and not args.timeout > 0:
+        ap.error(f"--timeout must be > 0 (got {args.timeout})")
+    return args, command
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, command = parse(sys.argv[1:] if argv is None else list(argv))
+    if args.verbose:
+        import logging
+
+        logging.basicConfig(level=logging.INFO, format="gputop: %(message)s")
+    try:
+        if args.list:
+            from gputop.runner.listing import main_list
+
+            return main_list(args)
+        if args.run == "" and command:
+            from gputop.monitor import main_command
+
+            return main_command(args, command)
+        if args.watch is not None:
+            from gputop.monitor import main_watch
+
+            return main_watch(args)
+        if args.run:
+            from gputop.runner.headless import main_run
+
+            return main_run(args)
+        if args.record:
+            from gputop.snapshot import main_record
+
+            return main_record(args)
+        if args.once:
+            from gputop.snapshot import main_once
+
+            return main_once(args)
+        from gputop.tui import main_tui
+
+        return main_tui(args)
+    except KeyboardInterrupt:
+        print("gputop: interrupted", file=sys.stderr)
+        return exitcodes.INTERRUPTED
+    except BrokenPipeError:  # gputop --once | head
+        return exitcodes.OK
+
+
+def fail(code: int, message: str) -> int:
+    """Print one line on stderr and return ``code``."""
+    print(f"gputop: {message}", file=sys.stderr)
+    return code

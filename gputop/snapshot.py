@@ -1,0 +1,166 @@
+"""Headless telemetry commands: ``gputop --once [--json]`` and ``gputop --record FILE``."""
+
+from __future__ import annotations
+
+import json
+import platform
+import signal
+import sys
+import time
+from datetime import datetime, timezone
+
+import gputop
+from gputop import exitcodes
+from gputop.analysis.peaks import compute_peaks
+from gputop.cli import fail
+from gputop.format import gb, pct, si
+from gputop.sources import SourceError, check_gpus, open_source
+from gputop.telemetry.sampler import Sampler
+from gputop.telemetry.trace import Recorder
+
+SCHEMA_VERSION = 1
+GPM_WINDOW_S = 0.25  # --once: GPM counters are rates over a window between two reads
+
+
+def snapshot(args) -> dict:
+    """The --once document (raises SourceError)."""
+    src = open_source(args, need_gpu=True)
+    try:
+        static = src.static()
+        positions = check_gpus(args.gpu, static)
+        tick = src.read()
+        if src.kind == "live":
+            time.sleep(GPM_WINDOW_S)
+            tick = src.read()
+        else:  # a replay: the first tick that has GPM numbers, else the first
+            while tick is not None and tick["gpus"] and tick["gpus"][0].get("sm_active_pct") is None:
+                tick = src.read()
+            if tick is None:
+                src = open_source(args, need_gpu=True)
+                tick = src.read()
+        na = getattr(getattr(src, "nvml", None), "na_reasons", {})
+        gpus = []
+        for pos in positions:
+            sample = dict(tick["gpus"][pos])
+            sample.pop("t", None)
+            gpus.append({"static": static[pos], "peaks": compute_peaks(static[pos]), "sample": sample})
+        host = dict(tick.get("host", {}))
+        host.pop("procs", None)
+        doc = {
+            "schema_version": SCHEMA_VERSION,
+            "gputop_version": gputop.__version__,
+            "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "source": {"kind": src.kind, "path": getattr(src, "path", None)},
+            "host": {"hostname": platform.node() if src.kind == "live" else src.header.get("hostname"), **host},
+            "gpus": gpus,
+            "na_reasons": dict(na),
+        }
+        return doc
+    finally:
+        src.close()
+
+
+def main_once(args) -> int:
+    try:
+        doc = snapshot(args)
+    except SourceError as exc:
+        return fail(exc.code, str(exc))
+    if args.output:
+        with open(args.output, "w") as f:
+            json.dump(doc, f, indent=2)
+    if args.json:
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_text(doc))
+    return exitcodes.OK
+
+
+def render_text(doc: dict) -> str:
+    lines = [f"gputop {doc['gputop_version']}  {doc['source']['kind']}"
+             + (f" {doc['source']['path']}" if doc["source"].get("path") else "")
+             + f"  host {doc['host'].get('hostname')}  CPU {pct(doc['host'].get('cpu_pct'))}"]
+    for g in doc["gpus"]:
+        st, pk, s = g["static"], g["peaks"], g["sample"]
+        cc = ".".join(map(str, st["compute_capability"])) if st.get("compute_capability") else "n/a"
+        lines.append("")
+        lines.append(f"GPU {st['index']}  {st.get('name')}  ({st.get('architecture') or 'n/a'}, cc {cc}, "
+                     f"{st.get('sm_count') or 'n/a'} SMs, {st.get('cuda_cores') or 'n/a'} CUDA cores)  "
+                     f"driver {st.get('driver_version')}  CUDA {st.get('cuda_driver_version')}")
+        gpm = "" if st.get("gpm_supported") else "  (n/a: needs Hopper+ GPM)"
+        dram_peak = pk.get("dram_bytes_per_s")
+        lines.append(f"  SM activity {pct(s.get('sm_active_pct'))}  SM occupancy {pct(s.get('sm_occupancy_pct'))}  "
+                     f"DRAM bandwidth {pct(s.get('dram_bw_pct'))} of {si(dram_peak, 'B/s')}  "
+                     f"tensor {pct(s.get('tensor_pct'))}{gpm}")
+        lines.append(f"  pipes: FP32 {pct(s.get('fp32_pct'))}  FP16 {pct(s.get('fp16_pct'))}  "
+                     f"FP64 {pct(s.get('fp64_pct'))}  INT {pct(s.get('int_pct'))}  "
+                     f"HMMA {pct(s.get('hmma_pct'))}  IMMA {pct(s.get('imma_pct'))}  DFMA {pct(s.get('dfma_pct'))}")
+        lines.append(f"  duty cycles (NVML \"util\"): kernel active {pct(s.get('util_gpu_pct'))}  "
+                     f"memory controller {pct(s.get('util_mem_pct'))}")
+        reasons = ", ".join(s["clock_reasons"]) if s.get("clock_reasons") else ("none" if s.get("clock_reasons") == [] else "n/a")
+        lines.append(f"  clocks: SM {_n(s.get('sm_clock_mhz'))}/{_n(st.get('max_sm_clock_mhz'))} MHz  "
+                     f"memory {_n(s.get('mem_clock_mhz'))}/{_n(st.get('max_mem_clock_mhz'))} MHz  "
+                     f"clock events: {reasons}")
+        lines.append(f"  power {_n(s.get('power_w'), '.0f')}/{_n(st.get('power_limit_w'), '.0f')} W  "
+                     f"temperature {_n(s.get('temp_c'))} C  memory {gb(s.get('mem_used_bytes'))}/"
+                     f"{gb(s.get('mem_total_bytes'))} GiB  PCIe rx {si(s.get('pcie_rx_bps'), 'B/s')} "
+                     f"tx {si(s.get('pcie_tx_bps'), 'B/s')} of {si(pk.get('pcie_bytes_per_s_per_dir'), 'B/s')} "
+                     f"(gen{_n(st.get('pcie_cur_gen'))} x{_n(st.get('pcie_cur_width'))})")
+        tensor = pk.get("tensor_dense_flops") or {}
+        lines.append(f"  peaks: DRAM {si(dram_peak, 'B/s')}  FP32 {si(pk.get('fp32_flops'), 'FLOP/s')}  "
+                     f"FP64 {si(pk.get('fp64_flops'), 'FLOP/s')}  BF16 dense {si(tensor.get('bf16'), 'FLOP/s')}")
+        procs = s.get("processes")
+        if procs:
+            lines.append("  processes: " + "; ".join(
+                f"{p['pid']} {p.get('name') or '?'} ({p.get('user') or '?'}) {gb(p.get('gpu_memory_bytes'))} GiB"
+                for p in procs))
+    na = doc.get("na_reasons") or {}
+    if na:
+        lines.append("")
+        lines.append("n/a: " + ", ".join(f"{k} ({v})" for k, v in sorted(na.items())))
+    return "\n".join(lines) + "\n"
+
+
+def _n(v, fmt: str = "d") -> str:
+    if v is None:
+        return "n/a"
+    if fmt == "d":
+        return str(int(v))
+    return format(v, fmt)
+
+
+def main_record(args) -> int:
+    """Record live telemetry to a trace until --seconds pass or Ctrl-C."""
+    try:
+        src = open_source(args, need_gpu=True)
+    except SourceError as exc:
+        return fail(exc.code, str(exc))
+    if src.kind != "live":
+        src.close()
+        return fail(exitcodes.USAGE, "--record records live NVML; it does not take --replay or --demo")
+    try:
+        rec = Recorder(args.record, src.static(), rate_hz=args.rate)
+    except OSError as exc:
+        src.close()
+        return fail(exitcodes.USAGE, f"cannot write {args.record}: {exc.strerror}")
+    sampler = Sampler(src, rate_hz=args.rate)
+    sampler.listeners.append(rec)
+    stop = {"flag": False}
+    old = signal.signal(signal.SIGTERM, lambda *a: stop.update(flag=True))
+    print(f"gputop: recording {len(src.indices)} GPU(s) at {args.rate:g} Hz to {args.record}"
+          + (f" for {args.seconds:g} s" if args.seconds else " until Ctrl-C"), file=sys.stderr)
+    sampler.start()
+    code = exitcodes.OK
+    try:
+        end = time.monotonic() + args.seconds if args.seconds else None
+        while not stop["flag"] and (end is None or time.monotonic() < end):
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        code = exitcodes.OK  # stopping a recording with Ctrl-C is the normal way to end it
+    finally:
+        sampler.stop()
+        rec.close()
+        src.close()
+        signal.signal(signal.SIGTERM, old)
+    print(f"gputop: wrote {rec.ticks} samples to {args.record}", file=sys.stderr)
+    return code

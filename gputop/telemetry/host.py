@@ -1,0 +1,64 @@
+"""Host metrics: CPU per core, RAM, and the CPU% of watched process trees (to spot input starvation)."""
+
+from __future__ import annotations
+
+import psutil
+
+
+class HostReader:
+    """psutil's cpu_percent is "since the previous call", so one reader is kept per sampler."""
+
+    def __init__(self):
+        psutil.cpu_percent(percpu=True)  # opens the first window
+        self._procs: dict[int, psutil.Process] = {}
+        self.watched: set[int] = set()
+
+    def watch(self, pid: int) -> None:
+        self.watched.add(pid)
+
+    def unwatch(self, pid: int) -> None:
+        self.watched.discard(pid)
+
+    def read(self) -> dict:
+        per_core = psutil.cpu_percent(percpu=True)
+        vm = psutil.virtual_memory()
+        out = {
+            "cpu_pct": sum(per_core) / len(per_core) if per_core else None,
+            "cpu_per_core_pct": per_core,
+            "ram_used_bytes": int(vm.total - vm.available),
+            "ram_total_bytes": int(vm.total),
+        }
+        if self.watched:
+            out["procs"] = {str(pid): self.tree_cpu(pid) for pid in sorted(self.watched)}
+        return out
+
+    def tree_cpu(self, pid: int) -> dict | None:
+        """CPU% of ``pid`` and of its descendants (DataLoader workers are children), since last call."""
+        try:
+            root = self._proc(pid)
+            kids = root.children(recursive=True)
+        except psutil.Error:
+            self._procs.pop(pid, None)
+            return None
+        own = self._cpu(root)
+        children = 0.0
+        alive = {pid}
+        for k in kids:
+            alive.add(k.pid)
+            children += self._cpu(self._proc(k.pid, k)) or 0.0
+        for stale in [p for p in self._procs if p not in alive and p not in self.watched]:
+            del self._procs[stale]
+        return {"cpu_pct": own, "children_cpu_pct": children, "children": len(kids)}
+
+    def _proc(self, pid: int, p: psutil.Process | None = None) -> psutil.Process:
+        if pid not in self._procs:
+            self._procs[pid] = p or psutil.Process(pid)
+            self._cpu(self._procs[pid])  # first call opens the window and returns 0.0
+        return self._procs[pid]
+
+    @staticmethod
+    def _cpu(p: psutil.Process) -> float | None:
+        try:
+            return p.cpu_percent(None)
+        except psutil.Error:
+            return None

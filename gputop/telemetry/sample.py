@@ -1,0 +1,189 @@
+"""One dynamic sample of one GPU: NVML duty cycles, GPM counters, clocks, power, memory, processes.
+
+A sample is a flat dict of JSON types (``None`` = n/a). Field names carry their unit. The two NVML
+"utilization" numbers are *duty cycles* (fraction of time a kernel / the memory controller was busy),
+not throughput; the GPM counters (Hopper and newer) say how busy the SMs, pipes and DRAM really were
+over the window since the previous sample.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from gputop.telemetry.nvml import Nvml, text
+from gputop.telemetry.static import handle
+
+# GPM metric ids from nvml.h (NVML_GPM_METRIC_*), by the sample field they fill.
+GPM_METRICS = {
+    "sm_active_pct": 2,  # SM_UTIL: % of SMs busy
+    "sm_occupancy_pct": 3,  # SM_OCCUPANCY: resident warps vs the maximum
+    "int_pct": 4,  # INTEGER_UTIL
+    "tensor_pct": 5,  # ANY_TENSOR_UTIL
+    "dfma_pct": 6,  # DFMA_TENSOR_UTIL (FP64 tensor)
+    "hmma_pct": 7,  # HMMA_TENSOR_UTIL (FP16/BF16/TF32 tensor)
+    "imma_pct": 9,  # IMMA_TENSOR_UTIL (INT8 tensor)
+    "dram_bw_pct": 10,  # DRAM_BW_UTIL: % of the theoretical DRAM bandwidth
+    "fp64_pct": 11,  # FP64_UTIL (non-tensor)
+    "fp32_pct": 12,  # FP32_UTIL (non-tensor)
+    "fp16_pct": 13,  # FP16_UTIL (non-tensor)
+    "pcie_tx_bps": 20,  # PCIE_TX_PER_SEC (MiB/s -> bytes/s)
+    "pcie_rx_bps": 21,  # PCIE_RX_PER_SEC
+    "nvlink_rx_bps": 60,  # NVLINK_TOTAL_RX_PER_SEC
+    "nvlink_tx_bps": 61,  # NVLINK_TOTAL_TX_PER_SEC
+}
+_MIB = 1024 * 1024
+
+# nvmlClocksEventReason* bits, in words.
+CLOCK_REASONS = {
+    0x1: "idle",
+    0x2: "applications clocks setting",
+    0x4: "software power cap",
+    0x8: "hardware slowdown",
+    0x10: "sync boost",
+    0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake",
+    0x100: "display clock setting",
+}
+
+SAMPLE_FIELDS = (
+    "util_gpu_pct", "util_mem_pct", *GPM_METRICS, "sm_clock_mhz", "mem_clock_mhz", "clock_reasons",
+    "power_w", "temp_c", "mem_used_bytes", "mem_total_bytes",
+)
+
+
+def decode_clock_reasons(mask: int | None) -> list[str] | None:
+    if mask is None:
+        return None
+    return [word for bit, word in CLOCK_REASONS.items() if mask & bit]
+
+
+class GpmWindow:
+    """Two alternating GPM sample buffers; each read gives the metrics since the previous read."""
+
+    def __init__(self, nvml: Nvml, index: int, h):
+        self.nvml, self.index, self.h = nvml, index, h
+        lib = nvml.lib
+        self.bufs = [nvml.get("gpm_alloc", "nvmlGpmSampleAlloc"), nvml.get("gpm_alloc", "nvmlGpmSampleAlloc")]
+        self.ok = all(b is not None for b in self.bufs)
+        self.cur = 0
+        self.have_prev = False
+        self.ids = list(GPM_METRICS.values())
+        self.names = list(GPM_METRICS)
+        self._struct = getattr(lib, "c_nvmlGpmMetricsGet_t", None)
+        self._version = getattr(lib, "NVML_GPM_METRICS_GET_VERSION", 1)
+
+    def read(self) -> dict | None:
+        if not self.ok:
+            return None
+        nvml = self.nvml
+        buf = self.bufs[self.cur]
+        if nvml.get("gpm_sample", "nvmlGpmSampleGet", self.h, buf, gpu=self.index) is None:
+            self.have_prev = False
+            return None
+        if not self.have_prev:  # the first read only opens a window
+            self.have_prev = True
+            self.cur ^= 1
+            return None
+        mg = self._struct()
+        mg.version = self._version
+        mg.numMetrics = len(self.ids)
+        mg.sample1 = self.bufs[self.cur ^ 1]
+        mg.sample2 = buf
+        for i, mid in enumerate(self.ids):
+            mg.metrics[i].metricId = mid
+        self.cur ^= 1
+        if nvml.get("gpm_metrics", "nvmlGpmMetricsGet", mg, gpu=self.index) is None:
+            return None
+        out = {}
+        for i, name in enumerate(self.names):
+            m = mg.metrics[i]
+            if m.nvmlReturn != 0:
+                out[name] = None
+                nvml.na_reasons.setdefault(name, f"NVML error {m.nvmlReturn}")
+                continue
+            v = float(m.value)
+            out[name] = v * _MIB if name.endswith("_bps") else v
+        return out
+
+    def close(self) -> None:
+        for b in self.bufs:
+            if b is not None:
+                self.nvml.get("gpm_free", "nvmlGpmSampleFree", b)
+        self.bufs = [None, None]
+        self.ok = False
+
+
+class GpuReader:
+    """Reads dynamic samples of one GPU. Processes are refreshed every ``process_every`` reads."""
+
+    def __init__(self, nvml: Nvml, index: int, gpm: bool = True, process_every: int = 10):
+        self.nvml, self.index = nvml, index
+        self.h = handle(nvml, index)
+        sup = nvml.get("gpm_supported", "nvmlGpmQueryDeviceSupport", self.h, gpu=index) if gpm else None
+        self.gpm = GpmWindow(nvml, index, self.h) if sup is not None and sup.isSupportedDevice else None
+        self.process_every = max(1, process_every)
+        self._n = 0
+        self._names: dict[int, tuple[str | None, str | None]] = {}
+        self._c_sm = nvml.const("NVML_CLOCK_SM", 1)
+        self._c_mem = nvml.const("NVML_CLOCK_MEM", 2)
+        self._t_gpu = nvml.const("NVML_TEMPERATURE_GPU", 0)
+
+    def read(self, t: float | None = None) -> dict:
+        nvml, h, i = self.nvml, self.h, self.index
+        g = lambda field, fn, *a: nvml.get(field, fn, h, *a, gpu=i)  # noqa: E731
+        s: dict = {"index": i, "t": time.monotonic() if t is None else t}
+        util = g("util", "nvmlDeviceGetUtilizationRates")
+        s["util_gpu_pct"] = float(util.gpu) if util else None
+        s["util_mem_pct"] = float(util.memory) if util else None
+        gpm = self.gpm.read() if self.gpm else None
+        for name in GPM_METRICS:
+            s[name] = gpm.get(name) if gpm else None
+        if gpm is None and self.gpm is None and self._n % self.process_every == 0:
+            # No GPM: NVML's own PCIe counter (each call blocks ~20 ms, so only now and then).
+            tx = g("pcie_tx", "nvmlDeviceGetPcieThroughput", 0)
+            rx = g("pcie_rx", "nvmlDeviceGetPcieThroughput", 1)
+            s["pcie_tx_bps"] = tx * 1024.0 if tx is not None else None
+            s["pcie_rx_bps"] = rx * 1024.0 if rx is not None else None
+        s["sm_clock_mhz"] = g("sm_clock", "nvmlDeviceGetClockInfo", self._c_sm)
+        s["mem_clock_mhz"] = g("mem_clock", "nvmlDeviceGetClockInfo", self._c_mem)
+        s["clock_reasons"] = decode_clock_reasons(g("clock_reasons", "nvmlDeviceGetCurrentClocksEventReasons"))
+        mw = g("power", "nvmlDeviceGetPowerUsage")
+        s["power_w"] = mw / 1000.0 if mw is not None else None
+        s["temp_c"] = g("temperature", "nvmlDeviceGetTemperature", self._t_gpu)
+        mem = g("memory", "nvmlDeviceGetMemoryInfo")
+        s["mem_used_bytes"] = int(mem.used) if mem else None
+        s["mem_total_bytes"] = int(mem.total) if mem else None
+        s["processes"] = self._processes() if self._n % self.process_every == 0 else None
+        s["lost"] = i in nvml.lost
+        self._n += 1
+        return s
+
+    def _processes(self) -> list[dict] | None:
+        procs = self.nvml.get("processes", "nvmlDeviceGetComputeRunningProcesses", self.h, gpu=self.index)
+        if procs is None:
+            return None
+        out = []
+        for p in procs:
+            name, user = self._who(p.pid)
+            used = getattr(p, "usedGpuMemory", None)
+            out.append({"pid": int(p.pid), "name": name, "user": user,
+                        "gpu_memory_bytes": int(used) if isinstance(used, int) else None})
+        return out
+
+    def _who(self, pid: int) -> tuple[str | None, str | None]:
+        if pid not in self._names:
+            try:
+                import psutil
+
+                p = psutil.Process(pid)
+                self._names[pid] = (p.name(), p.username())
+            except Exception:  # another PID namespace (containers), or gone
+                name = text(self.nvml.get("process_name", "nvmlSystemGetProcessName", pid))
+                self._names[pid] = (os.path.basename(name) if name else None, None)
+        return self._names[pid]
+
+    def close(self) -> None:
+        if self.gpm:
+            self.gpm.close()

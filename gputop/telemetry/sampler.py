@@ -1,0 +1,124 @@
+"""A sampler thread that reads a source (live NVML or a replay) into bounded ring buffers.
+
+The loop never overlaps itself (a slow read delays the next one, it does not pile up), keeps
+monotonic timestamps, and hands each tick to its listeners (a recorder, a workload's phase
+collector, the TUI's refresh flag) on the sampler thread. Nothing here imports Textual.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Callable
+
+DEFAULT_RATE_HZ = 10.0
+DEFAULT_HISTORY_S = 600.0  # ten minutes
+MIN_RATE_HZ, MAX_RATE_HZ = 0.5, 50.0
+
+
+class Sampler:
+    def __init__(self, source, rate_hz: float = DEFAULT_RATE_HZ, history_s: float = DEFAULT_HISTORY_S):
+        if not MIN_RATE_HZ <= rate_hz <= MAX_RATE_HZ:
+            raise ValueError(f"sampling rate must be between {MIN_RATE_HZ} and {MAX_RATE_HZ} Hz (got {rate_hz})")
+        self.source = source
+        self.history_s = history_s
+        self.rate_hz = rate_hz
+        self.ticks: deque[dict] = deque(maxlen=self._maxlen(rate_hz))
+        self.listeners: list[Callable[[dict], None]] = []
+        self.paused = False
+        self.errors = 0
+        self.last_error: str | None = None
+        self.cpu_s = 0.0  # CPU time the sampling thread spent reading (thread_time)
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def _maxlen(self, rate_hz: float) -> int:
+        return max(10, int(self.history_s * rate_hz))
+
+    @property
+    def interval(self) -> float:
+        return 1.0 / self.rate_hz
+
+    def set_rate(self, rate_hz: float) -> float:
+        rate_hz = min(MAX_RATE_HZ, max(MIN_RATE_HZ, rate_hz))
+        with self._lock:
+            self.rate_hz = rate_hz
+            self.ticks = deque(self.ticks, maxlen=self._maxlen(rate_hz))
+        self._wake.set()
+        return rate_hz
+
+    # -- one step, usable without the thread (tests, --once) -----------------------------------
+    def step(self) -> dict | None:
+        c0 = time.thread_time()
+        tick = self.source.read()
+        self.cpu_s += time.thread_time() - c0
+        if tick is None:
+            return None
+        with self._lock:
+            self.ticks.append(tick)
+        for fn in list(self.listeners):
+            try:
+                fn(tick)
+            except Exception as exc:  # a broken listener must not stop sampling
+                self.errors += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+        return tick
+
+    # -- the thread ------------------------------------------------------------------------------
+    def start(self) -> "Sampler":
+        self._thread = threading.Thread(target=self._run, name="gputop-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            if not self.paused:
+                try:
+                    if self.step() is None and getattr(self.source, "finished", False):
+                        return
+                except Exception as exc:  # keep sampling; the UI shows the error
+                    self.errors += 1
+                    self.last_error = f"{type(exc).__name__}: {exc}"
+            wait = self.source.delay(self.interval) - (time.monotonic() - started)
+            if wait > 0:
+                self._wake.wait(wait)
+                self._wake.clear()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- reading the buffers ---------------------------------------------------------------------
+    def latest(self) -> dict | None:
+        with self._lock:
+            return self.ticks[-1] if self.ticks else None
+
+    def window(self, seconds: float | None = None, since: float | None = None) -> list[dict]:
+        """Ticks of the last ``seconds`` (or all since monotonic time ``since``)."""
+        with self._lock:
+            ticks = list(self.ticks)
+        if not ticks:
+            return []
+        lo = since if since is not None else (ticks[-1]["t"] - seconds if seconds is not None else None)
+        return ticks if lo is None else [t for t in ticks if t["t"] >= lo]
+
+    def series(self, gpu: int, field: str, seconds: float = 60.0) -> tuple[list[float], list]:
+        """(times, values) of one field of GPU position ``gpu`` over the last ``seconds``."""
+        ts, vs = [], []
+        for tick in self.window(seconds):
+            gpus = tick["gpus"]
+            if gpu < len(gpus):
+                ts.append(tick["t"])
+                vs.append(gpus[gpu].get(field))
+        return ts, vs

@@ -1,0 +1,85 @@
+"""Static facts of each GPU, read once through the NVML choke point.
+
+Every value is a plain JSON type; ``None`` means n/a (the reason is in ``Nvml.na_reasons``).
+"""
+
+from __future__ import annotations
+
+from gputop.telemetry.nvml import Nvml, text
+
+# CUDA cores per SM by compute capability (CUDA C Programming Guide, "Arithmetic Instructions"
+# throughput table: FP32 lanes per SM). Used only when NVML cannot count the cores itself.
+FP32_LANES_PER_SM = {
+    (6, 0): 64, (6, 1): 128, (7, 0): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 7): 128,
+    (8, 9): 128, (9, 0): 128, (10, 0): 128, (10, 3): 128, (12, 0): 128,
+}
+
+
+def device_count(nvml: Nvml) -> int:
+    return nvml.get("device_count", "nvmlDeviceGetCount") or 0
+
+
+def handle(nvml: Nvml, index: int):
+    return nvml.get(f"handle[{index}]", "nvmlDeviceGetHandleByIndex", index, gpu=index)
+
+
+def read_static(nvml: Nvml, index: int) -> dict:
+    """Everything about GPU ``index`` that does not change while gputop runs."""
+    h = handle(nvml, index)
+    g = lambda field, fn, *a: nvml.get(field, fn, h, *a, gpu=index)  # noqa: E731
+
+    cc = g("compute_capability", "nvmlDeviceGetCudaComputeCapability")
+    cc = list(cc) if cc else None
+    mem = g("memory_total", "nvmlDeviceGetMemoryInfo")
+    pci = g("pci_bus_id", "nvmlDeviceGetPciInfo")
+    mig = g("mig_mode", "nvmlDeviceGetMigMode")
+    power_limit = g("power_limit", "nvmlDeviceGetEnforcedPowerLimit")
+    gpm = g("gpm_supported", "nvmlGpmQueryDeviceSupport")
+    cores = g("cuda_cores", "nvmlDeviceGetNumGpuCores")
+    attrs = g("sm_count", "nvmlDeviceGetAttributes")
+    sm_count = getattr(attrs, "multiprocessorCount", None) if attrs else None
+    if not sm_count and cores and cc and tuple(cc) in FP32_LANES_PER_SM:
+        sm_count = cores // FP32_LANES_PER_SM[tuple(cc)]
+    clk = lambda field, name: g(field, "nvmlDeviceGetMaxClockInfo", nvml.const(name))  # noqa: E731
+    cuda = nvml.get("cuda_driver_version", "nvmlSystemGetCudaDriverVersion")
+    pcie_max_gen = g("pcie_max_gen", "nvmlDeviceGetGpuMaxPcieLinkGeneration") or g(
+        "pcie_max_gen", "nvmlDeviceGetMaxPcieLinkGeneration"
+    )
+    info = {
+        "index": index,
+        "name": text(g("name", "nvmlDeviceGetName")),
+        "uuid": text(g("uuid", "nvmlDeviceGetUUID")),
+        "pci_bus_id": text(pci.busId) if pci else None,
+        "driver_version": text(nvml.get("driver_version", "nvmlSystemGetDriverVersion")),
+        "cuda_driver_version": f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None,
+        "nvml_version": text(nvml.get("nvml_version", "nvmlSystemGetNVMLVersion")),
+        "compute_capability": cc,
+        "architecture": _arch_name(cc),
+        "sm_count": sm_count,
+        "cuda_cores": cores,
+        "memory_bus_width_bits": g("memory_bus_width", "nvmlDeviceGetMemoryBusWidth"),
+        "max_sm_clock_mhz": clk("max_sm_clock", "NVML_CLOCK_SM"),
+        "max_mem_clock_mhz": clk("max_mem_clock", "NVML_CLOCK_MEM"),
+        "max_graphics_clock_mhz": clk("max_graphics_clock", "NVML_CLOCK_GRAPHICS"),
+        "memory_total_bytes": int(mem.total) if mem else None,
+        "pcie_max_gen": pcie_max_gen,
+        "pcie_max_width": g("pcie_max_width", "nvmlDeviceGetMaxPcieLinkWidth"),
+        "pcie_cur_gen": g("pcie_cur_gen", "nvmlDeviceGetCurrPcieLinkGeneration"),
+        "pcie_cur_width": g("pcie_cur_width", "nvmlDeviceGetCurrPcieLinkWidth"),
+        "power_limit_w": power_limit / 1000.0 if power_limit else None,
+        "mig_mode": bool(mig[0]) if mig else None,
+        "gpm_supported": bool(gpm.isSupportedDevice) if gpm is not None else False,
+    }
+    return info
+
+
+def _arch_name(cc: list | None) -> str | None:
+    if not cc:
+        return None
+    major, minor = cc
+    names = {7: "Volta", 8: "Ampere", 9: "Hopper", 10: "Blackwell", 12: "Blackwell"}
+    if (major, minor) == (7, 5):
+        return "Turing"
+    if (major, minor) == (8, 9):
+        return "Ada Lovelace"
+    return names.get(major)

@@ -1,0 +1,195 @@
+"""Record and replay telemetry as JSON lines (optionally gzip-compressed: ``.jsonl.gz``).
+
+A trace is::
+
+    {"type": "header", "format": "gputop-trace", "version": 1, "devices": [static...], ...}
+    {"type": "tick", "t": 0.1, "gpus": [sample...], "host": {...}}
+    {"type": "mark", "t": 3.2, "label": "matmul bf16"}      # optional phase labels
+    ...
+
+``t`` is seconds since the recording started. A replay source gives the same ticks that a live
+source gives, so every consumer (headless, TUI, classifier) runs unchanged on a trace.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import platform
+import time
+from datetime import datetime, timezone
+
+import gputop
+
+FORMAT = "gputop-trace"
+VERSION = 1
+
+
+class TraceError(ValueError):
+    """An unreadable or invalid trace file (one line, names the file)."""
+
+
+def _open(path: str, mode: str):
+    if str(path).endswith(".gz"):
+        return gzip.open(path, mode + "t", encoding="utf-8")
+    return open(path, mode, encoding="utf-8")
+
+
+class Recorder:
+    """Writes ticks as they come (a sampler listener). Flushes every second so a kill loses little."""
+
+    def __init__(self, path: str, devices: list[dict], rate_hz: float | None = None, note: str = ""):
+        self.path = path
+        self._f = _open(path, "w")
+        self._t0: float | None = None
+        self._last_flush = 0.0
+        self.ticks = 0
+        self._write({
+            "type": "header", "format": FORMAT, "version": VERSION, "gputop_version": gputop.__version__,
+            "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "hostname": platform.node(), "rate_hz": rate_hz, "note": note, "devices": devices,
+        })
+
+    def _write(self, obj: dict) -> None:
+        self._f.write(json.dumps(obj, separators=(",", ":")) + "\n")
+
+    def _rel(self, t: float) -> float:
+        if self._t0 is None:
+            self._t0 = t
+        return round(t - self._t0, 4)
+
+    def __call__(self, tick: dict) -> None:
+        row = dict(tick, type="tick", t=self._rel(tick["t"]))
+        row["gpus"] = [dict(g, t=self._rel(g["t"])) for g in tick["gpus"]]
+        self._write(row)
+        self.ticks += 1
+        now = time.monotonic()
+        if now - self._last_flush > 1.0:
+            self._f.flush()
+            self._last_flush = now
+
+    def mark(self, label: str, t: float | None = None) -> None:
+        self._write({"type": "mark", "t": self._rel(time.monotonic() if t is None else t), "label": label})
+
+    def close(self) -> None:
+        if not self._f.closed:
+            self._f.close()
+
+
+def read_trace(path: str) -> tuple[dict, list[dict]]:
+    """(header, rows) of a whole trace; rows are ticks and marks in file order."""
+    if not os.path.exists(path):
+        raise TraceError(f"{path}: no such file")
+    try:
+        with _open(path, "r") as f:
+            lines = f.readlines()
+    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
+        raise TraceError(f"{path}: cannot read: {exc}") from None
+    if not lines:
+        raise TraceError(f"{path}: empty file, not a gputop trace")
+    rows = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            if n == len(lines):  # a recording cut off mid-line: keep what came before
+                break
+            raise TraceError(f"{path}: line {n} is not JSON ({exc.msg})") from None
+    header = rows[0] if rows else {}
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise TraceError(f"{path}: not a gputop trace (line 1 has no \"format\": \"{FORMAT}\" header)")
+    if header.get("version") != VERSION:
+        raise TraceError(f"{path}: trace version {header.get('version')} is not supported (this gputop reads {VERSION})")
+    body = [r for r in rows[1:] if isinstance(r, dict) and r.get("type") in ("tick", "mark")]
+    if not any(r["type"] == "tick" for r in body):
+        raise TraceError(f"{path}: the trace has no samples")
+    return header, body
+
+
+def segments(rows: list[dict]) -> list[tuple[str | None, list[dict]]]:
+    """Split a trace body at its marks: [(label, ticks), ...] (label None before the first mark)."""
+    out: list[tuple[str | None, list[dict]]] = [(None, [])]
+    for r in rows:
+        if r["type"] == "mark":
+            out.append((r["label"], []))
+        else:
+            out[-1][1].append(r)
+    return [(label, ticks) for label, ticks in out if ticks]
+
+
+class ReplaySource:
+    """Plays a recorded trace back at ``speed`` x real time (``inf``: as fast as it is read)."""
+
+    kind = "replay"
+
+    def __init__(self, path: str, speed: float = 1.0, loop: bool = False):
+        if not speed > 0:
+            raise TraceError(f"--speed must be > 0 (got {speed})")
+        self.path = path
+        self.header, rows = read_trace(path)
+        self.ticks = [r for r in rows if r["type"] == "tick"]
+        self.marks = [(r["t"], r["label"]) for r in rows if r["type"] == "mark"]
+        self.speed = speed
+        self.loop = loop
+        self._i = 0
+        self._offset = 0.0  # added to t on each loop, so time keeps increasing
+        self.finished = False
+        self.label = os.path.basename(path)
+
+    def static(self) -> list[dict]:
+        return self.header.get("devices", [])
+
+    def mark_at(self, t: float) -> str | None:
+        """The phase label in force at recorded time ``t`` (None before the first mark)."""
+        label = None
+        for mt, lab in self.marks:
+            if mt <= t:
+                label = lab
+        return label
+
+    def read(self) -> dict | None:
+        if self._i >= len(self.ticks):
+            if not self.loop:
+                self.finished = True
+                return None
+            self._offset += self.ticks[-1]["t"] + self._step()
+            self._i = 0
+        row = self.ticks[self._i]
+        self._i += 1
+        tick = {"t": row["t"] + self._offset, "gpus": [dict(g, t=g["t"] + self._offset) for g in row["gpus"]],
+                "host": row.get("host", {})}
+        phase = self.mark_at(row["t"])
+        if phase:
+            tick["phase"] = phase
+        return tick
+
+    def _step(self) -> float:
+        if len(self.ticks) > 1:
+            return (self.ticks[-1]["t"] - self.ticks[0]["t"]) / (len(self.ticks) - 1)
+        return 0.1
+
+    def delay(self, interval: float) -> float:
+        """Seconds to wait before the next read."""
+        if math.isinf(self.speed):
+            return 0.0
+        if self._i >= len(self.ticks) or self._i == 0:
+            return self._step() / self.speed
+        return max(0.0, (self.ticks[self._i]["t"] - self.ticks[self._i - 1]["t"]) / self.speed)
+
+    def watch(self, pid: int) -> None:  # nothing to watch in a recording
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def demo_trace_path() -> str:
+    """The real trace that ships with gputop (recorded on an H100/H200), used by ``--demo``."""
+    from importlib.resources import files
+
+    return str(files("gputop.data") / "demo.jsonl.gz")
+
