@@ -18,6 +18,7 @@ import json
 import math
 import os
 import platform
+import threading
 import time
 from datetime import datetime, timezone
 
@@ -43,6 +44,7 @@ class Recorder:
     def __init__(self, path: str, devices: list[dict], rate_hz: float | None = None, note: str = ""):
         self.path = path
         self._f = _open(path, "w")
+        self._lock = threading.Lock()  # ticks come from the sampler thread, marks from anywhere
         self._t0: float | None = None
         self._last_flush = 0.0
         self.ticks = 0
@@ -53,7 +55,10 @@ class Recorder:
         })
 
     def _write(self, obj: dict) -> None:
-        self._f.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        line = json.dumps(obj, separators=(",", ":")) + "\n"
+        with self._lock:
+            if not self._f.closed:
+                self._f.write(line)
 
     def _rel(self, t: float) -> float:
         if self._t0 is None:
@@ -67,15 +72,18 @@ class Recorder:
         self.ticks += 1
         now = time.monotonic()
         if now - self._last_flush > 1.0:
-            self._f.flush()
+            with self._lock:
+                if not self._f.closed:
+                    self._f.flush()
             self._last_flush = now
 
     def mark(self, label: str, t: float | None = None) -> None:
         self._write({"type": "mark", "t": self._rel(time.monotonic() if t is None else t), "label": label})
 
     def close(self) -> None:
-        if not self._f.closed:
-            self._f.close()
+        with self._lock:
+            if not self._f.closed:
+                self._f.close()
 
 
 def read_trace(path: str) -> tuple[dict, list[dict]]:
