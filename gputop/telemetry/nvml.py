@@ -120,7 +120,7 @@ class Nvml:
     def reason(self, exc: BaseException) -> str:
         value = getattr(exc, "value", None)
         if isinstance(value, int):
-            return _REASON_NAMES.get(value, f"NVML error {value}")
+            return reason_name(value)
         if isinstance(exc, AttributeError):
             return "FunctionNotFound"  # this pynvml has no such binding
         return type(exc).__name__
@@ -153,6 +153,10 @@ class Nvml:
         if self._lib is None and not self.available():
             return default
         return getattr(self._lib, name, default)
+
+
+def reason_name(code: int) -> str:
+    return _REASON_NAMES.get(code, f"NVML error {code}")
 
 
 def text(value: Any) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-from gputop.telemetry.nvml import Nvml, text
+from gputop.telemetry.nvml import Nvml, reason_name, text
 from gputop.telemetry.static import handle
 
 # GPM metric ids from nvml.h (NVML_GPM_METRIC_*), by the sample field they fill.
@@ -101,7 +101,7 @@ class GpmWindow:
             m = mg.metrics[i]
             if m.nvmlReturn != 0:
                 out[name] = None
-                nvml.na_reasons.setdefault(name, f"NVML error {m.nvmlReturn}")
+                nvml.na_reasons.setdefault(name, reason_name(m.nvmlReturn))
                 continue
             v = float(m.value)
             out[name] = v * _MIB if name.endswith("_bps") else v
