@@ -24,7 +24,7 @@ GPM_WINDOW_S = 0.25  # --once: GPM counters are rates over a window between two 
 
 def snapshot(args) -> dict:
     """The --once document (raises SourceError)."""
-    src = open_source(args, need_gpu=True)
+    src = open_source(args, need_gpu=True, process_every=1)
     try:
         static = src.static()
         positions = check_gpus(args.gpu, static)

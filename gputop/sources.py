@@ -29,10 +29,11 @@ def check_gpus(wanted: list[int] | None, static: list[dict]) -> list[int]:
     return [known.index(g) for g in wanted]
 
 
-def open_source(args, need_gpu: bool = True, loop_demo: bool = False):
+def open_source(args, need_gpu: bool = True, loop_demo: bool = False, process_every: int = 10):
     """A source for ``args`` (--demo, --replay FILE, or live NVML with --gpu).
 
     ``need_gpu``: a live source without NVML/GPUs is an error (exit 3) rather than host-only.
+    ``process_every``: a live source lists GPU processes on every n-th read.
     """
     if getattr(args, "demo", False) or getattr(args, "replay", None):
         path = args.replay or demo_trace_path()
@@ -55,4 +56,4 @@ def open_source(args, need_gpu: bool = True, loop_demo: bool = False):
 
             names = ", ".join(f"{i} ({read_static(nvml, i)['name']})" for i in range(n))
             raise SourceError(exitcodes.USAGE, f"--gpu {bad[0]}: no such GPU (valid: {names})")
-    return LiveSource(nvml, gpus=args.gpu or None)
+    return LiveSource(nvml, gpus=args.gpu or None, process_every=process_every)

@@ -8,6 +8,7 @@ over the window since the previous sample.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 
@@ -104,6 +105,9 @@ class GpmWindow:
                 nvml.na_reasons.setdefault(name, reason_name(m.nvmlReturn))
                 continue
             v = float(m.value)
+            if not math.isfinite(v):  # the first window after a counter reset can read NaN
+                out[name] = None
+                continue
             out[name] = v * _MIB if name.endswith("_bps") else v
         return out
 

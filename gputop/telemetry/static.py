@@ -36,7 +36,7 @@ def read_static(nvml: Nvml, index: int) -> dict:
     power_limit = g("power_limit", "nvmlDeviceGetEnforcedPowerLimit")
     gpm = g("gpm_supported", "nvmlGpmQueryDeviceSupport")
     cores = g("cuda_cores", "nvmlDeviceGetNumGpuCores")
-    attrs = g("sm_count", "nvmlDeviceGetAttributes")
+    attrs = g("device_attributes", "nvmlDeviceGetAttributes")
     sm_count = getattr(attrs, "multiprocessorCount", None) if attrs else None
     if not sm_count and cores and cc and tuple(cc) in FP32_LANES_PER_SM:
         sm_count = cores // FP32_LANES_PER_SM[tuple(cc)]
