@@ -82,6 +82,10 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         ap.error("--replay and --demo are two sources; give one")
     if args.gpu and any(g < 0 for g in args.gpu):
         ap.error("--gpu takes an NVML index >= 0")
+    from gputop.telemetry.sampler import MAX_RATE_HZ, MIN_RATE_HZ
+
+    if not MIN_RATE_HZ <= args.rate <= MAX_RATE_HZ:
+        ap.error(f"--rate must be between {MIN_RATE_HZ:g} and {MAX_RATE_HZ:g} Hz (got {args.rate:g})")
     if not args.speed > 0:
         ap.error(f"--speed must be > 0 (got {args.speed})")
     if args.seconds is not None and not args.seconds > 0:
