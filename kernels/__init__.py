@@ -1,0 +1,1 @@
+"""Shipped with gputop as gputop.kernels (see gputop/paths.py)."""

@@ -1,0 +1,1 @@
+"""Shipped with gputop as gputop.workloads (see gputop/paths.py)."""
