@@ -72,8 +72,11 @@ class GpmWindow:
         self.have_prev = False
         self.ids = list(GPM_METRICS.values())
         self.names = list(GPM_METRICS)
-        self._struct = getattr(lib, "c_nvmlGpmMetricsGet_t", None)
-        self._version = getattr(lib, "NVML_GPM_METRICS_GET_VERSION", 1)
+        self.ok = self.ok and hasattr(lib, "c_nvmlGpmMetricsGet_t")
+        if self.ok:  # one request struct, reused every read (its metrics array has ~480 slots)
+            self.mg = lib.c_nvmlGpmMetricsGet_t()
+            self.mg.version = getattr(lib, "NVML_GPM_METRICS_GET_VERSION", 1)
+            self.mg.numMetrics = len(self.ids)
 
     def read(self) -> dict | None:
         if not self.ok:
@@ -87,13 +90,12 @@ class GpmWindow:
             self.have_prev = True
             self.cur ^= 1
             return None
-        mg = self._struct()
-        mg.version = self._version
-        mg.numMetrics = len(self.ids)
+        mg = self.mg
         mg.sample1 = self.bufs[self.cur ^ 1]
         mg.sample2 = buf
         for i, mid in enumerate(self.ids):
             mg.metrics[i].metricId = mid
+            mg.metrics[i].nvmlReturn = 0
         self.cur ^= 1
         if nvml.get("gpm_metrics", "nvmlGpmMetricsGet", mg, gpu=self.index) is None:
             return None

@@ -1,0 +1,112 @@
+"""gputop works three ways, and finds workloads/, kernels/ and its data in each:
+a wheel installed into a fresh venv and run from another folder, an editable install, and the
+checkout itself with PYTHONPATH=. (how it runs on the GPU machine).
+
+The fresh venvs get gputop itself installed for real; its dependencies (textual, psutil, ...) are
+borrowed from the test's own environment through a .pth file, so no network is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def run(cmd, cwd, env=None, timeout=180):
+    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, f"{cmd}\n{r.stdout}\n{r.stderr}"
+    return r.stdout
+
+
+@pytest.fixture(scope="module")
+def source_copy(tmp_path_factory) -> Path:
+    """The checkout's files (tracked and untracked-not-ignored), as CI's clean clone has them."""
+    dst = tmp_path_factory.mktemp("src") / "gputop-src"
+    files = run(["git", "ls-files", "-co", "--exclude-standard"], ROOT).split("\n")
+    for f in filter(None, files):
+        if (ROOT / f).is_file():
+            (dst / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / f, dst / f)
+    return dst
+
+
+def fresh_venv(path: Path) -> Path:
+    venv.EnvBuilder(with_pip=False).create(path)
+    py = path / "bin" / "python"
+    site = run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], path).strip()
+    # dependencies from this environment, after the venv's own site-packages
+    (Path(site) / "_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return py
+
+
+def pip(py: Path, *args, cwd):
+    return run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
+                "--no-build-isolation", *args], cwd)
+
+
+def check_install(bin_dir: Path, workdir: Path, expect_under: Path):
+    """Run the installed gputop from ``workdir`` (not the checkout) and check what it finds."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    gputop = str(bin_dir / "gputop")
+    py = str(bin_dir / "python")
+    assert run([gputop, "--version"], workdir, env).startswith("gputop ")
+    where = json.loads(run([py, "-c", "import json, gputop.paths as p; print(json.dumps("
+                                      "[str(p.workloads_dir()), str(p.kernels_dir())]))"], workdir, env))
+    for d in where:
+        assert Path(d).resolve().is_relative_to(expect_under.resolve()), (d, expect_under)
+    assert (Path(where[1]) / "roofline.cu").is_file()
+    doc = json.loads(run([gputop, "--demo", "--once", "--json"], workdir, env))
+    assert doc["gpus"][0]["static"]["name"] == "NVIDIA H200"
+    listing = run([gputop, "--list"], workdir, env)
+    assert "roofline" in listing
+    assert "usage" in run([py, str(Path(where[0]) / "roofline.py"), "--help"], workdir, env)
+    doc = json.loads(run([gputop, "--run", "roofline", "--device", "cpu", "--quick", "--json"], workdir, env))
+    assert doc["status"] == "ok" and doc["points"]
+
+
+def test_wheel_in_a_fresh_venv(source_copy, tmp_path):
+    dist = tmp_path / "dist"
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist),
+         str(source_copy)], tmp_path)
+    wheel = next(dist.glob("gputop-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for must in ("gputop/workloads/roofline.py", "gputop/kernels/roofline.cu", "gputop/data/demo.jsonl.gz",
+                 "gputop/schema/once.schema.json", "gputop/schema/run.schema.json", "gputop/cli.py"):
+        assert must in names, must
+    assert not any(n.startswith(("tests/", "bench/", "workloads/", "kernels/")) for n in names)
+    py = fresh_venv(tmp_path / "venv")
+    pip(py, str(wheel), cwd=tmp_path)
+    site = Path(run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path).strip())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    check_install(py.parent, elsewhere, site)
+
+
+def test_editable_install(source_copy, tmp_path):
+    py = fresh_venv(tmp_path / "venv")
+    pip(py, "-e", str(source_copy), cwd=tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    check_install(py.parent, elsewhere, source_copy)
+
+
+def test_checkout_with_pythonpath(source_copy, tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(source_copy))
+    where = run([sys.executable, "-c", "import gputop.paths as p; print(p.kernels_dir())"], tmp_path, env).strip()
+    assert Path(where) == source_copy / "kernels"
+    assert "roofline" in run([sys.executable, "-m", "gputop", "--list"], tmp_path, env)
+    # the teaching scripts run on their own from the checkout, without PYTHONPATH
+    bare = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    assert "usage" in run([sys.executable, "workloads/roofline.py", "--help"], source_copy, bare)
