@@ -1,0 +1,28 @@
+"""The Textual TUI (``gputop`` with no mode flag). Textual is imported only when the TUI starts."""
+
+from __future__ import annotations
+
+
+def main_tui(args) -> int:
+    """Open the source, build the app, run it; returns the exit code."""
+    import os
+    import sys
+
+    from gputop import exitcodes
+    from gputop.cli import fail
+    from gputop.sources import SourceError
+
+    if getattr(args, "no_color", False):
+        os.environ["NO_COLOR"] = "1"
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return fail(exitcodes.USAGE, "the monitor needs a terminal; for text use --once, --record or --run NAME")
+    from gputop.tui.app import make_app
+
+    try:
+        app = make_app(args)
+    except SourceError as exc:
+        return fail(exc.code, str(exc))
+    except ValueError as exc:  # a sampling rate out of range
+        return fail(exitcodes.USAGE, str(exc))
+    code = app.run()
+    return code if isinstance(code, int) else exitcodes.OK

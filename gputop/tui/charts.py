@@ -1,0 +1,196 @@
+"""Lightweight text charts for the TUI: braille history charts, a log-log roofline, bar rows.
+
+Everything here is pure (Rich ``Text`` at most, no Textual), so it is cheap to call and easy to
+test. A chart library (plotext) costs far more CPU per frame than these few list operations.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+from rich.text import Text
+
+# Braille cell: 2 columns x 4 rows of dots. Bit for (column, row-from-top).
+_DOT = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
+_BRAILLE = 0x2800
+BLOCKS = " ▏▎▍▌▋▊▉█"
+
+
+def bucket(ts: Sequence[float], vs: Sequence, t_end: float, span: float, n: int) -> list[float | None]:
+    """Downsample (t, v) points into ``n`` time buckets that end at ``t_end`` and cover ``span`` s.
+
+    Buckets sit on absolute time (``floor(t / dt)``) so columns do not jitter as time moves on;
+    each bucket is the mean of its values, ``None`` where it has none (a gap, or n/a).
+    """
+    if n <= 0 or span <= 0:
+        return []
+    dt = span / n
+    last = math.floor(t_end / dt)
+    first = last - n + 1
+    sums = [0.0] * n
+    counts = [0] * n
+    for t, v in zip(ts, vs):
+        if v is None:
+            continue
+        i = math.floor(t / dt) - first
+        if 0 <= i < n:
+            sums[i] += v
+            counts[i] += 1
+    return [s / c if c else None for s, c in zip(sums, counts)]
+
+
+def braille_area(values: Sequence[float | None], width: int, height: int, lo: float, hi: float) -> list[str]:
+    """Rows (top first) of a filled area chart: 2 values per cell column, 4 dot rows per cell row.
+
+    ``values`` has up to ``2 * width`` points (older on the left); missing points leave a gap.
+    """
+    width, height = max(0, width), max(0, height)
+    if not width or not height:
+        return [""] * height
+    dots = height * 4
+    span = (hi - lo) or 1.0
+    pts = list(values)[-2 * width:]
+    pts = [None] * (2 * width - len(pts)) + pts
+    levels = []
+    for v in pts:
+        if v is None:
+            levels.append(0)
+            continue
+        f = (v - lo) / span
+        lv = int(round(max(0.0, min(1.0, f)) * dots))
+        levels.append(max(lv, 1) if v > lo else 0)  # any activity shows at least one dot
+    rows = []
+    for r in range(height):
+        bottom = (height - 1 - r) * 4  # dot level at this cell row's lowest dot
+        chars = []
+        for c in range(width):
+            code = 0
+            for side in (0, 1):
+                fill = levels[2 * c + side] - bottom
+                if fill <= 0:
+                    continue
+                for k in range(min(fill, 4)):
+                    code |= _DOT[side][3 - k]
+            chars.append(chr(_BRAILLE + code) if code else " ")
+        rows.append("".join(chars))
+    return rows
+
+
+def hbar(fraction: float | None, width: int) -> str:
+    """A horizontal bar ``width`` cells wide with eighth-cell resolution ('' width for n/a)."""
+    if width <= 0:
+        return ""
+    if fraction is None:
+        return " " * width
+    eighths = int(round(max(0.0, min(1.0, fraction)) * width * 8))
+    full, part = divmod(eighths, 8)
+    s = "█" * full + (BLOCKS[part] if part else "")
+    return s + " " * (width - len(s))
+
+
+def spark(values: Sequence[float | None], lo: float = 0.0, hi: float = 100.0) -> str:
+    """One-line sparkline (▁..█) of ``values``; a space for a missing value."""
+    ramp = "▁▂▃▄▅▆▇█"
+    span = (hi - lo) or 1.0
+    out = []
+    for v in values:
+        if v is None:
+            out.append(" ")
+        else:
+            out.append(ramp[int(max(0.0, min(1.0, (v - lo) / span)) * (len(ramp) - 1) + 0.5)])
+    return "".join(out)
+
+
+# -- roofline ---------------------------------------------------------------------------------------
+
+
+def _decades(lo: float, hi: float) -> list[float]:
+    return [10.0 ** e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+            if lo <= 10.0 ** e <= hi]
+
+
+def _short(v: float) -> str:
+    for scale, p in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if v >= scale:
+            return f"{v / scale:g}{p}"
+    return f"{v:g}"
+
+
+class Roof:
+    """A roof y = min(peak, bandwidth * x): FLOP/s against FLOP/byte."""
+
+    def __init__(self, label: str, bandwidth: float, peak: float, style: str):
+        self.label, self.bandwidth, self.peak, self.style = label, bandwidth, peak, style
+
+    @property
+    def ridge(self) -> float:
+        return self.peak / self.bandwidth
+
+    def at(self, x: float) -> float:
+        return min(self.peak, self.bandwidth * x)
+
+
+def roofline_plot(width: int, height: int, roofs: Sequence[Roof], points: Iterable[tuple[float, float]],
+                  x_range: tuple[float, float] | None = None, point_style: str = "bold") -> list[Text]:
+    """A log-log roofline on a character grid: roofs in braille dots, measured points as ●,
+    the ridge point of the first roof as ◆, decade labels on both axes. Returns ``height`` lines."""
+    pts = [(x, y) for x, y in points if x and y and x > 0 and y > 0]
+    roofs = [r for r in roofs if r.bandwidth and r.peak]
+    ylab_w = 6
+    pw, ph = width - ylab_w - 1, height - 1  # plot area (one row of x labels)
+    if pw < 8 or ph < 3 or not (roofs or pts):
+        return [Text("roofline: too small" if roofs or pts else "roofline: no data yet")] + [Text("")] * max(0, height - 1)
+    xs = [p[0] for p in pts] + [r.ridge for r in roofs]
+    x_lo, x_hi = x_range or (min(xs) / 8, max(xs) * 8)
+    x_lo, x_hi = 10 ** math.floor(math.log10(x_lo)), 10 ** math.ceil(math.log10(x_hi))
+    ys = [p[1] for p in pts] + [r.peak for r in roofs] + [r.at(x_lo) for r in roofs]
+    y_hi = 10 ** math.ceil(math.log10(max(ys) * 1.05))
+    y_lo = max(min(ys), y_hi / 1e6)
+    y_lo = 10 ** math.floor(math.log10(y_lo))
+    lx_lo, lx_hi, ly_lo, ly_hi = map(math.log10, (x_lo, x_hi, y_lo, y_hi))
+
+    def col(x: float) -> float:  # fractional column in dots (2 per cell)
+        return (math.log10(x) - lx_lo) / (lx_hi - lx_lo) * (pw * 2 - 1)
+
+    def row(y: float) -> float:  # fractional dot row from the top (4 per cell)
+        return (ly_hi - math.log10(y)) / (ly_hi - ly_lo) * (ph * 4 - 1)
+
+    codes = [[0] * pw for _ in range(ph)]
+    styles: list[list[str | None]] = [[None] * pw for _ in range(ph)]
+    for roof in roofs:  # later roofs (measured) draw over earlier (theoretical)
+        for dx in range(pw * 2):
+            x = 10 ** (lx_lo + dx / (pw * 2 - 1) * (lx_hi - lx_lo))
+            dy = int(round(row(roof.at(x))))
+            if 0 <= dy < ph * 4:
+                cy, cx = dy // 4, dx // 2
+                codes[cy][cx] |= _DOT[dx % 2][dy % 4]
+                styles[cy][cx] = roof.style
+    grid = [[chr(_BRAILLE + c) if c else " " for c in line] for line in codes]
+    if roofs:
+        r0 = roofs[0]
+        cx, cy = int(col(r0.ridge)) // 2, int(row(r0.peak)) // 4
+        if 0 <= cx < pw and 0 <= cy < ph:
+            grid[cy][cx], styles[cy][cx] = "◆", r0.style
+    for x, y in pts:
+        cx, cy = int(round(col(x))) // 2, int(round(row(y))) // 4
+        if 0 <= cx < pw and 0 <= cy < ph:
+            grid[cy][cx], styles[cy][cx] = "●", point_style
+    # y labels at the rows where decades fall
+    ylabels = {}
+    for d in _decades(y_lo, y_hi):
+        ylabels.setdefault(min(ph - 1, int(round(row(d))) // 4), _short(d))
+    lines = []
+    for r in range(ph):
+        t = Text(f"{ylabels.get(r, ''):>{ylab_w}}│", style="dim")
+        for c in range(pw):
+            t.append(grid[r][c], style=styles[r][c] or "")
+        lines.append(t)
+    xl = [" "] * pw
+    for d in _decades(x_lo, x_hi):
+        lab = _short(d)
+        c = min(pw - len(lab), int(round(col(d))) // 2)
+        if all(ch == " " for ch in xl[max(0, c - 1):c + len(lab) + 1]):
+            xl[c:c + len(lab)] = lab
+    lines.append(Text(" " * ylab_w + "└" + "".join(xl), style="dim"))
+    return lines

@@ -1,0 +1,190 @@
+"""Live and finished workload results as text: the roofline plot, or throughput bars.
+
+Pure (Rich ``Text`` only). Reads the run document's ``points`` / ``results`` / ``device.peaks``;
+the field names workloads use are matched by the small tables below, so a new workload shows up
+as bars without TUI changes.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from gputop.format import si
+from gputop.tui import charts
+
+# Unit multipliers recognised in key names (checked in order).
+_SCALE = (("tflop", 1e12), ("gflop", 1e9), ("mflop", 1e6), ("tb_per_s", 1e12), ("tbps", 1e12), ("tb_s", 1e12),
+          ("gb_per_s", 1e9), ("gbps", 1e9), ("gb_s", 1e9), ("mb_per_s", 1e6), ("mbps", 1e6))
+X_KEYS = ("arithmetic_intensity", "intensity", "ai_flop_per_byte", "flop_per_byte", "ai")
+LABEL_KEYS = ("phase", "mode", "name", "label", "variant", "precision", "dtype", "batch_size", "batch",
+              "num_workers", "workers", "k", "size")
+VALUE_KEYS = ("throughput", "samples_per_s", "items_per_s", "images_per_s", "tokens_per_s", "it_per_s",
+              "steps_per_s", "launches_per_s", "tflops", "tflop_per_s", "gflops", "gflop_per_s", "flops",
+              "flop_per_s", "bytes_per_s", "gb_per_s", "gbps", "speedup")
+
+
+def scaled(key: str, value):
+    """``value`` in base units (FLOP/s, bytes/s) judging by the unit in ``key``."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    k = key.lower()
+    for part, mul in _SCALE:
+        if part in k:
+            return float(value) * mul
+    return float(value)
+
+
+def _first(d: dict, keys) -> tuple[str | None, object]:
+    for k in keys:
+        if k in d and d[k] is not None:
+            return k, d[k]
+    return None, None
+
+
+def _flops_key(d: dict) -> str | None:
+    for k, v in d.items():
+        kl = k.lower()
+        if "flop" in kl and "per_byte" not in kl and "peak" not in kl and "pct" not in kl and isinstance(v, (int, float)):
+            return k
+    return None
+
+
+def roofline_points(points: list[dict]) -> list[tuple[float, float]]:
+    """(FLOP/byte, FLOP/s) of every point that has both."""
+    out = []
+    for p in points:
+        xk, x = _first(p, X_KEYS)
+        yk = _flops_key(p)
+        if xk is None or yk is None:
+            continue
+        y = scaled(yk, p[yk])
+        if isinstance(x, (int, float)) and y:
+            out.append((float(x), y))
+    return out
+
+
+def measured_roof(results: dict) -> tuple[float | None, float | None]:
+    """(bytes/s, FLOP/s) of the measured roofs in a roofline run's results, if there."""
+    bw = flops = None
+    for k, v in results.items():
+        kl = k.lower()
+        if isinstance(v, dict):
+            b, f = measured_roof(v)
+            bw, flops = bw or b, flops or f
+            continue
+        if not isinstance(v, (int, float)) or "pct" in kl or "theoretical" in kl:
+            continue
+        if bw is None and ("bandwidth" in kl or kl.startswith("bw") or "_bw" in kl or "bytes_per_s" in kl):
+            bw = scaled(k, v)
+        elif flops is None and "flop" in kl and "per_byte" not in kl and ("peak" in kl or "roof" in kl or "measured" in kl):
+            flops = scaled(k, v)
+    return bw, flops
+
+
+def is_roofline(workload: str, points: list[dict]) -> bool:
+    return workload == "roofline" or bool(roofline_points(points[:5]))
+
+
+def roofline_view(doc: dict, width: int, height: int) -> list[Text]:
+    points = doc.get("points") or []
+    peaks = (doc.get("device") or {}).get("peaks") or {}
+    roofs = []
+    bw, fp = peaks.get("dram_bytes_per_s"), peaks.get("fp32_flops")
+    if bw and fp:
+        roofs.append(charts.Roof("theoretical", bw, fp, "dim cyan"))
+    mbw, mfp = measured_roof(doc.get("results") or {})
+    if mbw and mfp:
+        roofs.append(charts.Roof("measured", mbw, mfp, "bold yellow"))
+    pts = roofline_points(points)
+    legend = Text()
+    if roofs and roofs[0].label == "theoretical":
+        r = roofs[0]
+        legend.append("⣿ theoretical ", style=r.style)
+        legend.append(f"{si(r.bandwidth, 'B/s')}, {si(r.peak, 'FLOP/s')} FP32, ridge ◆ {r.ridge:.3g} FLOP/B  ")
+    if mbw and mfp:
+        legend.append("⣿ measured ", style="bold yellow")
+        legend.append(f"{si(mbw, 'B/s')}, {si(mfp, 'FLOP/s')}, ridge {mfp / mbw:.3g} FLOP/B  ")
+    legend.append("● ", style="bold")
+    legend.append(f"{len(pts)} points")
+    if pts:
+        x, y = pts[-1]
+        legend.append(f" (last {x:.3g} FLOP/B, {si(y, 'FLOP/s')})", style="dim")
+    plot_h = max(0, height - 1)
+    lines = charts.roofline_plot(width, plot_h, roofs, pts, point_style="bold") if plot_h >= 4 else []
+    return lines + [legend]
+
+
+def bar_items(points: list[dict]) -> list[tuple[str, float, str, float | None]]:
+    """(label, value, value key, peak or None) per point that has a throughput-like number."""
+    items = []
+    for p in points:
+        vk, v = _first(p, VALUE_KEYS)
+        if vk is None:
+            vk = next((k for k, x in p.items() if isinstance(x, (int, float)) and not isinstance(x, bool)
+                       and k not in LABEL_KEYS), None)
+            v = p.get(vk) if vk else None
+        if vk is None or not isinstance(v, (int, float)):
+            continue
+        parts = [f"{k}={p[k]}" if k in ("k", "batch_size", "batch", "num_workers", "workers", "size") else str(p[k])
+                 for k in LABEL_KEYS if k in p and p[k] is not None and k != vk]
+        label = " ".join(parts) or f"#{len(items) + 1}"
+        peak = None
+        for pk in (f"{vk}_peak", f"peak_{vk}", "peak"):
+            if isinstance(p.get(pk), (int, float)):
+                peak = float(p[pk])
+                break
+        items.append((label, float(v), vk, peak))
+    return items
+
+
+def bars_view(doc: dict, width: int, height: int) -> list[Text]:
+    items = bar_items(doc.get("points") or [])
+    if not items:
+        return [Text("no results yet", style="dim")]
+    label_w = min(28, max(len(i[0]) for i in items))
+    top = max(max(v, pk or 0) for _, v, _, pk in items) or 1.0
+    bar_w = max(4, width - label_w - 34)
+    lines = []
+    for label, v, key, peak in items[-max(1, height):]:
+        ref = peak or top
+        t = Text(f"{label[:label_w]:<{label_w}} ")
+        t.append(charts.hbar(v / ref if ref else 0, bar_w), style="green" if peak is None else "cyan")
+        t.append(f" {v:.4g} {key}")
+        if peak:
+            t.append(f" ({100 * v / peak:.0f}% of {peak:.4g})", style="dim")
+        lines.append(t)
+    return lines
+
+
+def status_line(doc: dict, progress: dict | None = None) -> Text:
+    status = doc.get("status", "?")
+    style = {"running": "bold cyan", "ok": "bold green", "pending": "dim"}.get(status, "bold red")
+    t = Text(f"{doc.get('workload')} ", style="bold")
+    t.append(status, style=style)
+    t.append(f"  {doc.get('wall_time_s', 0):.1f} s")
+    dev = doc.get("device") or {}
+    where = "CPU" if dev.get("kind") == "cpu" else f"GPU {dev.get('nvml_index')}"
+    t.append(f"  on {where}")
+    phases = doc.get("phases") or []
+    if phases:
+        t.append(f"  phase: {phases[-1]['name']}")
+    if progress and progress.get("total"):
+        t.append(f"  {progress.get('done')}/{progress.get('total')}")
+        if progress.get("message"):
+            t.append(f" {progress['message']}", style="dim")
+    for e in (doc.get("errors") or [])[-1:]:
+        t.append(f"  error: {e.get('message')}", style="red")
+    verdict = doc.get("verdict")
+    if isinstance(verdict, dict) and verdict.get("class"):
+        t.append(f"  verdict: {verdict['class']}", style="yellow")
+    return t
+
+
+def results_lines(doc: dict, width: int, height: int) -> list[Text]:
+    """The whole results panel for one run: a status line, then the plot or the bars."""
+    body_h = max(0, height - 1)
+    if is_roofline(doc.get("workload", ""), doc.get("points") or []):
+        body = roofline_view(doc, width, body_h)
+    else:
+        body = bars_view(doc, width, body_h)
+    return body[:body_h]

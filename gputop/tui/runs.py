@@ -1,0 +1,176 @@
+"""The TUI's side of the runner: the workload list, starting and cancelling runs, one per GPU.
+
+All runner calls of the TUI are here (no Textual), so the integration is one small module.
+``on_event`` runs on the runner's reader threads: it only bumps a counter, and the UI's frame
+timer picks the change up (no cross-thread call per event, nothing to deadlock on exit).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+from gputop.workload_api import ParamError
+
+
+def load_registry():
+    """(specs, errors): every workload ``gputop --list`` shows; ([], [why]) if the runner is missing."""
+    try:
+        from gputop.runner.registry import Registry
+    except ImportError as exc:
+        return [], [f"the workload runner is not available ({exc})"]
+    reg = Registry()
+    return list(reg), list(reg.errors)
+
+
+def format_value(value) -> str:
+    try:
+        from gputop.runner.process import format_value as fv
+    except ImportError:
+        return str(value)
+    return fv(value)
+
+
+def default_values(spec, device: str) -> dict:
+    """Parameter values the form starts with: defaults, then the CPU overrides for ``--device cpu``."""
+    values = {p.name: p.default for p in spec.params}
+    if device == "cpu" and spec.cpu:
+        values.update(spec.cpu)
+    values.pop("device", None)
+    return values
+
+
+def parse_values(spec, texts: dict[str, str]) -> dict:
+    """Validate the form's texts (raises ParamError naming the parameter)."""
+    by_name = {p.name: p for p in spec.params}
+    out = {}
+    for name, text in texts.items():
+        if name not in by_name:
+            raise ParamError(f"unknown parameter '{name}'")
+        out[name] = by_name[name].parse(text)
+    return out
+
+
+@dataclass
+class RunState:
+    run: object  # gputop.runner.process.WorkloadRun
+    name: str
+    target: str  # "GPU 0" or "CPU"
+    events: int = 0
+    seen: int = -1  # events already drawn
+    progress: dict | None = None
+    saved_to: str | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def active(self) -> bool:
+        return not self.run.finished
+
+    def document(self) -> dict:
+        doc = self.run.document()
+        if self.active and doc.get("status") in ("pending",):
+            doc["status"] = "running"
+        return doc
+
+
+class RunController:
+    """Starts runs (one at a time per GPU, one on the CPU) and keeps every run of this session."""
+
+    def __init__(self, sampler=None, nvml=None):
+        self.sampler = sampler
+        self.nvml = nvml
+        self.runs: list[RunState] = []
+        self._lock = threading.Lock()
+
+    def active_on(self, target: str) -> RunState | None:
+        return next((r for r in self.runs if r.target == target and r.active), None)
+
+    @property
+    def active(self) -> list[RunState]:
+        return [r for r in self.runs if r.active]
+
+    def start(self, spec, values: dict, device: str, nvml_index: int | None, timeout: float | None = None) -> RunState:
+        """Start ``spec``; raises RuntimeError if a run is already going on that GPU (or the CPU)."""
+        from gputop.runner.process import WorkloadRun
+
+        target = "CPU" if device == "cpu" else f"GPU {nvml_index or 0}"
+        busy = self.active_on(target)
+        if busy is not None:
+            raise RuntimeError(f"{busy.name} is already running on {target}; cancel it first (c)")
+        holder: dict = {}
+
+        def on_event(ev: dict) -> None:  # reader thread: count only
+            st = holder.get("state")
+            if st is None:
+                return
+            st.events += 1
+            if ev.get("event") == "progress":
+                st.progress = ev
+
+        sampler = self.sampler if device == "cuda" and self._sampler_is_live() else None
+        run = WorkloadRun(spec, values, device=device, nvml_index=nvml_index, timeout=timeout, on_event=on_event,
+                          nvml=self.nvml, sampler=sampler)
+        state = RunState(run=run, name=spec.name, target=target)
+        holder["state"] = state
+        with self._lock:
+            self.runs.append(state)
+        run.start()
+        state.events += 1
+        return state
+
+    def _sampler_is_live(self) -> bool:
+        return self.sampler is not None and getattr(self.sampler.source, "kind", "") == "live"
+
+    def own_pids(self) -> set[int]:
+        """PIDs of this session's running workloads (and their children), to tag in the process table."""
+        pids: set[int] = set()
+        for st in self.active:
+            proc = getattr(st.run, "proc", None)
+            if proc is None:
+                continue
+            pids.add(proc.pid)
+            try:
+                import psutil
+
+                pids.update(c.pid for c in psutil.Process(proc.pid).children(recursive=True))
+            except Exception:
+                pass
+        return pids
+
+    def cancel(self, target: str | None = None) -> list[RunState]:
+        """Cancel the active run on ``target`` (all active runs if None)."""
+        hit = [r for r in self.active if target is None or r.target == target]
+        for r in hit:
+            r.run.cancel()
+        return hit
+
+    def stop_all(self, timeout: float = 10.0) -> None:
+        """Cancel every active run and wait for them to end (quitting the TUI)."""
+        runs = self.cancel()
+        end = time.monotonic() + timeout
+        for r in runs:
+            r.run.wait(max(0.1, end - time.monotonic()))
+
+
+def save_document(doc: dict, folder: str | None = None) -> str:
+    """Write a run document as JSON; returns the path."""
+    folder = folder or os.getcwd()
+    stamp = (doc.get("started_at") or time.strftime("%Y-%m-%dT%H:%M:%S")).replace(":", "").replace("+0000", "")
+    path = os.path.join(folder, f"gputop-{doc.get('workload', 'run')}-{stamp[:17]}.json")
+    n = 1
+    base = path[:-5]
+    while os.path.exists(path):
+        n += 1
+        path = f"{base}-{n}.json"
+    try:
+        from gputop.runner.document import dumps
+
+        text = dumps(doc)
+    except ImportError:
+        text = json.dumps(doc, indent=2, default=str)
+    with open(path, "w") as f:
+        f.write(text + "\n")
+    return path

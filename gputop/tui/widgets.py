@@ -1,0 +1,223 @@
+"""Textual widgets of the monitor. Each renders pre-built Rich ``Text`` lines through the Line API
+(``render_line`` -> cached ``Strip``) and refreshes only when its lines changed, so an unchanged
+panel costs nothing per frame and a changed one costs one strip per visible line.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.geometry import Size
+from textual.strip import Strip
+from textual.widget import Widget
+
+from gputop.format import NA, pct
+from gputop.tui import charts, view
+
+LEVEL_STYLE = {"": "green", "warn": "yellow", "hot": "bold red", "na": "dim"}
+
+
+class Lines(Widget):
+    """A widget that shows a list of Rich Text lines (one per row), cropped to its width."""
+
+    DEFAULT_CSS = "Lines { height: auto; }"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._lines: list[Text] = []
+        self._cache: dict[tuple[int, int], Strip] = {}
+
+    def set_lines(self, lines: list[Text]) -> bool:
+        """Replace the lines; refresh only if something changed. True if it changed."""
+        if lines == self._lines:
+            return False
+        resized = len(lines) != len(self._lines)
+        self._lines = lines
+        self._cache.clear()
+        self.refresh(layout=resized and self.styles.height is not None and self.styles.height.is_auto)
+        return True
+
+    @property
+    def plain(self) -> str:
+        return "\n".join(t.plain for t in self._lines)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._lines)
+
+    def on_resize(self) -> None:
+        self._cache.clear()
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        """Recompute the lines for the current size (widgets whose lines depend on width)."""
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        key = (y, width)
+        strip = self._cache.get(key)
+        if strip is None:
+            style = self.rich_style
+            if y < len(self._lines):
+                segs = list(self._lines[y].render(self.app.console, end=""))
+                strip = Strip(segs).crop_extend(0, width, None).apply_style(style)
+            else:
+                strip = Strip.blank(width, style)
+            self._cache[key] = strip
+        return strip
+
+
+class InfoBar(Lines):
+    """The header line: host, GPU names, driver, CUDA, rate, mode."""
+
+    DEFAULT_CSS = "InfoBar { height: 1; background: $primary-background; }"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.parts: list[str] = []
+        self.page = ""
+
+    def show(self, parts: list[str], page: str) -> None:
+        self.parts, self.page = parts, page
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        width = self.size.width or 80
+        tail = f"  [{self.page}]"
+        t = Text(" gputop ", style="bold reverse")
+        budget = max(10, width - 9 - len(tail))
+        body = view.fit_parts(self.parts, budget)
+        t.append(" " + (body if len(body) <= budget else body[:budget - 1] + "…"))
+        t.append(tail, style="bold")
+        self.set_lines([t])
+
+
+class DevicePanel(Lines):
+    """Every metric of the selected GPU, with a bar against its peak."""
+
+    LABEL_W = 15
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.data: tuple[dict, dict, dict | None] | None = None
+
+    def show(self, static: dict, peaks: dict, sample: dict | None) -> None:
+        self.data = (static, peaks, sample)
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        if self.data is None:
+            return
+        static, peaks, sample = self.data
+        width = max(20, self.size.width or 80)
+        lines = [Text(view.gpu_title(static), style="bold")]
+        if sample is None:
+            lines.append(Text("waiting for the first sample...", style="dim"))
+            self.set_lines(lines)
+            return
+        if sample.get("lost"):
+            lines.append(Text("GPU LOST: NVML says this GPU fell off the bus", style="bold red"))
+        rows = view.device_rows(static, peaks, sample)
+        bar_w = max(0, min(24, width - self.LABEL_W - 36))
+        for r in rows:
+            t = Text(f"{r.label:<{self.LABEL_W}}", style="bold")
+            if bar_w >= 6:
+                if r.fraction is not None:
+                    t.append(charts.hbar(r.fraction, bar_w), style=LEVEL_STYLE[r.level])
+                    t.append(" ")
+                else:
+                    t.append(" " * (bar_w + 1))
+            t.append(r.text, style="dim" if r.level == "na" else ("bold red" if r.level == "hot" and r.fraction is None else ""))
+            lines.append(t)
+        self.set_lines(lines)
+
+
+class GpuStrip(Lines):
+    """One line per GPU; the selected one is marked."""
+
+    DEFAULT_CSS = "GpuStrip { height: auto; max-height: 8; }"
+
+    def show(self, statics: list[dict], samples: list[dict | None], selected: int) -> None:
+        lines = []
+        for i, (st, s) in enumerate(zip(statics, samples)):
+            mark = "▶" if i == selected else " "
+            lines.append(Text(f"{mark} {view.strip_line(st, s)}", style="bold reverse" if i == selected else ""))
+        self.set_lines(lines)
+
+
+class HistoryChart(Lines):
+    """A braille area chart of one series over the last ``span`` seconds (title on the first row)."""
+
+    DEFAULT_CSS = "HistoryChart { height: 1fr; min-height: 2; }"
+
+    def __init__(self, title: str, field: str, lo: float = 0.0, hi: float = 100.0, unit: str = "%",
+                 color: str = "green", span: float = 60.0, **kwargs):
+        super().__init__(**kwargs)
+        self.title, self.field, self.lo, self.hi, self.unit, self.color, self.span = (
+            title, field, lo, hi, unit, color, span)
+        self.series: tuple[list, list, float] | None = None
+
+    def show(self, ts: list, vs: list, t_end: float, hi: float | None = None, note: str = "") -> None:
+        self.series = (ts, vs, t_end)
+        if hi:
+            self.hi = hi
+        self.note = note
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        if self.series is None:
+            return
+        ts, vs, t_end = self.series
+        w, h = self.size.width, self.size.height
+        if w <= 0 or h <= 0:
+            return
+        last = next((v for v in reversed(vs) if v is not None), None)
+        cur = NA if last is None else (pct(last) if self.unit == "%" else f"{last:.0f} {self.unit}")
+        title = Text(f"{self.title} ", style="bold")
+        title.append(cur, style=self.color)
+        tail = getattr(self, "note", "") or f"last {self.span:.0f} s, max {self.hi:g}{self.unit}"
+        title.append(f"  {tail}", style="dim")
+        lines = [title]
+        if h > 1:
+            buckets = charts.bucket(ts, vs, t_end, self.span, 2 * w)
+            for row in charts.braille_area(buckets, w, h - 1, self.lo, self.hi):
+                lines.append(Text(row, style=self.color))
+        self.set_lines(lines)
+
+
+class ProcessTable(Lines):
+    """pid, user, name, GPU memory; gputop's own workload is tagged."""
+
+    DEFAULT_CSS = "ProcessTable { height: auto; max-height: 10; }"
+
+    def show(self, procs: list[dict] | None, own_pids: set[int], host_line: str) -> None:
+        lines = [Text(f"{'PID':>8}  {'USER':<12} {'NAME':<22} {'GPU MEM':>10}  ", style="bold reverse")]
+        rows = view.process_rows(procs, own_pids)
+        if procs is None:
+            lines.append(Text("  processes: n/a", style="dim"))
+        elif not rows:
+            lines.append(Text("  no processes on this GPU", style="dim"))
+        for pid, user, name, mem, tag in rows:
+            t = Text(f"{pid:>8}  {user[:12]:<12} {name[:22]:<22} {mem:>10}  ")
+            if tag:
+                t.append(tag, style="bold cyan")
+            lines.append(t)
+        lines.append(Text(host_line, style="dim"))
+        self.set_lines(lines)
+
+
+class VerdictPanel(Lines):
+    """The bottleneck class, its evidence in numbers, one line of advice."""
+
+    DEFAULT_CSS = "VerdictPanel { height: auto; }"
+
+    def show(self, verdict) -> None:
+        if verdict is None:
+            self.set_lines([Text("diagnosis: n/a", style="dim")])
+            return
+        t = Text("verdict: ", style="bold")
+        t.append(verdict.label, style="bold yellow" if verdict.bound else "bold green")
+        if verdict.evidence:
+            t.append("  " + verdict.evidence)
+        lines = [t]
+        if verdict.advice:
+            lines.append(Text("advice: " + verdict.advice, style="italic"))
+        self.set_lines(lines)
