@@ -1,0 +1,133 @@
+"""Every threshold of the bottleneck classifier, in one place, each with its reason.
+
+Most rules are soft: a pair ``(lo, hi)`` means "score 0 at or below lo, 1 at or above hi, linear in
+between" (:func:`gputop.analysis.classify.ramp`), so a value near a boundary gives a middling score and
+a lower confidence instead of a flip. Percentages are 0..100 like the sample fields; fractions are 0..1.
+
+References used below:
+  [NCU]  Nsight Compute "GPU Speed Of Light" rule: a unit above 60% of its peak throughput is a
+         limiter; "achieved compute throughput and/or memory bandwidth below 60% of peak typically
+         indicate latency issues".
+  [HTA]  Holistic Trace Analysis / PyTorch profiler recommendations: GPU utilisation below 50% is
+         "low"; time in the DataLoader above 5% of the step means the input pipeline is a bottleneck;
+         memory above 90% of the device is near its capacity.
+  [H200] measured on an H200 with gputop (GPM over 0.1 s windows): a large copy reads DRAM 87%,
+         tensor 0%; a bf16 matmul loop reads tensor 94%, DRAM 16%; a loop of 1-element kernels with a
+         sync after each reads SM activity 0.03% while NVML's kernel duty cycle reads 16% or more.
+  [DECK] the seed deck "GPU workload design" (seeds/003): compute / bandwidth / latency bound advice,
+         num_workers and pin_memory for starvation and slow host-to-device copies.
+"""
+
+from __future__ import annotations
+
+# -- window and sample handling --------------------------------------------------------------------
+WINDOW_S = 2.0  # timeline window: 20 samples at the default 10 Hz, long enough to average GPM noise
+MIN_SAMPLES = 5  # fewer samples than this in a window: halve the confidence (one burst can dominate)
+MIN_LAST_WINDOW_FRACTION = 0.5  # a final window shorter than half a window joins the one before it
+
+# -- idle ------------------------------------------------------------------------------------------
+# NVML's kernel duty cycle (util_gpu_pct) reads 0 on an idle GPU; a few % is background (the display
+# driver, another process's occasional kernel). Above 5% something is running.
+IDLE_UTIL_PCT = (1.0, 5.0)
+# GPM SM activity of an idle GPU is 0.0x%; above 2% kernels are doing work.
+IDLE_SM_ACTIVE_PCT = (0.5, 2.0)
+# A sample counts as "GPU busy" (for burst counting and the busy-only clock statistics) above these.
+BUSY_UTIL_PCT = 5.0
+BUSY_SM_ACTIVE_PCT = 1.0
+
+# -- compute-bound and memory-bound (GPM) ------------------------------------------------------------
+# A pipe (tensor, FP32, FP64, FP16) busy >= 60% of the time is the limiter [NCU]; below 40% it is not.
+PIPE_BUSY_PCT = (40.0, 60.0)
+# DRAM bandwidth >= 60% of the theoretical peak is the limiter [NCU]; a streaming copy reaches ~87% [H200].
+DRAM_BUSY_PCT = (40.0, 60.0)
+# FP64 tensor (DMMA) counts as "fp64" rather than "tensor" when it is at least this share of all tensor
+# activity (ANY_TENSOR includes DMMA).
+FP64_TENSOR_SHARE = 0.5
+
+# -- latency / launch-bound --------------------------------------------------------------------------
+# Kernels resident at least 15% of the time (NVML duty cycle) ...
+LAUNCH_UTIL_PCT = (5.0, 15.0)
+# ... while the SMs are busy for under 10% of that time: the kernels are tiny (one block, a few
+# microseconds) and the GPU waits on launches and syncs between them. 1-element kernels read
+# 0.03% / 16% = 0.002 [H200]; a kernel that fills the GPU reads close to 1.
+LAUNCH_SM_PER_UTIL = (0.10, 0.25)
+# The GPU is busy (duty cycle >= 70%) but neither a pipe nor DRAM is near its peak: latency-bound in
+# the [NCU] sense (under-filled kernels, stalls on memory latency or dependencies).
+BUSY_NOTHING_PEAK_UTIL_PCT = (40.0, 70.0)
+# Subclasses of latency-bound: SMs active >= 80% of the time -> "stalls" (SMs busy, waiting on
+# something), otherwise "underfilled" (kernels too small to fill the SMs) or "launch" (ratio above).
+STALLS_SM_ACTIVE_PCT = 80.0
+
+# -- input-starved ------------------------------------------------------------------------------------
+# The GPU is under-used: kernel duty cycle below 50% is "low" [HTA]; at 30% it clearly is.
+STARVED_UTIL_PCT = (30.0, 60.0)
+# The feeding process tree is busy on the CPU: CPU% is per core (100 = one core), summed over the
+# process and its children. A DataLoader with num_workers=0 and a heavy transform reads ~100%.
+FEEDER_CPU_PCT = (30.0, 70.0)
+# Without a watched process, the busiest host core is a weak stand-in (some process is CPU-bound).
+HOST_CORE_BUSY_PCT = (70.0, 95.0)
+# A workload's own report: time waiting for data above 5% of the step is a bottleneck [HTA]; at 15%
+# it is the main one.
+DATA_WAIT_FRACTION = (0.05, 0.15)
+
+# -- PCIe / transfer-bound -----------------------------------------------------------------------------
+# PCIe throughput (busier direction) as a fraction of the link's per-direction peak. Pageable
+# host-to-device copies are staged through a pinned bounce buffer by the CPU and reach only 15-40% of a
+# gen4/gen5 x16 link; pinned copies reach 80-90%. Normal training traffic (a batch per step) is
+# under 2%. So 8% is already unusual and 25% is transfer-dominated when the SMs wait.
+PCIE_LINK_FRACTION = (0.08, 0.25)
+
+# -- throttling -----------------------------------------------------------------------------------------
+# Clock-event reasons (gputop.telemetry.sample.CLOCK_REASONS) that mean "slowed by heat or hardware":
+# abnormal on any load. Counted over busy samples only.
+THERMAL_REASONS = ("software thermal slowdown", "hardware thermal slowdown", "hardware slowdown",
+                   "hardware power brake")
+# Share of busy samples with such a reason: 10% is a blip, 30% is throttled.
+THERMAL_SAMPLE_FRACTION = (0.10, 0.30)
+# The power cap is normal under a compute-bound load: a bf16 matmul loop sits at its power limit with
+# the SM clock at 75-90% of max. It is the main problem only when it holds the SM clock far down:
+# at or below 50% of max (a lowered power limit), not at all above 65%.
+POWER_CAP_REASON = "software power cap"
+POWER_CAP_SAMPLE_FRACTION = (0.20, 0.50)
+POWER_CAP_CLOCK_RATIO = (0.50, 0.65)  # reversed: a lower clock ratio scores higher
+
+# -- memory capacity -----------------------------------------------------------------------------------
+# Device memory above 90% used is near capacity [HTA]; 88% is not yet.
+MEM_USED_FRACTION = (0.88, 0.92)
+# At or above 97% (or an out-of-memory error) capacity is the main verdict whatever else is going on:
+# the next allocation fails. Between 90% and 97% it is the main verdict only when the GPU is not
+# clearly compute-, memory- or transfer-bound (inference servers and PyTorch's caching allocator
+# routinely hold 90% of the memory while running at full speed).
+MEM_FULL_FRACTION = 0.97
+
+# -- no GPM (pre-Hopper, or GPM unsupported) ------------------------------------------------------------
+# Kernels resident nearly all the time (NVML duty cycle).
+FALLBACK_BUSY_UTIL_PCT = (70.0, 90.0)
+# NVML's memory-controller duty cycle: a streaming copy reads 80-95%, a bf16 GEMM 20-40%.
+FALLBACK_MEM_UTIL_PCT = (40.0, 70.0)
+# Board power as a fraction of the power limit: real SM work draws at least half of the limit on
+# data-centre GPUs, a loop of tiny kernels stays near idle power (15-25%).
+FALLBACK_POWER_FRACTION = (0.30, 0.50)
+# Without GPM a verdict that needs SM/pipe/DRAM activity is at most this confident.
+NO_GPM_CONFIDENCE = 0.6
+# Input-starved judged without the feeding process's CPU%, only from the busiest host core.
+NO_FEEDER_CONFIDENCE = 0.7
+
+# -- choosing and mixing ------------------------------------------------------------------------------
+MIXED_MIN_SCORE = 0.5  # another class scoring at least this is listed as "mixed"
+WEAK_SCORE = 0.3  # the best class scoring below this: "no class fits well", low confidence
+MAX_CONFIDENCE = 0.95  # telemetry never makes a verdict certain
+SECOND_CLASS_PENALTY = 0.3  # confidence *= 1 - this x (score of the runner-up)
+
+# -- timeline and overall verdict -----------------------------------------------------------------------
+# The overall verdict of a run is the class with the most time, ignoring idle time unless the GPU was
+# idle for more than 75% of the time it was in use. Classes with at least 20% of the busy time are
+# listed as mixed.
+OVERALL_IDLE_FRACTION = 0.75
+OVERALL_MIXED_FRACTION = 0.20
+
+# -- finding the command's GPU without its pid in NVML's process list ------------------------------------
+# A CUDA context costs 250-600 MiB of device memory; a rise of 200 MiB over the baseline means "used".
+MEM_RISE_BYTES = 200 * 2**20
+# Or SM activity / kernel duty cycle rising from idle to above these.
+ACTIVITY_RISE_PCT = 10.0
