@@ -49,7 +49,7 @@ SUBCLASS_LABELS = {
     "tensor": "tensor cores", "fp64": "FP64", "fp32": "FP32 pipe", "fp16": "FP16 pipe",
     "launch": "launch/sync", "stalls": "stalls", "underfilled": "under-filled kernels",
     "thermal": "thermal", "hardware": "hardware slowdown", "power": "power cap", "oom": "out of memory",
-    "startup": "startup",
+    "startup": "startup", "link": "link near its peak", "pageable": "pageable host memory",
 }
 
 _GPM_FIELDS = ("sm_active_pct", "sm_occupancy_pct", "dram_bw_pct", "tensor_pct", "hmma_pct", "imma_pct",
@@ -258,6 +258,8 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
         s["memory-bound"] = busy * real * memsh
         facts["strength"] = {}
         launch = ramp(util, T.LAUNCH_UTIL_PCT) * (1 - real) if pf is not None else 0.0
+    # A copy with no kernel running is not a launch problem (NVML's duty cycle counts copies too).
+    launch *= 1 - pcie_raw
     peak_used = max(s["compute-bound"], s["memory-bound"])
     s["pcie-bound"] = pcie_raw * (1 - peak_used)
     facts["pcie_overlapped"] = pcie_raw >= T.MIXED_MIN_SCORE and s["pcie-bound"] < T.MIXED_MIN_SCORE
@@ -280,7 +282,9 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
         cpu, facts["feeder"] = 0.0, None
     facts["cpu_busy"] = cpu
     bursts = 1.0 if (ev.get("busy_sample_pct") or 0) > 0 else 0.0
-    s["input-starved"] = starved * cpu * bursts * (1 - launch)
+    s["input-starved"] = starved * cpu * bursts * (1 - launch) * (1 - pcie_raw)
+    link = ev.get("pcie_link_fraction") or 0.0
+    sub["pcie-bound"] = "link" if link >= T.PCIE_NEAR_LINK_FRACTION else ("pageable" if cpu >= 0.5 else None)
     dwf = _num(hints.get("data_wait_fraction"))
     if dwf is not None:
         ev["data_wait_fraction"] = dwf
@@ -326,7 +330,7 @@ def _pick(s: dict, ev: dict, facts: dict, hints: dict) -> str:
 
 # -- words --------------------------------------------------------------------------------------------------
 def _p(v, digits=0):
-    if v is not None and 0 < v < 1 and digits == 0:
+    if v is not None and 0.01 <= v < 1 and digits == 0:
         return pct(v, 2)
     return pct(v, digits)
 
@@ -383,8 +387,12 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
         rx, tx = ev.get("pcie_rx_bps") or 0, ev.get("pcie_tx_bps") or 0
         way, v = ("host-to-device (rx)", rx) if rx >= tx else ("device-to-host (tx)", tx)
         busy = f"SMs {_p(ev.get('sm_active_pct'))} busy" if gpm else f"kernels active {_p(ev.get('util_gpu_pct'))}"
-        return (f"PCIe/transfer-bound: {way} {si(v, 'B/s')} = {_p(100 * (ev.get('pcie_link_fraction') or 0))} of the "
+        text = (f"PCIe/transfer-bound: {way} {si(v, 'B/s')} = {_p(100 * (ev.get('pcie_link_fraction') or 0))} of the "
                 f"{si(ev.get('pcie_link_bytes_per_s'), 'B/s')} link, {busy}")
+        if sub == "pageable":
+            cpu = ev.get("feeder_cpu_pct")
+            text += f", CPU {_p(cpu if cpu is not None else ev.get('host_busiest_core_pct'))} staging pageable memory"
+        return text
     if cls == "throttled":
         if sub == "power":
             return (f"throttled (power cap): power cap in {_p(100 * (ev.get('power_cap_sample_fraction') or 0))} of busy "
@@ -436,6 +444,11 @@ ADVICE = {
                              "persistent_workers=True, prefetch_factor), move preprocessing to the GPU, cache decoded data",
     ("pcie-bound", None): "host-device copies are the limit: pin host memory (pin_memory=True) and copy with "
                           "non_blocking=True, overlap copies with compute, keep data on the GPU, send less (lower precision)",
+    ("pcie-bound", "pageable"): "copies from pageable host memory are staged by the CPU far below the link's speed: "
+                                "pin the host buffers (pin_memory=True, tensor.pin_memory()) and copy with non_blocking=True, "
+                                "overlap copies with compute, keep data on the GPU",
+    ("pcie-bound", "link"): "the PCIe link is near its peak: send less (keep data on the GPU, lower precision, "
+                            "compress), overlap copies with compute on separate streams",
     ("throttled", "power"): "the power limit holds the clocks far below max: check `nvidia-smi -q -d POWER` for a lowered "
                             "limit; numbers from this window are not representative",
     ("throttled", None): "clocks are lowered by heat or a hardware slowdown: check cooling, airflow and power delivery; "
@@ -696,5 +709,5 @@ def format_timeline(segments: list[dict]) -> list[str]:
     for s in segments:
         name = s["label"] + (f" ({SUBCLASS_LABELS.get(s['subclass'], s['subclass'])})" if s.get("subclass") else "")
         text = s["evidence_text"].split(": ", 1)[-1]
-        lines.append(f"  {s['t_start']:6.1f}-{s['t_end']:6.1f} s  {name:<34} {s['confidence']:.2f}  {text}")
+        lines.append(f"  {s['t_start']:6.1f}-{s['t_end']:6.1f} s  {name:<44} {s['confidence']:.2f}  {text}")
     return lines

@@ -71,11 +71,15 @@ HOST_CORE_BUSY_PCT = (70.0, 95.0)
 DATA_WAIT_FRACTION = (0.05, 0.15)
 
 # -- PCIe / transfer-bound -----------------------------------------------------------------------------
-# PCIe throughput (busier direction) as a fraction of the link's per-direction peak. Pageable
-# host-to-device copies are staged through a pinned bounce buffer by the CPU and reach only 15-40% of a
-# gen4/gen5 x16 link; pinned copies reach 80-90%. Normal training traffic (a batch per step) is
-# under 2%. So 8% is already unusual and 25% is transfer-dominated when the SMs wait.
-PCIE_LINK_FRACTION = (0.08, 0.25)
+# PCIe throughput (busier direction) as a fraction of the link's per-direction peak. Measured on an
+# H200 (gen5 x16, 63 GB/s per direction) [H200]: pageable host-to-device copies run at ~9 GB/s (14%),
+# because the CPU stages them through a pinned bounce buffer; the loops of the other cases move
+# 0.01-0.14 GB/s (under 0.3%). A training loop copying one batch per step moves 1-2% of a gen5 link.
+# So 4% is already unusual and 12% is transfer-dominated when the SMs wait.
+PCIE_LINK_FRACTION = (0.04, 0.12)
+# Subclass "link": the link itself is near its peak (pinned copies reach 80-90%); "pageable": well
+# below it while the feeding process is busy on the CPU (staging pageable memory is the limit).
+PCIE_NEAR_LINK_FRACTION = 0.5
 
 # -- throttling -----------------------------------------------------------------------------------------
 # Clock-event reasons (gputop.telemetry.sample.CLOCK_REASONS) that mean "slowed by heat or hardware":
@@ -85,11 +89,12 @@ THERMAL_REASONS = ("software thermal slowdown", "hardware thermal slowdown", "ha
 # Share of busy samples with such a reason: 10% is a blip, 30% is throttled.
 THERMAL_SAMPLE_FRACTION = (0.10, 0.30)
 # The power cap is normal under a compute-bound load: a bf16 matmul loop sits at its power limit with
-# the SM clock at 75-90% of max. It is the main problem only when it holds the SM clock far down:
-# at or below 50% of max (a lowered power limit), not at all above 65%.
+# the SM clock at 74% of max on an H200 [H200] (75-90% on other parts). It is the main problem only
+# when it holds the SM clock far down: at or below 45% of max (a lowered power limit), not at all
+# above 60%.
 POWER_CAP_REASON = "software power cap"
 POWER_CAP_SAMPLE_FRACTION = (0.20, 0.50)
-POWER_CAP_CLOCK_RATIO = (0.50, 0.65)  # reversed: a lower clock ratio scores higher
+POWER_CAP_CLOCK_RATIO = (0.45, 0.60)  # reversed: a lower clock ratio scores higher
 
 # -- memory capacity -----------------------------------------------------------------------------------
 # Device memory above 90% used is near capacity [HTA]; 88% is not yet.
