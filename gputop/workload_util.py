@@ -1,0 +1,152 @@
+"""Small helpers the teaching workloads share: timing statistics, verdicts, and reading a run document.
+
+Workload scripts (``workloads/*.py``) import this next to :mod:`gputop.workload_api`. Nothing here
+imports torch or cupy: the torch helpers take the ``torch`` module as an argument.
+"""
+
+from __future__ import annotations
+
+import math
+
+NOISE_LIMIT_PCT = 5.0  # seed 003: warn when the RMS of repeated timings exceeds 5 % of their mean
+THROTTLE_REASONS = ("software power cap", "hardware slowdown", "software thermal slowdown",
+                    "hardware thermal slowdown", "hardware power brake")
+
+
+def stats(samples) -> dict:
+    """mean, min, max and the RMS deviation in % of the mean of repeated measurements."""
+    xs = [float(x) for x in samples if x is not None and math.isfinite(float(x))]
+    if not xs:
+        return {"n": 0, "mean": None, "min": None, "max": None, "rms_pct": None}
+    mean = sum(xs) / len(xs)
+    rms = math.sqrt(sum((x - mean) ** 2 for x in xs) / len(xs))
+    return {"n": len(xs), "mean": mean, "min": min(xs), "max": max(xs),
+            "rms_pct": 100.0 * rms / mean if mean else None}
+
+
+def noise_check(emit, label: str, samples, limit_pct: float = NOISE_LIMIT_PCT) -> dict:
+    """``stats(samples)``, and a ``noisy_timing`` warning when the RMS is above ``limit_pct``."""
+    s = stats(samples)
+    if s["n"] >= 2 and s["rms_pct"] is not None and s["rms_pct"] > limit_pct:
+        emit.warning(f"{label}: timing noise {s['rms_pct']:.1f}% RMS over {s['n']} repeats (> {limit_pct:g}%); "
+                     "treat this figure with care", code="noisy_timing")
+    return s
+
+
+def verdict(cls: str, evidence, advice) -> dict:
+    """A verdict in the run document's shape: {class, evidence, advice}."""
+    return {"class": cls, "evidence": evidence, "advice": advice}
+
+
+def torch_device(torch, name: str) -> tuple:
+    """(torch.device, a description for the ``started`` event) for "cuda" (its device 0) or "cpu"."""
+    if name == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError("CUDA is not available to torch (no GPU, or a CPU-only torch build); "
+                               "try --device cpu")
+        dev = torch.device("cuda", 0)
+        props = torch.cuda.get_device_properties(dev)
+        return dev, {"kind": "cuda", "name": props.name, "torch": torch.__version__,
+                     "cuda": torch.version.cuda, "cc": f"{props.major}.{props.minor}",
+                     "memory_bytes": int(props.total_memory), "sms": props.multi_processor_count}
+    import platform
+
+    return torch.device("cpu"), {"kind": "cpu", "name": platform.processor() or platform.machine(),
+                                 "torch": torch.__version__, "threads": torch.get_num_threads()}
+
+
+def tf32_flags(torch) -> dict:
+    """The TF32 switches as PyTorch has them now (cuDNN's is on by default, matmul's off)."""
+    flags = {"matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+             "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+             "float32_matmul_precision": torch.get_float32_matmul_precision()}
+    return flags
+
+
+def set_tf32(torch, on: bool) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+
+
+def small_cnn(torch, width: int, classes: int = 10, blocks: int = 2):
+    """A ResNet-flavoured CNN for 3-channel images: three stages of ``blocks`` 3x3 convs (width, 2x and
+    4x channels; the second and third stages start by halving the resolution), each conv followed by
+    BatchNorm and ReLU, then global average pooling and a linear head."""
+    nn = torch.nn
+    layers, cin = [], 3
+    for stage, mult in enumerate((1, 2, 4)):
+        for i in range(blocks):
+            cout = width * mult
+            stride = 2 if stage and i == 0 else 1
+            layers += [nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU()]
+            cin = cout
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes))
+
+
+class Timer:
+    """Wall time of a block of GPU work: synchronizes before reading the host clock (seed 001).
+
+    ``with Timer(sync) as t: ...`` then ``t.seconds``; ``sync`` is e.g. ``torch.cuda.synchronize``
+    (or a no-op on CPU).
+    """
+
+    def __init__(self, sync=None):
+        self.sync = sync or (lambda: None)
+        self.seconds = 0.0
+
+    def __enter__(self):
+        import time
+
+        self.sync()
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        import time
+
+        self.sync()
+        self.seconds = time.perf_counter() - self._t0
+        return False
+
+
+# -- reading a run document (in ``analyze``) ----------------------------------------------------------
+
+def phase_points(doc: dict) -> dict[str, list[dict]]:
+    """The points grouped by their ``phase`` key."""
+    out: dict[str, list[dict]] = {}
+    for p in doc.get("points") or []:
+        if isinstance(p, dict) and p.get("phase") is not None:
+            out.setdefault(str(p["phase"]), []).append(p)
+    return out
+
+
+def tele(phase: dict | None, field: str, stat: str = "mean"):
+    """A telemetry summary value of a phase (None when n/a, e.g. on CPU)."""
+    summary = (phase or {}).get("telemetry") or {}
+    value = summary.get(field)
+    if isinstance(value, dict):
+        return value.get(stat)
+    return value
+
+
+def tele_text(phase: dict | None) -> str:
+    """The GPU telemetry of a phase in words, or "" when there is none."""
+    parts = []
+    for field, label in (("util_gpu_pct", "kernel-active"), ("sm_active_pct", "SM active"),
+                         ("tensor_pct", "tensor"), ("dram_bw_pct", "DRAM bw")):
+        v = tele(phase, field)
+        if v is not None:
+            parts.append(f"{label} {v:.0f}%")
+    return ", ".join(parts)
+
+
+def throttle_warnings(doc: dict) -> None:
+    """Add a ``throttling`` warning for each phase whose telemetry saw a power or thermal clock limit."""
+    seen = {w.get("message") for w in doc.get("warnings") or []}
+    for ph in doc.get("phases") or []:
+        reasons = tele(ph, "clock_reasons_seen") or []
+        hits = [r for r in reasons if r in THROTTLE_REASONS]
+        if hits:
+            msg = f"phase '{ph.get('name')}': clocks were limited ({', '.join(hits)}); timings may be low"
+            if msg not in seen:
+                doc.setdefault("warnings", []).append({"code": "throttling", "message": msg})

@@ -1,0 +1,279 @@
+"""batchsize: a batch-size sweep from 1 until the GPU runs out of memory (or a cap).
+
+One CNN trains a few steps at each batch size (powers of two, or a given list). A step costs a
+fixed amount of host work (launching a few hundred kernels) plus work that grows with the batch:
+at small batches the fixed part dominates, so the step time hardly changes and samples/s doubles
+with each doubling (latency/launch-bound); at large batches the step time doubles too and samples/s
+flattens (compute-bound). The sweep reports the knee, the smallest batch within 95% of the best
+throughput (Lightning's batch-size finder returns only the largest batch that fits), and the
+out-of-memory boundary: the OOM is caught, the memory is given back, and the sweep ends cleanly.
+
+Per batch size: samples/s and step latency (median of the timed steps, each synchronized), peak memory (torch.cuda.max_memory_allocated); the SM
+activity of each batch size's phase comes from gputop's telemetry.
+
+Run it: ``python workloads/batchsize.py`` (or ``--device cpu --quick``), or ``gputop --run batchsize``.
+``--param mem_fraction=0.2`` caps the memory this process may use, to reach the OOM sooner.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import sys
+import time
+from pathlib import Path
+
+try:
+    import gputop  # noqa: F401
+except ImportError:  # run as a script from a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gputop.workload_api import Param, ParamError, is_oom, main, require_torch
+from gputop.workload_util import (noise_check, phase_points, small_cnn, tele, tele_text, tf32_flags,
+                                  throttle_warnings, torch_device, verdict)
+
+NAME = "batchsize"
+DESCRIPTION = "batch-size sweep until OOM: throughput knee, latency- vs compute-bound, OOM boundary"
+NEEDS = ["torch"]
+TIMEOUT = 600
+
+PARAMS = [
+    Param("device", "choice", "cuda", choices=["cuda", "cpu"], help="where the model trains"),
+    Param("batches", "int_list", [], lo=1, help="batch sizes to try (default: powers of two from 1 to max_batch)"),
+    Param("max_batch", "int", 1 << 16, lo=1, hi=1 << 24, help="the cap of the sweep"),
+    Param("width", "int", 64, lo=1, hi=1024, help="channels of the CNN's first stage"),
+    Param("blocks", "int", 4, lo=1, hi=64, help="conv blocks per stage (3 stages)"),
+    Param("size", "int", 64, lo=8, hi=1024, help="image side"),
+    Param("min_seconds", "float", 0.5, lo=0.0, hi=600.0, help="timed steps per batch size last at least this long"),
+    Param("min_steps", "int", 3, lo=1, hi=100000, help="and are at least this many"),
+    Param("warmup", "int", 2, lo=0, hi=1000, help="untimed steps per batch size"),
+    Param("max_step_s", "float", 10.0, lo=0.001, hi=3600.0,
+          help="stop the sweep when one step takes longer than this (the time budget)"),
+    Param("mem_fraction", "float", 0.0, lo=0.0, hi=1.0,
+          help="cap this process's share of GPU memory (0: no cap), to reach the OOM sooner"),
+    Param("seed", "int", 0, lo=0, help="seed of the model and the data"),
+]
+QUICK = {"min_seconds": 0.15, "min_steps": 2, "warmup": 1, "mem_fraction": 0.25}
+CPU = {"max_batch": 16, "width": 4, "blocks": 1, "size": 16, "min_seconds": 0.05, "min_steps": 3, "warmup": 2}
+
+CLASSES = 10
+KNEE_FRACTION = 0.95
+
+
+def batch_sizes(p: dict) -> list[int]:
+    if p["batches"]:
+        return sorted(set(p["batches"]))
+    out, b = [], 1
+    while b <= p["max_batch"]:
+        out.append(b)
+        b *= 2
+    return out
+
+
+def run(p: dict, emit) -> None:
+    torch = require_torch()
+    dev, info = torch_device(torch, p["device"])
+    cuda = dev.type == "cuda"
+    torch.manual_seed(p["seed"])
+    if cuda and p["mem_fraction"] > 0:
+        torch.cuda.set_per_process_memory_fraction(p["mem_fraction"], dev)
+        info["mem_fraction"] = p["mem_fraction"]
+    emit.started(NAME, p, info)
+    sizes = batch_sizes(p)
+    model = small_cnn(torch, p["width"], CLASSES, p["blocks"]).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    params = sum(t.numel() for t in model.parameters())
+    emit.result({"tf32_flags": tf32_flags(torch), "model_params": params, "sizes_planned": sizes,
+                 "memory_total_gb": info.get("memory_bytes", 0) / 1e9 if cuda else None})
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+
+    def measure(b: int) -> dict:
+        x = torch.randn(b, 3, p["size"], p["size"], device=dev)
+        y = torch.randint(0, CLASSES, (b,), device=dev)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss_fn(model(x), y).backward()
+            opt.step()
+
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(dev)
+        for _ in range(p["warmup"]):
+            step()
+        times = []
+        sync()
+        t_all = time.perf_counter()
+        while True:
+            t0 = time.perf_counter()
+            step()
+            sync()  # a step's latency, as a training loop that reads its loss each step would see it
+            times.append(time.perf_counter() - t0)
+            if times[-1] > p["max_step_s"]:
+                break
+            if len(times) >= p["min_steps"] and time.perf_counter() - t_all >= p["min_seconds"]:
+                break
+            if emit.should_stop():
+                break
+        step_s = statistics.median(times)  # robust to a stray slow step
+        noise = noise_check(emit, f"batch {b} step time", times)
+        return {"batch": b, "samples_per_s": b / step_s, "step_ms": 1e3 * step_s,
+                "step_ms_mean": 1e3 * sum(times) / len(times), "step_ms_min": 1e3 * min(times), "peak_mem_gb": torch.cuda.max_memory_allocated(dev) / 1e9 if cuda else None,
+                "steps": len(times), "step_ms_rms_pct": noise["rms_pct"], "oom": False}
+
+    def free() -> dict:
+        opt.zero_grad(set_to_none=True)
+        gc.collect()
+        if cuda:
+            torch.cuda.empty_cache()
+            return {"mem_allocated_after_free_gb": torch.cuda.memory_allocated(dev) / 1e9,
+                    "mem_reserved_after_free_gb": torch.cuda.memory_reserved(dev) / 1e9}
+        return {}
+
+    points, end = sweep(sizes, measure, free, emit, p["max_step_s"])
+    emit.result(summarize(points, end, p["max_batch"] if not p["batches"] else max(sizes)))
+
+
+def sweep(sizes: list[int], measure, free, emit, max_step_s: float) -> tuple[list[dict], dict]:
+    """Measure each batch size in turn until an OOM, the time budget, a stop request, or the end.
+
+    ``measure(b)`` returns a point or raises; an out-of-memory error ends the sweep with an OOM point
+    after ``free()`` gave the memory back; any other error propagates. Returns (points, end) where
+    end is {"reason": "oom" | "cap" | "time" | "interrupted", ...}.
+    """
+    points: list[dict] = []
+    end = {"reason": "cap"}
+    for k, b in enumerate(sizes):
+        if emit.should_stop():
+            end = {"reason": "interrupted"}
+            break
+        emit.progress(k, len(sizes), f"batch {b}")
+        emit.phase(f"batch={b}")
+        oom_message = None
+        try:
+            pt = measure(b)
+        except Exception as exc:  # noqa: BLE001 - only OOM is handled here
+            if not is_oom(exc):
+                raise
+            oom_message = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        if oom_message is not None:  # outside the except block: the traceback no longer pins the tensors
+            pt = {"phase": f"batch={b}", "batch": b, "oom": True, "error": oom_message, **free()}
+            points.append(pt)
+            emit.point(pt)
+            emit.warning(f"out of memory at batch {b}: the sweep ends here (memory freed)", code="oom")
+            end = {"reason": "oom", "oom_batch": b}
+            break
+        pt = {"phase": f"batch={b}", **pt}
+        points.append(pt)
+        emit.point(pt)
+        if pt["step_ms"] / 1e3 > max_step_s:
+            end = {"reason": "time", "slow_batch": b}
+            emit.warning(f"batch {b}: a step took {pt['step_ms'] / 1e3:.1f} s > max_step_s; the sweep ends here",
+                         code="time_cap")
+            break
+    emit.progress(len(sizes), len(sizes), "done")
+    return points, end
+
+
+def knee(points: list[dict], fraction: float = KNEE_FRACTION) -> dict | None:
+    """The smallest batch whose samples/s is within ``fraction`` of the best."""
+    ok = [q for q in points if not q.get("oom") and q.get("samples_per_s")]
+    if not ok:
+        return None
+    best = max(ok, key=lambda q: q["samples_per_s"])
+    first = min((q for q in ok if q["samples_per_s"] >= fraction * best["samples_per_s"]), key=lambda q: q["batch"])
+    return {"knee_batch": first["batch"], "knee_samples_per_s": first["samples_per_s"],
+            "best_batch": best["batch"], "best_samples_per_s": best["samples_per_s"], "fraction": fraction}
+
+
+def summarize(points: list[dict], end: dict, cap: int) -> dict:
+    ok = [q for q in points if not q.get("oom")]
+    out = {"knee": knee(points), "end": end["reason"], "largest_fit": max((q["batch"] for q in ok), default=None),
+           "oom_batch": end.get("oom_batch"), "cap": cap}
+    if end["reason"] == "oom":
+        out["oom_boundary"] = f"fits at {out['largest_fit']}, out of memory at {end['oom_batch']}"
+    elif end["reason"] == "cap":
+        out["oom_boundary"] = f"no OOM below the cap ({cap})"
+    elif end["reason"] == "time":
+        out["oom_boundary"] = f"no OOM before the time budget stopped the sweep at {end['slow_batch']}"
+    else:
+        out["oom_boundary"] = "interrupted before an OOM"
+    mem = [(q["batch"], q["peak_mem_gb"]) for q in ok if q.get("peak_mem_gb") is not None]
+    if len(mem) >= 2 and mem[-1][0] > mem[-2][0]:
+        (b1, m1), (b2, m2) = mem[-2], mem[-1]
+        out["peak_mem_gb_per_sample"] = (m2 - m1) / (b2 - b1)
+    return out
+
+
+# -- the verdict (in the gputop process, after the run) -------------------------------------------------
+
+LATENCY_EFF = 0.5  # below half the best throughput: the fixed per-step cost dominates
+
+
+def classify_point(pt: dict, best: float) -> tuple[str, str]:
+    if pt.get("oom"):
+        return "memory-capacity", "this batch does not fit: stay at or below the largest that fits (or use AMP, " \
+                                  "activation checkpointing, gradient accumulation)"
+    eff = pt["samples_per_s"] / best if best else 0.0
+    if eff >= KNEE_FRACTION:
+        return "compute-bound", "the GPU is saturated: a larger batch buys no throughput, only latency and memory"
+    if eff < LATENCY_EFF:
+        return "latency-bound", "the fixed cost of a step (kernel launches, Python) dominates: raise the batch"
+    return "transition", "throughput still rises with the batch, more slowly"
+
+
+def analyze(doc: dict) -> dict:
+    by_phase = phase_points(doc)
+    pts = sorted((q for v in by_phase.values() for q in v), key=lambda q: q.get("batch") or 0)
+    ok = [q for q in pts if not q.get("oom")]
+    best = max((q["samples_per_s"] for q in ok), default=0.0)
+    prev = None
+    for ph in doc.get("phases") or []:
+        got = by_phase.get(ph.get("name"))
+        if not got:
+            continue
+        pt = got[-1]
+        cls, advice = classify_point(pt, best)
+        if pt.get("oom"):
+            ev = f"batch {pt['batch']}: {pt['error']}"
+            if pt.get("mem_allocated_after_free_gb") is not None:
+                ev += f"; after freeing, {pt['mem_allocated_after_free_gb']:.2f} GB still allocated (the model)"
+        else:
+            ev = (f"batch {pt['batch']}: {pt['samples_per_s']:.0f} samples/s = {100 * pt['samples_per_s'] / best:.0f}% "
+                  f"of the best, step {pt['step_ms']:.2f} ms")
+            if prev is not None and not prev.get("oom") and prev["batch"] < pt["batch"]:
+                ev += (f" ({pt['step_ms'] / prev['step_ms']:.2f}x the step of batch {prev['batch']}, "
+                       f"for {pt['batch'] / prev['batch']:.0f}x the samples)")
+            if pt.get("peak_mem_gb") is not None:
+                ev += f", peak memory {pt['peak_mem_gb']:.2f} GB"
+            if tele_text(ph):
+                ev += "; GPU " + tele_text(ph)
+        ph["verdict"] = verdict(cls, ev, advice)
+        prev = pt
+    throttle_warnings(doc)
+    res = doc.get("results") or {}
+    k = res.get("knee") or knee(pts)
+    if not k:
+        doc["verdict"] = None
+        return doc
+    small = ok[0]
+    sm = {ph["name"]: tele(ph, "sm_active_pct") for ph in doc.get("phases") or []}
+    ev = [f"knee at batch {k['knee_batch']}: {k['knee_samples_per_s']:.0f} samples/s, within "
+          f"{100 * k['fraction']:.0f}% of the best {k['best_samples_per_s']:.0f} (batch {k['best_batch']})",
+          f"batch {small['batch']}: {small['samples_per_s']:.0f} samples/s, step {small['step_ms']:.2f} ms "
+          f"({100 * small['samples_per_s'] / best:.1f}% of the best)"]
+    s_small, s_knee = sm.get(small["phase"]), sm.get(f"batch={k['knee_batch']}")
+    if s_small is not None and s_knee is not None:
+        ev.append(f"SM active {s_small:.0f}% at batch {small['batch']} vs {s_knee:.0f}% at the knee")
+    if res.get("oom_boundary"):
+        ev.append(f"memory: {res['oom_boundary']}")
+    advice = [f"train at batch {k['knee_batch']} or a little above: larger batches add latency and memory, "
+              "not throughput"]
+    if res.get("end") == "oom":
+        advice.append(f"batch {res.get('oom_batch')} does not fit; gradient accumulation reaches larger effective batches")
+    doc["verdict"] = verdict("latency-bound below the knee, compute-bound above", ev, advice)
+    return doc
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.modules[__name__]))
