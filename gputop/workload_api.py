@@ -304,7 +304,11 @@ def main(module, argv: list[str] | None = None) -> int:
         if v is not None:
             given[p.name] = v
     try:
-        values = resolve_params(params, given, getattr(module, "QUICK", None) if args.quick else None)
+        overrides = dict(getattr(module, "QUICK", None) or {}) if args.quick else {}
+        values = resolve_params(params, given, overrides)
+        if values.get("device") == "cpu" and getattr(module, "CPU", None):
+            overrides.update(module.CPU)  # the CPU sizes win over --quick, as in `gputop --run --device cpu`
+            values = resolve_params(params, given, overrides)
     except ParamError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
