@@ -23,6 +23,7 @@ Classes (``class`` in the JSON, ``label`` for people):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from gputop.analysis import thresholds as T
@@ -494,11 +495,47 @@ def classify(window: list[dict], static: dict | None = None, peaks: dict | None 
     if ev["samples"] < T.MIN_SAMPLES:
         conf *= 0.5
     notes = _notes(ev, s, facts, main)
+    split = _sample_split(samples, static or {}, peaks or {}, ev, main) if facts["gpm"] else {}
+    if split:
+        share_main = split.get(main, 0.0)
+        for c, share in sorted(split.items(), key=lambda x: -x[1]):
+            if c != main and share >= T.MIXED_SAMPLE_FRACTION:
+                if c == "idle":
+                    notes.append(f"the GPU was idle in {_p(100 * share)} of this window's samples")
+                    continue
+                if c not in others:
+                    others.append(c)
+                notes.append(f"the window changes: {_p(100 * share)} of its samples look {LABELS[c]}")
+        conf *= 0.5 + 0.5 * share_main
     return Verdict(
         cls=main, subclass=sub.get(main), confidence=round(min(T.MAX_CONFIDENCE, max(0.0, conf)), 2),
         evidence={k: _round(v) for k, v in ev.items()}, evidence_text=describe(main, sub.get(main), ev),
         advice=advise(main, sub.get(main)), mixed=others, missing=missing, notes=notes, scores=s,
     )
+
+
+def _sample_split(samples: list[dict], static: dict, peaks: dict, ev: dict, main: str) -> dict:
+    """Share of the window's samples whose own GPU-side class (no CPU, no bursts) is each class.
+
+    Only for GPU-side main classes: input starvation is a property of bursts over a window, and an
+    overlay (throttling, capacity) is not split by samples.
+    """
+    if main not in ("compute-bound", "memory-bound", "latency-bound", "pcie-bound") or len(samples) < T.MIN_SAMPLES:
+        return {}
+    fill = {k: ev.get(k) for k in ("pcie_rx_bps", "pcie_tx_bps")}
+    counts: dict[str, int] = {}
+    for smp in samples:
+        one = dict(smp)
+        for k, v in fill.items():
+            if one.get(k) is None:
+                one[k] = v
+        sc, _, facts = score(measure([one], static, peaks))
+        strength = facts.get("strength", {})
+        c = max(("pcie-bound", "memory-bound", "compute-bound", "latency-bound", "idle"),
+                key=lambda k: (sc[k], strength.get(k, 0.0), -PRIORITY[k]))
+        counts[c] = counts.get(c, 0) + 1
+    n = sum(counts.values())
+    return {c: k / n for c, k in counts.items()}
 
 
 def _missing(ev: dict, facts: dict, static: dict, main: str, s: dict) -> list[str]:
@@ -658,10 +695,14 @@ def merge(verdicts: list[Verdict], weights: list[float]) -> Verdict:
             mixed_w[c] = mixed_w.get(c, 0.0) + w
     mixed = [c for c in CLASSES if mixed_w.get(c, 0.0) >= 0.5 * total and c != cls]
     conf = sum(v.confidence * w for v, w in zip(verdicts, weights)) / total
-    missing, notes = [], []
+    missing, notes, kinds = [], [], set()
     for v in verdicts:
         missing += [m for m in v.missing if m not in missing]
-        notes += [n for n in v.notes if n not in notes and not n.startswith("only ")]
+        for n in v.notes:
+            kind = re.sub(r"[\d.]+", "#", n)  # the same note with other numbers: keep the first
+            if kind not in kinds and not n.startswith("only "):
+                kinds.add(kind)
+                notes.append(n)
     scores = {c: round(sum(v.scores.get(c, 0.0) * w for v, w in zip(verdicts, weights)) / total, 3)
               for c in verdicts[0].scores}
     return Verdict(cls, sub, round(conf, 2), ev, describe(cls, sub, ev), advise(cls, sub), mixed, missing,

@@ -120,6 +120,10 @@ NO_FEEDER_CONFIDENCE = 0.7
 
 # -- choosing and mixing ------------------------------------------------------------------------------
 MIXED_MIN_SCORE = 0.5  # another class scoring at least this is listed as "mixed"
+# A window whose samples, each judged on its own, show another GPU-side class in at least a quarter of
+# them (half a second of a 2 s window) is mixed: a phase change, or alternating kernels. Confidence is
+# scaled by 0.5 + 0.5 x (share of samples agreeing with the verdict).
+MIXED_SAMPLE_FRACTION = 0.25
 WEAK_SCORE = 0.3  # the best class scoring below this: "no class fits well", low confidence
 MAX_CONFIDENCE = 0.95  # telemetry never makes a verdict certain
 SECOND_CLASS_PENALTY = 0.3  # confidence *= 1 - this x (score of the runner-up)
