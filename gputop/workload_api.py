@@ -71,7 +71,7 @@ def require_cupy():
     try:
         import cupy  # noqa: F401
     except ImportError:
-        raise MissingDependency("cupy", "cuda12' or 'gputop[cuda13") from None
+        raise MissingDependency("cupy", "cuda12]' or 'gputop[cuda13") from None
     return cupy
 
 
