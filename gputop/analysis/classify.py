@@ -491,7 +491,7 @@ def classify(window: list[dict], static: dict | None = None, peaks: dict | None 
         factor = T.NO_GPM_CONFIDENCE
     if main == "input-starved" and facts.get("feeder") != "process" and not facts.get("hinted_input"):
         factor = T.NO_FEEDER_CONFIDENCE
-    conf = s[main] * factor * (1 - T.SECOND_CLASS_PENALTY * second)
+    conf = min(T.MAX_CONFIDENCE, s[main] * factor * (1 - T.SECOND_CLASS_PENALTY * second))
     if ev["samples"] < T.MIN_SAMPLES:
         conf *= 0.5
     notes = _notes(ev, s, facts, main)
@@ -508,7 +508,7 @@ def classify(window: list[dict], static: dict | None = None, peaks: dict | None 
                 notes.append(f"the window changes: {_p(100 * share)} of its samples look {LABELS[c]}")
         conf *= 0.5 + 0.5 * share_main
     return Verdict(
-        cls=main, subclass=sub.get(main), confidence=round(min(T.MAX_CONFIDENCE, max(0.0, conf)), 2),
+        cls=main, subclass=sub.get(main), confidence=round(max(0.0, conf), 2),
         evidence={k: _round(v) for k, v in ev.items()}, evidence_text=describe(main, sub.get(main), ev),
         advice=advise(main, sub.get(main)), mixed=others, missing=missing, notes=notes, scores=s,
     )

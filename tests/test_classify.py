@@ -1,0 +1,317 @@
+"""The classifier on hand-built sample windows with the numbers real GPUs give (H200 reference points:
+copy -> DRAM 87%, tensor 0; bf16 matmul -> tensor 94%, DRAM 16%, power cap at 74% clock; 1-element
+kernels + sync -> SM activity 0.03% while NVML's duty cycle reads 16%; pageable H2D -> 9 GB/s, SMs 0)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputop.analysis import thresholds as T
+from gputop.analysis.classify import (CLASSES, classify, format_timeline, merge, overall, ramp, timeline)
+from gputop.analysis.peaks import compute_peaks
+
+H200 = {
+    "index": 0, "name": "NVIDIA H200", "compute_capability": [9, 0], "architecture": "Hopper", "sm_count": 132,
+    "cuda_cores": 16896, "memory_bus_width_bits": 6016, "max_sm_clock_mhz": 1980, "max_mem_clock_mhz": 3201,
+    "memory_total_bytes": 150754820096, "pcie_max_gen": 5, "pcie_max_width": 16, "pcie_cur_gen": 5,
+    "pcie_cur_width": 16, "power_limit_w": 700.0, "gpm_supported": True,
+}
+# An A100 without GPM: the fallback path.
+A100 = dict(H200, name="NVIDIA A100-SXM4-80GB", compute_capability=[8, 0], architecture="Ampere", sm_count=108,
+            cuda_cores=6912, memory_bus_width_bits=5120, max_sm_clock_mhz=1410, max_mem_clock_mhz=1593,
+            memory_total_bytes=85899345920, pcie_max_gen=4, pcie_cur_gen=4, power_limit_w=400.0, gpm_supported=False)
+PEAKS = compute_peaks(H200)
+A100_PEAKS = compute_peaks(A100)
+GPM_KEYS = ("sm_active_pct", "sm_occupancy_pct", "dram_bw_pct", "tensor_pct", "hmma_pct", "imma_pct", "dfma_pct",
+            "fp64_pct", "fp32_pct", "fp16_pct", "int_pct")
+
+IDLE = dict(util_gpu_pct=0.0, util_mem_pct=0.0, sm_active_pct=0.0, sm_occupancy_pct=0.0, dram_bw_pct=0.0,
+            tensor_pct=0.0, hmma_pct=0.0, imma_pct=0.0, dfma_pct=0.0, fp64_pct=0.0, fp32_pct=0.0, fp16_pct=0.0,
+            int_pct=0.0, pcie_tx_bps=2e4, pcie_rx_bps=2e4, sm_clock_mhz=1980, mem_clock_mhz=3201, clock_reasons=[],
+            power_w=121.0, temp_c=35, mem_used_bytes=600 * 2**20, mem_total_bytes=150754820096, processes=None,
+            lost=False)
+MATMUL = dict(util_gpu_pct=100.0, util_mem_pct=24.0, sm_active_pct=96.0, sm_occupancy_pct=20.0, tensor_pct=94.0,
+              hmma_pct=94.0, dram_bw_pct=16.0, power_w=690.0, sm_clock_mhz=1474,
+              clock_reasons=["software power cap"], mem_used_bytes=2 * 2**30)
+COPY = dict(util_gpu_pct=100.0, util_mem_pct=97.0, sm_active_pct=98.8, sm_occupancy_pct=79.7, dram_bw_pct=87.0,
+            tensor_pct=0.0, fp32_pct=0.0, power_w=648.0, sm_clock_mhz=1968, mem_used_bytes=3 * 2**30)
+TINY = dict(util_gpu_pct=16.0, sm_active_pct=0.03, sm_occupancy_pct=0.01, dram_bw_pct=0.0005, power_w=124.0,
+            pcie_rx_bps=1.4e8, pcie_tx_bps=1.7e7)
+PAGEABLE = dict(util_gpu_pct=17.0, sm_active_pct=0.0, dram_bw_pct=0.17, pcie_rx_bps=9.0e9, pcie_tx_bps=5.4e8,
+                power_w=122.8)
+FP32 = dict(util_gpu_pct=100.0, util_mem_pct=15.0, sm_active_pct=99.0, sm_occupancy_pct=60.0, fp32_pct=82.0,
+            dram_bw_pct=9.0, power_w=520.0, sm_clock_mhz=1830)
+DMMA = dict(util_gpu_pct=100.0, util_mem_pct=20.0, sm_active_pct=97.0, sm_occupancy_pct=20.0, tensor_pct=85.0,
+            dfma_pct=84.0, dram_bw_pct=12.0, power_w=600.0, sm_clock_mhz=1700)
+STALLS = dict(util_gpu_pct=100.0, util_mem_pct=30.0, sm_active_pct=99.0, sm_occupancy_pct=40.0, fp32_pct=12.0,
+              dram_bw_pct=25.0, power_w=330.0)
+
+
+def window(n=20, rate=10.0, t0=0.0, **fields):
+    base = dict(IDLE, **fields)
+    return [dict(base, index=0, t=t0 + i / rate) for i in range(n)]
+
+
+def nogpm(samples):
+    return [dict(s, **{k: None for k in GPM_KEYS}) for s in samples]
+
+
+def host(cpu, n=20, pid="4242", children=0.0, busiest=None):
+    h = {"cpu_pct": 3.0, "cpu_per_core_pct": [busiest if busiest is not None else min(100.0, cpu)] + [2.0] * 15,
+         "procs": {pid: {"cpu_pct": cpu, "children_cpu_pct": children, "children": 0}}}
+    return [h] * n
+
+
+def ticks_of(samples, hosts=None):
+    hosts = hosts or [{}] * len(samples)
+    return [{"t": s["t"], "gpus": [s], "host": h} for s, h in zip(samples, hosts)]
+
+
+# -- one class per window --------------------------------------------------------------------------------
+def test_ramp():
+    assert ramp(None, (1, 2)) == 0 and ramp(0.5, (1, 2)) == 0 and ramp(1.5, (1, 2)) == 0.5 and ramp(9, (1, 2)) == 1
+
+
+def test_bf16_matmul_at_its_power_cap_is_compute_bound_tensor_with_a_note():
+    v = classify(window(**MATMUL), H200, PEAKS)
+    assert (v.cls, v.subclass) == ("compute-bound", "tensor")
+    assert v.confidence >= 0.8 and "throttled" not in v.mixed
+    assert "tensor 94%" in v.evidence_text and "DRAM 16%" in v.evidence_text
+    assert v.evidence["tensor_pct"] == pytest.approx(94.0)
+    assert any("power cap" in n and "normal" in n for n in v.notes)
+    assert "tensor" in v.advice and "precision" in v.advice
+    assert v.missing == []
+
+
+def test_fp32_and_fp64_pipes_are_named():
+    v = classify(window(**FP32), H200, PEAKS)
+    assert (v.cls, v.subclass) == ("compute-bound", "fp32") and "FP32 82%" in v.evidence_text
+    assert "tensor cores" in v.advice
+    v = classify(window(**DMMA), H200, PEAKS)
+    assert (v.cls, v.subclass) == ("compute-bound", "fp64") and "DMMA" in v.evidence_text
+
+
+def test_copy_is_memory_bound_with_the_dram_peak_in_the_evidence():
+    v = classify(window(**COPY), H200, PEAKS)
+    assert v.cls == "memory-bound" and v.confidence >= 0.8
+    assert "DRAM 87% of 4.8" in v.evidence_text
+    assert v.evidence["dram_bytes_per_s"] == pytest.approx(0.87 * PEAKS["dram_bytes_per_s"], rel=1e-3)
+    assert "fusion" in v.advice or "fuse" in v.advice
+
+
+def test_tiny_kernels_with_syncs_are_launch_bound_even_with_a_busy_cpu():
+    v = classify(window(**TINY), H200, PEAKS, host=host(100.0), watched_pid="4242")
+    assert (v.cls, v.subclass) == ("latency-bound", "launch")
+    assert "SMs only 0.03% busy" in v.evidence_text and "16%" in v.evidence_text
+    assert "CUDA graphs" in v.advice
+    assert "input-starved" not in v.mixed
+
+
+def test_busy_sms_with_no_unit_near_its_peak_are_latency_bound_stalls():
+    v = classify(window(**STALLS), H200, PEAKS)
+    assert (v.cls, v.subclass) == ("latency-bound", "stalls")
+
+
+def test_pageable_copies_are_pcie_bound_not_launch_bound():
+    v = classify(window(**PAGEABLE), H200, PEAKS, host=host(100.0), watched_pid="4242")
+    assert (v.cls, v.subclass) == ("pcie-bound", "pageable")
+    assert "9 GB/s" in v.evidence_text and "14% of the 63 GB/s link" in v.evidence_text
+    assert "pin" in v.advice
+    v = classify(window(util_gpu_pct=20.0, pcie_rx_bps=54e9, pcie_tx_bps=1e8), H200, PEAKS,
+                 host=host(4.0), watched_pid="4242")
+    assert (v.cls, v.subclass) == ("pcie-bound", "link")
+
+
+def test_pcie_traffic_overlapped_with_compute_is_a_note():
+    v = classify(window(**dict(MATMUL, pcie_rx_bps=30e9)), H200, PEAKS)
+    assert v.cls == "compute-bound" and "pcie-bound" not in v.mixed
+    assert any("PCIe also busy" in n for n in v.notes)
+
+
+def bursty(n=20):
+    """A DataLoader with num_workers=0: the GPU computes 1 sample in 4, idle while the CPU transforms."""
+    out = []
+    for i, s in enumerate(window(n)):
+        if i % 4 == 0:
+            s.update(util_gpu_pct=70.0, sm_active_pct=60.0, tensor_pct=40.0, hmma_pct=40.0, dram_bw_pct=20.0,
+                     power_w=300.0)
+        else:
+            s.update(util_gpu_pct=8.0, sm_active_pct=3.0)
+        out.append(s)
+    return out
+
+
+def test_gpu_idle_between_bursts_with_a_busy_feeder_is_input_starved():
+    v = classify(bursty(), H200, PEAKS, host=host(99.0), watched_pid="4242")
+    assert v.cls == "input-starved" and v.confidence >= 0.6
+    assert "99% CPU" in v.evidence_text
+    assert "num_workers" in v.advice and "pin_memory" in v.advice
+    # the same GPU numbers with an idle feeder are not input starvation
+    v2 = classify(bursty(), H200, PEAKS, host=host(3.0), watched_pid="4242")
+    assert v2.cls != "input-starved"
+
+
+def test_input_starved_without_a_watched_process_is_less_sure_and_says_so():
+    hosts = [{"cpu_pct": 7.0, "cpu_per_core_pct": [100.0] + [2.0] * 15}] * 20
+    v = classify(bursty(), H200, PEAKS, host=hosts)
+    assert v.cls == "input-starved" and v.confidence <= T.NO_FEEDER_CONFIDENCE
+    assert any("process tree" in m for m in v.missing)
+
+
+def test_a_workload_data_wait_hint_makes_input_starved():
+    v = classify(window(**dict(MATMUL, util_gpu_pct=55.0, tensor_pct=30.0, hmma_pct=30.0, sm_active_pct=50.0)),
+                 H200, PEAKS, hints={"data_wait_fraction": 0.4})
+    assert v.cls == "input-starved" and v.evidence["data_wait_fraction"] == 0.4
+    assert "waited for data 40%" in v.evidence_text
+
+
+def test_thermal_slowdown_is_throttled_with_the_load_underneath_in_mixed():
+    v = classify(window(**dict(MATMUL, sm_clock_mhz=1100, clock_reasons=["hardware thermal slowdown"])), H200, PEAKS)
+    assert (v.cls, v.subclass) == ("throttled", "thermal")
+    assert "compute-bound" in v.mixed and "hardware thermal slowdown" in v.evidence_text
+
+
+def test_a_power_cap_holding_clocks_far_down_is_throttled():
+    v = classify(window(**dict(MATMUL, power_w=299.0, sm_clock_mhz=800)), dict(H200, power_limit_w=300.0), PEAKS)
+    assert (v.cls, v.subclass) == ("throttled", "power")
+    assert "40% of max" in v.evidence_text
+
+
+def test_memory_capacity():
+    full = 0.95 * H200["memory_total_bytes"]
+    v = classify(window(mem_used_bytes=full), H200, PEAKS)
+    assert v.cls == "memory-capacity" and "95% of" in v.evidence_text and "batch" in v.advice
+    # 93% while running flat out: the load is the verdict, capacity is mixed in
+    v = classify(window(**dict(MATMUL, mem_used_bytes=0.93 * H200["memory_total_bytes"])), H200, PEAKS)
+    assert v.cls == "compute-bound" and "memory-capacity" in v.mixed
+    # 98%: the next allocation fails whatever runs
+    v = classify(window(**dict(MATMUL, mem_used_bytes=0.98 * H200["memory_total_bytes"])), H200, PEAKS)
+    assert v.cls == "memory-capacity" and "compute-bound" in v.mixed
+    v = classify(window(), H200, PEAKS, hints={"oom": True})
+    assert (v.cls, v.subclass) == ("memory-capacity", "oom") and "out-of-memory" in v.evidence_text
+
+
+def test_idle():
+    v = classify(window(), H200, PEAKS)
+    assert v.cls == "idle" and v.confidence >= 0.9 and v.mixed == []
+    # a busy CPU with a GPU that did nothing at all is still idle, with a note
+    v = classify(window(), H200, PEAKS, host=host(100.0), watched_pid="4242")
+    assert v.cls == "idle" and any("busy on the CPU" in n for n in v.notes)
+
+
+def test_a_window_of_whole_ticks_reads_gpu_position_and_host():
+    other = window(**COPY)
+    ts = [{"t": a["t"], "gpus": [a, b], "host": h} for a, b, h in zip(window(**TINY), other, host(100.0))]
+    assert classify(ts, H200, PEAKS, gpu=1).cls == "memory-bound"
+    v = classify(ts, H200, PEAKS, gpu=0)
+    assert v.cls == "latency-bound" and v.evidence["feeder_cpu_pct"] == 100.0
+
+
+def test_verdict_dict_has_every_field():
+    d = classify(window(**COPY), H200, PEAKS).to_dict()
+    assert d["class"] in CLASSES and set(d) >= {"class", "label", "subclass", "confidence", "evidence",
+                                                  "evidence_text", "advice", "mixed", "missing", "notes"}
+
+
+# -- without GPM -----------------------------------------------------------------------------------------
+def test_no_gpm_falls_back_to_duty_cycles_and_power_with_lower_confidence():
+    v = classify(nogpm(window(**dict(MATMUL, power_w=380.0, sm_clock_mhz=1410))), A100, A100_PEAKS)
+    assert v.cls == "compute-bound" and v.subclass is None
+    assert v.confidence <= T.NO_GPM_CONFIDENCE
+    assert any(m.startswith("GPM") and "needs Hopper" in m for m in v.missing)
+    assert "no GPM" in v.evidence_text
+
+    v = classify(nogpm(window(**dict(COPY, power_w=330.0, sm_clock_mhz=1410))), A100, A100_PEAKS)
+    assert v.cls == "memory-bound" and v.confidence <= T.NO_GPM_CONFIDENCE
+
+    v = classify(nogpm(window(**dict(TINY, power_w=70.0, sm_clock_mhz=1410))), A100, A100_PEAKS)
+    assert v.cls == "latency-bound" and v.confidence <= T.NO_GPM_CONFIDENCE
+
+
+def test_no_gpm_pcie_from_nvml_counter_every_tenth_sample():
+    w = nogpm(window(**dict(PAGEABLE, power_w=70.0, sm_clock_mhz=1410)))
+    for i, s in enumerate(w):
+        if i % 10:
+            s["pcie_rx_bps"] = s["pcie_tx_bps"] = None
+    v = classify(w, A100, A100_PEAKS, host=host(100.0), watched_pid="4242")
+    assert v.cls == "pcie-bound"
+
+
+def test_few_samples_halve_the_confidence():
+    full = classify(window(**COPY), H200, PEAKS).confidence
+    few = classify(window(n=3, **COPY), H200, PEAKS)
+    assert few.confidence == pytest.approx(full * 0.5, abs=0.02) and any("only 3 samples" in n for n in few.notes)
+
+
+# -- mixed windows -------------------------------------------------------------------------------------
+def test_a_window_across_a_phase_change_says_it_is_mixed():
+    w = window(n=10, **MATMUL) + window(n=10, t0=1.0, **COPY)
+    v = classify(w, H200, PEAKS)
+    assert v.cls in ("compute-bound", "memory-bound")
+    other = "memory-bound" if v.cls == "compute-bound" else "compute-bound"
+    assert other in v.mixed and any("window changes" in n for n in v.notes)
+    assert v.confidence < classify(window(**COPY), H200, PEAKS).confidence
+
+
+def test_ridge_point_kernel_is_mixed_compute_and_memory():
+    v = classify(window(**dict(COPY, fp32_pct=75.0, dram_bw_pct=70.0)), H200, PEAKS)
+    assert v.cls == "compute-bound" and "memory-bound" in v.mixed
+
+
+# -- timeline ----------------------------------------------------------------------------------------------
+def test_timeline_merges_equal_windows_into_segments():
+    samples = bursty(60)
+    for s in samples:
+        s["t"] = s["t"]
+    starved = ticks_of(samples, host(99.0, n=60))
+    compute = ticks_of(window(n=60, t0=6.0, **MATMUL), host(100.0, n=60))
+    segs = timeline(starved + compute, 0, H200, PEAKS, watched_pid="4242")
+    assert [s["class"] for s in segs] == ["input-starved", "compute-bound"]
+    assert segs[0]["t_start"] == 0.0 and segs[0]["t_end"] == pytest.approx(6.0)
+    assert segs[1]["t_end"] == pytest.approx(12.0) and segs[1]["windows"] == 3
+    assert segs[1]["verdict"]["evidence"]["samples"] == 60
+    lines = format_timeline(segs)
+    assert "input-starved" in lines[0] and "compute-bound (tensor cores)" in lines[1]
+    ov = overall(segs)
+    assert ov["class"] in ("input-starved", "compute-bound") and ov["share"] == 0.5
+    assert set(ov["time_by_class_s"]) == {"input-starved", "compute-bound"}
+    other = {"input-starved", "compute-bound"} - {ov["class"]}
+    assert other <= set(ov["mixed"])
+
+
+def test_timeline_startup_segment_and_overall_ignores_it():
+    ticks = ticks_of(window(n=30)) + ticks_of(window(n=40, t0=3.0, **COPY))
+    segs = timeline(ticks, 0, H200, PEAKS, t_on_gpu=3.0)
+    assert segs[0]["subclass"] == "startup" and segs[0]["t_end"] == pytest.approx(3.0)
+    assert segs[1]["class"] == "memory-bound"
+    ov = overall(segs)
+    assert ov["class"] == "memory-bound" and ov["share"] == 1.0
+
+
+def test_mostly_idle_run_is_idle_and_short_work_still_wins_otherwise():
+    ticks = ticks_of(window(n=100)) + ticks_of(window(n=20, t0=10.0, **COPY))
+    assert overall(timeline(ticks, 0, H200, PEAKS))["class"] == "idle"  # 83% idle
+    ticks = ticks_of(window(n=40)) + ticks_of(window(n=40, t0=4.0, **COPY))
+    assert overall(timeline(ticks, 0, H200, PEAKS))["class"] == "memory-bound"
+
+
+def test_an_idle_gap_between_input_starved_windows_is_part_of_the_starvation():
+    a = ticks_of(bursty(20), host(99.0))
+    gap = ticks_of(window(n=20, t0=2.0), host(99.0))
+    b = ticks_of([dict(s, t=s["t"] + 4.0) for s in bursty(20)], host(99.0))
+    segs = timeline(a + gap + b, 0, H200, PEAKS, watched_pid="4242")
+    assert [s["class"] for s in segs] == ["input-starved"]
+
+
+def test_timeline_hints_by_time():
+    ticks = ticks_of(window(n=40))
+    segs = timeline(ticks, 0, H200, PEAKS, hints=lambda a, b: {"oom": a <= 3.0 < b})
+    assert [s["class"] for s in segs] == ["idle", "memory-capacity"]
+
+
+def test_merge_weights_evidence_by_duration():
+    a = classify(window(**COPY), H200, PEAKS)
+    b = classify(window(**dict(COPY, dram_bw_pct=67.0)), H200, PEAKS)
+    m = merge([a, b], [3.0, 1.0])
+    assert m.evidence["dram_bw_pct"] == pytest.approx(82.0) and m.cls == "memory-bound"
+    assert m.evidence["samples"] == 40
