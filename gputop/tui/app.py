@@ -27,6 +27,7 @@ from gputop.workload_api import ParamError
 
 RATES = (0.5, 1.0, 2.0, 4.0, 5.0, 10.0, 20.0, 50.0)
 NARROW_W, SHORT_H = 110, 32
+VERDICT_WINDOW_S = 3.0  # the verdict panel classifies the last 3 s, once a second
 
 HELP = """\
 [b]gputop keys[/b]
@@ -286,9 +287,10 @@ class GputopApp(App):
         if self._verdict_t is not None and 0 <= tick["t"] - self._verdict_t < 1.0:
             return
         self._verdict_t = tick["t"]
-        window = self.sampler.window(10.0)
+        window = self.sampler.window(VERDICT_WINDOW_S)
+        own = [r.run.proc.pid for r in self.controller.active if getattr(r.run, "proc", None) is not None]
         self.verdict = self.diagnosis(window, self.statics[i], self.peaks[i], gpu_pos=self.positions[i],
-                                      host=tick.get("host"))
+                                      watched_pid=own[0] if own else None)
 
     def _draw_charts(self) -> None:
         window = self.sampler.window(self.config.span_s)

@@ -40,10 +40,38 @@ def bucket(ts: Sequence[float], vs: Sequence, t_end: float, span: float, n: int)
     return [s / c if c else None for s, c in zip(sums, counts)]
 
 
+def _fill_codes(side: int) -> list[int]:
+    """Braille bits of one dot column filled from the bottom by 0..4 dots."""
+    out = [0]
+    for k in range(1, 5):
+        out.append(out[-1] | _DOT[side][4 - k])
+    return out
+
+
+_FILL = [[chr(_BRAILLE + (lc | rc)) if lc | rc else " " for rc in _fill_codes(1)] for lc in _fill_codes(0)]
+
+
+_COLUMNS: dict[tuple[int, int, int], str] = {}
+
+
+def _column(a: int, b: int, height: int) -> str:
+    """One cell column (top first) of an area chart filled to dot levels ``a`` (left) and ``b`` (right)."""
+    key = (a, b, height)
+    col = _COLUMNS.get(key)
+    if col is None:
+        cells = [_FILL[min(4, max(0, a - 4 * k))][min(4, max(0, b - 4 * k))] for k in range(height)]
+        col = "".join(reversed(cells))
+        if len(_COLUMNS) > 20000:  # bounded: levels and heights are small integers
+            _COLUMNS.clear()
+        _COLUMNS[key] = col
+    return col
+
+
 def braille_area(values: Sequence[float | None], width: int, height: int, lo: float, hi: float) -> list[str]:
     """Rows (top first) of a filled area chart: 2 values per cell column, 4 dot rows per cell row.
 
     ``values`` has up to ``2 * width`` points (older on the left); missing points leave a gap.
+    Columns are memoised by their two fill levels, so a redraw is mostly dictionary look-ups.
     """
     width, height = max(0, width), max(0, height)
     if not width or not height:
@@ -54,27 +82,13 @@ def braille_area(values: Sequence[float | None], width: int, height: int, lo: fl
     pts = [None] * (2 * width - len(pts)) + pts
     levels = []
     for v in pts:
-        if v is None:
+        if v is None or v <= lo:
             levels.append(0)
             continue
-        f = (v - lo) / span
-        lv = int(round(max(0.0, min(1.0, f)) * dots))
-        levels.append(max(lv, 1) if v > lo else 0)  # any activity shows at least one dot
-    rows = []
-    for r in range(height):
-        bottom = (height - 1 - r) * 4  # dot level at this cell row's lowest dot
-        chars = []
-        for c in range(width):
-            code = 0
-            for side in (0, 1):
-                fill = levels[2 * c + side] - bottom
-                if fill <= 0:
-                    continue
-                for k in range(min(fill, 4)):
-                    code |= _DOT[side][3 - k]
-            chars.append(chr(_BRAILLE + code) if code else " ")
-        rows.append("".join(chars))
-    return rows
+        lv = int(round(min(1.0, (v - lo) / span) * dots))
+        levels.append(lv if lv > 0 else 1)  # any activity shows at least one dot
+    cols = [_column(a, b, height) for a, b in zip(levels[0::2], levels[1::2])]
+    return ["".join(row) for row in zip(*cols)]
 
 
 def hbar(fraction: float | None, width: int) -> str:

@@ -16,10 +16,11 @@ class Verdict:
     label: str
     evidence: str
     advice: str
+    cls: str = ""
 
     @property
     def bound(self) -> bool:
-        return self.label.lower() not in IDLE_CLASSES
+        return (self.cls or self.label).lower() not in IDLE_CLASSES
 
 
 def _get(v, *names):
@@ -34,15 +35,28 @@ def _get(v, *names):
 def to_verdict(raw) -> Verdict | None:
     if raw is None:
         return None
-    label = _get(raw, "class", "cls", "label", "name", "kind")
+    if hasattr(raw, "to_dict"):
+        raw = raw.to_dict()
+    label = _get(raw, "label", "class", "cls", "name", "kind")
     if label is None:
         return None
-    evidence = _get(raw, "evidence", "evidence_text", "why") or ""
+    evidence_first = str(_get(raw, "evidence_text") or "")
+    if ": " in evidence_first and evidence_first.split(":")[0].lower().startswith(str(_get(raw, "class") or label).lower()[:6]):
+        label = evidence_first.split(": ", 1)[0]  # the engine's own "class (subclass)" wording
+        raw = dict(raw, evidence_text=evidence_first.split(": ", 1)[1], subclass=None)
+    sub = _get(raw, "subclass")
+    if sub:
+        label = f"{label} ({sub})"
+    evidence = _get(raw, "evidence_text", "evidence", "why") or ""
     if isinstance(evidence, (list, tuple)):
         evidence = "; ".join(str(e) for e in evidence)
     elif isinstance(evidence, dict):
         evidence = ", ".join(f"{k} {v}" for k, v in evidence.items())
-    return Verdict(str(label), str(evidence), str(_get(raw, "advice", "hint") or ""))
+    conf = _get(raw, "confidence")
+    if isinstance(conf, (int, float)):
+        evidence = f"{evidence}  (confidence {conf:.0%})" if evidence else f"confidence {conf:.0%}"
+    return Verdict(str(label), str(evidence), str(_get(raw, "advice", "hint") or ""),
+                   str(_get(raw, "class", "cls") or label))
 
 
 class Diagnosis:
@@ -54,12 +68,12 @@ class Diagnosis:
         except ImportError:
             classify = None
         self.classify = classify
-        self.takes_gpu = False
+        self.params: set[str] = set()
         if classify is not None:
             import inspect
 
             try:
-                self.takes_gpu = "gpu" in inspect.signature(classify).parameters
+                self.params = set(inspect.signature(classify).parameters)
             except (TypeError, ValueError):
                 pass
         self.error: str | None = None
@@ -69,12 +83,13 @@ class Diagnosis:
         return self.classify is not None
 
     def __call__(self, window: list[dict], static: dict, peaks: dict, gpu_pos: int = 0,
-                 host: dict | None = None) -> Verdict | None:
+                 watched_pid: int | None = None) -> Verdict | None:
+        """The verdict for GPU position ``gpu_pos`` over a window of ticks (None: n/a)."""
         if self.classify is None or not window:
             return None
         try:
-            extra = {"gpu": gpu_pos} if self.takes_gpu else {}
-            raw = self.classify(window, static, peaks, host=host, **extra)
+            extra = {"gpu": gpu_pos, "watched_pid": watched_pid}
+            raw = self.classify(window, static, peaks, **{k: v for k, v in extra.items() if k in self.params})
         except Exception as exc:  # the panel shows n/a, the monitor keeps running
             self.error = f"{type(exc).__name__}: {exc}"
             return None

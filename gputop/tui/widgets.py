@@ -6,7 +6,7 @@ panel costs nothing per frame and a changed one costs one strip per visible line
 from __future__ import annotations
 
 from rich.text import Text
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -17,23 +17,40 @@ LEVEL_STYLE = {"": "green", "warn": "yellow", "hot": "bold red", "na": "dim"}
 
 
 class Lines(Widget):
-    """A widget that shows a list of Rich Text lines (one per row), cropped to its width."""
+    """A widget that shows a list of Rich Text lines (one per row), cropped to its width.
+
+    Only the rows whose text changed are refreshed, and each row's Strip is cached until then.
+    """
 
     DEFAULT_CSS = "Lines { height: auto; }"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._lines: list[Text] = []
-        self._cache: dict[tuple[int, int], Strip] = {}
+        self._strips: list[Strip | None] = []
+        self._strip_width = -1
+        self._base = None  # the widget's Rich style, looked up once per change (it is costly)
 
     def set_lines(self, lines: list[Text]) -> bool:
-        """Replace the lines; refresh only if something changed. True if it changed."""
-        if lines == self._lines:
+        """Replace the lines; refresh only the rows that changed. True if any changed."""
+        old = self._lines
+        if lines == old:
             return False
-        resized = len(lines) != len(self._lines)
         self._lines = lines
-        self._cache.clear()
-        self.refresh(layout=resized and self.styles.height is not None and self.styles.height.is_auto)
+        self._base = None
+        if len(lines) != len(old):
+            self._strips = [None] * len(lines)
+            auto = self.styles.height is not None and self.styles.height.is_auto
+            self.refresh(layout=auto)
+            return True
+        width = self.size.width
+        changed = [y for y, (a, b) in enumerate(zip(old, lines)) if a != b]
+        for y in changed:
+            self._strips[y] = None
+        if len(changed) > len(lines) // 2:
+            self.refresh()
+        else:
+            self.refresh(*(Region(0, y, width, 1) for y in changed))
         return True
 
     @property
@@ -44,24 +61,32 @@ class Lines(Widget):
         return len(self._lines)
 
     def on_resize(self) -> None:
-        self._cache.clear()
+        self._strips = [None] * len(self._lines)
+        self._base = None
         self.rebuild()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._base = None
+        self._strips = [None] * len(self._lines)
 
     def rebuild(self) -> None:
         """Recompute the lines for the current size (widgets whose lines depend on width)."""
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        key = (y, width)
-        strip = self._cache.get(key)
+        if width != self._strip_width:
+            self._strip_width = width
+            self._strips = [None] * len(self._lines)
+        if self._base is None:
+            self._base = self.rich_style
+        if y >= len(self._lines):
+            return Strip.blank(width, self._base)
+        strip = self._strips[y]
         if strip is None:
-            style = self.rich_style
-            if y < len(self._lines):
-                segs = list(self._lines[y].render(self.app.console, end=""))
-                strip = Strip(segs).crop_extend(0, width, None).apply_style(style)
-            else:
-                strip = Strip.blank(width, style)
-            self._cache[key] = strip
+            segs = list(self._lines[y].render(self.app.console, end=""))
+            strip = Strip(segs).crop_extend(0, width, None).apply_style(self._base)
+            self._strips[y] = strip
         return strip
 
 
@@ -205,19 +230,42 @@ class ProcessTable(Lines):
 
 
 class VerdictPanel(Lines):
-    """The bottleneck class, its evidence in numbers, one line of advice."""
+    """The bottleneck class, its evidence in numbers, one line of advice (wrapped to the width)."""
 
-    DEFAULT_CSS = "VerdictPanel { height: auto; }"
+    DEFAULT_CSS = "VerdictPanel { height: auto; max-height: 6; }"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.verdict = None
+        self.shown = False
 
     def show(self, verdict) -> None:
-        if verdict is None:
+        self.verdict, self.shown = verdict, True
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        if not self.shown:
+            return
+        v = self.verdict
+        if v is None:
             self.set_lines([Text("diagnosis: n/a", style="dim")])
             return
         t = Text("verdict: ", style="bold")
-        t.append(verdict.label, style="bold yellow" if verdict.bound else "bold green")
-        if verdict.evidence:
-            t.append("  " + verdict.evidence)
-        lines = [t]
-        if verdict.advice:
-            lines.append(Text("advice: " + verdict.advice, style="italic"))
-        self.set_lines(lines)
+        t.append(v.label, style="bold yellow" if v.bound else "bold green")
+        if v.evidence:
+            t.append(": " + v.evidence)
+        parts = [t]
+        if v.advice:
+            parts.append(Text("advice: " + v.advice, style="italic"))
+        width = max(20, self.size.width or 80)
+        compact = self.app.has_class("-short")  # 80x24: two lines of evidence, one of advice
+        lines: list[Text] = []
+        for i, part in enumerate(parts):
+            wrapped = list(part.wrap(self.app.console, width, overflow="fold"))
+            keep = (2 if i == 0 else 1) if compact else 4
+            if len(wrapped) > keep:
+                wrapped = wrapped[:keep]
+                wrapped[-1].truncate(width - 1)
+                wrapped[-1].append("…")
+            lines.extend(wrapped)
+        self.set_lines(lines[:6])

@@ -1,0 +1,230 @@
+"""CPU cost of gputop's TUI against nvitop's, side by side, each in a pseudo-terminal of one size.
+
+    python bench/tui_cpu.py                          # 60 s, 120x40, gputop --rate 10 vs nvitop --interval 0.25
+    python bench/tui_cpu.py --seconds 30 --size 200x50
+    python bench/tui_cpu.py --only gputop --gputop-args="--demo"     # no GPU: gputop on the demo trace
+    python bench/tui_cpu.py --rss-minutes 30         # gputop alone: RSS every 10 s for 30 minutes
+
+Both programs start together (or one after the other with --sequential), get ``--warmup`` seconds
+to start up, then their process trees' CPU time (user + system, psutil) is measured over
+``--seconds``. Printed: % of one core for each, the ratio gputop / nvitop, and how often each one
+wrote to its terminal (screen updates per second, bursts of output more than 20 ms apart).
+Exit code 0; 1 if a program died before the end (its output tail is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import pty  # noqa: F401  (documents that this needs a POSIX pty)
+import shlex
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+
+import psutil
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class PtyProc:
+    """A command in its own pseudo-terminal of ``cols`` x ``rows``; its output is drained and counted."""
+
+    def __init__(self, name: str, argv: list[str], cols: int, rows: int, env: dict | None = None):
+        self.name, self.argv = name, argv
+        master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        e = dict(os.environ if env is None else env)
+        e.update(TERM=e.get("TERM_BENCH", "xterm-256color"), COLUMNS=str(cols), LINES=str(rows))
+        e.pop("NO_COLOR", None)
+        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=e, cwd=ROOT,
+                                     start_new_session=True, close_fds=True)
+        os.close(slave)
+        self.master = master
+        self.bytes = 0
+        self.bursts: list[float] = []  # start time of each burst of output
+        self._last = 0.0
+        self.tail = b""
+        self._stop = False
+        self._t = threading.Thread(target=self._drain, daemon=True)
+        self._t.start()
+
+    def _drain(self) -> None:
+        while not self._stop:
+            try:
+                data = os.read(self.master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            now = time.monotonic()
+            if now - self._last > 0.02:
+                self.bursts.append(now)
+            self._last = now
+            self.bytes += len(data)
+            self.tail = (self.tail + data)[-4000:]
+
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) of the process and its live descendants."""
+        try:
+            p = psutil.Process(self.proc.pid)
+            procs = [p] + p.children(recursive=True)
+        except psutil.Error:
+            return float("nan")
+        total = 0.0
+        for q in procs:
+            try:
+                t = q.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                pass
+        return total
+
+    def rss(self) -> int:
+        try:
+            p = psutil.Process(self.proc.pid)
+            return sum(q.memory_info().rss for q in [p] + p.children(recursive=True))
+        except psutil.Error:
+            return 0
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, key: bytes = b"q") -> None:
+        if self.alive():
+            try:
+                os.write(self.master, key)
+            except OSError:
+                pass
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait(5)
+        self._stop = True
+        try:
+            os.close(self.master)
+        except OSError:
+            pass
+
+    def tail_text(self) -> str:
+        return self.tail.decode("utf-8", "replace")[-1500:]
+
+
+def measure(procs: list[PtyProc], warmup: float, seconds: float) -> dict[str, dict]:
+    time.sleep(warmup)
+    c0 = {p.name: p.cpu_s() for p in procs}
+    b0 = {p.name: (p.bytes, len(p.bursts)) for p in procs}
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds and all(p.alive() for p in procs):
+        time.sleep(0.2)
+    dt = time.monotonic() - t0
+    out = {}
+    for p in procs:
+        cpu = p.cpu_s() - c0[p.name]
+        out[p.name] = {"cpu_pct_of_core": 100.0 * cpu / dt, "seconds": dt, "alive": p.alive(),
+                       "bytes_per_s": (p.bytes - b0[p.name][0]) / dt,
+                       "updates_per_s": (len(p.bursts) - b0[p.name][1]) / dt, "rss_mib": p.rss() / 2**20}
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=60.0, help="measured time (default 60)")
+    ap.add_argument("--warmup", type=float, default=5.0, help="start-up time not measured (default 5)")
+    ap.add_argument("--size", default="120x40", help="terminal COLSxROWS (default 120x40)")
+    ap.add_argument("--gputop-args", default="--rate 10", help="gputop's arguments (default: --rate 10)")
+    ap.add_argument("--nvitop-args", default="--interval 0.25", help="nvitop's arguments (default: --interval 0.25)")
+    ap.add_argument("--only", choices=["gputop", "nvitop"], help="run one of them")
+    ap.add_argument("--sequential", action="store_true", help="one after the other instead of together")
+    ap.add_argument("--rss-minutes", type=float, help="gputop alone for this long: RSS every --rss-every s")
+    ap.add_argument("--rss-every", type=float, default=10.0)
+    ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    args = ap.parse_args()
+    cols, rows = (int(x) for x in args.size.lower().split("x"))
+    py = sys.executable
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    cmds = {"gputop": [py, "-m", "gputop", *shlex.split(args.gputop_args)],
+            "nvitop": [py, "-m", "nvitop", *shlex.split(args.nvitop_args)]}
+    report: dict = {"size": f"{cols}x{rows}", "commands": {}}
+
+    if args.rss_minutes:
+        return rss_run(cmds["gputop"], cols, rows, env, args, report)
+
+    names = [args.only] if args.only else ["gputop", "nvitop"]
+    results: dict[str, dict] = {}
+    failed = False
+    groups = [[n] for n in names] if args.sequential else [names]
+    for group in groups:
+        procs = [PtyProc(n, cmds[n], cols, rows, env) for n in group]
+        try:
+            results.update(measure(procs, args.warmup, args.seconds))
+        finally:
+            for p in procs:
+                if not p.alive():
+                    failed = True
+                    print(f"{p.name} exited early (code {p.proc.returncode}); its last output:\n{p.tail_text()}",
+                          file=sys.stderr)
+                p.stop()
+    for n in names:
+        report["commands"][n] = " ".join(cmds[n])
+    report["results"] = results
+    print(f"terminal {cols}x{rows}, {args.seconds:g} s measured after {args.warmup:g} s warm-up"
+          + (", one after the other" if args.sequential else ", side by side"))
+    for n in names:
+        r = results[n]
+        print(f"  {n:<7} {r['cpu_pct_of_core']:6.1f}% of a core   {r['updates_per_s']:5.1f} screen updates/s   "
+              f"{r['bytes_per_s'] / 1024:7.1f} KiB/s to the terminal   RSS {r['rss_mib']:.0f} MiB   "
+              f"({report['commands'][n]})")
+    if len(names) == 2 and results["nvitop"]["cpu_pct_of_core"] > 0:
+        ratio = results["gputop"]["cpu_pct_of_core"] / results["nvitop"]["cpu_pct_of_core"]
+        report["ratio_gputop_over_nvitop"] = ratio
+        print(f"  ratio gputop / nvitop: {ratio:.2f}" + ("  (gputop uses less)" if ratio <= 1 else "  (gputop uses more)"))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2)
+    return 1 if failed else 0
+
+
+def rss_run(cmd: list[str], cols: int, rows: int, env: dict, args, report: dict) -> int:
+    p = PtyProc("gputop", cmd, cols, rows, env)
+    samples = []
+    t0 = time.monotonic()
+    c0 = None
+    end = t0 + args.rss_minutes * 60
+    try:
+        while time.monotonic() < end and p.alive():
+            time.sleep(min(args.rss_every, max(0.0, end - time.monotonic())))
+            if c0 is None:
+                c0 = (time.monotonic(), p.cpu_s())
+            t = time.monotonic() - t0
+            samples.append((round(t, 1), p.rss()))
+            print(f"  {t / 60:6.2f} min  RSS {samples[-1][1] / 2**20:7.1f} MiB", flush=True)
+        cpu = (p.cpu_s() - c0[1]) / (time.monotonic() - c0[0]) * 100 if c0 else float("nan")
+    finally:
+        died = not p.alive()
+        if died:
+            print(f"gputop exited early (code {p.proc.returncode}):\n{p.tail_text()}", file=sys.stderr)
+        p.stop()
+    rss = [r for _, r in samples]
+    if not rss:
+        return 1
+    first = rss[min(len(rss) - 1, 5)]  # after about a minute (buffers filling up)
+    print(f"RSS over {args.rss_minutes:g} min ({' '.join(cmd[2:])}, {cols}x{rows}): start {rss[0] / 2**20:.1f} MiB, "
+          f"after 1 min {first / 2**20:.1f} MiB, end {rss[-1] / 2**20:.1f} MiB, max {max(rss) / 2**20:.1f} MiB; "
+          f"CPU {cpu:.1f}% of a core")
+    report.update(command=" ".join(cmd), rss_samples=samples, cpu_pct_of_core=cpu)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2)
+    return 1 if died else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
