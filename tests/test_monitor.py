@@ -1,0 +1,271 @@
+"""``gputop --run -- CMD`` and ``--watch PID`` on a CPU machine: the no-NVML exit path for real, and the
+orchestration (child process, pass-through, --log, exit codes, signals, OOM, GPU finding, the JSON
+document) driven by a replay of the real H200 demo trace instead of live NVML."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from gputop import cli, monitor
+from gputop.monitor import (GpuFinder, Monitor, TickStore, build_document, exit_code_of, render_text,
+                            run_command, watch_process)
+from gputop.telemetry.nvml import Nvml
+from gputop.telemetry.trace import ReplaySource, demo_trace_path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = json.loads((ROOT / "gputop" / "schema" / "monitor.schema.json").read_text())
+NO_GPU = not Nvml().available()
+PY = sys.executable
+DEMO_PID = 445  # the recorded child's pid in the demo trace's NVML process lists
+
+
+def gputop_cli(*args, cwd=None, timeout=60):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([PY, "-m", "gputop", *args], capture_output=True, text=True, cwd=cwd or ROOT,
+                          env=env, timeout=timeout)
+
+
+def replay_monitor(**kw) -> Monitor:
+    return Monitor(ReplaySource(demo_trace_path(), speed=float("inf")), **kw)
+
+
+def document(mon, run, command):
+    doc = build_document("run", mon, run, command, "2026-01-01T00:00:00+00:00")
+    jsonschema.validate(doc, SCHEMA)
+    return doc
+
+
+# -- the real no-NVML paths -------------------------------------------------------------------------------
+@pytest.mark.skipif(not NO_GPU, reason="needs a machine without NVML")
+def test_run_without_nvml_exits_3_and_never_starts_the_command(tmp_path):
+    r = gputop_cli("--run", "--", PY, "-c", "open('started', 'w')", cwd=tmp_path)
+    assert r.returncode == 3 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and "libnvidia-ml" in r.stderr
+    assert not (tmp_path / "started").exists()
+    r = gputop_cli("--json", "--run", "--", PY, "-c", "pass", cwd=tmp_path)
+    assert r.returncode == 3 and r.stdout == ""
+
+
+@pytest.mark.skipif(not NO_GPU, reason="needs a machine without NVML")
+def test_watch_without_nvml_exits_3():
+    r = gputop_cli("--watch", str(os.getpid()), "--seconds", "1")
+    assert r.returncode == 3 and "libnvidia-ml" in r.stderr
+
+
+def test_watch_of_a_missing_process_exits_2():
+    p = subprocess.Popen([PY, "-c", "pass"])
+    p.wait()  # reaped: its pid is free now
+    r = gputop_cli("--watch", str(p.pid))
+    assert r.returncode == 2 and r.stderr.strip() == f"gputop: --watch {p.pid}: no such process"
+
+
+def test_run_usage_errors():
+    r = gputop_cli("--seconds", "3", "--run", "--", "true")
+    assert r.returncode == 2 and "--timeout" in r.stderr and r.stderr.count("\n") == 1
+    r = gputop_cli("--demo", "--run", "--", "true")
+    assert r.returncode == 2 and "--replay" in r.stderr
+
+
+# -- running a command under a replayed source --------------------------------------------------------------
+def test_exit_code_and_pass_through(capfd):
+    mon = replay_monitor()
+    code = "import sys; print('child-out'); print('child-err', file=sys.stderr); sys.exit(3)"
+    run = run_command(mon, [PY, "-c", code])
+    out, err = capfd.readouterr()
+    assert run["exit_code"] == 3 and run["ended"] == "exited" and not run["oom"]
+    assert "child-out" in out and "child-err" in err
+    doc = document(mon, run, [PY, "-c", code])
+    assert doc["exit_code"] == 3 and doc["command"][0] == PY
+    # the replayed trace's pids are not the child's: its GPU is found by the memory rise, and it says so
+    assert doc["gpu_detection"] == "memory/activity rise" and doc["gpus_used"] == [0]
+    assert any("PID namespace" in n for n in doc["notes"])
+    assert doc["gpus"][0]["timeline"] and doc["verdict"]["class"] != "idle"
+    text = render_text(doc)
+    assert "exited with code 3" in text and "timeline:" in text and "verdict:" in text and "advice:" in text
+
+
+def test_gpus_found_by_pid_in_nvml_process_list():
+    mon = replay_monitor(tree=lambda: {DEMO_PID})
+    run = run_command(mon, [PY, "-c", "pass"])
+    doc = document(mon, run, [PY, "-c", "pass"])
+    assert doc["gpu_detection"] == "process list" and doc["gpus"][0]["first_seen_s"] > 0
+    segs = doc["gpus"][0]["timeline"]
+    assert segs[0]["subclass"] == "startup"
+    assert [s["class"] for s in segs[1:]] == ["idle", "compute-bound", "memory-bound", "latency-bound",
+                                              "pcie-bound", "idle"]
+
+
+def test_json_mode_sends_the_child_stdout_to_stderr(tmp_path, capfd):
+    errfile = open(tmp_path / "err.txt", "w+")
+    try:
+        run = run_command(replay_monitor(), [PY, "-c", "print('to-stdout')"], json_mode=True, err=errfile)
+    finally:
+        errfile.close()
+    out, _ = capfd.readouterr()
+    assert run["exit_code"] == 0 and "to-stdout" not in out
+    assert "to-stdout" in (tmp_path / "err.txt").read_text()
+
+
+def test_json_mode_into_a_stream_without_a_descriptor():
+    err = io.StringIO()
+    run = run_command(replay_monitor(), [PY, "-c", "print('via-pipe')"], json_mode=True, err=err)
+    assert run["exit_code"] == 0 and "via-pipe" in err.getvalue()
+
+
+def test_log_file_gets_both_streams(tmp_path, capfd):
+    log = tmp_path / "cmd.log"
+    code = "import sys; print('o1', flush=True); print('e1', file=sys.stderr); sys.exit(0)"
+    run = run_command(replay_monitor(), [PY, "-c", code], log=str(log))
+    out, err = capfd.readouterr()
+    text = log.read_text()
+    assert run["exit_code"] == 0 and "o1" in text and "e1" in text
+    assert "o1" not in out and "e1" not in err
+
+
+def test_a_signal_death_is_128_plus_n():
+    run = run_command(replay_monitor(), [PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"])
+    assert run["exit_code"] == 128 + signal.SIGTERM and run["ended"] == f"signal {int(signal.SIGTERM)}"
+    assert exit_code_of(-9) == 137 and exit_code_of(0) == 0 and exit_code_of(2) == 2
+
+
+def test_timeout_stops_the_command():
+    run = run_command(replay_monitor(), [PY, "-c", "import time; time.sleep(60)"], timeout=0.3,
+                      err=io.StringIO())
+    assert run["ended"] == "timeout" and run["exit_code"] == 128 + signal.SIGTERM
+
+
+def test_out_of_memory_on_stderr_makes_the_verdict_memory_capacity(capfd):
+    code = ("import sys; print('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB', "
+            "file=sys.stderr); sys.exit(1)")
+    mon = replay_monitor(tree=lambda: {DEMO_PID})
+    run = run_command(mon, [PY, "-c", code])
+    assert run["oom"] and run["exit_code"] == 1
+    doc = document(mon, run, [PY, "-c", code])
+    assert doc["verdict"]["class"] == "memory-capacity" and doc["verdict"]["subclass"] == "oom"
+    assert any("out-of-memory" in n for n in doc["notes"])
+    assert "out of memory" in capfd.readouterr().err  # still passed through
+
+
+def test_sigint_is_forwarded_when_the_terminal_did_not_deliver_it(monkeypatch):
+    monkeypatch.setattr(monitor, "_terminal_sent_it", lambda: False)
+    child = [PY, "-c", "import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    raise SystemExit(42)"]
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    run = run_command(replay_monitor(), child)
+    assert run["ended"] == "interrupted" and run["exit_code"] in (42, 130)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
+def test_a_terminal_ctrl_c_is_not_sent_twice(monkeypatch):
+    monkeypatch.setattr(monitor, "_terminal_sent_it", lambda: True)
+    child = [PY, "-c", "import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    raise SystemExit(42)"]
+    # the first SIGINT is assumed delivered by the terminal (it was not): the child keeps running;
+    # the second is forwarded
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    run = run_command(replay_monitor(), child)
+    assert run["ended"] == "interrupted" and run["exit_code"] == 42 and run["wall_s"] >= 1.5
+
+
+def test_main_command_json_document_and_exit_code(monkeypatch, capfd):
+    monkeypatch.setattr(monitor, "_open", lambda args: (ReplaySource(demo_trace_path(), speed=float("inf")), None))
+    args, command = cli.parse(["--json", "--run", "--", PY, "-c", "print('hi'); raise SystemExit(4)"])
+    assert monitor.main_command(args, command) == 4
+    out, err = capfd.readouterr()
+    doc = json.loads(out)  # stdout is one JSON document
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["exit_code"] == 4 and doc["mode"] == "run" and "hi" in err
+
+
+def test_main_command_text_and_output_file(monkeypatch, capfd, tmp_path):
+    monkeypatch.setattr(monitor, "_open", lambda args: (ReplaySource(demo_trace_path(), speed=float("inf")), None))
+    out_json = tmp_path / "doc.json"
+    args, command = cli.parse(["-o", str(out_json), "--run", "--", PY, "-c", "pass"])
+    assert monitor.main_command(args, command) == 0
+    out, _ = capfd.readouterr()
+    assert out.startswith("gputop: `") and "verdict:" in out
+    jsonschema.validate(json.loads(out_json.read_text()), SCHEMA)
+
+
+def test_main_command_not_found_exits_2(monkeypatch, capfd):
+    monkeypatch.setattr(monitor, "_open", lambda args: (ReplaySource(demo_trace_path(), speed=float("inf")), None))
+    args, command = cli.parse(["--run", "--", "no-such-command-gputop-test", "x"])
+    assert monitor.main_command(args, command) == 2
+    err = capfd.readouterr().err
+    assert err.strip() == "gputop: command not found: no-such-command-gputop-test"
+    args, command = cli.parse(["--run", "--", "./no/such/path"])
+    assert monitor.main_command(args, command) == 2
+
+
+def test_record_writes_a_trace_with_marks(monkeypatch, tmp_path):
+    from gputop.telemetry.trace import read_trace
+
+    rec = tmp_path / "run.jsonl.gz"
+    mon = replay_monitor(record=str(rec), note="test expect=idle", tree=lambda: {DEMO_PID})
+    run_command(mon, [PY, "-c", "pass"])
+    header, rows = read_trace(str(rec))
+    labels = [r["label"] for r in rows if r["type"] == "mark"]
+    assert header["note"] == "test expect=idle" and labels[0] == "started"
+    assert any(lab.startswith("on GPU 0 (process list)") for lab in labels) and labels[-1] == "exited 0"
+    assert sum(r["type"] == "tick" for r in rows) > 300
+
+
+def test_watch_process_until_it_exits():
+    p = subprocess.Popen([PY, "-c", "import time; time.sleep(0.5)"])
+    mon = replay_monitor(active_ok=True)
+    try:
+        run = watch_process(mon, p.pid)
+    finally:
+        p.wait()
+    assert run["ended"] == "exited" and run["exit_code"] is None
+    doc = build_document("watch", mon, run, None, "2026-01-01T00:00:00+00:00")
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["gpu_detection"] == "memory/activity rise"
+    assert "watched pid" in render_text(doc)
+
+
+def test_watch_process_for_n_seconds():
+    mon = replay_monitor(active_ok=True)
+    run = watch_process(mon, os.getpid(), seconds=0.3)
+    assert run["ended"] == "seconds"
+
+
+# -- pieces -----------------------------------------------------------------------------------------------
+def _tick(t, mem, util=0.0, procs=None):
+    return {"t": t, "gpus": [{"mem_used_bytes": mem, "util_gpu_pct": util, "sm_active_pct": None,
+                              "processes": procs}], "host": {}}
+
+
+def test_gpu_finder():
+    f = GpuFinder(pid=10, tree=lambda: {10, 11})
+    f(_tick(0.0, 1e9, procs=[{"pid": 99}]))
+    f(_tick(1.0, 1e9, procs=[{"pid": 11}]))
+    assert f.result() == ({0: 1.0}, "process list")
+    f = GpuFinder(pid=10, tree=lambda: set())
+    f(_tick(0.0, 1e9))
+    f(_tick(1.0, 1e9 + 100 * 2**20))
+    assert f.result() == ({}, "none")
+    f(_tick(2.0, 1e9 + 300 * 2**20))
+    assert f.result() == ({0: 2.0}, "memory/activity rise")
+    # a process already running when the watch begins: activity counts from the first tick
+    f = GpuFinder(pid=10, tree=lambda: set(), active_ok=True)
+    f(_tick(0.0, 5e9, util=80.0))
+    assert f.result() == ({0: 0.0}, "memory/activity rise")
+
+
+def test_tick_store_thins_long_runs():
+    s = TickStore(max_ticks=100)
+    for i in range(1000):
+        s({"t": float(i), "gpus": [{"processes": [{"pid": 1}]}], "host": {"cpu_per_core_pct": [1.0, 90.0]}})
+    ticks = s.snapshot()
+    assert len(ticks) <= 100 and ticks[0]["t"] == 0.0 and ticks[-1]["t"] > 900
+    assert ticks[0]["gpus"][0]["processes"] is None and ticks[0]["host"]["cpu_per_core_pct"] == [90.0]
