@@ -105,6 +105,7 @@ class _Pool:
 def _runtime():
     rt = types.SimpleNamespace()
     rt.getDevice = lambda: 0
+    rt.getDeviceCount = lambda: 1
     rt.getDeviceProperties = lambda i: {
         "name": b"Fake GPU", "major": 9, "minor": 0, "multiProcessorCount": 4, "maxThreadsPerMultiProcessor": 2048,
         "maxBlocksPerMultiProcessor": 32, "regsPerMultiprocessor": 65536, "l2CacheSize": L2_BYTES,
@@ -123,6 +124,9 @@ def make_module() -> types.ModuleType:
     cp.full = lambda n, v, dtype=np.float32: np.full(n, v, dtype=dtype)
     cp.zeros = lambda n, dtype=np.float32: np.zeros(n, dtype=dtype)
     cp.empty = lambda n, dtype=np.float32: np.empty(n, dtype=dtype)
+    cp.ones = lambda n, dtype=np.float32: np.ones(n, dtype=dtype)
+    cp.empty_like = np.empty_like
+    cp.copyto = np.copyto
     cp.isfinite = np.isfinite
     cp.RawModule = RawModule
     cp.get_default_memory_pool = lambda: _Pool()
