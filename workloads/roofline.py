@@ -161,12 +161,12 @@ def _finish_standalone(p: dict, emit: Emitter, device: dict, points: list[dict],
         print(f"  FP32    {roofs['fp32_flops'] / 1e9:10.1f} GFLOP/s")
     for name, v in (roofs.get("tensor_dense_flops") or {}).items():
         print(f"  {name:<7} {v / 1e9:10.1f} GFLOP/s (tensor cores)")
-    print("\n== roofline")
+    print("\n== roofline (% of the binding roof: measured / theoretical)")
     for pt in doc["points"]:
-        pct = pt.get("pct_roof_measured") if pt.get("pct_roof_measured") is not None else pt.get("pct_roof_theoretical")
-        pct_s = f"{pct:5.1f}% of roof" if pct is not None else "      n/a"
+        pcts = "/".join("  n/a" if pt.get(f"pct_roof_{b}") is None else f"{pt[f'pct_roof_{b}']:5.1f}"
+                        for b in ("measured", "theoretical"))
         flags = "  !! " + "; ".join(pt["flags"]) if pt.get("flags") else ""
-        print(f"  {pt['variant']:<8} k={pt['k']:<5} AI={pt['ai']:<7.2f} {pt['gflops']:10.1f} GFLOP/s  {pct_s}  "
+        print(f"  {pt['variant']:<8} k={pt['k']:<5} AI={pt['ai']:<7.2f} {pt['gflops']:10.1f} GFLOP/s  {pcts} %  "
               f"{pt.get('bound') or 'n/a'}{flags}")
     v = doc.get("verdict")
     if v:
@@ -305,6 +305,7 @@ def gpu_context(cp, nvml=None) -> tuple[dict, ClockProbe]:
         "name": name.decode(errors="replace") if isinstance(name, bytes) else str(name),
         "cuda_device": dev_id,
         "pci_bus_id": cp.cuda.runtime.deviceGetPCIBusId(dev_id),
+        "cc": f"{props.get('major')}.{props.get('minor')}",
         "compute_capability": [props.get("major"), props.get("minor")],
         "sm_count": props.get("multiProcessorCount"),
         "max_threads_per_sm": props.get("maxThreadsPerMultiProcessor"),
