@@ -48,6 +48,7 @@ TERM_GRACE_S = 5.0  # --timeout: SIGTERM, then SIGKILL after this
 OOM_PATTERN = re.compile(rb"out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation",
                          re.IGNORECASE)
 TREE_REFRESH_S = 0.5
+OOM_MARK = "oom: the command reported out of memory"
 
 
 # -- which GPUs the process tree uses ------------------------------------------------------------------
@@ -208,7 +209,10 @@ class Monitor:
 
     def note_oom(self) -> None:
         last = self.sampler.latest()
-        self.oom_times.append(last["t"] if last else time.monotonic())
+        t = last["t"] if last else time.monotonic()
+        self.oom_times.append(t)
+        if self.recorder is not None:
+            self.recorder.mark(OOM_MARK, t)
 
     def stop(self) -> None:
         self.sampler.stop()
@@ -740,6 +744,7 @@ def diagnose_trace(path: str, window_s: float = T.WINDOW_S) -> dict:
     while True:
         if mon.sampler.step() is None:
             break
+    mon.oom_times = [r["t"] for r in rows if r["type"] == "mark" and r["label"] == OOM_MARK]
     mon.t0 = ticks[0]["t"] if ticks else 0.0
     analysis = mon.analyze()
     analysis["header"] = {k: header.get(k) for k in ("note", "hostname", "recorded_at", "rate_hz")}

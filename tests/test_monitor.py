@@ -156,6 +156,17 @@ def test_out_of_memory_on_stderr_makes_the_verdict_memory_capacity(capfd):
     assert "out of memory" in capfd.readouterr().err  # still passed through
 
 
+def test_out_of_memory_survives_in_a_recorded_trace(tmp_path):
+    from gputop.monitor import diagnose_trace
+
+    rec = tmp_path / "oom.jsonl.gz"
+    code = "import sys; print('CUDA out of memory. Tried to allocate 2.00 GiB', file=sys.stderr); sys.exit(1)"
+    mon = replay_monitor(record=str(rec), tree=lambda: {DEMO_PID})
+    run_command(mon, [PY, "-c", code], err=io.StringIO())
+    a = diagnose_trace(str(rec))
+    assert a["verdict"]["class"] == "memory-capacity" and a["verdict"]["subclass"] == "oom"
+
+
 def test_sigint_is_forwarded_when_the_terminal_did_not_deliver_it(monkeypatch):
     monkeypatch.setattr(monitor, "_terminal_sent_it", lambda: False)
     child = [PY, "-c", "import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    raise SystemExit(42)"]
