@@ -12,9 +12,10 @@
  * multiply and an add as two instructions (1 FLOP each), so it can never pass half the FP32 roof.
  *
  * The measured ceilings (the roofs this GPU really reaches in the same run):
- *   stream_copy_u{1,2,4,8}[_cs]  float4 copy, U loads in flight per thread before the U stores;
- *                        "_cs" uses the streaming (evict-first) cache hints. The workload tries a few
- *                        (U, hint, grid) shapes and keeps the fastest as the DRAM roof.
+ *   stream_copy_u{1,2,4,8}[_cs|_l2][_blk]  float4 copy, U loads in flight per thread before the U
+ *                        stores, with or without cache hints, grid-stride or one contiguous run per
+ *                        block. The workload tries these (and a few grid sizes) and keeps the fastest
+ *                        as the DRAM roof: the best copy this GPU can do, not one guess at it.
  *   fma_peak             8 independent FMA chains per thread, 16-deep unrolled: 128 FMAs per loop trip,
  *                        so loop overhead is ~2% of issue slots. x and y are kernel arguments and every
  *                        thread stores its sum, so the compiler can neither fold nor drop the chains.
@@ -71,30 +72,54 @@ extern "C" __global__ void compute_k_terms_fma(const float* __restrict__ a,
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* DRAM roof: float4 copy. Block b copies tiles of U x blockDim float4s (grid-stride over tiles);    */
-/* each thread first loads its U float4s (U x 16 bytes in flight), then stores them.                */
-template <int U, bool STREAMING>
+/* DRAM roof: float4 copy in tiles of U x blockDim float4s; each thread first loads its U float4s   */
+/* (U x 16 bytes in flight), then stores them. HINT 0: plain loads (read-only path) and stores;      */
+/* 1: streaming (evict-first) loads and stores; 2: loads that ask L2 to fetch 256-byte blocks, and   */
+/* streaming stores. CONTIG false: block b copies tiles b, b + grid, b + 2 grid, ... (grid-stride);  */
+/* true: block b copies one contiguous run of tiles (long sequential streams per block).             */
+template <int HINT>
+__device__ __forceinline__ float4 load4(const float4* p) {
+    if (HINT == 1) return __ldcs(p);
+#if __CUDA_ARCH__ >= 800  /* the L2 prefetch-size qualifier exists from sm_80 on */
+    if (HINT == 2) {
+        float4 v;
+        asm volatile("ld.global.nc.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];"
+                     : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                     : "l"(p));
+        return v;
+    }
+#endif
+    return __ldg(p);
+}
+
+template <int HINT>
+__device__ __forceinline__ void store4(float4* p, float4 v) {
+    if (HINT == 0) {
+        *p = v;
+    } else {
+        __stcs(p, v);
+    }
+}
+
+template <int U, int HINT, bool CONTIG>
 __device__ __forceinline__ void stream_copy(const float4* __restrict__ src, float4* __restrict__ dst,
                                             long long n4) {
     const long long tile = (long long)U * blockDim.x;
     const long long ntiles = (n4 + tile - 1) / tile;
-    for (long long t = blockIdx.x; t < ntiles; t += gridDim.x) {
+    long long t = blockIdx.x, t_end = ntiles, step = gridDim.x;
+    if (CONTIG) {
+        t = ntiles * blockIdx.x / gridDim.x;
+        t_end = ntiles * (blockIdx.x + 1) / gridDim.x;
+        step = 1;
+    }
+    for (; t < t_end; t += step) {
         const long long base = t * tile + threadIdx.x;
-        float4 v[U];
         if (base + (long long)(U - 1) * blockDim.x < n4) {  // a whole tile: no bounds checks
+            float4 v[U];
 #pragma unroll
-            for (int u = 0; u < U; ++u) {
-                v[u] = STREAMING ? __ldcs(src + base + (long long)u * blockDim.x)
-                                 : src[base + (long long)u * blockDim.x];
-            }
+            for (int u = 0; u < U; ++u) v[u] = load4<HINT>(src + base + (long long)u * blockDim.x);
 #pragma unroll
-            for (int u = 0; u < U; ++u) {
-                if (STREAMING) {
-                    __stcs(dst + base + (long long)u * blockDim.x, v[u]);
-                } else {
-                    dst[base + (long long)u * blockDim.x] = v[u];
-                }
-            }
+            for (int u = 0; u < U; ++u) store4<HINT>(dst + base + (long long)u * blockDim.x, v[u]);
         } else {  // the last, partial tile
             for (int u = 0; u < U; ++u) {
                 const long long i = base + (long long)u * blockDim.x;
@@ -104,15 +129,19 @@ __device__ __forceinline__ void stream_copy(const float4* __restrict__ src, floa
     }
 }
 
-#define STREAM_COPY(U)                                                                               \
-    extern "C" __global__ void stream_copy_u##U(const float4* __restrict__ src,                      \
-                                                float4* __restrict__ dst, long long n4) {            \
-        stream_copy<U, false>(src, dst, n4);                                                         \
-    }                                                                                                \
-    extern "C" __global__ void stream_copy_u##U##_cs(const float4* __restrict__ src,                 \
-                                                     float4* __restrict__ dst, long long n4) {       \
-        stream_copy<U, true>(src, dst, n4);                                                          \
+/* stream_copy_u<U>[_cs|_l2][_blk]: U in {1, 2, 4, 8}; _cs: HINT 1; _l2: HINT 2; _blk: CONTIG. */
+#define STREAM_COPY_ONE(NAME, U, HINT, CONTIG)                                                       \
+    extern "C" __global__ void NAME(const float4* __restrict__ src, float4* __restrict__ dst,        \
+                                    long long n4) {                                                  \
+        stream_copy<U, HINT, CONTIG>(src, dst, n4);                                                  \
     }
+#define STREAM_COPY(U)                                                                               \
+    STREAM_COPY_ONE(stream_copy_u##U, U, 0, false)                                                   \
+    STREAM_COPY_ONE(stream_copy_u##U##_cs, U, 1, false)                                              \
+    STREAM_COPY_ONE(stream_copy_u##U##_l2, U, 2, false)                                              \
+    STREAM_COPY_ONE(stream_copy_u##U##_blk, U, 0, true)                                              \
+    STREAM_COPY_ONE(stream_copy_u##U##_cs_blk, U, 1, true)                                           \
+    STREAM_COPY_ONE(stream_copy_u##U##_l2_blk, U, 2, true)
 
 STREAM_COPY(1)
 STREAM_COPY(2)

@@ -70,8 +70,9 @@ class RawModule:
 
     def get_function(self, name: str) -> FakeKernel:
         declared = set(re.findall(r'extern "C" __global__ void (\w+)\s*\(', self.code))
+        suffixes = re.findall(r"STREAM_COPY_ONE\(stream_copy_u##U(?:##(\w+))?,", self.code)
         declared |= {f"stream_copy_u{u}{s}" for u in re.findall(r"^STREAM_COPY\((\d+)\)", self.code, re.M)
-                     for s in ("", "_cs")}
+                     for s in suffixes}
         if name not in declared:
             raise RuntimeError(f"CUDA_ERROR_NOT_FOUND: named symbol not found: {name}")
         return FakeKernel(self, name)

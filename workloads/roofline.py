@@ -79,6 +79,10 @@ BYTES_PER_ELEMENT = 8.0  # one float read + one float written
 CPU_CHUNK = 1 << 15  # NumPy works on 128 KiB slices so that the k passes per slice stay in L2
 TENSOR_SIZE = 8192  # matmul size for the tensor roof
 KERNEL_FILE = "roofline.cu"
+# The DRAM-roof copy kernels of kernels/roofline.cu: U float4s in flight per thread, cache hint, and
+# grid-stride tiles or one contiguous run of tiles per block ("_blk").
+COPY_KERNELS = [f"stream_copy_u{u}{hint}{blk}" for u in (1, 2, 4, 8) for hint in ("", "_cs", "_l2")
+                for blk in ("", "_blk")]
 
 _module_cache: dict = {}  # one compiled RawModule per process
 
@@ -200,8 +204,7 @@ def kernels(cp) -> dict:
     if "kernels" not in _module_cache:
         t0 = time.perf_counter()
         module = cp.RawModule(code=kernel_source())
-        names = ["compute_k_terms", "compute_k_terms_fma", "fma_peak"]
-        names += [f"stream_copy_u{u}{s}" for u in (1, 2, 4, 8) for s in ("", "_cs")]
+        names = ["compute_k_terms", "compute_k_terms_fma", "fma_peak", *COPY_KERNELS]
         funcs = {name: module.get_function(name) for name in names}
         _module_cache["kernels"] = funcs
         _module_cache["compile_s"] = time.perf_counter() - t0
@@ -373,14 +376,15 @@ def memory_roof(cp, K: dict, info: dict, probe: ClockProbe, warmup: int, runs: i
     dst = cp.zeros(n4 * 4, dtype=cp.float32)
     block = 256
     sm = info.get("sm_count") or 1
-    shapes = []
-    for u in (1, 2, 4, 8):
-        for suffix in ("", "_cs"):
-            name = f"stream_copy_u{u}{suffix}"
-            tiles = -(-n4 // (u * block))
-            waves = sm * _blocks_per_sm(K[name], block, info)
-            for grid in sorted({tiles, min(tiles, waves), min(tiles, 4 * waves)}):
-                shapes.append((name, grid))
+    shapes = []  # (kernel, grid): one tile per block, or one / four full waves of resident blocks
+    for name in COPY_KERNELS:
+        u = int(name.split("_")[2][1:])
+        tiles = -(-n4 // (u * block))
+        waves = sm * _blocks_per_sm(K[name], block, info)
+        grids = {min(tiles, waves), min(tiles, 4 * waves)}
+        if not name.endswith("_blk"):  # with one tile per block a contiguous run is the same kernel
+            grids.add(tiles)
+        shapes += [(name, g) for g in sorted(grids)]
     tried = []
     best = None
     for name, grid in shapes:
