@@ -1,0 +1,265 @@
+"""``gputop --run NAME``: run a workload without the TUI; a readable summary, or one JSON document.
+
+Everything is checked before launch (workload name, parameters, the GPU): bad input is one line on
+stderr and exit 2 (no GPU: exit 3). With ``--json`` stdout holds exactly one document even then (an
+``error_document``). Ctrl-C (or SIGTERM) is forwarded to the workload as SIGINT; a second one kills
+it; the partial document says ``"interrupted": true`` and gputop exits 130. A progress bar goes to
+stderr only when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from gputop import exitcodes
+from gputop.format import pct, si
+from gputop.runner.document import csv_columns, dumps, error_document, write_csv
+from gputop.runner.process import WorkloadRun, format_value
+from gputop.runner.registry import Registry, UnknownWorkload
+from gputop.workload_api import ParamError, resolve_params
+
+
+class Usage(Exception):
+    def __init__(self, code: int, kind: str, message: str):
+        super().__init__(message)
+        self.code, self.kind = code, kind
+
+
+def parse_given(items: list[str]) -> dict[str, str]:
+    """``--param k=v`` items as {k: "v"} (later ones win)."""
+    given: dict[str, str] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ParamError(f"--param takes NAME=VALUE (got {item!r})")
+        k, v = item.split("=", 1)
+        given[k.strip()] = v
+    return given
+
+
+def resolve(spec, args) -> dict:
+    """The parameter values of this run: defaults, --quick, --device cpu overrides, then --param."""
+    given = parse_given(args.param)
+    if "device" in given:
+        raise ParamError("choose the device with --device cuda|cpu, not --param device=...")
+    if args.device == "cpu" and not spec.supports_cpu:
+        raise ParamError(f"workload '{spec.name}' has no CPU mode; run it on a GPU (without --device cpu)")
+    overrides = dict(spec.quick) if args.quick else {}
+    if args.device == "cpu":
+        overrides.update(spec.cpu or {})  # the CPU sizes are a limit of the device: they win over --quick
+    values = resolve_params(spec.params, given, overrides)
+    if spec.has_device_param:
+        values["device"] = args.device
+    return values
+
+
+def pick_gpu(args):
+    """(nvml, NVML index) for a CUDA run; raises Usage (exit 3 without NVML, 2 for a bad --gpu)."""
+    from gputop.telemetry.nvml import Nvml
+    from gputop.telemetry.static import device_count, read_static
+
+    nvml = Nvml()
+    if not nvml.available():
+        raise Usage(exitcodes.NO_GPU, "no_gpu", f"{nvml.error}; run the workload on the CPU instead: "
+                                                f"gputop --run {args.run} --device cpu")
+    if args.gpu and len(args.gpu) > 1:
+        raise Usage(exitcodes.USAGE, "bad_usage", "--run uses one GPU: give one --gpu N")
+    index = args.gpu[0] if args.gpu else 0
+    n = device_count(nvml)
+    if index >= n:
+        names = ", ".join(f"{i} ({read_static(nvml, i)['name']})" for i in range(n))
+        raise Usage(exitcodes.USAGE, "bad_usage", f"--gpu {index}: no such GPU (valid: {names})")
+    return nvml, index
+
+
+def _check_writable(path: str | None, flag: str) -> None:
+    if path:
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise Usage(exitcodes.USAGE, "bad_usage", f"{flag} {path}: no such folder {folder}")
+
+
+def main_run(args) -> int:
+    try:
+        if getattr(args, "replay", None) or getattr(args, "demo", False):
+            raise Usage(exitcodes.USAGE, "bad_usage", "--run measures live; it does not take --replay or --demo")
+        _check_writable(args.csv, "--csv")
+        _check_writable(args.output, "--output")
+        registry = Registry()
+        try:
+            spec = registry.get(args.run)
+        except UnknownWorkload as exc:
+            raise Usage(exitcodes.USAGE, "unknown_workload", str(exc)) from None
+        try:
+            values = resolve(spec, args)
+        except ParamError as exc:
+            raise Usage(exitcodes.USAGE, "bad_param", str(exc)) from None
+        nvml, index = pick_gpu(args) if args.device == "cuda" else (None, None)
+    except Usage as exc:
+        print(f"gputop: {exc}", file=sys.stderr)
+        if args.json or args.output:
+            _write(args, error_document(args.run, exc.kind, str(exc), exc.code, device=args.device))
+        return exc.code
+
+    progress = Progress(sys.stderr) if sys.stderr.isatty() else None
+    run = WorkloadRun(spec, values, device=args.device, nvml_index=index, nvml=nvml, timeout=args.timeout,
+                      on_event=progress.on_event if progress else None)
+
+    def on_signal(signum, frame):
+        if run.cancelled:
+            run.kill()
+            return
+        print("\ngputop: stopping the workload (Ctrl-C again to kill it now)", file=sys.stderr)
+        run.cancel()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            run.start()
+        except ValueError as exc:
+            print(f"gputop: {exc}", file=sys.stderr)
+            return exitcodes.USAGE
+        while not run.wait(0.1):
+            pass
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if progress:
+            progress.clear()
+    doc = run.document()
+    code = doc["exit_code"]
+    if args.csv:
+        try:
+            write_csv(doc["points"], args.csv)
+        except OSError as exc:
+            print(f"gputop: cannot write {args.csv}: {exc.strerror}", file=sys.stderr)
+            code = code or exitcodes.FAILED
+    _write(args, doc)
+    if not args.json:
+        sys.stdout.write(render_text(doc))
+    if doc["status"] != "ok" or doc["interrupted"]:
+        first = doc["errors"][0]["message"] if doc["errors"] else ""
+        print(f"gputop: {doc['workload']} {'interrupted' if doc['interrupted'] else doc['status']}"
+              + (f": {first}" if first else "") + f" ({len(doc['points'])} point(s) kept)", file=sys.stderr)
+    return code
+
+
+def _write(args, doc: dict) -> None:
+    text = dumps(doc) + "\n"
+    if args.output:
+        try:
+            with open(args.output, "w") as f:
+                f.write(text)
+        except OSError as exc:
+            print(f"gputop: cannot write {args.output}: {exc.strerror}", file=sys.stderr)
+    if args.json:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+class Progress:
+    """A one-line progress bar on a terminal (stderr)."""
+
+    def __init__(self, stream, width: int = 30):
+        self.stream, self.width = stream, width
+        self.shown = False
+
+    def on_event(self, ev: dict) -> None:
+        kind = ev.get("event")
+        if kind == "progress" and ev.get("total"):
+            frac = max(0.0, min(1.0, float(ev.get("done") or 0) / float(ev["total"])))
+            bar = "#" * int(frac * self.width)
+            self.stream.write(f"\r[{bar:<{self.width}}] {ev.get('done')}/{ev['total']} {str(ev.get('message') or '')[:40]:<40}")
+            self.stream.flush()
+            self.shown = True
+        elif kind in ("warning", "error"):
+            self.clear()
+            self.stream.write(f"gputop: {kind}: {ev.get('message')}\n")
+        elif kind == "phase":
+            self.clear()
+            self.stream.write(f"gputop: phase {ev.get('name')}\n")
+
+    def clear(self) -> None:
+        if self.shown:
+            self.stream.write("\r" + " " * (self.width + 52) + "\r")
+            self.stream.flush()
+            self.shown = False
+
+
+# -- the readable summary ------------------------------------------------------------------------
+def _cell(v) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return format_value(v) if isinstance(v, (list, bool)) else str(v)
+
+
+def table(rows: list[dict], cols: list[str], indent: str = "  ") -> list[str]:
+    cells = [[_cell(r.get(c)) for c in cols] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
+    out = [indent + "  ".join(c.rjust(w) for c, w in zip(cols, widths))]
+    out += [indent + "  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
+    return out
+
+
+def telemetry_line(s: dict | None) -> str:
+    if not s:
+        return "n/a"
+    mm = lambda k: s.get(k) or {}  # noqa: E731
+    parts = []
+    if s.get("gpu_samples"):
+        parts += [f"SM active {pct(mm('sm_active_pct').get('mean'))} (max {pct(mm('sm_active_pct').get('max'))})",
+                  f"DRAM BW {pct(mm('dram_bw_pct').get('mean'))}", f"tensor {pct(mm('tensor_pct').get('mean'))}",
+                  f"SM clock {_cell(mm('sm_clock_mhz').get('mean'))} MHz",
+                  f"power {_cell(mm('power_w').get('mean'))} W (max {_cell(mm('power_w').get('max'))})"]
+        reasons = s.get("clock_reasons_seen")
+        parts.append("clock events: " + (", ".join(reasons) if reasons else ("none" if reasons == [] else "n/a")))
+    parts.append(f"host CPU {pct(mm('host_cpu_pct').get('mean'))}")
+    parts.append(f"workload CPU {pct(mm('workload_cpu_pct').get('mean'))}")
+    return "  ".join(parts) + f"  ({s.get('samples', 0)} samples)"
+
+
+def render_text(doc: dict) -> str:
+    dev = doc["device"]
+    where = dev["kind"]
+    name = (dev.get("static") or {}).get("name") or (dev.get("reported") or {}).get("name")
+    if name:
+        where += f" ({name})"
+    if dev.get("nvml_index") is not None:
+        where += f", GPU {dev['nvml_index']}"
+    state = "interrupted" if doc["interrupted"] else doc["status"]
+    lines = [f"{doc['workload']}: {state} in {doc['wall_time_s']:.1f} s on {where}",
+             "params: " + " ".join(f"{k}={format_value(v)}" for k, v in doc["params"].items())]
+    pts = doc["points"]
+    if pts:
+        cols = [c for c in csv_columns(pts) if all(not isinstance(p.get(c), (dict, list)) for p in pts)][:9]
+        lines += ["", f"points ({len(pts)}):"] + table(pts, cols)
+    if doc["results"]:
+        lines += ["", "results:"]
+        lines += [f"  {k}: {_cell(v) if not isinstance(v, dict) else dumps(v, indent=None)}"
+                  for k, v in doc["results"].items()]
+    lines += ["", "telemetry: " + telemetry_line(doc["telemetry"])]
+    for ph in doc["phases"]:
+        verdict = f"  -> {ph['verdict']['class']}" if ph.get("verdict") else ""
+        lines.append(f"  {ph['name']} ({ph['duration_s']:.1f} s): {telemetry_line(ph['telemetry'])}{verdict}")
+    v = doc["verdict"]
+    if v:
+        conf = f" (confidence {v['confidence']})" if v.get("confidence") is not None else ""
+        lines += ["", f"verdict: {v['class']}{conf}"]
+        for label in ("evidence", "advice"):
+            val = v.get(label)
+            items = val if isinstance(val, list) else ([f"{k}: {_cell(x)}" for k, x in val.items()]
+                                                      if isinstance(val, dict) else [val])
+            lines += [f"  {label}: {_cell(x) if not isinstance(x, str) else x}" for x in items if x is not None]
+    for w in doc["warnings"]:
+        lines.append(f"warning ({w['code']}): {w['message']}")
+    for e in doc["errors"]:
+        lines.append(f"error ({e['kind']}): {e['message']}")
+        if e.get("detail"):
+            lines += ["    " + d for d in e["detail"].splitlines()[-8:]]
+    if dev.get("peaks"):
+        pk = dev["peaks"]
+        lines.append(f"peaks: DRAM {si(pk.get('dram_bytes_per_s'), 'B/s')}  FP32 {si(pk.get('fp32_flops'), 'FLOP/s')}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,47 @@
+"""``gputop --list [--json]``: every workload, its one-line description, its parameters and defaults."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from gputop import exitcodes
+from gputop.runner.process import format_value
+from gputop.runner.registry import Registry
+
+
+def render_text(registry: Registry) -> str:
+    if not len(registry):
+        return "no workloads found (looked in: " + ", ".join(str(d) for d in registry.dirs) + ")\n"
+    lines: list[str] = []
+    for spec in registry:
+        lines.append(f"{spec.name:<14} {spec.description}")
+        width = max((len(p.name) for p in spec.params), default=0)
+        for p in spec.params:
+            lines.append(f"    {p.name:<{width}}  default {format_value(p.default):<22} {p.allowed()}"
+                         + (f"  -- {p.help}" if p.help else ""))
+        extras = []
+        if spec.quick:
+            extras.append("--quick: " + " ".join(f"{k}={format_value(v)}" for k, v in spec.quick.items()))
+        if spec.supports_cpu:
+            extras.append("--device cpu" + (": " + " ".join(f"{k}={format_value(v)}" for k, v in spec.cpu.items())
+                                             if spec.cpu else ""))
+        if spec.needs:
+            extras.append("needs " + ", ".join(spec.needs))
+        if extras:
+            lines.append("    (" + "; ".join(extras) + ")")
+        lines.append("")
+    lines.append("run one: gputop --run NAME [--param NAME=VALUE ...] [--quick] [--device cpu] [--json]")
+    return "\n".join(lines) + "\n"
+
+
+def main_list(args) -> int:
+    registry = Registry()
+    for err in registry.errors:
+        print(f"gputop: skipped a workload: {err}", file=sys.stderr)
+    if getattr(args, "json", False):
+        json.dump([spec.describe() for spec in registry], sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_text(registry))
+    return exitcodes.OK
