@@ -181,6 +181,20 @@ def _finish_standalone(p: dict, emit: Emitter, device: dict, points: list[dict],
             print(f"  > {line}")
 
 
+def csv_rows(doc: dict) -> list[dict]:
+    """``gputop --run roofline --csv FILE``: the seed's columns first (k, ai, gflops, bandwidth, percent_peak),
+    then every other field of the point."""
+    rows = []
+    for pt in doc.get("points") or []:
+        pct = pt.get("pct_fp32_theoretical")
+        if pct is None:
+            pct = pt.get("pct_fp32_measured")
+        lead = {"k": pt.get("k"), "ai": pt.get("ai"), "gflops": pt.get("gflops"), "bandwidth": pt.get("gbs"),
+                "percent_peak": pct}
+        rows.append({**lead, **{k: v for k, v in pt.items() if k not in lead}})
+    return rows
+
+
 def _write_seed_csv(path: str, points: list[dict]) -> None:
     """The seed's CSV (k, ai, gflops, bandwidth, percent_peak) with the variant in front."""
     with open(path, "w") as f:

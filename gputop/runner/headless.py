@@ -131,7 +131,7 @@ def main_run(args) -> int:
     code = doc["exit_code"]
     if args.csv:
         try:
-            write_csv(doc["points"], args.csv)
+            write_csv(csv_rows(spec, doc), args.csv)
         except OSError as exc:
             print(f"gputop: cannot write {args.csv}: {exc.strerror}", file=sys.stderr)
             code = code or exitcodes.FAILED
@@ -143,6 +143,18 @@ def main_run(args) -> int:
         print(f"gputop: {doc['workload']} {'interrupted' if doc['interrupted'] else doc['status']}"
               + (f": {first}" if first else "") + f" ({len(doc['points'])} point(s) kept)", file=sys.stderr)
     return code
+
+
+def csv_rows(spec, doc: dict) -> list[dict]:
+    """The rows of ``--csv``: the workload's ``csv_rows(doc)`` if it has one (its own column order), else the points."""
+    fn = getattr(spec.module, "csv_rows", None)
+    if callable(fn):
+        try:
+            return list(fn(doc))
+        except Exception as exc:
+            print(f"gputop: {spec.name}.csv_rows failed ({type(exc).__name__}: {exc}); writing the raw points",
+                  file=sys.stderr)
+    return doc["points"]
 
 
 def _write(args, doc: dict) -> None:
