@@ -17,6 +17,7 @@ DESCRIPTION = "test workload that hangs after one point"
 PARAMS = [
     Param("device", "choice", "cuda", choices=["cuda", "cpu"], help="where it runs"),
     Param("obey", "bool", True, help="stop when asked (SIGINT); false: only SIGKILL stops it"),
+    Param("ready_file", "str", "", help="create this file once hanging (tests wait for it)"),
 ]
 
 
@@ -25,6 +26,8 @@ def run(p, emit):
     emit.phase("hang")
     emit.point({"k": 1, "gflops": 2.0})
     emit.log("hanging now")
+    if p["ready_file"]:
+        Path(p["ready_file"]).touch()
     while not (p["obey"] and emit.should_stop()):
         time.sleep(0.02)
 
