@@ -112,6 +112,18 @@ def test_busy_sms_with_no_unit_near_its_peak_are_latency_bound_stalls():
     assert (v.cls, v.subclass) == ("latency-bound", "stalls")
 
 
+def test_sms_full_of_warps_with_no_unit_at_a_peak_is_on_chip_memory_bound():
+    """An elementwise loop over data that fits in L2: SMs busy, many warps, DRAM and pipes low."""
+    v = classify(window(**dict(STALLS, sm_occupancy_pct=75.0, dram_bw_pct=12.0)), H200, PEAKS)
+    assert (v.cls, v.subclass) == ("memory-bound", "cache") and v.confidence <= T.CACHE_SCORE
+    assert "on-chip" in v.evidence_text and "75% occupancy" in v.evidence_text
+
+
+def test_integer_pipe():
+    v = classify(window(**dict(STALLS, int_pct=85.0)), H200, PEAKS)
+    assert (v.cls, v.subclass) == ("compute-bound", "int")
+
+
 def test_pageable_copies_are_pcie_bound_not_launch_bound():
     v = classify(window(**PAGEABLE), H200, PEAKS, host=host(100.0), watched_pid="4242")
     assert (v.cls, v.subclass) == ("pcie-bound", "pageable")
@@ -136,7 +148,7 @@ def bursty(n=20):
             s.update(util_gpu_pct=70.0, sm_active_pct=60.0, tensor_pct=40.0, hmma_pct=40.0, dram_bw_pct=20.0,
                      power_w=300.0)
         else:
-            s.update(util_gpu_pct=8.0, sm_active_pct=3.0)
+            s.update(util_gpu_pct=2.0, sm_active_pct=0.2)
         out.append(s)
     return out
 
@@ -146,9 +158,19 @@ def test_gpu_idle_between_bursts_with_a_busy_feeder_is_input_starved():
     assert v.cls == "input-starved" and v.confidence >= 0.6
     assert "99% CPU" in v.evidence_text
     assert "num_workers" in v.advice and "pin_memory" in v.advice
-    # the same GPU numbers with an idle feeder are not input starvation
+    assert "5 bursts" in v.evidence_text
+    # the same bursts with a feeder idle on the CPU (blocked on I/O, sleeping): still starved, less sure
     v2 = classify(bursty(), H200, PEAKS, host=host(3.0), watched_pid="4242")
-    assert v2.cls != "input-starved"
+    assert v2.cls == "input-starved" and v2.confidence < v.confidence
+    assert any("I/O" in n for n in v2.notes)
+
+
+def test_one_burst_and_an_idle_feeder_is_not_starvation():
+    """The tail of a run: one busy sample, then nothing, the process not busy."""
+    w = window()
+    w[0].update(util_gpu_pct=100.0, sm_active_pct=95.0, tensor_pct=90.0)
+    v = classify(w, H200, PEAKS, host=host(2.0), watched_pid="4242")
+    assert v.cls == "idle" and v.confidence < 0.5  # most samples idle; nothing fits the whole window
 
 
 def test_input_starved_without_a_watched_process_is_less_sure_and_says_so():

@@ -27,6 +27,9 @@ SCHEMA = json.loads((ROOT / "gputop" / "schema" / "monitor.schema.json").read_te
 NO_GPU = not Nvml().available()
 PY = sys.executable
 DEMO_PID = 445  # the recorded child's pid in the demo trace's NVML process lists
+# The replayed trace is read as fast as possible on the sampler thread; a child that lives this long
+# lets it read the whole trace before the run ends (the analysis tests need every phase).
+WAIT = "import time; time.sleep(1.0); "
 
 
 def gputop_cli(*args, cwd=None, timeout=60):
@@ -79,7 +82,7 @@ def test_run_usage_errors():
 # -- running a command under a replayed source --------------------------------------------------------------
 def test_exit_code_and_pass_through(capfd):
     mon = replay_monitor()
-    code = "import sys; print('child-out'); print('child-err', file=sys.stderr); sys.exit(3)"
+    code = WAIT + "import sys; print('child-out'); print('child-err', file=sys.stderr); sys.exit(3)"
     run = run_command(mon, [PY, "-c", code])
     out, err = capfd.readouterr()
     assert run["exit_code"] == 3 and run["ended"] == "exited" and not run["oom"]
@@ -96,8 +99,8 @@ def test_exit_code_and_pass_through(capfd):
 
 def test_gpus_found_by_pid_in_nvml_process_list():
     mon = replay_monitor(tree=lambda: {DEMO_PID})
-    run = run_command(mon, [PY, "-c", "pass"])
-    doc = document(mon, run, [PY, "-c", "pass"])
+    run = run_command(mon, [PY, "-c", WAIT])
+    doc = document(mon, run, [PY, "-c", WAIT])
     assert doc["gpu_detection"] == "process list" and doc["gpus"][0]["first_seen_s"] > 0
     segs = doc["gpus"][0]["timeline"]
     assert segs[0]["subclass"] == "startup"
@@ -145,7 +148,7 @@ def test_timeout_stops_the_command():
 
 
 def test_out_of_memory_on_stderr_makes_the_verdict_memory_capacity(capfd):
-    code = ("import sys; print('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB', "
+    code = (WAIT + "import sys; print('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB', "
             "file=sys.stderr); sys.exit(1)")
     mon = replay_monitor(tree=lambda: {DEMO_PID})
     run = run_command(mon, [PY, "-c", code])
@@ -160,7 +163,7 @@ def test_out_of_memory_survives_in_a_recorded_trace(tmp_path):
     from gputop.monitor import diagnose_trace
 
     rec = tmp_path / "oom.jsonl.gz"
-    code = "import sys; print('CUDA out of memory. Tried to allocate 2.00 GiB', file=sys.stderr); sys.exit(1)"
+    code = WAIT + "import sys; print('CUDA out of memory. Tried to allocate 2.00 GiB', file=sys.stderr); sys.exit(1)"
     mon = replay_monitor(record=str(rec), tree=lambda: {DEMO_PID})
     run_command(mon, [PY, "-c", code], err=io.StringIO())
     a = diagnose_trace(str(rec))
@@ -222,7 +225,7 @@ def test_record_writes_a_trace_with_marks(monkeypatch, tmp_path):
 
     rec = tmp_path / "run.jsonl.gz"
     mon = replay_monitor(record=str(rec), note="test expect=idle", tree=lambda: {DEMO_PID})
-    run_command(mon, [PY, "-c", "pass"])
+    run_command(mon, [PY, "-c", WAIT])
     header, rows = read_trace(str(rec))
     labels = [r["label"] for r in rows if r["type"] == "mark"]
     assert header["note"] == "test expect=idle" and labels[0] == "started"
@@ -280,3 +283,39 @@ def test_tick_store_thins_long_runs():
     ticks = s.snapshot()
     assert len(ticks) <= 100 and ticks[0]["t"] == 0.0 and ticks[-1]["t"] > 900
     assert ticks[0]["gpus"][0]["processes"] is None and ticks[0]["host"]["cpu_per_core_pct"] == [90.0]
+
+
+# -- the live path, through the thin pynvml fake ------------------------------------------------------------
+def test_live_source_finds_the_child_by_pid_with_a_fake_nvml(monkeypatch, capfd):
+    """LiveSource + GpuReader + HostReader as on a GPU machine; NVML answered by tests/fake_nvml.py,
+    whose process list holds this test's children (the command gputop launches is one)."""
+    import types
+
+    import psutil
+
+    from fake_nvml import FakeNvml
+    from gputop.telemetry.live import LiveSource
+    from gputop.telemetry.sample import GPM_METRICS
+
+    static = json.loads((ROOT / "tests" / "data" / "static" / "h200_recorded.json").read_text())["static"]
+
+    class Fake(FakeNvml):
+        def nvmlDeviceGetComputeRunningProcesses(self, h):
+            kids = psutil.Process().children(recursive=True)
+            return [types.SimpleNamespace(pid=k.pid, usedGpuMemory=1 << 30) for k in kids]
+
+    gpm = {GPM_METRICS["sm_active_pct"]: 97.0, GPM_METRICS["tensor_pct"]: 94.0, GPM_METRICS["hmma_pct"]: 94.0,
+           GPM_METRICS["dram_bw_pct"]: 16.0, GPM_METRICS["fp32_pct"]: 1.0}
+    src = LiveSource(Nvml(Fake(static, gpm_values=gpm)))
+    monkeypatch.setattr(monitor, "_open", lambda args: (src, None))
+    args, command = cli.parse(["--json", "--rate", "20", "--run", "--", PY, "-c", "import time; time.sleep(2.5)"])
+    assert monitor.main_command(args, command) == 0
+    doc = json.loads(capfd.readouterr().out)
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["gpu_detection"] == "process list" and doc["gpus_used"] == [0]
+    assert doc["source"]["kind"] == "live"
+    v = doc["verdict"]
+    assert (v["class"], v["subclass"]) == ("compute-bound", "tensor")
+    assert "tensor 94%" in v["evidence_text"]
+    # the watched child's CPU was read (it slept: near 0)
+    assert v["evidence"]["feeder_cpu_pct"] is not None and v["evidence"]["feeder_cpu_pct"] < 50

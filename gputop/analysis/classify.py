@@ -15,7 +15,8 @@ Classes (``class`` in the JSON, ``label`` for people):
   memory-bound     DRAM bandwidth near its peak
   latency-bound    kernels resident but SMs barely busy (subclass launch), or busy SMs with no unit
                    near its peak (stalls / underfilled)
-  input-starved    GPU idle between bursts while the feeding process tree is busy on the CPU
+  input-starved    GPU idle between bursts while the feeding process tree is busy on the CPU (or,
+                   with recurring bursts, waits on I/O / sleeps: lower score)
   pcie-bound       PCIe traffic high while the SMs wait
   throttled        clocks held down by heat, hardware slowdown, or a power cap far below normal
   memory-capacity  device memory near full, or an out-of-memory error
@@ -44,10 +45,14 @@ CLASSES = tuple(LABELS)
 BASE_CLASSES = ("pcie-bound", "memory-bound", "compute-bound", "input-starved", "latency-bound", "idle")
 PRIORITY = {c: i for i, c in enumerate(("throttled", "memory-capacity") + BASE_CLASSES)}  # ties: first wins
 GPM_CLASSES = ("compute-bound", "memory-bound", "latency-bound")
+# Main classes whose window is also judged sample by sample (to spot a mixed window). Not input
+# starvation (a property of bursts over a window) nor the overlays (throttling, capacity).
+SPLIT_CLASSES = ("compute-bound", "memory-bound", "latency-bound", "pcie-bound")
 
-PIPE_NAMES = {"tensor": "tensor", "fp64": "FP64", "fp32": "FP32", "fp16": "FP16"}
+PIPE_NAMES = {"tensor": "tensor", "fp64": "FP64", "fp32": "FP32", "fp16": "FP16", "int": "INT"}
 SUBCLASS_LABELS = {
-    "tensor": "tensor cores", "fp64": "FP64", "fp32": "FP32 pipe", "fp16": "FP16 pipe",
+    "tensor": "tensor cores", "fp64": "FP64", "fp32": "FP32 pipe", "fp16": "FP16 pipe", "int": "integer pipe",
+    "cache": "on-chip memory",
     "launch": "launch/sync", "stalls": "stalls", "underfilled": "under-filled kernels",
     "thermal": "thermal", "hardware": "hardware slowdown", "power": "power cap", "oom": "out of memory",
     "startup": "startup", "link": "link near its peak", "pageable": "pageable host memory",
@@ -158,6 +163,8 @@ def measure(samples: list[dict], static: dict, peaks: dict, hosts: list[dict] | 
     busy = [s for s in samples if (_num(s.get("util_gpu_pct")) or 0) >= T.BUSY_UTIL_PCT
             or (_num(s.get("sm_active_pct")) or 0) >= T.BUSY_SM_ACTIVE_PCT]
     ev["busy_sample_pct"] = 100.0 * len(busy) / len(samples) if samples else None
+    flags = [any(s is b for b in busy) for s in samples]
+    ev["bursts"] = sum(1 for i, f in enumerate(flags) if f and (i == 0 or not flags[i - 1]))
 
     ev["dram_peak_bytes_per_s"] = _num(peaks.get("dram_bytes_per_s"))
     dram = ev["dram_bw_pct"]
@@ -222,7 +229,8 @@ def _best_pipe(ev: dict) -> tuple[str | None, float | None]:
         tensor_only = tensor if tensor is not None else (max(mma) if mma else None)
         dfma = 0.0 if tensor is not None and dfma < T.FP64_TENSOR_SHARE * tensor else dfma
     fp64 = max([v for v in (ev.get("fp64_pct"), dfma or None) if v is not None], default=None)
-    pipes = {"tensor": tensor_only, "fp64": fp64, "fp32": ev.get("fp32_pct"), "fp16": ev.get("fp16_pct")}
+    pipes = {"tensor": tensor_only, "fp64": fp64, "fp32": ev.get("fp32_pct"), "fp16": ev.get("fp16_pct"),
+             "int": ev.get("int_pct")}
     pipes = {k: v for k, v in pipes.items() if v is not None}
     if not pipes:
         return None, None
@@ -248,6 +256,12 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
         s["memory-bound"] = ramp(ev.get("dram_bw_pct"), T.DRAM_BUSY_PCT)
         facts["strength"] = {"compute-bound": (pipe_pct or 0) / T.PIPE_BUSY_PCT[1],
                              "memory-bound": (ev.get("dram_bw_pct") or 0) / T.DRAM_BUSY_PCT[1]}
+        # SMs busy and full of warps, yet no pipe and no DRAM near a peak: the warps wait on on-chip
+        # memory (L2/L1 traffic of data that fits in cache, or memory latency). GPM has no cache counters.
+        cache = (ramp(sm, T.CACHE_SM_ACTIVE_PCT) * ramp(ev.get("sm_occupancy_pct"), T.CACHE_OCCUPANCY_PCT)
+                 * (1 - max(s["compute-bound"], s["memory-bound"])) * T.CACHE_SCORE)
+        if cache > s["memory-bound"]:
+            s["memory-bound"], sub["memory-bound"] = cache, "cache"
         ratio = ev.get("sm_active_per_util")
         launch = ramp(util, T.LAUNCH_UTIL_PCT) * (1 - ramp(ratio, T.LAUNCH_SM_PER_UTIL)) if ratio is not None else 0.0
     else:
@@ -282,8 +296,13 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
     else:
         cpu, facts["feeder"] = 0.0, None
     facts["cpu_busy"] = cpu
-    bursts = 1.0 if (ev.get("busy_sample_pct") or 0) > 0 else 0.0
-    s["input-starved"] = starved * cpu * bursts * (1 - launch) * (1 - pcie_raw)
+    # The GPU works in bursts and waits between them. With the feeder busy on the CPU any work in the
+    # window counts; with the feeder idle (waiting on I/O, a sleep, a lock) the bursts must recur.
+    active = (ev.get("busy_sample_pct") or 0) > 0
+    recurring = (ev.get("bursts") or 0) >= T.MIN_RECURRING_BURSTS
+    feeder = max(cpu, T.IDLE_FEEDER_SCORE if recurring else 0.0) if active else 0.0
+    facts["feeder_idle"] = active and recurring and cpu < T.IDLE_FEEDER_SCORE
+    s["input-starved"] = starved * feeder * (1 - launch) * (1 - pcie_raw)
     link = ev.get("pcie_link_fraction") or 0.0
     sub["pcie-bound"] = "link" if link >= T.PCIE_NEAR_LINK_FRACTION else ("pageable" if cpu >= 0.5 else None)
     dwf = _num(hints.get("data_wait_fraction"))
@@ -351,7 +370,7 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
         pipe_pct = {"tensor": ev.get("tensor_pct") if not ev.get("hmma_pct") and not ev.get("imma_pct")
                     else max(ev.get("hmma_pct") or 0, ev.get("imma_pct") or 0),
                     "fp64": max(ev.get("fp64_pct") or 0, ev.get("dfma_pct") or 0),
-                    "fp32": ev.get("fp32_pct"), "fp16": ev.get("fp16_pct")}.get(sub)
+                    "fp32": ev.get("fp32_pct"), "fp16": ev.get("fp16_pct"), "int": ev.get("int_pct")}.get(sub)
         which = "FP64 tensor (DMMA)" if sub == "fp64" and (ev.get("dfma_pct") or 0) > (ev.get("fp64_pct") or 0) else PIPE_NAMES.get(sub, sub)
         return (f"compute-bound ({which}): {which} {_p(pipe_pct)} busy, {dram}, "
                 f"SMs {_p(ev.get('sm_active_pct'))} active{clock}")
@@ -359,6 +378,11 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
         if not gpm:
             return (f"memory-bound: memory controller busy {_p(ev.get('util_mem_pct'))}, kernels active "
                     f"{_p(ev.get('util_gpu_pct'))} (no GPM: DRAM bandwidth not measured)")
+        if sub == "cache":
+            pipe_best = max((ev.get(k) or 0) for k in ("tensor_pct", "fp32_pct", "fp64_pct", "fp16_pct", "int_pct"))
+            return (f"memory-bound (on-chip): SMs {_p(ev.get('sm_active_pct'))} active at "
+                    f"{_p(ev.get('sm_occupancy_pct'))} occupancy, yet no pipe (best {_p(pipe_best)}) and {dram}: "
+                    "warps wait on L2/L1 traffic or memory latency (GPM has no cache counters)")
         got = f" ({si(ev['dram_bytes_per_s'], 'B/s')})" if ev.get("dram_bytes_per_s") else ""
         return (f"memory-bound: {dram}{got}, tensor {_p(ev.get('tensor_pct'))}, FP32 {_p(ev.get('fp32_pct'))}, "
                 f"SMs {_p(ev.get('sm_active_pct'))} active")
@@ -380,7 +404,7 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
         cpu = (f"the process tree used {_p(ev['feeder_cpu_pct'])} CPU" if ev.get("feeder_cpu_pct") is not None
                else f"the busiest CPU core was {_p(ev.get('host_busiest_core_pct'))} busy")
         text = (f"input-starved: kernels active {_p(ev.get('util_gpu_pct'))}{sm}, GPU busy in "
-                f"{_p(ev.get('busy_sample_pct'))} of samples, while {cpu}")
+                f"{_p(ev.get('busy_sample_pct'))} of samples ({ev.get('bursts', 0):.0f} bursts), while {cpu}")
         if ev.get("data_wait_fraction") is not None:
             text += f"; the workload waited for data {_p(100 * ev['data_wait_fraction'])} of the step"
         return text
@@ -431,6 +455,10 @@ ADVICE = {
                                "torch.backends.cuda.matmul.allow_tf32=True) or lower precision, reduce instruction count",
     ("compute-bound", "fp64"): "FP64 is the limit: use FP32/TF32 or mixed precision where the numerics allow",
     ("compute-bound", "fp16"): "FP16 pipes are the limit: use tensor cores (matmul-shaped work) or fewer instructions",
+    ("compute-bound", "int"): "integer pipes are the limit (indexing, hashing, bit ops): simplify index math, "
+                              "use vector loads, move work to tensor cores or lookup tables",
+    ("memory-bound", "cache"): "on-chip memory traffic is the limit (data that fits in L2, or latency of scattered "
+                               "accesses): fuse ops so data is reused in registers/shared memory, coalesce accesses",
     ("compute-bound", None): "compute is the limit: use tensor cores and lower precision (AMP), reduce instruction count",
     ("memory-bound", None): "DRAM bandwidth is the limit: fuse elementwise ops (torch.compile), use lower-precision data "
                             "(bf16/fp8), fix access patterns (contiguous, coalesced), reuse data in cache",
@@ -480,6 +508,12 @@ def classify(window: list[dict], static: dict | None = None, peaks: dict | None 
     ev = measure(samples, static or {}, peaks or {}, hosts, watched_pid)
     s, sub, facts = score(ev, hints)
     main = _pick(s, ev, facts, hints)
+    weak = main in BASE_CLASSES and max(s[c] for c in BASE_CLASSES) < T.WEAK_SCORE
+    split = {}
+    if facts["gpm"] and len(samples) >= T.MIN_SAMPLES and (weak or main in SPLIT_CLASSES):
+        split = _sample_split(samples, static or {}, peaks or {}, ev)
+    if weak and split:  # nothing fits the window as a whole: what most of its samples look like
+        main = max(split, key=lambda c: (split[c], -PRIORITY[c]))
     others = [c for c in CLASSES if c != main and s[c] >= T.MIXED_MIN_SCORE]
     if main in ("throttled", "memory-capacity"):
         second = 0.0  # overlays: the class underneath is listed in mixed, it does not compete
@@ -491,11 +525,17 @@ def classify(window: list[dict], static: dict | None = None, peaks: dict | None 
         factor = T.NO_GPM_CONFIDENCE
     if main == "input-starved" and facts.get("feeder") != "process" and not facts.get("hinted_input"):
         factor = T.NO_FEEDER_CONFIDENCE
+    if main == "input-starved" and facts.get("feeder_idle"):
+        notes_extra = ["the feeding process was not busy on the CPU: it waited on I/O, a sleep, a lock or another "
+                       "process between the GPU's bursts"]
+    else:
+        notes_extra = []
     conf = min(T.MAX_CONFIDENCE, s[main] * factor * (1 - T.SECOND_CLASS_PENALTY * second))
+    if weak and split:
+        conf = T.WEAK_SCORE * split[main]
     if ev["samples"] < T.MIN_SAMPLES:
         conf *= 0.5
-    notes = _notes(ev, s, facts, main)
-    split = _sample_split(samples, static or {}, peaks or {}, ev, main) if facts["gpm"] else {}
+    notes = _notes(ev, s, facts, main) + notes_extra
     if split:
         share_main = split.get(main, 0.0)
         for c, share in sorted(split.items(), key=lambda x: -x[1]):
@@ -514,14 +554,8 @@ def classify(window: list[dict], static: dict | None = None, peaks: dict | None 
     )
 
 
-def _sample_split(samples: list[dict], static: dict, peaks: dict, ev: dict, main: str) -> dict:
-    """Share of the window's samples whose own GPU-side class (no CPU, no bursts) is each class.
-
-    Only for GPU-side main classes: input starvation is a property of bursts over a window, and an
-    overlay (throttling, capacity) is not split by samples.
-    """
-    if main not in ("compute-bound", "memory-bound", "latency-bound", "pcie-bound") or len(samples) < T.MIN_SAMPLES:
-        return {}
+def _sample_split(samples: list[dict], static: dict, peaks: dict, ev: dict) -> dict:
+    """Share of the window's samples whose own GPU-side class (no CPU, no bursts) is each class."""
     fill = {k: ev.get(k) for k in ("pcie_rx_bps", "pcie_tx_bps")}
     counts: dict[str, int] = {}
     for smp in samples:

@@ -44,6 +44,14 @@ DRAM_BUSY_PCT = (40.0, 60.0)
 # activity (ANY_TENSOR includes DMMA).
 FP64_TENSOR_SHARE = 0.5
 
+# Memory-bound on chip: SMs >= 90% active with >= 60% occupancy (many warps resident, as in a streaming
+# kernel: the H200 copy reads 80% occupancy, a bf16 GEMM 20%, tiny kernels 0.06%) while no pipe and no
+# DRAM is near its peak: the warps wait on L2/L1 or memory latency (data that fits in the 50 MB L2).
+# GPM has no cache counters, so this scores at most CACHE_SCORE.
+CACHE_SM_ACTIVE_PCT = (70.0, 90.0)
+CACHE_OCCUPANCY_PCT = (40.0, 60.0)
+CACHE_SCORE = 0.8
+
 # -- latency / launch-bound --------------------------------------------------------------------------
 # Kernels resident at least 15% of the time (NVML duty cycle) ...
 LAUNCH_UTIL_PCT = (5.0, 15.0)
@@ -64,6 +72,11 @@ STARVED_UTIL_PCT = (30.0, 60.0)
 # The feeding process tree is busy on the CPU: CPU% is per core (100 = one core), summed over the
 # process and its children. A DataLoader with num_workers=0 and a heavy transform reads ~100%.
 FEEDER_CPU_PCT = (30.0, 70.0)
+# A feeder that is not busy on the CPU (blocked on disk or network I/O, a sleep, a lock) still starves
+# the GPU when the GPU works in recurring bursts (at least 2 separate runs of busy samples in the
+# window) with idle time between them; that scores at most this (below a busy feeder's 1.0).
+IDLE_FEEDER_SCORE = 0.6
+MIN_RECURRING_BURSTS = 2
 # Without a watched process, the busiest host core is a weak stand-in (some process is CPU-bound).
 HOST_CORE_BUSY_PCT = (70.0, 95.0)
 # A workload's own report: time waiting for data above 5% of the step is a bottleneck [HTA]; at 15%
