@@ -20,6 +20,7 @@ SIGINT itself when the terminal did not (``kill -INT``, no terminal), and on a s
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import re
@@ -523,11 +524,23 @@ def render_text(doc: dict) -> str:
     lines.append("")
     lines.append(f"verdict: {_name(v)} (confidence {v['confidence']:.2f})"
                  + (f" on GPU {v['gpu']}" if v.get("gpu") is not None and len(doc["gpus"]) > 1 else ""))
+    if _is_mixed(v):
+        lines.append(f"  a mixed run: {_shares(v)}")
     lines.append(f"  {v['evidence_text']}")
     lines.append(f"  advice: {v['advice']}")
     if doc["mode"] == "run":
         lines.append(f"exit code {doc['exit_code']}")
     return "\n".join(lines) + "\n"
+
+
+def _is_mixed(v: dict) -> bool:
+    return v.get("share") is not None and v["share"] < 0.5 and bool(v.get("mixed"))
+
+
+def _shares(v: dict) -> str:
+    busy = {c: d for c, d in (v.get("time_by_class_s") or {}).items() if c != "idle"}
+    total = sum(busy.values()) or 1.0
+    return ", ".join(f"{c} {pct(100 * d / total)}" for c, d in sorted(busy.items(), key=lambda x: -x[1]))
 
 
 def _ended(doc):
@@ -548,7 +561,9 @@ def _verdict_lines(v: dict, ind: str) -> list[str]:
     out = [f"{ind}verdict: {_name(v)}, confidence {v['confidence']:.2f}{share}",
            f"{ind}  evidence: {v['evidence_text']}",
            f"{ind}  advice: {v['advice']}"]
-    if v.get("mixed"):
+    if _is_mixed(v):
+        out.append(f"{ind}  a mixed run (busy time): {_shares(v)}")
+    elif v.get("mixed"):
         out.append(f"{ind}  also: {', '.join(v['mixed'])}")
     for n in v.get("notes") or []:
         out.append(f"{ind}  note: {n}")
@@ -580,7 +595,19 @@ def _summary_text(s: dict) -> str:
 
 
 # -- entry points -----------------------------------------------------------------------------------------
+def clean(obj):
+    """The document with non-finite floats (NaN, inf) as null, so it stays valid JSON."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [clean(v) for v in obj]
+    return obj
+
+
 def _emit(args, doc: dict) -> None:
+    doc = clean(doc)
     if getattr(args, "output", None):
         try:
             with open(args.output, "w") as f:

@@ -94,6 +94,7 @@ def test_exit_code_and_pass_through(capfd):
     assert any("PID namespace" in n for n in doc["notes"])
     assert doc["gpus"][0]["timeline"] and doc["verdict"]["class"] != "idle"
     text = render_text(doc)
+    assert "a mixed run" in text  # the demo's four busy phases: no class has half the busy time
     assert "exited with code 3" in text and "timeline:" in text and "verdict:" in text and "advice:" in text
 
 
@@ -274,6 +275,10 @@ def test_gpu_finder():
     f = GpuFinder(pid=10, tree=lambda: set(), active_ok=True)
     f(_tick(0.0, 5e9, util=80.0))
     assert f.result() == ({0: 0.0}, "memory/activity rise")
+
+
+def test_clean_makes_nan_null():
+    assert monitor.clean({"a": [1.0, float("nan")], "b": float("inf"), "c": "x"}) == {"a": [1.0, None], "b": None, "c": "x"}
 
 
 def test_tick_store_thins_long_runs():
