@@ -349,3 +349,28 @@ def test_attaching_to_an_existing_sampler_reads_the_right_gpu(registry, monkeypa
     assert doc["device"]["nvml_index"] == 5 and doc["device"]["static"]["name"] == "B"
     assert doc["telemetry"]["sm_active_pct"] == {"mean": 92.0, "max": 94.0}
     assert run._on_tick not in sampler.listeners  # detached at the end; the TUI's sampler goes on
+
+
+def test_command_line_passes_every_value_but_empty_lists(tmp_path):
+    (tmp_path / "lists.py").write_text(
+        "from gputop.workload_api import Param\nNAME = 'lists'\nDESCRIPTION = 'list params'\n"
+        "PARAMS = [Param('device', 'choice', 'cuda', choices=['cuda', 'cpu']), Param('sizes', 'int_list', []),"
+        " Param('x', 'float', 0.1)]\ndef run(p, emit):\n    emit.started(NAME, p, {'kind': p['device']})\n"
+        "if __name__ == '__main__':\n    import sys\n    from gputop.workload_api import main\n"
+        "    raise SystemExit(main(sys.modules[__name__]))\n")
+    spec = Registry([tmp_path]).get("lists")
+    run = WorkloadRun(spec, {"sizes": [], "x": 0.1}, device="cpu")
+    cmd = run.build_command()
+    assert "--events" in cmd and "x=0.1" in cmd and "device=cpu" in cmd and not any(c.startswith("sizes=") for c in cmd)
+    doc = finish(run.start())
+    assert doc["status"] == "ok" and doc["params"]["sizes"] == []
+
+
+def test_a_child_that_exits_without_done_crashed(tmp_path):
+    (tmp_path / "quiet.py").write_text(
+        "import sys\nfrom gputop.workload_api import Param\nNAME = 'quiet'\nDESCRIPTION = 'exits at once'\n"
+        "PARAMS = [Param('device', 'choice', 'cuda', choices=['cuda', 'cpu'])]\ndef run(p, emit):\n    pass\n"
+        "if __name__ == '__main__':\n    print('bye', file=sys.stderr)\n")
+    doc = finish(WorkloadRun(Registry([tmp_path]).get("quiet"), {}, device="cpu").start())
+    assert doc["status"] == "crashed" and doc["exit_code"] == exitcodes.CRASHED and doc["child_exit_code"] == 0
+    assert "without finishing" in doc["errors"][0]["message"] and doc["errors"][0]["detail"] == "bye"

@@ -201,3 +201,30 @@ def test_roofline_on_cpu_end_to_end(tmp_path):
     assert doc["telemetry"]["samples"] >= 1 and doc["telemetry"]["gpu_samples"] == 0
     header = csv_path.read_text().splitlines()[0].split(",")
     assert header[:5] == ["k", "ai", "gflops", "bandwidth", "percent_peak"]
+
+
+def test_progress_bar_only_on_a_terminal():
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen([sys.executable, "-m", "gputop", "--run", "fault_ok", "--device", "cpu", "--json",
+                              "--param", "k=1,2"], stdout=subprocess.PIPE, stderr=slave, text=True, cwd=ROOT,
+                             env=env())
+        os.close(slave)
+        out, _ = p.communicate(timeout=60)
+        err = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            err += chunk
+    finally:
+        os.close(master)
+    assert p.returncode == 0
+    one_document(out)  # stdout still holds only the document
+    text = err.decode(errors="replace")
+    assert "\r[" in text and "2/2" in text and "phase measure" in text

@@ -134,6 +134,8 @@ class WorkloadRun:
     def build_command(self) -> list[str]:
         cmd = [sys.executable, "-u", str(self.spec.path), "--events"]
         for name, value in self.values.items():
+            if isinstance(value, (list, tuple)) and not value:
+                continue  # an empty list has no --param text; it is only ever the default
             cmd += ["--param", f"{name}={format_value(value)}"]
         return cmd
 

@@ -1,0 +1,83 @@
+"""On a real GPU: ``gputop --run`` puts the child on the chosen NVML GPU, samples that GPU per phase,
+and survives the child's crash and Ctrl-C. Skipped without NVML or CuPy."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gputop.runner.document import validate
+from gputop.telemetry.nvml import Nvml
+
+ROOT = Path(__file__).resolve().parents[1]
+FAULTS = ROOT / "tests" / "fault_workloads"
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not Nvml().available(), reason="no NVML / GPU here"),
+              pytest.mark.skipif(importlib.util.find_spec("cupy") is None, reason="no cupy")]
+
+
+def env():
+    return dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                GPUTOP_WORKLOADS_PATH=str(FAULTS))
+
+
+def gputop(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "gputop", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env(), timeout=timeout)
+
+
+def test_roofline_on_the_gpu(tmp_path):
+    csv_path = tmp_path / "roofline.csv"
+    r = gputop("--run", "roofline", "--json", "--quick", "--csv", str(csv_path))
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    validate(doc)
+    dev = doc["device"]
+    assert doc["status"] == "ok" and dev["kind"] == "cuda" and dev["nvml_index"] == 0
+    assert dev["static"]["name"] and dev["peaks"]["dram_bytes_per_s"] > 0
+    # the child's cuda:0 is the NVML GPU gputop samples
+    assert dev["reported"]["nvml_index"] == dev["nvml_index"]
+    assert dev["reported"]["pci_bus_id"].lower().endswith(dev["static"]["pci_bus_id"].lower()[-7:])
+    tel = doc["telemetry"]
+    assert tel["gpu_samples"] >= 5 and tel["sm_clock_mhz"]["max"] > 0 and tel["power_w"]["max"] > 0
+    assert tel["mem_used_bytes"]["max"] > 0 and isinstance(tel["clock_reasons_seen"], list)
+    sweeps = [ph for ph in doc["phases"] if ph["name"].startswith("sweep")]
+    assert sweeps and all(ph["telemetry"]["gpu_samples"] >= 1 for ph in sweeps)
+    busy = [ph["telemetry"]["util_gpu_pct"]["max"] for ph in sweeps]
+    assert max(b for b in busy if b is not None) > 50  # the GPU was busy while the kernels ran
+    if dev["static"].get("gpm_supported"):
+        assert any(ph["telemetry"]["sm_active_pct"]["max"] for ph in sweeps)
+    assert doc["verdict"]["class"] and doc["points"]
+    with csv_path.open() as f:
+        assert next(csv.reader(f))[:5] == ["k", "ai", "gflops", "bandwidth", "percent_peak"]
+
+
+def test_a_crash_on_the_cuda_path_leaves_gputop_standing():
+    r = gputop("--run", "fault_crash", "--json", timeout=120)
+    assert r.returncode == 5
+    doc = json.loads(r.stdout)
+    validate(doc)
+    assert doc["status"] == "crashed" and doc["points"] and doc["device"]["static"]["name"]
+
+
+def test_ctrl_c_during_a_gpu_sweep():
+    p = subprocess.Popen([sys.executable, "-m", "gputop", "--run", "roofline", "--json", "--param", "ceilings=false",
+                          "--param", "k=" + ",".join(["1000"] * 20), "--param", "runs=1000"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env())
+    time.sleep(8)
+    assert p.poll() is None, "the sweep ended before Ctrl-C"
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err[-3000:]
+    doc = json.loads(out)
+    validate(doc)
+    assert doc["interrupted"] is True and doc["status"] == "interrupted"
