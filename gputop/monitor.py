@@ -557,7 +557,9 @@ def _name(v: dict) -> str:
 
 
 def _verdict_lines(v: dict, ind: str) -> list[str]:
-    share = f", {pct(100 * v['share'])} of the {'run' if v['class'] == 'idle' else 'busy time'}" if v.get("share") is not None else ""
+    share = ""
+    if v.get("share") is not None:
+        share = f", {pct(100 * v['share'])} of the {'run' if v['class'] == 'idle' else 'busy time'}"
     out = [f"{ind}verdict: {_name(v)}, confidence {v['confidence']:.2f}{share}",
            f"{ind}  evidence: {v['evidence_text']}",
            f"{ind}  advice: {v['advice']}"]
@@ -713,7 +715,8 @@ def main_watch(args) -> int:
         return code
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     if not args.json:
-        print(f"gputop: watching pid {pid}" + (f" for {args.seconds:g} s" if args.seconds else " until it exits or Ctrl-C"),
+        until = f" for {args.seconds:g} s" if args.seconds else " until it exits or Ctrl-C"
+        print(f"gputop: watching pid {pid}{until}",
               file=sys.stderr)
     try:
         run = watch_process(mon, pid, seconds=args.seconds)

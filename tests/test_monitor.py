@@ -278,7 +278,8 @@ def test_gpu_finder():
 
 
 def test_clean_makes_nan_null():
-    assert monitor.clean({"a": [1.0, float("nan")], "b": float("inf"), "c": "x"}) == {"a": [1.0, None], "b": None, "c": "x"}
+    doc = {"a": [1.0, float("nan")], "b": float("inf"), "c": "x"}
+    assert monitor.clean(doc) == {"a": [1.0, None], "b": None, "c": "x"}
 
 
 def test_tick_store_thins_long_runs():

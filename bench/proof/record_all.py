@@ -73,7 +73,8 @@ def run_case(case: str, expected: str, out: Path, seconds: float | None) -> dict
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=(seconds or 12) + 150)
     except subprocess.TimeoutExpired as exc:
-        (runs / f"{case}.stderr.txt").write_text((exc.stderr or b"").decode() if isinstance(exc.stderr, bytes) else (exc.stderr or ""))
+        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        (runs / f"{case}.stderr.txt").write_text(err)
         row.update(error="timeout", wall_s=round(time.monotonic() - t0, 1))
         return row
     (runs / f"{case}.stderr.txt").write_text(r.stderr)
@@ -89,7 +90,8 @@ def run_case(case: str, expected: str, out: Path, seconds: float | None) -> dict
     row.update(got=v["class"], subclass=v.get("subclass"), confidence=v["confidence"], mixed=v.get("mixed"),
                evidence=v["evidence_text"], exit_code=doc["exit_code"], gpus_used=doc["gpus_used"],
                gpu_detection=doc["gpu_detection"],
-               timeline=[f"{s['t_start']:.1f}-{s['t_end']:.1f} {s['class']}" + (f" ({s['subclass']})" if s['subclass'] else "")
+               timeline=[f"{s['t_start']:.1f}-{s['t_end']:.1f} {s['class']}"
+                         + (f" ({s['subclass']})" if s["subclass"] else "")
                          for g in doc["gpus"] if g["used"] for s in g["timeline"]])
     if trace.exists():
         set_note(trace, f"expect={expected}")
@@ -134,7 +136,8 @@ def main() -> int:
         rep = (r.get("replay_got") or "-") + (f" ({r['replay_subclass']})" if r.get("replay_subclass") else "")
         md.append(f"| {r['case']} | {exp} | {got} | {rep} | {r.get('confidence', '-')} | {r.get('exit_code', '-')} | "
                   f"{(r.get('evidence') or '').replace('|', '/')} |")
-    md += ["", "## Confusion table (replayed traces)", "", markdown(cases(sorted((args.out / "traces").glob("*.jsonl.gz"))))]
+    traces = sorted((args.out / "traces").glob("*.jsonl.gz"))
+    md += ["", "## Confusion table (replayed traces)", "", markdown(cases(traces))]
     (args.out / "summary.md").write_text("\n".join(md))
     print("\n".join(md))
     ok = sum(1 for r in rows if r.get("got") == r["expected"])

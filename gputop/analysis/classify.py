@@ -168,7 +168,8 @@ def measure(samples: list[dict], static: dict, peaks: dict, hosts: list[dict] | 
 
     ev["dram_peak_bytes_per_s"] = _num(peaks.get("dram_bytes_per_s"))
     dram = ev["dram_bw_pct"]
-    ev["dram_bytes_per_s"] = dram / 100.0 * ev["dram_peak_bytes_per_s"] if dram is not None and ev["dram_peak_bytes_per_s"] else None
+    ev["dram_bytes_per_s"] = (dram / 100.0 * ev["dram_peak_bytes_per_s"]
+                              if dram is not None and ev["dram_peak_bytes_per_s"] else None)
 
     ev["pcie_rx_bps"] = _mean(s.get("pcie_rx_bps") for s in samples)
     ev["pcie_tx_bps"] = _mean(s.get("pcie_tx_bps") for s in samples)
@@ -362,7 +363,8 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
             if ev.get("dram_peak_bytes_per_s") else f"DRAM {_p(ev.get('dram_bw_pct'))}")
     clock = ""
     if ev.get("sm_clock_mhz") is not None:
-        clock = f", SM clock {ev['sm_clock_mhz']:.0f}" + (f"/{ev['max_sm_clock_mhz']:.0f}" if ev.get("max_sm_clock_mhz") else "") + " MHz"
+        top = f"/{ev['max_sm_clock_mhz']:.0f}" if ev.get("max_sm_clock_mhz") else ""
+        clock = f", SM clock {ev['sm_clock_mhz']:.0f}{top} MHz"
     if cls == "compute-bound":
         if not gpm:
             return (f"compute-bound: kernels active {_p(ev.get('util_gpu_pct'))}, memory controller "
@@ -371,7 +373,8 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
                     else max(ev.get("hmma_pct") or 0, ev.get("imma_pct") or 0),
                     "fp64": max(ev.get("fp64_pct") or 0, ev.get("dfma_pct") or 0),
                     "fp32": ev.get("fp32_pct"), "fp16": ev.get("fp16_pct"), "int": ev.get("int_pct")}.get(sub)
-        which = "FP64 tensor (DMMA)" if sub == "fp64" and (ev.get("dfma_pct") or 0) > (ev.get("fp64_pct") or 0) else PIPE_NAMES.get(sub, sub)
+        dmma = sub == "fp64" and (ev.get("dfma_pct") or 0) > (ev.get("fp64_pct") or 0)
+        which = "FP64 tensor (DMMA)" if dmma else PIPE_NAMES.get(sub, sub)
         return (f"compute-bound ({which}): {which} {_p(pipe_pct)} busy, {dram}, "
                 f"SMs {_p(ev.get('sm_active_pct'))} active{clock}")
     if cls == "memory-bound":
@@ -420,7 +423,8 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
         return text
     if cls == "throttled":
         if sub == "power":
-            return (f"throttled (power cap): power cap in {_p(100 * (ev.get('power_cap_sample_fraction') or 0))} of busy "
+            share = _p(100 * (ev.get("power_cap_sample_fraction") or 0))
+            return (f"throttled (power cap): power cap in {share} of busy "
                     f"samples at {_w(ev.get('power_w'))}/{_w(ev.get('power_limit_w'))} W, SM clock "
                     f"{_p(100 * (ev.get('sm_clock_ratio') or 0))} of max{clock}")
         reasons = ", ".join(ev.get("thermal_reasons") or []) or "thermal slowdown"
@@ -434,7 +438,9 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
         return text
     if sub == "startup":
         return "startup: the command had not created a CUDA context on this GPU yet"
-    text = f"idle: kernels active {_p(ev.get('util_gpu_pct'))}" + (f", SMs {_p(ev.get('sm_active_pct'))} busy" if gpm else "")
+    text = f"idle: kernels active {_p(ev.get('util_gpu_pct'))}"
+    if gpm:
+        text += f", SMs {_p(ev.get('sm_active_pct'))} busy"
     if ev.get("feeder_cpu_pct") is not None:
         text += f", process tree CPU {_p(ev['feeder_cpu_pct'])}"
     return text
@@ -449,44 +455,65 @@ def _w(v):
 
 
 ADVICE = {
-    ("compute-bound", "tensor"): "tensor cores are the limit, which is the GPU doing useful work: to go faster use lower "
-                                 "precision (FP8/INT8 where accuracy allows) or do fewer FLOPs (smaller model, fused ops)",
-    ("compute-bound", "fp32"): "FP32 pipes are the limit: move the math onto tensor cores (bf16/fp16 autocast, "
-                               "torch.backends.cuda.matmul.allow_tf32=True) or lower precision, reduce instruction count",
-    ("compute-bound", "fp64"): "FP64 is the limit: use FP32/TF32 or mixed precision where the numerics allow",
-    ("compute-bound", "fp16"): "FP16 pipes are the limit: use tensor cores (matmul-shaped work) or fewer instructions",
-    ("compute-bound", "int"): "integer pipes are the limit (indexing, hashing, bit ops): simplify index math, "
-                              "use vector loads, move work to tensor cores or lookup tables",
-    ("memory-bound", "cache"): "on-chip memory traffic is the limit (data that fits in L2, or latency of scattered "
-                               "accesses): fuse ops so data is reused in registers/shared memory, coalesce accesses",
-    ("compute-bound", None): "compute is the limit: use tensor cores and lower precision (AMP), reduce instruction count",
-    ("memory-bound", None): "DRAM bandwidth is the limit: fuse elementwise ops (torch.compile), use lower-precision data "
-                            "(bf16/fp8), fix access patterns (contiguous, coalesced), reuse data in cache",
-    ("latency-bound", "launch"): "kernels are too small and launches/syncs dominate: batch more work per kernel, remove "
-                                 "per-step syncs (.item(), .cpu(), synchronize), use CUDA graphs or torch.compile(mode='reduce-overhead')",
-    ("latency-bound", "stalls"): "SMs wait on latency: increase parallelism and memory accesses in flight (occupancy, "
-                                 "more independent work per thread); profile with Nsight Compute",
-    ("latency-bound", "underfilled"): "kernels do not fill the GPU: increase the batch size or parallelism, fuse small ops, "
-                                      "use CUDA graphs to cut launch gaps",
-    ("latency-bound", None): "the GPU is busy but not near a peak: more parallelism (bigger batches), fewer syncs, CUDA graphs",
-    ("input-starved", None): "the GPU waits for its input: DataLoader(num_workers>0, pin_memory=True, "
-                             "persistent_workers=True, prefetch_factor), move preprocessing to the GPU, cache decoded data",
-    ("pcie-bound", None): "host-device copies are the limit: pin host memory (pin_memory=True) and copy with "
-                          "non_blocking=True, overlap copies with compute, keep data on the GPU, send less (lower precision)",
-    ("pcie-bound", "pageable"): "copies from pageable host memory are staged by the CPU far below the link's speed: "
-                                "pin the host buffers (pin_memory=True, tensor.pin_memory()) and copy with non_blocking=True, "
-                                "overlap copies with compute, keep data on the GPU",
-    ("pcie-bound", "link"): "the PCIe link is near its peak: send less (keep data on the GPU, lower precision, "
-                            "compress), overlap copies with compute on separate streams",
-    ("throttled", "power"): "the power limit holds the clocks far below max: check `nvidia-smi -q -d POWER` for a lowered "
-                            "limit; numbers from this window are not representative",
-    ("throttled", None): "clocks are lowered by heat or a hardware slowdown: check cooling, airflow and power delivery; "
-                         "numbers from this window are not representative",
-    ("memory-capacity", None): "GPU memory is near full: smaller batch, activation checkpointing, lower-precision weights, "
-                               "free cached tensors, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation",
-    ("idle", None): "the GPU did no work: if it should, check the code runs on cuda (tensor.device) and on this GPU "
-                    "(CUDA_VISIBLE_DEVICES)",
-    ("idle", "startup"): "nothing to do: the command was starting (imports, CUDA initialisation)",
+    ("compute-bound", "tensor"):
+        "tensor cores are the limit, which is the GPU doing useful work: to go faster use lower precision "
+        "(FP8/INT8 where accuracy allows) or do fewer FLOPs (smaller model, fused ops)",
+    ("compute-bound", "fp32"):
+        "FP32 pipes are the limit: move the math onto tensor cores (bf16/fp16 autocast, "
+        "torch.backends.cuda.matmul.allow_tf32=True) or lower precision, reduce instruction count",
+    ("compute-bound", "fp64"):
+        "FP64 is the limit: use FP32/TF32 or mixed precision where the numerics allow",
+    ("compute-bound", "fp16"):
+        "FP16 pipes are the limit: use tensor cores (matmul-shaped work) or fewer instructions",
+    ("compute-bound", "int"):
+        "integer pipes are the limit (indexing, hashing, bit ops): simplify index math, use vector loads, move "
+        "work to tensor cores or lookup tables",
+    ("memory-bound", "cache"):
+        "on-chip memory traffic is the limit (data that fits in L2, or latency of scattered accesses): fuse ops "
+        "so data is reused in registers/shared memory, coalesce accesses",
+    ("compute-bound", None):
+        "compute is the limit: use tensor cores and lower precision (AMP), reduce instruction count",
+    ("memory-bound", None):
+        "DRAM bandwidth is the limit: fuse elementwise ops (torch.compile), use lower-precision data (bf16/fp8), "
+        "fix access patterns (contiguous, coalesced), reuse data in cache",
+    ("latency-bound", "launch"):
+        "kernels are too small and launches/syncs dominate: batch more work per kernel, remove per-step syncs "
+        "(.item(), .cpu(), synchronize), use CUDA graphs or torch.compile(mode='reduce-overhead')",
+    ("latency-bound", "stalls"):
+        "SMs wait on latency: increase parallelism and memory accesses in flight (occupancy, more independent "
+        "work per thread); profile with Nsight Compute",
+    ("latency-bound", "underfilled"):
+        "kernels do not fill the GPU: increase the batch size or parallelism, fuse small ops, use CUDA graphs to "
+        "cut launch gaps",
+    ("latency-bound", None):
+        "the GPU is busy but not near a peak: more parallelism (bigger batches), fewer syncs, CUDA graphs",
+    ("input-starved", None):
+        "the GPU waits for its input: DataLoader(num_workers>0, pin_memory=True, persistent_workers=True, "
+        "prefetch_factor), move preprocessing to the GPU, cache decoded data",
+    ("pcie-bound", None):
+        "host-device copies are the limit: pin host memory (pin_memory=True) and copy with non_blocking=True, "
+        "overlap copies with compute, keep data on the GPU, send less (lower precision)",
+    ("pcie-bound", "pageable"):
+        "copies from pageable host memory are staged by the CPU far below the link's speed: pin the host buffers "
+        "(pin_memory=True, tensor.pin_memory()) and copy with non_blocking=True, overlap copies with compute, "
+        "keep data on the GPU",
+    ("pcie-bound", "link"):
+        "the PCIe link is near its peak: send less (keep data on the GPU, lower precision, compress), overlap "
+        "copies with compute on separate streams",
+    ("throttled", "power"):
+        "the power limit holds the clocks far below max: check `nvidia-smi -q -d POWER` for a lowered limit; "
+        "numbers from this window are not representative",
+    ("throttled", None):
+        "clocks are lowered by heat or a hardware slowdown: check cooling, airflow and power delivery; numbers "
+        "from this window are not representative",
+    ("memory-capacity", None):
+        "GPU memory is near full: smaller batch, activation checkpointing, lower-precision weights, free cached "
+        "tensors, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation",
+    ("idle", None):
+        "the GPU did no work: if it should, check the code runs on cuda (tensor.device) and on this GPU "
+        "(CUDA_VISIBLE_DEVICES)",
+    ("idle", "startup"):
+        "nothing to do: the command was starting (imports, CUDA initialisation)",
 }
 
 
@@ -668,7 +695,8 @@ def timeline(ticks: list[dict], gpu_pos: int, static: dict, peaks: dict, window_
     _smooth(items)
     segs: list[list] = []
     for a, b, v in items:
-        if segs and segs[-1][2][-1].cls == v.cls and (segs[-1][2][-1].subclass == "startup") == (v.subclass == "startup"):
+        prev = segs[-1][2][-1] if segs else None
+        if prev is not None and prev.cls == v.cls and (prev.subclass == "startup") == (v.subclass == "startup"):
             segs[-1][1] = b
             segs[-1][2].append(v)
             segs[-1][3].append(b - a)
@@ -687,13 +715,15 @@ def _smooth(items: list) -> None:
     """An idle window with a busy feeder between two input-starved windows is an input gap, not idleness."""
     for i in range(1, len(items) - 1):
         v = items[i][2]
+        busy_feeder = ramp(v.evidence.get("feeder_cpu_pct"), T.FEEDER_CPU_PCT) >= 0.5
         if (v.cls == "idle" and v.subclass != "startup" and items[i - 1][2].cls == "input-starved"
-                and items[i + 1][2].cls == "input-starved" and ramp(v.evidence.get("feeder_cpu_pct"), T.FEEDER_CPU_PCT) >= 0.5):
+                and items[i + 1][2].cls == "input-starved" and busy_feeder):
             ev = dict(v.evidence)
             items[i] = (items[i][0], items[i][1], Verdict(
                 "input-starved", None, round(v.confidence * 0.7, 2), ev, describe("input-starved", None, ev),
                 advise("input-starved", None), [], v.missing,
-                v.notes + ["an idle gap between input-starved windows while the process was busy on the CPU"], v.scores))
+                v.notes + ["an idle gap between input-starved windows while the process was busy on the CPU"],
+                v.scores))
 
 
 def merge(verdicts: list[Verdict], weights: list[float]) -> Verdict:
