@@ -367,93 +367,127 @@ class _Pump(threading.Thread):
             tail = chunk[-64:]
 
 
-def run_command(monitor: Monitor, command: list[str], *, json_mode: bool = False, log: str | None = None,
-                timeout: float | None = None, err=None, poll_s: float = 0.05) -> dict:
-    """Run ``command`` under ``monitor``; returns the run facts (exit code, wall time, how it ended).
-
-    Raises FileNotFoundError / PermissionError / OSError when the command cannot be started.
+class CommandRun:
+    """One command under a monitor, without blocking: ``start()``, ``poll()`` until it returns the exit
+    code, then ``finish()`` for the run facts. ``signal(sig)`` sends a signal to the command.
+    ``run_command`` drives it for the CLI; the TUI can drive it from its own loop.
     """
-    err = err if err is not None else sys.stderr
-    err_bin = getattr(err, "buffer", None)
-    logf = open(log, "wb") if log else None
-    try:
-        if logf is not None:
-            stdout = logf
-        elif json_mode:
-            err.flush()
-            stdout = err.fileno() if _has_fileno(err) else subprocess.PIPE
-        else:
-            stdout = None
-        monitor.baseline()
-        t_start = time.monotonic()
-        child = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE)
-    except BaseException:
-        if logf is not None:
-            logf.close()
-        raise
-    monitor.watch(child.pid)
-    monitor.start()
-    dst = logf if logf is not None else (err_bin if err_bin is not None else _TextSink(err))
-    pumps = [_Pump(child.stderr, dst, monitor.note_oom)]
-    if stdout is subprocess.PIPE:  # --json into a stream without a file descriptor (tests)
-        pumps.append(_Pump(child.stdout, dst, lambda: None))
-    for p in pumps:
-        p.start()
-    state = {"sigint": 0, "timed_out": False}
 
-    def on_signal(signum, frame):
-        if signum == signal.SIGINT:
-            state["sigint"] += 1
-            if state["sigint"] == 1 and _terminal_sent_it():
-                return  # the terminal already delivered it to the child
-            sig = signal.SIGINT if state["sigint"] <= 2 else signal.SIGKILL
-        else:
-            sig = signum
+    def __init__(self, monitor: Monitor, command: list[str], *, json_mode: bool = False, log: str | None = None,
+                 timeout: float | None = None, err=None):
+        self.monitor, self.command = monitor, command
+        self.json_mode, self.log, self.timeout = json_mode, log, timeout
+        self.err = err if err is not None else sys.stderr
+        self.child: subprocess.Popen | None = None
+        self.sigints = 0
+        self.timed_out = False
+        self._logf = None
+        self._pumps: list[_Pump] = []
+        self._killed_at: float | None = None
+        self.t_start = self.t_end = None
+
+    def start(self) -> "CommandRun":
+        """Launch the command (raises FileNotFoundError / PermissionError / OSError if it cannot start)."""
+        err = self.err
+        self._logf = open(self.log, "wb") if self.log else None
         try:
-            child.send_signal(sig)
+            if self._logf is not None:
+                stdout = self._logf
+            elif self.json_mode:
+                err.flush()
+                stdout = err.fileno() if _has_fileno(err) else subprocess.PIPE
+            else:
+                stdout = None
+            self.monitor.baseline()
+            self.t_start = time.monotonic()
+            self.child = subprocess.Popen(self.command, stdout=stdout, stderr=subprocess.PIPE)
+        except BaseException:
+            if self._logf is not None:
+                self._logf.close()
+            raise
+        self.monitor.watch(self.child.pid)
+        self.monitor.start()
+        err_bin = getattr(err, "buffer", None)
+        dst = self._logf if self._logf is not None else (err_bin if err_bin is not None else _TextSink(err))
+        self._pumps = [_Pump(self.child.stderr, dst, self.monitor.note_oom)]
+        if stdout is subprocess.PIPE:  # --json into a stream without a file descriptor (tests)
+            self._pumps.append(_Pump(self.child.stdout, dst, lambda: None))
+        for p in self._pumps:
+            p.start()
+        return self
+
+    def poll(self) -> int | None:
+        """None while the command runs (and enforce --timeout); its exit code once it has ended."""
+        rc = self.child.poll()
+        if rc is not None:
+            return exit_code_of(rc)
+        self.monitor.poll_marks()
+        now = time.monotonic()
+        if self.timeout and now - self.t_start >= self.timeout and not self.timed_out:
+            self.timed_out = True
+            print(f"gputop: the command ran past --timeout {self.timeout:g} s; stopping it", file=self.err)
+            self.child.terminate()
+            self._killed_at = now
+        if self._killed_at is not None and now - self._killed_at > TERM_GRACE_S:
+            self.child.kill()
+            self._killed_at = None
+        return None
+
+    def signal(self, sig: int) -> None:
+        try:
+            self.child.send_signal(sig)
         except ProcessLookupError:
             pass
 
+    def on_signal(self, signum, frame=None) -> None:
+        """gputop's SIGINT/SIGTERM handler while the command runs (see the module docstring)."""
+        if signum == signal.SIGINT:
+            self.sigints += 1
+            if self.sigints == 1 and _terminal_sent_it():
+                return  # the terminal already delivered it to the command
+            self.signal(signal.SIGINT if self.sigints <= 2 else signal.SIGKILL)
+        else:
+            self.signal(signum)
+
+    def finish(self) -> dict:
+        """After the command ended: stop sampling, close the log; the run facts."""
+        self.child.wait()
+        self.t_end = time.monotonic()
+        for p in self._pumps:
+            p.join(2.0)
+        code = exit_code_of(self.child.returncode)
+        self.monitor.mark(f"exited {code}")
+        self.monitor.stop()
+        if self._logf is not None:
+            self._logf.close()
+        if self.timed_out:
+            how = "timeout"
+        elif self.sigints:
+            how = "interrupted"
+        elif self.child.returncode < 0:
+            how = f"signal {-self.child.returncode}"
+        else:
+            how = "exited"
+        return {"pid": self.child.pid, "exit_code": code, "ended": how,
+                "wall_s": round(self.t_end - self.t_start, 3), "oom": bool(self.monitor.oom_times)}
+
+
+def run_command(monitor: Monitor, command: list[str], *, json_mode: bool = False, log: str | None = None,
+                timeout: float | None = None, err=None, poll_s: float = 0.05) -> dict:
+    """Run ``command`` under ``monitor`` until it ends; returns the run facts (exit code, wall time, how
+    it ended). SIGINT/SIGTERM to gputop go to the command meanwhile. Raises like ``CommandRun.start``."""
+    run = CommandRun(monitor, command, json_mode=json_mode, log=log, timeout=timeout, err=err).start()
     handlers = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
-            handlers[sig] = signal.signal(sig, on_signal)
+            handlers[sig] = signal.signal(sig, run.on_signal)
     try:
-        deadline = t_start + timeout if timeout else None
-        killed_at = None
-        while child.poll() is None:
-            monitor.poll_marks()
-            now = time.monotonic()
-            if deadline is not None and now >= deadline and not state["timed_out"]:
-                state["timed_out"] = True
-                print(f"gputop: the command ran past --timeout {timeout:g} s; stopping it", file=err)
-                child.terminate()
-                killed_at = now
-            if killed_at is not None and now - killed_at > TERM_GRACE_S:
-                child.kill()
-                killed_at = None
+        while run.poll() is None:
             time.sleep(poll_s)
     finally:
         for sig, old in handlers.items():
             signal.signal(sig, old)
-    wall = time.monotonic() - t_start
-    for p in pumps:
-        p.join(2.0)
-    monitor.mark(f"exited {exit_code_of(child.returncode)}")
-    monitor.stop()
-    if logf is not None:
-        logf.close()
-    code = exit_code_of(child.returncode)
-    if state["timed_out"]:
-        how = "timeout"
-    elif state["sigint"]:
-        how = "interrupted"
-    elif child.returncode < 0:
-        how = f"signal {-child.returncode}"
-    else:
-        how = "exited"
-    return {"pid": child.pid, "exit_code": code, "ended": how, "wall_s": round(wall, 3),
-            "oom": bool(monitor.oom_times)}
+    return run.finish()
 
 
 def _has_fileno(stream) -> bool:

@@ -142,6 +142,19 @@ def test_a_signal_death_is_128_plus_n():
     assert exit_code_of(-9) == 137 and exit_code_of(0) == 0 and exit_code_of(2) == 2
 
 
+def test_command_run_without_blocking():
+    """What the TUI uses: start, poll from its own loop, signal, finish."""
+    import time
+
+    r = monitor.CommandRun(replay_monitor(), [PY, "-c", "import time; time.sleep(60)"], err=io.StringIO()).start()
+    assert r.poll() is None
+    r.signal(signal.SIGTERM)
+    while r.poll() is None:
+        time.sleep(0.05)
+    facts = r.finish()
+    assert facts["exit_code"] == 128 + signal.SIGTERM and facts["ended"] == f"signal {int(signal.SIGTERM)}"
+
+
 def test_timeout_stops_the_command():
     run = run_command(replay_monitor(), [PY, "-c", "import time; time.sleep(60)"], timeout=0.3,
                       err=io.StringIO())
