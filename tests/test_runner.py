@@ -374,3 +374,11 @@ def test_a_child_that_exits_without_done_crashed(tmp_path):
     doc = finish(WorkloadRun(Registry([tmp_path]).get("quiet"), {}, device="cpu").start())
     assert doc["status"] == "crashed" and doc["exit_code"] == exitcodes.CRASHED and doc["child_exit_code"] == 0
     assert "without finishing" in doc["errors"][0]["message"] and doc["errors"][0]["detail"] == "bye"
+
+
+def test_cancel_before_start_stops_the_child_at_once(registry):
+    run, _ = run_it(registry, "fault_hang")
+    run.cancel()
+    doc = finish(run.start())
+    assert doc["status"] == "interrupted" and doc["interrupted"] is True and doc["exit_code"] == exitcodes.INTERRUPTED
+    assert not run.killed

@@ -100,11 +100,11 @@ def dumps(doc: dict, indent: int | None = 2) -> str:
 
 
 def error_document(workload: str, kind: str, message: str, exit_code: int, params: dict | None = None,
-                   device: str = "cuda") -> dict:
-    """The document of a run that never started (unknown workload, bad parameter, no GPU)."""
+                   device: str = "cuda", status: str = "error") -> dict:
+    """The document of a run that never started (unknown workload, bad parameter, no GPU, Ctrl-C)."""
     return {
         "schema_version": SCHEMA_VERSION, "gputop_version": gputop.__version__, "workload": workload,
-        "status": "error", "interrupted": False, "exit_code": exit_code, "child_exit_code": None,
+        "status": status, "interrupted": status == "interrupted", "exit_code": exit_code, "child_exit_code": None,
         "started_at": None, "wall_time_s": 0.0, "command": [], "params": params or {},
         "device": {"kind": device, "nvml_index": None, "static": None, "peaks": None, "reported": None},
         "phases": [], "points": [], "results": {}, "telemetry": None, "verdict": None, "warnings": [],

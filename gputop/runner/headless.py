@@ -101,6 +101,12 @@ def main_run(args) -> int:
         if args.json or args.output:
             _write(args, error_document(args.run, exc.kind, str(exc), exc.code, device=args.device))
         return exc.code
+    except KeyboardInterrupt:  # Ctrl-C before the launch: still one document
+        print("gputop: interrupted before the workload started", file=sys.stderr)
+        if args.json or args.output:
+            _write(args, error_document(args.run, "interrupted", "interrupted before the workload started",
+                                        exitcodes.INTERRUPTED, device=args.device, status="interrupted"))
+        return exitcodes.INTERRUPTED
 
     progress = Progress(sys.stderr) if sys.stderr.isatty() else None
     run = WorkloadRun(spec, values, device=args.device, nvml_index=index, nvml=nvml, timeout=args.timeout,

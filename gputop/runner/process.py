@@ -124,6 +124,7 @@ class WorkloadRun:
         self.timed_out = False
         self.killed = False  # SIGKILL after the grace period
         self._kill_at: float | None = None
+        self._stop_pending = False  # cancel() before the child existed
         self._lock = threading.RLock()
         self._finished = threading.Event()
         self._final_doc: dict | None = None
@@ -193,7 +194,9 @@ class WorkloadRun:
             t.start()
             self._readers.append(t)
         threading.Thread(target=self._supervise, daemon=True, name="gputop-run-supervisor").start()
-        if self.cancelled:  # cancel() came while launching
+        with self._lock:
+            pending, self._stop_pending = self._stop_pending, False
+        if pending:  # cancel() came before the child existed
             self._stop(self.grace_s)
         return self
 
@@ -326,7 +329,10 @@ class WorkloadRun:
 
     def _stop(self, grace_s: float) -> None:
         with self._lock:
-            if self.proc is None or self._finished.is_set() or self.returncode is not None:
+            if self.proc is None:
+                self._stop_pending = not self._finished.is_set()
+                return
+            if self._finished.is_set() or self.returncode is not None:
                 return
             now = time.monotonic()
             if self._kill_at is not None:  # asked twice: no more waiting
