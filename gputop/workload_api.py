@@ -6,8 +6,12 @@ A workload module defines::
     DESCRIPTION = "one line for `gputop --list`"
     PARAMS = [Param("n", "int", 1 << 26, lo=1024, hi=1 << 31, help="elements"), ...]
     NEEDS = ["cupy"]          # optional: what the GPU path imports ("cupy", "torch")
+    QUICK = {...}; CPU = {...}  # optional: param overrides for --quick / --device cpu
+    TIMEOUT = 300.0           # optional: default timeout (s) of `gputop --run NAME`
 
     def run(p: dict, emit: Emitter) -> None: ...   # p: validated parameter values
+    def analyze(doc: dict) -> None: ...            # optional: enrich the run document (gputop process)
+    def csv_rows(doc: dict) -> list[dict]: ...     # optional: rows of `--csv FILE` (default: the points)
 
     if __name__ == "__main__":
         raise SystemExit(main(sys.modules[__name__]))

@@ -125,6 +125,7 @@ class WorkloadRun:
         self.killed = False  # SIGKILL after the grace period
         self._kill_at: float | None = None
         self._stop_pending = False  # cancel() before the child existed
+        self._kill_asked = False  # kill() or a second cancel(), rather than the grace period running out
         self._lock = threading.RLock()
         self._finished = threading.Event()
         self._final_doc: dict | None = None
@@ -323,8 +324,10 @@ class WorkloadRun:
         self._stop(self.grace_s if grace_s is None else grace_s)
 
     def kill(self) -> None:
+        """Kill the workload now (SIGKILL to its process group)."""
         with self._lock:
             self.cancelled = True
+            self._kill_asked = True
             self._kill_at = time.monotonic()
 
     def _stop(self, grace_s: float) -> None:
@@ -336,6 +339,7 @@ class WorkloadRun:
                 return
             now = time.monotonic()
             if self._kill_at is not None:  # asked twice: no more waiting
+                self._kill_asked = True
                 self._kill_at = now
                 return
             self._kill_at = now + grace_s
@@ -370,6 +374,10 @@ class WorkloadRun:
             self.errors.append({"kind": "runner", "message": f"gputop's runner failed: {exc!r}", "detail": ""})
             if self.proc is not None and self.returncode is None:
                 self._signal(signal.SIGKILL, group=True)
+            try:
+                self._close_telemetry()
+            except Exception:
+                pass
         finally:
             if not self._finished.is_set():
                 self._finish()
@@ -399,7 +407,9 @@ class WorkloadRun:
     def _settle(self) -> None:
         """The final status from the exit code, the "done" event, and what the runner did."""
         rc, done = self.returncode, self.done_status
-        if self.killed:
+        if self.killed and self._kill_asked:
+            self.warnings.append({"code": "killed", "message": "the workload was killed (SIGKILL) on a second stop request"})
+        elif self.killed:
             why = "timeout" if self.timed_out else "stop request"
             self.warnings.append({"code": "killed", "message": f"the workload did not stop within {self.grace_s:g} s "
                                                               f"of SIGINT after the {why}; it was killed"})
@@ -471,7 +481,7 @@ class WorkloadRun:
 
     @property
     def interrupted(self) -> bool:
-        return self.cancelled and not self.timed_out or self.status == "interrupted"
+        return (self.cancelled and not self.timed_out) or self.status == "interrupted"
 
     @property
     def exit_code(self) -> int | None:
