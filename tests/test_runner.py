@@ -130,7 +130,8 @@ def test_ok_run_collects_events_points_phases_and_analyze(registry):
     assert "a stray line that is not JSON" in doc["log"] and "hello from fault_ok" in doc["log"]
     assert doc["errors"] == []
     assert doc["device"] == {"kind": "cpu", "nvml_index": None, "static": None, "peaks": None,
-                             "reported": {"kind": "cpu", "name": "test device"}}
+                             "reported": {"kind": "cpu", "name": "test device",
+                                          "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}}
     assert doc["params"]["device"] == "cpu" and doc["command"][2].endswith("fault_ok.py")
     # the events reached the listener in order, the runner's "finished" last
     kinds = [e["event"] for e in events]
@@ -382,3 +383,26 @@ def test_cancel_before_start_stops_the_child_at_once(registry):
     doc = finish(run.start())
     assert doc["status"] == "interrupted" and doc["interrupted"] is True and doc["exit_code"] == exitcodes.INTERRUPTED
     assert not run.killed
+
+
+def test_cuda_path_maps_the_gpu_samples_it_and_computes_peaks(registry, monkeypatch):
+    """The CUDA side without a GPU: NVML answered by the fake from a recorded H200 (tests/fake_nvml.py)."""
+    from fake_nvml import FakeNvml
+
+    from gputop.telemetry.nvml import Nvml
+
+    static = json.loads((ROOT / "tests" / "data" / "static" / "h200_recorded.json").read_text())["static"]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    spec = registry.get("fault_ok")
+    values = {p.name: p.default for p in spec.params} | {"k": [1, 2], "sleep": 0.25}
+    run = WorkloadRun(spec, values, device="cuda", nvml_index=0, nvml=Nvml(FakeNvml(static)))
+    doc = finish(run.start())
+    dev = doc["device"]
+    assert doc["status"] == "ok" and dev["kind"] == "cuda" and dev["nvml_index"] == 0
+    assert dev["static"]["name"] == static["name"] and dev["peaks"]["dram_bytes_per_s"] > 1e12
+    assert dev["reported"]["cuda_visible_devices"] == static["uuid"]  # the child's cuda:0 is NVML GPU 0
+    assert doc["params"]["device"] == "cuda" and "device=cuda" in doc["command"]
+    tel = doc["telemetry"]
+    assert tel["gpu_samples"] >= 1 and tel["power_w"]["mean"] is not None and tel["sm_clock_mhz"]["max"] is not None
+    assert isinstance(tel["clock_reasons_seen"], list)
+    assert any(ph["telemetry"]["gpu_samples"] for ph in doc["phases"])

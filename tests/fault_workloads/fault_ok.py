@@ -1,5 +1,6 @@
 """A well-behaved test workload: phases, points, results, a log line, a stray print, a warning, analyze."""
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -24,7 +25,8 @@ CPU = {"sleep": 0.02}
 
 
 def run(p, emit):
-    emit.started(NAME, p, {"kind": p["device"], "name": "test device"})
+    emit.started(NAME, p, {"kind": p["device"], "name": "test device",
+                           "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")})
     print("a stray line that is not JSON", flush=True)
     print("something on stderr", file=sys.stderr, flush=True)
     emit.log("hello from fault_ok")
