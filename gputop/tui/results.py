@@ -7,11 +7,13 @@ as bars without TUI changes.
 
 from __future__ import annotations
 
+from rich.console import Console
 from rich.text import Text
 
 from gputop.format import si
 from gputop.tui import charts
 
+_CONSOLE = Console(width=400, color_system=None, file=None, legacy_windows=False)
 # Unit multipliers recognised in key names (checked in order).
 _SCALE = (("tflop", 1e12), ("gflop", 1e9), ("mflop", 1e6), ("tb_per_s", 1e12), ("tbps", 1e12), ("tb_s", 1e12),
           ("gb_per_s", 1e9), ("gbps", 1e9), ("gb_s", 1e9), ("mb_per_s", 1e6), ("mbps", 1e6))
@@ -20,7 +22,8 @@ LABEL_KEYS = ("phase", "mode", "name", "label", "variant", "precision", "dtype",
               "num_workers", "workers", "k", "size")
 VALUE_KEYS = ("throughput", "samples_per_s", "items_per_s", "images_per_s", "tokens_per_s", "it_per_s",
               "steps_per_s", "launches_per_s", "tflops", "tflop_per_s", "gflops", "gflop_per_s", "flops",
-              "flop_per_s", "bytes_per_s", "gb_per_s", "gbps", "speedup")
+              "flop_per_s", "bytes_per_s", "gb_per_s", "gbps", "us_per_kernel", "step_ms", "speedup")
+LOWER_IS_BETTER = ("us_per_kernel", "step_ms")
 
 
 def scaled(key: str, value):
@@ -86,38 +89,50 @@ def is_roofline(workload: str, points: list[dict]) -> bool:
 
 
 def roofline_view(doc: dict, width: int, height: int) -> list[Text]:
+    """Theoretical roof (the GPU's peaks), measured roof (results.measured_roofs), ridge, points."""
     points = doc.get("points") or []
-    peaks = (doc.get("device") or {}).get("peaks") or {}
+    device = doc.get("device") or {}
+    peaks = device.get("peaks") or {}
+    results_ = doc.get("results") or {}
+    measured = results_.get("measured_roofs") if isinstance(results_.get("measured_roofs"), dict) else {}
     roofs = []
     bw, fp = peaks.get("dram_bytes_per_s"), peaks.get("fp32_flops")
-    if bw and fp:
-        roofs.append(charts.Roof("theoretical", bw, fp, "dim cyan"))
-    mbw, mfp = measured_roof(doc.get("results") or {})
+    if bw and fp and device.get("kind", "cuda") == "cuda":
+        roofs.append(charts.Roof("theoretical", bw, fp, "cyan"))
+    mbw, mfp = measured.get("dram_bytes_per_s"), measured.get("fp32_flops")
+    if not (mbw and mfp):
+        mbw, mfp = measured_roof(results_)
     if mbw and mfp:
         roofs.append(charts.Roof("measured", mbw, mfp, "bold yellow"))
     pts = roofline_points(points)
     legend = Text()
-    if roofs and roofs[0].label == "theoretical":
-        r = roofs[0]
-        legend.append("⣿ theoretical ", style=r.style)
-        legend.append(f"{si(r.bandwidth, 'B/s')}, {si(r.peak, 'FLOP/s')} FP32, ridge ◆ {r.ridge:.3g} FLOP/B  ")
-    if mbw and mfp:
-        legend.append("⣿ measured ", style="bold yellow")
-        legend.append(f"{si(mbw, 'B/s')}, {si(mfp, 'FLOP/s')}, ridge {mfp / mbw:.3g} FLOP/B  ")
+    for r in roofs:
+        legend.append(f"⣿ {r.label} ", style=r.style)
+        legend.append(f"{si(r.bandwidth, 'B/s')} · {si(r.peak, 'FLOP/s')} FP32 · ridge {r.ridge:.3g} FLOP/B  ")
+    if roofs:
+        legend.append("◆ ridge  ", style=roofs[0].style)
     legend.append("● ", style="bold")
     legend.append(f"{len(pts)} points")
     if pts:
         x, y = pts[-1]
         legend.append(f" (last {x:.3g} FLOP/B, {si(y, 'FLOP/s')})", style="dim")
-    plot_h = max(0, height - 1)
+    if not measured and doc.get("status") == "running":
+        legend.append("  measured roofs: at the end", style="dim")
+    legend_lines = legend.wrap(_CONSOLE, max(20, width)) if width > 0 else [legend]
+    plot_h = max(0, height - len(legend_lines))
     lines = charts.roofline_plot(width, plot_h, roofs, pts, point_style="bold") if plot_h >= 4 else []
-    return lines + [legend]
+    return lines + list(legend_lines)
 
 
-def bar_items(points: list[dict]) -> list[tuple[str, float, str, float | None]]:
-    """(label, value, value key, peak or None) per point that has a throughput-like number."""
+def bar_items(points: list[dict]) -> list[tuple[str, float | None, str, float | None]]:
+    """(label, value, value key, peak or None) per point; value None for an OOM / skipped point."""
     items = []
     for p in points:
+        label = str(p["phase"]) if p.get("phase") else " ".join(
+            f"{k}={p[k]}" for k in LABEL_KEYS if k in p and p[k] is not None) or f"#{len(items) + 1}"
+        if p.get("oom") or p.get("skipped"):
+            items.append((label, None, "out of memory" if p.get("oom") else "skipped", None))
+            continue
         vk, v = _first(p, VALUE_KEYS)
         if vk is None:
             vk = next((k for k, x in p.items() if isinstance(x, (int, float)) and not isinstance(x, bool)
@@ -125,11 +140,8 @@ def bar_items(points: list[dict]) -> list[tuple[str, float, str, float | None]]:
             v = p.get(vk) if vk else None
         if vk is None or not isinstance(v, (int, float)):
             continue
-        parts = [f"{k}={p[k]}" if k in ("k", "batch_size", "batch", "num_workers", "workers", "size") else str(p[k])
-                 for k in LABEL_KEYS if k in p and p[k] is not None and k != vk]
-        label = " ".join(parts) or f"#{len(items) + 1}"
         peak = None
-        for pk in (f"{vk}_peak", f"peak_{vk}", "peak"):
+        for pk in (f"{vk}_peak", f"peak_{vk}"):
             if isinstance(p.get(pk), (int, float)):
                 peak = float(p[pk])
                 break
@@ -138,20 +150,34 @@ def bar_items(points: list[dict]) -> list[tuple[str, float, str, float | None]]:
 
 
 def bars_view(doc: dict, width: int, height: int) -> list[Text]:
+    """One bar per point (phase / mode / batch size) against its peak, or against the best one."""
     items = bar_items(doc.get("points") or [])
     if not items:
         return [Text("no results yet", style="dim")]
     label_w = min(28, max(len(i[0]) for i in items))
-    top = max(max(v, pk or 0) for _, v, _, pk in items) or 1.0
-    bar_w = max(4, width - label_w - 34)
+    by_key: dict[str, list[float]] = {}
+    for _, v, k, _ in items:
+        if v is not None:
+            by_key.setdefault(k, []).append(v)
+    bar_w = max(4, width - label_w - 40)
     lines = []
     for label, v, key, peak in items[-max(1, height):]:
-        ref = peak or top
         t = Text(f"{label[:label_w]:<{label_w}} ")
-        t.append(charts.hbar(v / ref if ref else 0, bar_w), style="green" if peak is None else "cyan")
+        if v is None:
+            t.append(key, style="bold red")
+            lines.append(t)
+            continue
+        same = by_key[key]
+        best = min(same) if key in LOWER_IS_BETTER else max(same)
+        ref = peak or max(same)
+        t.append(charts.hbar(v / ref if ref else 0, bar_w), style="cyan" if peak else "green")
         t.append(f" {v:.4g} {key}")
         if peak:
-            t.append(f" ({100 * v / peak:.0f}% of {peak:.4g})", style="dim")
+            t.append(f" ({100 * v / peak:.0f}% of peak {peak:.4g})", style="dim")
+        elif key in LOWER_IS_BETTER:
+            t.append(f" ({best / v:.0%} of best, lower is better)" if v else "", style="dim")
+        else:
+            t.append(f" ({v / best:.0%} of best)" if best else "", style="dim")
         lines.append(t)
     return lines
 
@@ -183,8 +209,18 @@ def status_line(doc: dict, progress: dict | None = None) -> Text:
 def results_lines(doc: dict, width: int, height: int) -> list[Text]:
     """The whole results panel for one run: a status line, then the plot or the bars."""
     body_h = max(0, height - 1)
+    verdict = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else None
+    tail: list[Text] = []
+    if verdict and (verdict.get("evidence_text") or verdict.get("evidence")):
+        t = Text("verdict: ", style="bold")
+        ev = verdict.get("evidence_text") or verdict.get("evidence")
+        t.append(str(ev) if not isinstance(ev, dict) else ", ".join(f"{k} {v}" for k, v in ev.items()))
+        if verdict.get("advice"):
+            t.append("  advice: " + str(verdict["advice"]), style="italic")
+        tail = list(t.wrap(_CONSOLE, max(20, width)))[:3]
+    room = max(0, body_h - len(tail))
     if is_roofline(doc.get("workload", ""), doc.get("points") or []):
-        body = roofline_view(doc, width, body_h)
+        body = roofline_view(doc, width, room)
     else:
-        body = bars_view(doc, width, body_h)
-    return body[:body_h]
+        body = bars_view(doc, width, room)
+    return (body[:room] + tail)[:body_h]

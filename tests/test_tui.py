@@ -1,0 +1,241 @@
+"""Pilot tests of the TUI's main flows, on the real demo trace (replayed by hand, tick by tick).
+
+Workloads run for real as child processes on the CPU (roofline with tiny parameters) or are the
+runner's fault workloads (fault_hang: runs until cancelled).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from gputop.runner.registry import Registry
+from gputop.telemetry.live import LiveSource
+from gputop.telemetry.nvml import Nvml
+from gputop.telemetry.trace import ReplaySource
+from gputop.tui.app import GputopApp, HelpScreen, TuiConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "gputop" / "data" / "demo.jsonl.gz"
+FAULTS = Path(__file__).parent / "fault_workloads"
+
+
+def sync(fn):
+    """Run an async test with asyncio.run (no pytest-asyncio needed)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return asyncio.run(fn(*args, **kwargs))
+
+    return wrapper
+
+
+def specs():
+    return list(Registry([ROOT / "workloads", FAULTS]))
+
+
+def make(path=DEMO, **kw) -> GputopApp:
+    kw.setdefault("hostname", "test-host")
+    kw.setdefault("specs", specs())
+    kw.setdefault("device", "cpu")
+    return GputopApp(TuiConfig(ReplaySource(str(path), speed=float("inf")), start_sampler=False, **kw))
+
+
+async def step(app, pilot, n: int) -> None:
+    for _ in range(n):
+        app.sampler.step()
+    app.frame(force=True)
+    await pilot.pause()
+
+
+async def wait_for(pilot, cond, timeout: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        if loop.time() > end:
+            raise AssertionError("timed out waiting")
+        await pilot.pause(0.05)
+
+
+def two_gpu_trace(tmp_path: Path) -> Path:
+    """The demo trace with its GPU duplicated (GPU 1 idles) - a multi-GPU trace for the strip."""
+    out = tmp_path / "two.jsonl.gz"
+    with gzip.open(DEMO, "rt") as f, gzip.open(out, "wt") as g:
+        for line in f:
+            row = json.loads(line)
+            if row.get("type") == "header":
+                row["devices"].append(dict(row["devices"][0], index=1, name="NVIDIA H200 (copy)"))
+            elif row.get("type") == "tick":
+                twin = dict(row["gpus"][0], index=1, sm_active_pct=0.0, util_gpu_pct=0.0, power_w=71.0)
+                row["gpus"].append(twin)
+            g.write(json.dumps(row) + "\n")
+    return out
+
+
+@sync
+async def test_monitor_shows_the_device_and_survives_resizes():
+    app = make()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await step(app, pilot, 120)  # into the bf16 matmul phase
+        text = app.screen_text()
+        assert "H200" in text and "SM activity" in text and "Tensor active" in text
+        assert "verdict:" in text or "diagnosis: n/a" in text
+        for w, h in ((200, 50), (80, 24), (60, 20), (120, 40)):
+            await pilot.resize_terminal(w, h)
+            await step(app, pilot, 3)
+            assert "SM activity" in app.screen_text()
+        assert app.has_class("-narrow") is False
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert app.has_class("-narrow") and app.has_class("-short")
+
+
+@sync
+async def test_keys_pause_rate_help_and_pages():
+    app = make()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await step(app, pilot, 20)
+        await pilot.press("p")
+        assert app.sampler.paused and "PAUSED" in app.screen_text()
+        await pilot.press("p")
+        assert not app.sampler.paused
+        await pilot.press("plus")
+        assert app.sampler.rate_hz == 20.0
+        await pilot.press("minus", "minus")
+        assert app.sampler.rate_hz == 5.0
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("2")
+        await pilot.pause()
+        assert app.page == "workloads" and "AMP vs FP32" in app.screen_text()
+        await pilot.press("1")
+        assert app.page == "monitor"
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0
+
+
+@sync
+async def test_switch_gpu_on_a_two_gpu_trace(tmp_path):
+    app = make(two_gpu_trace(tmp_path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await step(app, pilot, 120)
+        text = app.screen_text()
+        assert "▶ GPU0" in text and "GPU1" in text  # the strip lists both
+        assert "GPU 0 NVIDIA H200" in text
+        await pilot.press("g")
+        await pilot.pause()
+        text = app.screen_text()
+        assert app.selected == 1 and "GPU 1 NVIDIA H200 (copy)" in text and "▶ GPU1" in text
+        assert "2x H200" not in text  # different names are listed apart in the header
+        await pilot.press("G")
+        assert app.selected == 0
+
+
+@sync
+async def test_run_roofline_on_cpu_see_points_and_save(tmp_path):
+    app = make(save_dir=str(tmp_path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await step(app, pilot, 30)
+        await pilot.press("2")
+        await pilot.pause()
+        names = [s.name for s in app.specs]
+        app.query_one("#wl-list").highlighted = names.index("roofline")
+        await pilot.pause(0.1)
+        app.query_one("#param-n").value = "65536"
+        app.query_one("#param-k").value = "1,4,16,64"
+        app.query_one("#param-runs").value = "2"
+        await pilot.press("r")
+        assert len(app.controller.runs) == 1
+        run = app.controller.runs[0].run
+        await wait_for(pilot, lambda: run.finished, 60)
+        app.frame()
+        await pilot.pause()
+        text = app.screen_text()
+        assert run.status == "ok", run.document()["errors"]
+        assert "roofline ok" in text and "●" in text and "measured" in text
+        await pilot.press("s")
+        await pilot.pause()
+        saved = list(tmp_path.glob("gputop-roofline-*.json"))
+        assert len(saved) == 1
+        doc = json.loads(saved[0].read_text())
+        assert doc["workload"] == "roofline" and len(doc["points"]) == 4
+
+
+@sync
+async def test_bad_parameter_is_refused_with_a_message():
+    app = make()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        await pilot.pause()
+        names = [s.name for s in app.specs]
+        app.query_one("#wl-list").highlighted = names.index("roofline")
+        await pilot.pause(0.1)
+        app.query_one("#param-n").value = "-5"
+        await pilot.press("r")
+        await pilot.pause()
+        assert app.controller.runs == []
+        assert any("parameter 'n'" in str(n.message) for n in app._notifications)
+
+
+@sync
+async def test_cancel_a_running_workload_and_one_run_per_device():
+    app = make()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        await pilot.pause()
+        names = [s.name for s in app.specs]
+        app.query_one("#wl-list").highlighted = names.index("fault_hang")
+        await pilot.pause(0.1)
+        await pilot.press("r")
+        state = app.controller.runs[0]
+        await wait_for(pilot, lambda: len(state.run.points) == 1, 20)
+        await pilot.press("r")  # a second run on the same device is refused
+        await pilot.pause()
+        assert len(app.controller.runs) == 1
+        await pilot.press("c")
+        await wait_for(pilot, lambda: state.run.finished, 20)
+        assert state.run.status == "interrupted"
+        app.frame()
+        await pilot.pause()
+        assert "fault_hang interrupted" in app.screen_text()
+
+
+@sync
+async def test_quit_stops_the_running_workload():
+    app = make()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("2")
+        await pilot.pause()
+        names = [s.name for s in app.specs]
+        app.query_one("#wl-list").highlighted = names.index("fault_hang")
+        await pilot.pause(0.1)
+        await pilot.press("r")
+        state = app.controller.runs[0]
+        await wait_for(pilot, lambda: len(state.run.points) == 1, 20)
+        await pilot.press("escape", "q")  # leave the list, then quit
+        await wait_for(pilot, lambda: state.run.finished, 20)
+    assert state.run.status == "interrupted"
+    assert state.run.proc.poll() is not None
+
+
+@sync
+async def test_opens_without_any_gpu():
+    nvml = Nvml()
+    if nvml.available():
+        pytest.skip("this machine has a GPU")
+    app = GputopApp(TuiConfig(LiveSource(nvml, gpus=[]), start_sampler=False, hostname="nogpu", specs=[],
+                              device="cpu", na_reason=nvml.error))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await step(app, pilot, 3)
+        text = app.screen_text()
+        assert "no GPU" in text and "Host CPU" in text
+        await pilot.press("g", "p", "2", "r")
+        await pilot.pause()

@@ -1,0 +1,185 @@
+"""The TUI's pure parts: charts, device-panel rows, header, results parsing, verdict adapter."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gputop.telemetry.trace import read_trace
+from gputop.tui import charts, results, view
+from gputop.tui.verdict import Diagnosis, to_verdict
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "gputop" / "data" / "demo.jsonl.gz"
+RUN_DOCS = Path(__file__).parent / "data" / "tui_runs"
+
+
+def demo():
+    header, rows = read_trace(str(DEMO))
+    return header["devices"][0], [r for r in rows if r["type"] == "tick"]
+
+
+# -- charts ---------------------------------------------------------------------------------------
+def test_bucket_means_and_gaps():
+    ts = [0.0, 0.1, 0.2, 0.3, 1.5]
+    vs = [10, 20, None, 30, 50]
+    b = charts.bucket(ts, vs, t_end=1.9, span=2.0, n=4)  # buckets [0,.5) [.5,1) [1,1.5) [1.5,2)
+    assert b == [20.0, None, None, 50.0]
+
+
+def test_bucket_drops_points_outside_the_span():
+    assert charts.bucket([0.0, 10.0], [1, 2], t_end=10.0, span=1.0, n=2) == [None, 2.0]
+
+
+def test_braille_area_full_empty_and_shape():
+    rows = charts.braille_area([100] * 8, width=4, height=3, lo=0, hi=100)
+    assert rows == ["⣿⣿⣿⣿"] * 3
+    rows = charts.braille_area([0] * 8, width=4, height=2, lo=0, hi=100)
+    assert rows == ["    "] * 2
+    rows = charts.braille_area([50] * 4, width=4, height=2, lo=0, hi=100)  # older half missing
+    assert rows[0] == "    " and rows[1] == "  ⣿⣿"
+    tiny = charts.braille_area([0.5, None], width=1, height=1, lo=0, hi=100)
+    assert tiny[0] != " "  # any activity shows at least one dot
+
+
+def test_hbar_eighths():
+    assert charts.hbar(1.0, 4) == "████"
+    assert charts.hbar(0.0, 4) == "    "
+    assert charts.hbar(0.5, 4) == "██  "
+    assert charts.hbar(None, 3) == "   "
+    assert len(charts.hbar(0.37, 10)) == 10
+
+
+def test_roofline_plot_marks_ridge_points_and_decades():
+    roofs = [charts.Roof("theoretical", 4.8e12, 6.7e13, "cyan")]
+    lines = charts.roofline_plot(60, 16, roofs, [(0.25, 1.2e12), (64.0, 6.0e13)])
+    assert len(lines) == 16
+    text = "\n".join(t.plain for t in lines)
+    assert "◆" in text and text.count("●") == 2
+    assert "10T" in text and "1" in lines[-1].plain  # decade labels on both axes
+
+
+def test_roofline_plot_without_data_says_so():
+    lines = charts.roofline_plot(40, 5, [], [])
+    assert "no data" in lines[0].plain and len(lines) == 5
+
+
+# -- device panel -----------------------------------------------------------------------------------
+def test_device_rows_on_the_real_demo_trace():
+    static, ticks = demo()
+    peaks = view.peaks_for(static)
+    busy = max(ticks, key=lambda t: t["gpus"][0].get("dram_bw_pct") or 0)["gpus"][0]
+    rows = {r.label: r for r in view.device_rows(static, peaks, busy)}
+    assert set(rows) >= {"SM activity", "SM occupancy", "DRAM bandwidth", "Tensor active", "Kernel duty",
+                         "Memory", "PCIe rx", "PCIe tx", "SM clock", "Mem clock", "Power", "Temperature",
+                         "Clock events"}
+    dram = rows["DRAM bandwidth"]
+    assert dram.fraction == pytest.approx(busy["dram_bw_pct"] / 100)
+    assert "B/s of 4.8" in dram.text  # GB/s figure against the H200's 4.8 TB/s peak
+    assert "duty cycle" in rows["Kernel duty"].text
+    assert rows["Power"].text.endswith("/ 700 W")
+
+
+def test_device_rows_without_gpm_say_why():
+    static, ticks = demo()
+    old = dict(static, gpm_supported=False, name="Tesla V100", compute_capability=[7, 0])
+    s = dict(ticks[-1]["gpus"][0], sm_active_pct=None, dram_bw_pct=None, tensor_pct=None, sm_occupancy_pct=None)
+    rows = {r.label: r for r in view.device_rows(old, {}, s)}
+    for label in ("SM activity", "SM occupancy", "DRAM bandwidth", "Tensor active"):
+        assert rows[label].text == view.GPM_NA and rows[label].fraction is None
+    assert rows["Kernel duty"].text != view.GPM_NA  # NVML's own numbers stay
+
+
+def test_throttle_reasons_in_words():
+    assert view.throttle_row([]).text.startswith("none")
+    hot = view.throttle_row(["software power cap", "hardware thermal slowdown"])
+    assert hot.level == "hot" and "thermal" in hot.text
+    assert view.throttle_row(["idle"]).level == ""
+    assert view.throttle_row(None).text == "n/a"
+
+
+def test_sticky_keeps_processes_between_refreshes():
+    st = view.Sticky()
+    st.observe({"gpus": [{"processes": [{"pid": 1}], "pcie_rx_bps": 5.0}]})
+    st.observe({"gpus": [{"processes": None, "pcie_rx_bps": None}]})
+    out = st.apply(0, {"processes": None, "pcie_rx_bps": None, "power_w": 3})
+    assert out["processes"] == [{"pid": 1}] and out["pcie_rx_bps"] == 5.0 and out["power_w"] == 3
+
+
+def test_header_drops_details_to_fit():
+    static, _ = demo()
+    parts = view.header_parts([static], "replay", 10.0, "myhost", paused=True, source_label="demo.jsonl.gz")
+    full = view.fit_parts(parts, 500)
+    assert "host myhost" in full and "driver 580" in full and "CUDA 13.0" in full and "10 Hz" in full
+    assert "PAUSED" in full and "H200" in full
+    short = view.fit_parts(parts, 50)
+    assert "driver" not in short and "H200" in short and "REPLAY" in short
+    assert "no GPU" in view.fit_parts(view.header_parts([], "live", 2, "h", False), 200)
+
+
+def test_process_rows_tag_own_workload():
+    rows = view.process_rows([{"pid": 7, "name": "python", "user": "u", "gpu_memory_bytes": 2**30},
+                              {"pid": 9, "name": "big", "user": "v", "gpu_memory_bytes": 2**34}], {7})
+    assert rows[0][0] == "9" and rows[1][4].startswith("◀ gputop")
+
+
+# -- results ----------------------------------------------------------------------------------------
+def test_roofline_points_from_the_roofline_workload_fields():
+    pts = results.roofline_points([{"variant": "fma", "k": 8, "ai": 2.0, "gflops": 1500.0, "gbs": 750.0},
+                                   {"variant": "fma", "k": 1}])
+    assert pts == [(2.0, 1.5e12)]
+
+
+def test_roofline_view_draws_both_roofs():
+    doc = {"workload": "roofline", "status": "ok", "device": {"kind": "cuda",
+           "peaks": {"dram_bytes_per_s": 4.8e12, "fp32_flops": 6.7e13}},
+           "points": [{"ai": 0.25, "gflops": 1100.0}, {"ai": 250.0, "gflops": 50000.0}],
+           "results": {"measured_roofs": {"dram_bytes_per_s": 4.3e12, "fp32_flops": 5.9e13}}}
+    text = "\n".join(t.plain for t in results.roofline_view(doc, 100, 20))
+    assert "theoretical 4.8 TB/s" in text and "measured 4.3 TB/s" in text
+    assert "◆" in text and text.count("●") >= 3  # 2 points + the legend's marker
+
+
+def test_bar_items_throughput_oom_and_lower_is_better():
+    items = results.bar_items([{"phase": "batch=1", "batch": 1, "samples_per_s": 100.0},
+                               {"phase": "batch=2", "batch": 2, "samples_per_s": 180.0},
+                               {"phase": "batch=4", "batch": 4, "oom": True}])
+    assert items[0] == ("batch=1", 100.0, "samples_per_s", None)
+    assert items[2][1] is None and items[2][2] == "out of memory"
+    lines = [t.plain for t in results.bars_view({"points": [{"phase": "eager", "step_ms": 2.0},
+                                                            {"phase": "graph", "step_ms": 1.0}]}, 80, 10)]
+    assert "50% of best, lower is better" in lines[0] and "100% of best" in lines[1]
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in RUN_DOCS.glob("*.json")))
+def test_results_of_recorded_runs_render(name):
+    doc = json.loads((RUN_DOCS / f"{name}.json").read_text())
+    lines = results.results_lines(doc, 100, 20)
+    assert 0 < len(lines) <= 19
+    text = "\n".join(t.plain for t in lines)
+    if doc["workload"] == "roofline":
+        assert "●" in text and "measured" in text
+    else:
+        assert "of best" in text or "out of memory" in text or "skipped" in text
+
+
+# -- verdict ----------------------------------------------------------------------------------------
+def test_verdict_from_the_classifier_on_the_demo_trace():
+    static, ticks = demo()
+    diag = Diagnosis()
+    if not diag.available:
+        pytest.skip("gputop.analysis.classify is not there")
+    peaks = view.peaks_for(static)
+    matmul = [t for t in ticks if (t["gpus"][0].get("tensor_pct") or 0) > 30][:30]
+    v = diag(matmul, static, peaks, gpu_pos=0)
+    assert v is not None and "compute" in v.label.lower() and v.advice
+    assert "%" in v.evidence
+
+
+def test_to_verdict_reads_dicts_and_none():
+    assert to_verdict(None) is None
+    v = to_verdict({"class": "memory-bound", "evidence_text": "DRAM 87% of 4.8 TB/s", "advice": "fuse"})
+    assert v.label == "memory-bound" and v.bound and "DRAM 87%" in v.evidence
+    assert not to_verdict({"class": "idle", "evidence": ["nothing ran"], "advice": ""}).bound
