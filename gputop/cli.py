@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--rate", type=float, default=10.0, metavar="HZ", help="sampling rate (default 10 Hz)")
     modes = ap.add_argument_group("modes")
     modes.add_argument("--once", action="store_true", help="print one snapshot and exit")
-    modes.add_argument("--record", metavar="FILE", help="record telemetry to FILE (.jsonl or .jsonl.gz)")
+    modes.add_argument("--record", metavar="FILE", help="record telemetry to FILE (.jsonl or .jsonl.gz); with --run NAME, the run's "
+                       "telemetry with a mark at each phase")
     modes.add_argument("--seconds", type=float, metavar="N", help="how long to --record or --watch")
     modes.add_argument("--list", action="store_true", help="list the workloads")
     modes.add_argument("--run", nargs="?", const="", metavar="NAME",

@@ -9,7 +9,8 @@ import math
 import pytest
 
 from gputop.telemetry.sampler import Sampler
-from gputop.telemetry.trace import Recorder, ReplaySource, TraceError, demo_trace_path, read_trace, segments
+from gputop.telemetry.trace import (Recorder, ReplaySource, TraceError, demo_trace_path, read_trace, segments,
+                                   write_trace)
 
 
 def test_demo_trace_is_real_and_labelled():
@@ -112,3 +113,33 @@ def test_gzip_and_plain_traces_read_the_same(tmp_path):
     with gzip.open(demo_trace_path(), "rt") as f:
         plain.write_text(f.read())
     assert read_trace(str(plain)) == read_trace(demo_trace_path())
+
+
+def test_write_trace_puts_marks_between_the_ticks_they_fall_in(tmp_path):
+    src = ReplaySource(demo_trace_path(), speed=math.inf)
+    ticks = [src.read() for _ in range(30)]
+    marks = [(ticks[10]["t"] - 0.01, "phase two"), (ticks[0]["t"], "phase one"), (None, "never started")]
+    n = write_trace(str(tmp_path / "run.jsonl"), src.static(), ticks, marks, rate_hz=10)
+    assert n == 30
+    _, rows = read_trace(str(tmp_path / "run.jsonl"))
+    seg = segments(rows)
+    assert [(label, len(t)) for label, t in seg] == [("phase one", 10), ("phase two", 20)]
+
+
+def test_host_reader_measures_a_busy_child_from_the_first_read():
+    import subprocess
+    import sys
+    import time
+
+    from gputop.telemetry.host import HostReader
+
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<3: pass"])
+    try:
+        host = HostReader()
+        host.watch(child.pid)
+        time.sleep(0.5)
+        procs = host.read()["procs"][str(child.pid)]
+        assert procs["cpu_pct"] > 30  # a spinning process, seen on the first read after watch()
+    finally:
+        child.kill()
+        child.wait()

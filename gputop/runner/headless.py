@@ -86,6 +86,7 @@ def main_run(args) -> int:
             raise Usage(exitcodes.USAGE, "bad_usage", "--run measures live; it does not take --replay or --demo")
         _check_writable(args.csv, "--csv")
         _check_writable(args.output, "--output")
+        _check_writable(args.record, "--record")
         registry = Registry()
         try:
             spec = registry.get(args.run)
@@ -135,6 +136,8 @@ def main_run(args) -> int:
             progress.clear()
     doc = run.document()
     code = doc["exit_code"]
+    if args.record:
+        _record(args.record, run, doc)
     if args.csv:
         try:
             write_csv(csv_rows(spec, doc), args.csv)
@@ -149,6 +152,23 @@ def main_run(args) -> int:
         print(f"gputop: {doc['workload']} {'interrupted' if doc['interrupted'] else doc['status']}"
               + (f": {first}" if first else "") + f" ({len(doc['points'])} point(s) kept)", file=sys.stderr)
     return code
+
+
+def _record(path: str, run, doc: dict) -> None:
+    """--record FILE with --run NAME: the run's telemetry as a trace, each phase a mark."""
+    if not run.ticks or run.static is None:
+        print(f"gputop: --record: no GPU telemetry in this run, {path} not written", file=sys.stderr)
+        return
+    from gputop.telemetry.trace import write_trace
+
+    marks = [(p["t_start"], p["name"]) for p in run.phases]
+    try:
+        n = write_trace(path, [run.static], run.ticks, marks, rate_hz=run.rate_hz,
+                        note=f"gputop --run {doc['workload']} ({doc['status']})")
+    except OSError as exc:
+        print(f"gputop: cannot write {path}: {exc.strerror}", file=sys.stderr)
+        return
+    print(f"gputop: wrote {n} samples and {len(marks)} phase marks to {path}", file=sys.stderr)
 
 
 def csv_rows(spec, doc: dict) -> list[dict]:

@@ -14,7 +14,12 @@ class HostReader:
         self.watched: set[int] = set()
 
     def watch(self, pid: int) -> None:
+        """Follow ``pid`` and its descendants; its CPU window opens now, so the next read is real."""
         self.watched.add(pid)
+        try:
+            self._proc(pid)
+        except psutil.Error:
+            pass
 
     def unwatch(self, pid: int) -> None:
         self.watched.discard(pid)

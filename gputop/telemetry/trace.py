@@ -86,6 +86,19 @@ class Recorder:
                 self._f.close()
 
 
+def write_trace(path: str, devices: list[dict], ticks: list[dict], marks: list[tuple[float, str]],
+                rate_hz: float | None = None, note: str = "") -> int:
+    """Write collected ticks (and phase marks, by monotonic time) as a trace; returns the tick count."""
+    rec = Recorder(path, devices, rate_hz=rate_hz, note=note)
+    rows = [(t["t"], 1, t) for t in ticks] + [(t, 0, label) for t, label in marks if t is not None]
+    try:
+        for t, is_tick, row in sorted(rows, key=lambda r: (r[0], r[1])):
+            rec(row) if is_tick else rec.mark(row, t)
+    finally:
+        rec.close()
+    return rec.ticks
+
+
 def read_trace(path: str) -> tuple[dict, list[dict]]:
     """(header, rows) of a whole trace; rows are ticks and marks in file order."""
     if not os.path.exists(path):
