@@ -5,6 +5,7 @@ panel costs nothing per frame and a changed one costs one strip per visible line
 
 from __future__ import annotations
 
+from rich.segment import Segment
 from rich.text import Text
 from textual.geometry import Region, Size
 from textual.strip import Strip
@@ -84,7 +85,11 @@ class Lines(Widget):
             return Strip.blank(width, self._base)
         strip = self._strips[y]
         if strip is None:
-            segs = list(self._lines[y].render(self.app.console, end=""))
+            text = self._lines[y]
+            console = self.app.console
+            segs = list(text.render(console, end=""))  # spans only: the Text's own style goes on top
+            if text.style:
+                segs = list(Segment.apply_style(segs, console.get_style(text.style)))
             strip = Strip(segs).crop_extend(0, width, None).apply_style(self._base)
             self._strips[y] = strip
         return strip

@@ -1,0 +1,131 @@
+"""Snapshot tests (pytest-textual-snapshot) of the main screens, driven by real recordings:
+the demo trace (H200) replayed tick by tick to a fixed tick, and recorded run documents
+(tests/data/tui_runs/). Update after a deliberate change: pytest tests/test_tui_snapshots.py --snapshot-update
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from gputop.telemetry.trace import ReplaySource
+from gputop.tui.app import GputopApp, TuiConfig
+from gputop.tui.runs import RunState
+
+HERE = Path(__file__).parent
+DEMO = HERE.parent / "gputop" / "data" / "demo.jsonl.gz"
+RUNS = HERE / "data" / "tui_runs"
+# Ticks of the demo trace: 120 = bf16 matmul, 170 = device copy (memory-bound), 250 = tiny kernels.
+MATMUL, COPY, TINY = 120, 170, 250
+
+
+class RecordedRun:
+    """A finished run as the results view sees it, from a recorded run document."""
+
+    finished = True
+    proc = None
+
+    def __init__(self, doc: dict):
+        self.doc = doc
+        self.status = doc["status"]
+        self.points = doc["points"]
+
+    def document(self) -> dict:
+        return json.loads(json.dumps(self.doc))
+
+    def cancel(self) -> None:
+        pass
+
+
+def make(path: Path = DEMO, runs: tuple[str, ...] = ()) -> GputopApp:
+    app = GputopApp(TuiConfig(ReplaySource(str(path), speed=float("inf")), start_sampler=False,
+                              hostname="snapshot-host", specs=[], device="cpu"))
+    for name in runs:
+        doc = json.loads((RUNS / f"{name}.json").read_text())
+        app.controller.runs.append(RunState(run=RecordedRun(doc), name=doc["workload"], target="CPU"))
+    return app
+
+
+def at_tick(n: int):
+    async def run_before(pilot) -> None:
+        app = pilot.app
+        for _ in range(n):
+            app.sampler.step()
+        app.frame(force=True)
+        await pilot.pause()
+
+    return run_before
+
+
+def rewrite(tmp_path: Path, name: str, header_fn, sample_fn) -> Path:
+    out = tmp_path / name
+    with gzip.open(DEMO, "rt") as f, gzip.open(out, "wt") as g:
+        for line in f:
+            row = json.loads(line)
+            if row.get("type") == "header":
+                header_fn(row)
+            elif row.get("type") == "tick":
+                row["gpus"] = sample_fn(row["gpus"][0])
+            g.write(json.dumps(row) + "\n")
+    return out
+
+
+def test_monitor_80x24(snap_compare):
+    assert snap_compare(make(), terminal_size=(80, 24), run_before=at_tick(MATMUL))
+
+
+def test_monitor_120x40_memory_bound(snap_compare):
+    assert snap_compare(make(), terminal_size=(120, 40), run_before=at_tick(COPY))
+
+
+def test_monitor_200x50(snap_compare):
+    assert snap_compare(make(), terminal_size=(200, 50), run_before=at_tick(TINY))
+
+
+def test_help(snap_compare):
+    assert snap_compare(make(), terminal_size=(100, 34), press=["question_mark"], run_before=at_tick(10))
+
+
+def test_two_gpus(snap_compare, tmp_path):
+    def header(h):
+        h["devices"].append(dict(h["devices"][0], index=1))
+
+    def gpus(s):
+        return [s, dict(s, index=1, sm_active_pct=0.0, util_gpu_pct=0.0, tensor_pct=0.0, power_w=75.0)]
+
+    path = rewrite(tmp_path, "two-gpus.jsonl.gz", header, gpus)
+    assert snap_compare(make(path), terminal_size=(120, 40), press=["g"], run_before=at_tick(MATMUL))
+
+
+def test_no_gpm(snap_compare, tmp_path):
+    """A GPU without GPM (the demo's numbers with the GPM fields gone): n/a and why."""
+    gpm = ("sm_active_pct", "sm_occupancy_pct", "int_pct", "tensor_pct", "dfma_pct", "hmma_pct", "imma_pct",
+           "dram_bw_pct", "fp64_pct", "fp32_pct", "fp16_pct", "nvlink_rx_bps", "nvlink_tx_bps")
+
+    def header(h):
+        h["devices"][0].update(gpm_supported=False, name="NVIDIA A100-SXM4-80GB", compute_capability=[8, 0],
+                               architecture="Ampere")
+
+    path = rewrite(tmp_path, "no-gpm.jsonl.gz", header, lambda s: [dict(s, **{f: None for f in gpm})])
+    assert snap_compare(make(path), terminal_size=(120, 40), run_before=at_tick(MATMUL))
+
+
+def test_roofline_results(snap_compare):
+    assert snap_compare(make(runs=("roofline_cpu",)), terminal_size=(120, 40), press=["2"],
+                        run_before=at_tick(MATMUL))
+
+
+def test_roofline_results_80x24(snap_compare):
+    assert snap_compare(make(runs=("roofline_cpu",)), terminal_size=(80, 24), press=["2"],
+                        run_before=at_tick(MATMUL))
+
+
+def test_throughput_results(snap_compare):
+    assert snap_compare(make(runs=("amp_cpu", "dataloader_cpu")), terminal_size=(120, 40), press=["2"],
+                        run_before=at_tick(MATMUL))
+
+
+def test_cudagraphs_results(snap_compare):
+    assert snap_compare(make(runs=("cudagraphs_cpu",)), terminal_size=(120, 40), press=["2"],
+                        run_before=at_tick(TINY))
