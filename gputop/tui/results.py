@@ -200,10 +200,16 @@ def status_line(doc: dict, progress: dict | None = None) -> Text:
             t.append(f" {progress['message']}", style="dim")
     for e in (doc.get("errors") or [])[-1:]:
         t.append(f"  error: {e.get('message')}", style="red")
-    verdict = doc.get("verdict")
-    if isinstance(verdict, dict) and verdict.get("class"):
-        t.append(f"  verdict: {verdict['class']}", style="yellow")
     return t
+
+
+def _text(v) -> str:
+    """A verdict field as one line: lists joined with '; ', dicts as 'key value' pairs."""
+    if isinstance(v, (list, tuple)):
+        return "; ".join(_text(x) for x in v)
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {x}" for k, x in v.items())
+    return str(v)
 
 
 def results_lines(doc: dict, width: int, height: int) -> list[Text]:
@@ -213,11 +219,12 @@ def results_lines(doc: dict, width: int, height: int) -> list[Text]:
     tail: list[Text] = []
     if verdict and (verdict.get("evidence_text") or verdict.get("evidence")):
         t = Text("verdict: ", style="bold")
-        ev = verdict.get("evidence_text") or verdict.get("evidence")
-        t.append(str(ev) if not isinstance(ev, dict) else ", ".join(f"{k} {v}" for k, v in ev.items()))
-        if verdict.get("advice"):
-            t.append("  advice: " + str(verdict["advice"]), style="italic")
+        if verdict.get("class"):
+            t.append(_text(verdict["class"]) + ": ", style="bold yellow")
+        t.append(_text(verdict.get("evidence_text") or verdict.get("evidence")))
         tail = list(t.wrap(_CONSOLE, max(20, width)))[:3]
+        if verdict.get("advice"):
+            tail += list(Text("advice: " + _text(verdict["advice"]), style="italic").wrap(_CONSOLE, max(20, width)))[:2]
     room = max(0, body_h - len(tail))
     if is_roofline(doc.get("workload", ""), doc.get("points") or []):
         body = roofline_view(doc, width, room)
