@@ -46,7 +46,7 @@ PARAMS = [
     Param("layers", "int", 4, lo=1, hi=128, help="transformer blocks"),
     Param("seq", "int", 512, lo=1, hi=65536, help="sequence length"),
     Param("batch", "int", 16, lo=1, hi=65536, help="sequences per step"),
-    Param("steps", "int", 40, lo=1, hi=100000, help="timed training steps per mode"),
+    Param("steps", "int", 60, lo=1, hi=100000, help="timed training steps per mode"),
     Param("warmup", "int", 5, lo=0, hi=1000, help="untimed steps first (they train too: loss is after warmup+steps)"),
     Param("lr", "float", 3e-4, lo=0.0, hi=1.0, help="AdamW learning rate"),
     Param("loss_tol", "float", 0.10, lo=0.0, hi=10.0,
@@ -226,11 +226,7 @@ def run_mode(torch, dev, p, mode, emit) -> dict:
         out["model_mem_gb"] = base_mem / 1e9
     if scaler is not None:
         out["grad_scale"] = float(scaler.get_scale())
-    del model, opt, batches
-    if cuda:
-        gc.collect()
-        torch.cuda.empty_cache()
-    return out
+    return out  # the model and its optimizer go with this frame; the next mode empties the cache first
 
 
 # -- the verdict (in the gputop process, after the run) -------------------------------------------------

@@ -39,7 +39,7 @@ TIMEOUT = 600
 
 PARAMS = [
     Param("device", "choice", "cuda", choices=["cuda", "cpu"], help="where the model trains"),
-    Param("batches", "int_list", [], lo=1, help="batch sizes to try (default: powers of two from 1 to max_batch)"),
+    Param("batches", "str", "auto", help="comma-separated batch sizes, or auto: powers of two from 1 to max_batch"),
     Param("max_batch", "int", 1 << 16, lo=1, hi=1 << 24, help="the cap of the sweep"),
     Param("width", "int", 64, lo=1, hi=1024, help="channels of the CNN's first stage"),
     Param("blocks", "int", 4, lo=1, hi=64, help="conv blocks per stage (3 stages)"),
@@ -61,13 +61,21 @@ KNEE_FRACTION = 0.95
 
 
 def batch_sizes(p: dict) -> list[int]:
-    if p["batches"]:
-        return sorted(set(p["batches"]))
-    out, b = [], 1
-    while b <= p["max_batch"]:
-        out.append(b)
-        b *= 2
-    return out
+    text = str(p["batches"]).strip()
+    if text == "auto":
+        out, b = [], 1
+        while b <= p["max_batch"]:
+            out.append(b)
+            b *= 2
+        return out
+    try:
+        sizes = sorted({int(v) for v in text.split(",") if v.strip()})
+    except ValueError:
+        sizes = []
+    if not sizes or sizes[0] < 1:
+        raise ParamError(f"bad value for parameter 'batches': {text!r} (allowed: auto, or comma-separated "
+                         "integers >= 1)")
+    return sizes
 
 
 def run(p: dict, emit) -> None:
@@ -130,18 +138,27 @@ def run(p: dict, emit) -> None:
                     "mem_reserved_after_free_gb": torch.cuda.memory_reserved(dev) / 1e9}
         return {}
 
-    points, end = sweep(sizes, measure, free, emit, p["max_step_s"])
-    emit.result(summarize(points, end, p["max_batch"] if not p["batches"] else max(sizes)))
+    points: list[dict] = []
+    try:
+        end = sweep(sizes, measure, free, emit, p["max_step_s"], points)
+    except Exception:
+        emit.result(summarize(points, {"reason": "error"}, max(sizes)))  # what was measured before the error
+        raise
+    emit.result(summarize(points, end, max(sizes)))
 
 
-def sweep(sizes: list[int], measure, free, emit, max_step_s: float) -> tuple[list[dict], dict]:
+def out_of_memory(exc: BaseException) -> bool:
+    """torch.cuda.OutOfMemoryError, or a library that failed to allocate its workspace."""
+    return is_oom(exc) or "ALLOC_FAILED" in str(exc)
+
+
+def sweep(sizes: list[int], measure, free, emit, max_step_s: float, points: list[dict]) -> dict:
     """Measure each batch size in turn until an OOM, the time budget, a stop request, or the end.
 
     ``measure(b)`` returns a point or raises; an out-of-memory error ends the sweep with an OOM point
-    after ``free()`` gave the memory back; any other error propagates. Returns (points, end) where
-    end is {"reason": "oom" | "cap" | "time" | "interrupted", ...}.
+    after ``free()`` gave the memory back; any other error propagates. The points are appended to
+    ``points``; returns how the sweep ended: {"reason": "oom" | "cap" | "time" | "interrupted", ...}.
     """
-    points: list[dict] = []
     end = {"reason": "cap"}
     for k, b in enumerate(sizes):
         if emit.should_stop():
@@ -153,7 +170,7 @@ def sweep(sizes: list[int], measure, free, emit, max_step_s: float) -> tuple[lis
         try:
             pt = measure(b)
         except Exception as exc:  # noqa: BLE001 - only OOM is handled here
-            if not is_oom(exc):
+            if not out_of_memory(exc):
                 raise
             oom_message = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
         if oom_message is not None:  # outside the except block: the traceback no longer pins the tensors
@@ -172,7 +189,7 @@ def sweep(sizes: list[int], measure, free, emit, max_step_s: float) -> tuple[lis
                          code="time_cap")
             break
     emit.progress(len(sizes), len(sizes), "done")
-    return points, end
+    return end
 
 
 def knee(points: list[dict], fraction: float = KNEE_FRACTION) -> dict | None:
@@ -194,6 +211,8 @@ def summarize(points: list[dict], end: dict, cap: int) -> dict:
         out["oom_boundary"] = f"fits at {out['largest_fit']}, out of memory at {end['oom_batch']}"
     elif end["reason"] == "cap":
         out["oom_boundary"] = f"no OOM below the cap ({cap})"
+    elif end["reason"] == "error":
+        out["oom_boundary"] = "the sweep failed before an OOM"
     elif end["reason"] == "time":
         out["oom_boundary"] = f"no OOM before the time budget stopped the sweep at {end['slow_batch']}"
     else:
@@ -267,11 +286,19 @@ def analyze(doc: dict) -> dict:
         ev.append(f"SM active {s_small:.0f}% at batch {small['batch']} vs {s_knee:.0f}% at the knee")
     if res.get("oom_boundary"):
         ev.append(f"memory: {res['oom_boundary']}")
-    advice = [f"train at batch {k['knee_batch']} or a little above: larger batches add latency and memory, "
-              "not throughput"]
+    kb = k["knee_batch"]
+    if kb == small["batch"]:
+        cls = "compute-bound at every batch size"
+        advice = ["even the smallest batch fills the GPU: pick the batch for convergence, not speed"]
+    elif kb == ok[-1]["batch"] and res.get("end") != "oom":
+        cls = f"latency-bound up to batch {kb}: throughput still rising"
+        advice = [f"no plateau below batch {kb}: raise max_batch to find the knee"]
+    else:
+        cls = f"latency-bound below batch {kb}, compute-bound from batch {kb}"
+        advice = [f"train at batch {kb} or a little above: larger batches add latency and memory, not throughput"]
     if res.get("end") == "oom":
         advice.append(f"batch {res.get('oom_batch')} does not fit; gradient accumulation reaches larger effective batches")
-    doc["verdict"] = verdict("latency-bound below the knee, compute-bound above", ev, advice)
+    doc["verdict"] = verdict(cls, ev, advice)
     return doc
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import gc
 import math
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -65,7 +66,7 @@ PARAMS = [
 ]
 QUICK = {"seconds": 1.5, "dataset": 1024, "warmup": 2}
 CPU = {"workers": 2, "batch": 8, "size": 16, "transform_ms": 2.0, "dataset": 256, "width": 8,
-       "seconds": 1.0, "warmup": 1}
+       "seconds": 0.6, "warmup": 1}
 
 CLASSES = 10
 
@@ -138,6 +139,25 @@ def cpu_seconds() -> tuple[float, float]:
     return t.user + t.system, t.children_user + t.children_system
 
 
+def shm_fit(workers: int, prefetch: int, batch_bytes: int, free_bytes: int | None) -> tuple[int, int]:
+    """(workers, prefetch) that fit in /dev/shm: workers hand batches over through shared memory, and
+    workers x prefetch_factor batches are in flight (twice that is kept as a margin). A container's
+    /dev/shm is often only 64 MB; past it the workers die with a bus error."""
+    if not free_bytes:
+        return workers, prefetch
+    slots = int(0.8 * free_bytes // (2 * batch_bytes))
+    workers = max(1, min(workers, slots // 2))  # phases 2-3 use PyTorch's default prefetch_factor=2
+    prefetch = max(1, min(prefetch, slots // workers))
+    return workers, prefetch
+
+
+def shm_free() -> int | None:
+    try:
+        return shutil.disk_usage("/dev/shm").free
+    except OSError:
+        return None
+
+
 # -- the measured loop ------------------------------------------------------------------------------
 
 PHASES = [
@@ -172,6 +192,14 @@ def run(p: dict, emit) -> None:
     emit.log(f"transform: {cal['passes']} passes, {cal['ms_per_sample']:.2f} ms/sample, "
              f"{batch_ms:.1f} ms per batch of {p['batch']} on one core")
 
+    batch_bytes = p["batch"] * (3 * p["size"] ** 2 * 4 + 8)
+    free = shm_free()
+    workers, prefetch = shm_fit(p["workers"], p["prefetch"], batch_bytes, free)
+    if (workers, prefetch) != (p["workers"], p["prefetch"]):
+        emit.warning(f"/dev/shm has {free / 1e6:.0f} MB free, too little for {p['workers']} workers x "
+                     f"prefetch {p['prefetch']} of {batch_bytes / 1e6:.1f} MB batches: using {workers} workers, "
+                     f"prefetch {prefetch}", code="shm_small")
+        p = {**p, "workers": workers, "prefetch": prefetch}
     ds = SyntheticImages(p["dataset"], p["size"], cal["passes"], p["seed"])
     model = small_cnn(torch, p["width"], CLASSES).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -334,7 +362,7 @@ def classify_point(pt: dict) -> tuple[str, str]:
                                      "cheaper (precompute, move it to the GPU)")
         return "input-starved", "raise num_workers: the transform runs in the training loop, one sample at a time"
     if h2d >= TRANSFER_PCT and h2d > comp:
-        return "transfer-bound", "pin_memory=True and .to(device, non_blocking=True): slow host-to-device copies"
+        return "pcie-bound", "pin_memory=True and .to(device, non_blocking=True): slow host-to-device copies"
     if wait >= PARTLY_PCT:
         return "partly input-starved", "a few more workers or a deeper prefetch_factor would close the gap"
     return "compute-bound", "the input pipeline keeps up; the model's compute is now the limit (AMP, batch size)"

@@ -1,0 +1,117 @@
+"""workloads/amp.py: modes end to end on the CPU (strict FP32 and bf16 autocast), the loss check, the verdicts."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gputop.workload_api import ParamError
+from test_workloads_common import (check_verdict, doc_from_events, gpu_telemetry, kinds, load, points, results,
+                                   run_events, run_gputop)
+
+amp = load("amp")
+
+
+@pytest.fixture(scope="module")
+def cpu_run():
+    pytest.importorskip("torch")
+    return run_events("amp", "--param", "device=cpu", "--quick")
+
+
+def test_parse_modes_puts_the_baseline_first():
+    assert amp.parse_modes("bf16,fp32-strict") == ["fp32-strict", "bf16"]
+    assert amp.parse_modes("tf32") == ["tf32"]
+    for bad in ("", "fp8", "bf16,int4"):
+        with pytest.raises(ParamError, match="modes"):
+            amp.parse_modes(bad)
+
+
+def test_rel_diff():
+    assert amp.rel_diff(1.1, 1.0) == pytest.approx(0.1)
+    assert amp.rel_diff(float("nan"), 1.0) is None and amp.rel_diff(1.0, None) is None and amp.rel_diff(1, 0) is None
+
+
+def test_cpu_run_fp32_and_bf16(cpu_run):
+    rc, events, err = cpu_run
+    assert rc == 0, err
+    assert events[-1]["event"] == "done" and events[-1]["status"] == "ok"
+    assert [e["name"] for e in kinds(events, "phase")] == ["fp32-strict", "bf16"]
+    assert {w["code"] for w in kinds(events, "warning")} <= {"skipped", "noisy_timing"}
+    params = events[0]["params"]
+    pts = points(events)
+    fp32, bf16 = pts
+    for p in pts:
+        assert p["step_ms"] > 0 and p["samples_per_s"] > 0 and p["loss_finite"]
+        assert p["peak_mem_gb"] is None  # no CUDA memory on the CPU device
+        assert p["steps_trained"] == params["warmup"] + params["steps"]  # every mode the same
+        assert p["matmul_allow_tf32"] is False and p["cudnn_allow_tf32"] is False
+    assert fp32["amp_dtype"] is None and bf16["amp_dtype"] == "bfloat16" and not bf16["grad_scaler"]
+    assert fp32["speedup_vs_fp32_strict"] == 1.0 and bf16["speedup_vs_fp32_strict"] > 0
+    # numerics, not timing: the same seed and data give nearly the same loss in bf16, and it learned
+    assert bf16["eval_loss_rel_diff"] < 0.1
+    assert fp32["train_loss"] < fp32["first_loss"]
+    res = results(events)
+    assert res["tf32_defaults"]["cudnn_allow_tf32"] is True  # PyTorch's default, reported before changing it
+    assert res["tf32_defaults"]["matmul_allow_tf32"] is False
+    assert res["modes"] == ["fp32-strict", "bf16"] and res["train_flops_per_step"] > 0
+    assert set(res["eval_loss"]) == {"fp32-strict", "bf16"}
+
+
+def test_cpu_run_analyze(cpu_run):
+    doc = amp.analyze(doc_from_events(cpu_run[1]))
+    assert doc["phases"][0]["verdict"]["class"] == "fp32-baseline"
+    assert doc["phases"][1]["verdict"]["class"] in ("tensor-core-speedup", "no-speedup")
+    check_verdict(doc["verdict"])
+
+
+def test_gputop_run_json_on_cpu():
+    pytest.importorskip("torch")
+    rc, doc, err = run_gputop("amp", "--device", "cpu", "--quick")
+    assert rc == 0, err
+    assert doc["status"] == "ok" and [p["name"] for p in doc["phases"]] == ["fp32-strict", "bf16"]
+    assert all(p["verdict"] for p in doc["phases"]) and doc["verdict"]
+
+
+def _pt(mode, step_ms, loss, base_loss=2.0, **kw):
+    return {"phase": mode, "step_ms": step_ms, "samples_per_s": 16e3 / step_ms, "eval_loss": loss,
+            "train_loss": loss, "loss_finite": math.isfinite(loss), "speedup_vs_fp32_strict": 64.0 / step_ms,
+            "eval_loss_rel_diff": abs(loss - base_loss) / base_loss if math.isfinite(loss) else None,
+            "peak_mem_gb": 9.5, "amp_dtype": {"bf16": "bfloat16", "fp16": "float16"}.get(mode),
+            "matmul_allow_tf32": mode == "tf32", "cudnn_allow_tf32": mode == "tf32", **kw}
+
+
+def _doc(pts, tel=None, tol=0.1):
+    return {"params": {"loss_tol": tol}, "points": pts, "results": {}, "warnings": [],
+            "phases": [{"name": p["phase"], "telemetry": (tel or {}).get(p["phase"]), "verdict": None} for p in pts]}
+
+
+def test_analyze_h100_like_bf16_wins():
+    pts = [_pt("fp32-strict", 64.0, 2.0), _pt("tf32", 21.0, 2.01), _pt("bf16", 9.1, 2.02), _pt("fp16", 9.6, 2.03)]
+    tel = {"fp32-strict": gpu_telemetry(tensor_pct=0.0, sm_active_pct=95.0),
+           "bf16": gpu_telemetry(tensor_pct=46.0, sm_active_pct=90.0)}
+    doc = amp.analyze(_doc(pts, tel))
+    assert [ph["verdict"]["class"] for ph in doc["phases"]] == \
+        ["fp32-baseline", "tensor-core-speedup", "tensor-core-speedup", "tensor-core-speedup"]
+    assert "tensor 0%" in doc["phases"][0]["verdict"]["evidence"]
+    assert "TF32 matmul on" in doc["phases"][1]["verdict"]["evidence"]
+    v = doc["verdict"]
+    assert v["class"] == "amp-speedup" and "bf16 7.03x" in v["evidence"] and "tensor activity 0% -> 46%" in v["evidence"]
+    assert "bfloat16" in v["advice"][0] and "no GradScaler" in v["advice"][0]
+
+
+def test_analyze_flags_a_diverged_fp16_and_no_gain():
+    pts = [_pt("fp32-strict", 10.0, 2.0), _pt("bf16", 9.5, 2.05), _pt("fp16", 9.0, float("nan"))]
+    for p in pts:
+        p["speedup_vs_fp32_strict"] = 10.0 / p["step_ms"]
+    doc = amp.analyze(_doc(pts))
+    assert [ph["verdict"]["class"] for ph in doc["phases"]] == ["fp32-baseline", "no-speedup", "loss-not-finite"]
+    assert doc["verdict"]["class"] == "no-amp-gain" and "loss off in fp16" in doc["verdict"]["evidence"]
+
+
+def test_analyze_loss_mismatch_and_missing_baseline():
+    pts = [_pt("fp32-strict", 60.0, 2.0), _pt("bf16", 8.0, 2.6)]
+    doc = amp.analyze(_doc(pts))
+    assert doc["phases"][1]["verdict"]["class"] == "loss-mismatch"
+    assert doc["verdict"]["class"] == "no-amp-gain"  # the fast mode's loss is off: no clean win
+    assert amp.analyze(_doc([_pt("bf16", 8.0, 2.0)]))["verdict"] is None
