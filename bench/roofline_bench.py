@@ -88,6 +88,16 @@ def torch_copy(torch, rl, nbytes: int, warmup: int, runs: int) -> dict:
     return {"bytes_per_s": 2 * nbytes / (ms / 1e3), "median_ms": ms, "copied": ok}
 
 
+def torch_read(torch, rl, nbytes: int, warmup: int, runs: int) -> dict:
+    """torch's read-only stream of the same bytes (x.sum()), for a read-only roof's like-for-like peer."""
+    src = torch.ones(nbytes // 4, device="cuda", dtype=torch.float32)
+    times = rl.time_torch(torch, lambda: src.sum(), warmup, runs)
+    src = None
+    torch.cuda.empty_cache()
+    ms = statistics.median(times)
+    return {"bytes_per_s": nbytes / (ms / 1e3), "median_ms": ms}
+
+
 def cupy_copy(cp, rl, nbytes: int, warmup: int, runs: int) -> dict:
     src = cp.ones(nbytes // 4, dtype=cp.float32)
     dst = cp.empty_like(src)
@@ -161,6 +171,7 @@ def main() -> int:
     report["cupy_copy"] = cupy_copy(cp, rl, mem["buffer_bytes"], args.warmup, args.runs)
     if torch is not None:
         report["torch_copy"] = torch_copy(torch, rl, mem["buffer_bytes"], args.warmup, args.runs)
+        report["torch_read"] = torch_read(torch, rl, mem["buffer_bytes"], args.warmup, args.runs)
     fp = rl.fp32_roof(cp, K, info, probe, args.warmup, args.runs)
     report["fp32"] = fp
     if torch is not None and args.tensor_s > 0:
@@ -180,6 +191,11 @@ def main() -> int:
         row("DRAM roof vs torch dst.copy_(src) (TB/s)", mem["bytes_per_s"] / 1e12,
             report["torch_copy"]["bytes_per_s"] / 1e12, TARGETS["dram_vs_torch_copy"])
     row("DRAM roof vs cupy.copyto (TB/s)", mem["bytes_per_s"] / 1e12, report["cupy_copy"]["bytes_per_s"] / 1e12)
+    if "torch_read" in report:
+        row("DRAM roof vs torch x.sum() read (TB/s)", mem["bytes_per_s"] / 1e12,
+            report["torch_read"]["bytes_per_s"] / 1e12)
+    row("our best copy / best read-only stream (TB/s)", (mem.get("best_copy_gbs") or 0) / 1e3,
+        (mem.get("best_read_gbs") or 0) / 1e3 or None)
     lanes = fp32_lanes(info)
     clock = fp.get("sm_clock_mhz")
     spec_at_clock = info["sm_count"] * lanes * 2 * clock * 1e6 if lanes and clock else None

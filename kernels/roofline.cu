@@ -12,6 +12,7 @@
  * multiply and an add as two instructions (1 FLOP each), so it can never pass half the FP32 roof.
  *
  * The measured ceilings (the roofs this GPU really reaches in the same run):
+ *   stream_read_u{4,8}                     read-only float4 stream (DRAM roof, reads counted)
  *   stream_copy_u{1,2,4,8}[_cs|_l2][_blk]  float4 copy, U loads in flight per thread before the U
  *                        stores, with or without cache hints, grid-stride or one contiguous run per
  *                        block. The workload tries these (and a few grid sizes) and keeps the fastest
@@ -147,6 +148,39 @@ STREAM_COPY(1)
 STREAM_COPY(2)
 STREAM_COPY(4)
 STREAM_COPY(8)
+
+/* Read-only DRAM stream: HBM turns no bus around between reads and writes, so a pure read stream is */
+/* the highest bandwidth a kernel can get out of DRAM (the memory roof is the faster of this and the */
+/* copy above). Grid-stride, U float4 streaming loads in flight per thread; each thread sums what it */
+/* read and stores the sum only if it equals ``never``, a value the data cannot add up to, so the    */
+/* loads cannot be optimised away and the kernel writes (almost) nothing.                            */
+template <int U>
+__device__ __forceinline__ void stream_read(const float4* __restrict__ src, float* __restrict__ sink,
+                                            long long n4, float never) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    float acc = 0.0f;
+    for (; i + (long long)(U - 1) * stride < n4; i += (long long)U * stride) {
+        float4 v[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) v[u] = __ldcs(src + i + (long long)u * stride);
+#pragma unroll
+        for (int u = 0; u < U; ++u) acc += (v[u].x + v[u].y) + (v[u].z + v[u].w);
+    }
+    for (; i < n4; i += stride) {
+        const float4 v = __ldcs(src + i);
+        acc += (v.x + v.y) + (v.z + v.w);
+    }
+    if (acc == never) sink[(long long)blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+
+#define STREAM_READ(U)                                                                               \
+    extern "C" __global__ void stream_read_u##U(const float4* __restrict__ src, float* __restrict__ sink, \
+                                                long long n4, float never) {                         \
+        stream_read<U>(src, sink, n4, never);                                                        \
+    }
+STREAM_READ(4)
+STREAM_READ(8)
 
 /* ---------------------------------------------------------------------------------------------- */
 /* FP32 roof: FMA_CHAINS independent chains a = a * x + y per thread; FLOPs = 2 x FMA_CHAINS x       */

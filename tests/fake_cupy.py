@@ -51,6 +51,12 @@ class FakeKernel:
             assert isinstance(n4, np.int64), "n4 must be np.int64 (long long in the kernel)"
             assert src.size == dst.size == int(n4) * 4
             dst[:] = src  # the grid-stride loop covers every tile for any grid >= 1
+        elif self.name.startswith("stream_read_u"):
+            src, sink, n4, never = args
+            assert isinstance(n4, np.int64) and isinstance(never, np.float32)
+            assert src.size == int(n4) * 4 and sink.size >= threads
+            if float(src.sum()) == float(never):  # the data never sums to ``never``: nothing is written
+                sink[:threads] = never
         elif self.name == "fma_peak":
             out, x, y, iters = args
             assert isinstance(x, np.float32) and isinstance(y, np.float32) and isinstance(iters, np.int32)
@@ -73,6 +79,7 @@ class RawModule:
         suffixes = re.findall(r"STREAM_COPY_ONE\(stream_copy_u##U(?:##(\w+))?,", self.code)
         declared |= {f"stream_copy_u{u}{s}" for u in re.findall(r"^STREAM_COPY\((\d+)\)", self.code, re.M)
                      for s in suffixes}
+        declared |= {f"stream_read_u{u}" for u in re.findall(r"^STREAM_READ\((\d+)\)", self.code, re.M)}
         if name not in declared:
             raise RuntimeError(f"CUDA_ERROR_NOT_FOUND: named symbol not found: {name}")
         return FakeKernel(self, name)

@@ -83,6 +83,7 @@ KERNEL_FILE = "roofline.cu"
 # grid-stride tiles or one contiguous run of tiles per block ("_blk").
 COPY_KERNELS = [f"stream_copy_u{u}{hint}{blk}" for u in (1, 2, 4, 8) for hint in ("", "_cs", "_l2")
                 for blk in ("", "_blk")]
+READ_KERNELS = ["stream_read_u4", "stream_read_u8"]  # read-only streams: the DRAM roof is the faster kind
 
 _module_cache: dict = {}  # one compiled RawModule per process
 
@@ -218,7 +219,7 @@ def kernels(cp) -> dict:
     if "kernels" not in _module_cache:
         t0 = time.perf_counter()
         module = cp.RawModule(code=kernel_source())
-        names = ["compute_k_terms", "compute_k_terms_fma", "fma_peak", *COPY_KERNELS]
+        names = ["compute_k_terms", "compute_k_terms_fma", "fma_peak", *COPY_KERNELS, *READ_KERNELS]
         funcs = {name: module.get_function(name) for name in names}
         _module_cache["kernels"] = funcs
         _module_cache["compile_s"] = time.perf_counter() - t0
@@ -374,7 +375,8 @@ def _blocks_per_sm(func, block: int, info: dict) -> int:
 
 
 def memory_roof(cp, K: dict, info: dict, probe: ClockProbe, warmup: int, runs: int, emit: Emitter) -> dict:
-    """DRAM bandwidth: the fastest of a few float4 copy shapes on two buffers far larger than L2."""
+    """DRAM bandwidth: the fastest of float4 copy shapes (read + write bytes) and read-only streams
+    (read bytes), on buffers far larger than L2."""
     import numpy as np
 
     free, _total = cp.cuda.runtime.memGetInfo()
@@ -399,29 +401,45 @@ def memory_roof(cp, K: dict, info: dict, probe: ClockProbe, warmup: int, runs: i
         if not name.endswith("_blk"):  # with one tile per block a contiguous run is the same kernel
             grids.add(tiles)
         shapes += [(name, g) for g in sorted(grids)]
+    for name in READ_KERNELS:  # grid-stride: 1, 2 and 4 waves of resident blocks
+        waves = sm * _blocks_per_sm(K[name], block, info)
+        shapes += [(name, g) for g in (waves, 2 * waves, 4 * waves)]
+    sink = cp.zeros(max(g for _, g in shapes) * block, dtype=cp.float32)
+    never = np.float32(-1.0)  # a sum of 1.0s is never negative
+
+    def launcher(name: str, grid: int):
+        if name in READ_KERNELS:
+            return lambda: K[name]((grid,), (block,), (src, sink, np.int64(n4), never))
+        return lambda: K[name]((grid,), (block,), (src, dst, np.int64(n4)))
+
+    def moved(name: str) -> int:  # bytes through DRAM per launch
+        return side if name in READ_KERNELS else 2 * side
+
     tried = []
     best = None
     for name, grid in shapes:
         if tried and emit.should_stop():
             break
-        launch = lambda f=K[name], g=grid: f((g,), (block,), (src, dst, np.int64(n4)))  # noqa: E731
-        ms = statistics.median(time_launches(cp, launch, 1, 3))
-        tried.append({"kernel": name, "grid": grid, "gbs": 2 * side / ms / 1e6})
-        if best is None or ms < best[2]:
-            best = (name, grid, ms)
+        ms = statistics.median(time_launches(cp, launcher(name, grid), 1, 3))
+        tried.append({"kernel": name, "grid": grid, "gbs": moved(name) / ms / 1e6})
+        if best is None or tried[-1]["gbs"] > best[2]:
+            best = (name, grid, tried[-1]["gbs"])
     name, grid, _ = best
-    launch = lambda: K[name]((grid,), (block,), (src, dst, np.int64(n4)))  # noqa: E731
     with probe:
-        times = time_launches(cp, launch, warmup, runs)
-    ok = bool((dst[:1024] == 1.0).all()) and bool((dst[-1024:] == 1.0).all())
-    if not ok:
+        times = time_launches(cp, launcher(name, grid), warmup, runs)
+    copy_ok = bool((dst[:1024] == 1.0).all()) and bool((dst[-1024:] == 1.0).all())
+    if not copy_ok and name not in READ_KERNELS:
         emit.warning("memory roof: the copy kernel did not copy: its bandwidth is meaningless", code="wrong_result")
-    src = dst = None  # 2 GiB back to the pool, and the pool back to the device
+    src = dst = sink = None  # 2 GiB back to the pool, and the pool back to the device
     cp.get_default_memory_pool().free_all_blocks()
     st = timing_stats(times)
-    return {"bytes_per_s": 2 * side / (st["median_ms"] / 1e3), "kernel": name, "grid": grid, "block": block,
-            "buffer_bytes": side, "bytes_per_run": 2 * side, "l2_bytes": l2, "shapes_tried": tried,
-            "how": "float4 copy, read + write bytes counted, fastest of the shapes tried", **st, **probe.summary()}
+    best_of = lambda kind: max((t["gbs"] for t in tried if (t["kernel"] in READ_KERNELS) == (kind == "read")),  # noqa: E731
+                               default=None)
+    return {"bytes_per_s": moved(name) / (st["median_ms"] / 1e3), "kernel": name, "grid": grid, "block": block,
+            "buffer_bytes": side, "bytes_per_run": moved(name), "l2_bytes": l2, "shapes_tried": tried,
+            "best_copy_gbs": best_of("copy"), "best_read_gbs": best_of("read"),
+            "how": "fastest of float4 copy shapes (read + write bytes counted) and read-only streams "
+                   "(read bytes counted)", **st, **probe.summary()}
 
 
 def fp32_roof(cp, K: dict, info: dict, probe: ClockProbe, warmup: int, runs: int) -> dict:
