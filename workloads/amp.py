@@ -150,10 +150,11 @@ def rel_diff(a, b):
 
 def run_mode(torch, dev, p, mode, emit) -> dict:
     cuda = dev.type == "cuda"
+    set_tf32(torch, False)  # the same targets for every mode: computed in strict FP32
+    model, batches, (x_eval, y_eval) = build(torch, p, dev)
     set_tf32(torch, mode == "tf32")
     flags = tf32_flags(torch)
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(mode)
-    model, batches, (x_eval, y_eval) = build(torch, p, dev)
     opt = torch.optim.AdamW(model.parameters(), lr=p["lr"])
     scaler = torch.amp.GradScaler("cuda") if mode == "fp16" else None
     loss_fn = torch.nn.MSELoss()

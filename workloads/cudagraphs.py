@@ -282,16 +282,21 @@ def mlp_part(torch, p: dict, emit) -> dict:
             break
         emit.progress(len(MODES) + k, len(MODES) + len(p["mlp_layers"]), f"mlp X={layers}")
         eager = time_mlp(torch, dev, p, layers, pool, graphed=False, emit=emit)
-        res = {"eager_ms": eager["step_ms"]}
+        res = out[str(layers)] = {"eager_ms": eager["step_ms"]}
         if cuda and not emit.should_stop():
-            graph = time_mlp(torch, dev, p, layers, pool, graphed=True, emit=emit)
+            try:
+                graph = time_mlp(torch, dev, p, layers, pool, graphed=True, emit=emit)
+            except RuntimeError as exc:  # a capture this torch cannot do: report it, keep the rest
+                emit.warning(f"mlp X={layers}: CUDA graph capture failed: {exc}", code="graph_failed")
+                emit.point({"phase": f"mlp X={layers} graph", "part": "mlp", "layers": layers, "mode": "graph",
+                            "skipped": True, "reason": f"capture failed: {str(exc)[:200]}"})
+                continue
             graph["speedup_vs_eager"] = eager["step_ms"] / graph["step_ms"]
             res.update(graph_ms=graph["step_ms"], speedup=graph["speedup_vs_eager"])
             emit.point(graph)
         elif not cuda:
             emit.point({"phase": f"mlp X={layers} graph", "part": "mlp", "layers": layers, "mode": "graph",
                         "skipped": True, "reason": "torch.cuda.CUDAGraph needs a CUDA GPU"})
-        out[str(layers)] = res
     return out
 
 
