@@ -170,6 +170,7 @@ class GputopApp(App):
         self._last_tick = None
         self._dirty = True
         self.frames = 0  # redraws done (for the benchmark and tests)
+        self._charts: list[HistoryChart] | None = None
         if config.specs is None:
             self.specs, self.spec_errors = load_registry()
         else:
@@ -231,6 +232,7 @@ class GputopApp(App):
         self._dirty = False
         self.frames += 1
         self.set_class(any(r.active for r in self.controller.runs), "-running")
+        self.controller.trim()
         self.query_one(InfoBar).show(self._header(), "1 monitor" if self.page == "monitor" else "2 workloads")
         samples = [self._sample(tick, i) for i in range(len(self.statics))]
         if len(self.statics) > 1:
@@ -300,8 +302,9 @@ class GputopApp(App):
         t_end = ts[-1]
         pos = self.positions[self.selected] if self.statics else None
         st = self.statics[self.selected] if self.statics else {}
-        for i, spec in enumerate(self._chart_specs()):
-            chart = self.query_one(f"#chart{i}", HistoryChart)
+        if self._charts is None:
+            self._charts = [self.query_one(f"#chart{i}", HistoryChart) for i in range(len(self._chart_specs()))]
+        for spec, chart in zip(self._chart_specs(), self._charts):
             if not chart.display or chart.size.height <= 0:
                 continue
             if spec.gpm and not st.get("gpm_supported"):

@@ -140,6 +140,14 @@ class RunController:
                 pass
         return pids
 
+    def trim(self) -> None:
+        """Drop the telemetry ticks of finished runs (their final document already summarises them),
+        so a long session with many runs keeps flat memory."""
+        for st in self.runs:
+            ticks = getattr(st.run, "ticks", None)
+            if st.run.finished and ticks:  # finished: document() returns the cached final document
+                del ticks[:]
+
     def cancel(self, target: str | None = None) -> list[RunState]:
         """Cancel the active run on ``target`` (all active runs if None)."""
         hit = [r for r in self.active if target is None or r.target == target]

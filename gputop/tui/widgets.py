@@ -30,6 +30,7 @@ class Lines(Widget):
         self._lines: list[Text] = []
         self._strips: list[Strip | None] = []
         self._strip_width = -1
+        self._width = 0
         self._base = None  # the widget's Rich style, looked up once per change (it is costly)
 
     def set_lines(self, lines: list[Text]) -> bool:
@@ -74,8 +75,12 @@ class Lines(Widget):
     def rebuild(self) -> None:
         """Recompute the lines for the current size (widgets whose lines depend on width)."""
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._width = self.size.width  # once per render, not once per line (it is a property chain)
+        return super().render_lines(crop)
+
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
+        width = self._width
         if width != self._strip_width:
             self._strip_width = width
             self._strips = [None] * len(self._lines)
@@ -177,6 +182,7 @@ class HistoryChart(Lines):
     """A braille area chart of one series over the last ``span`` seconds (title on the first row)."""
 
     DEFAULT_CSS = "HistoryChart { height: 1fr; min-height: 2; }"
+    EDGE = 1  # blank cells kept at the right edge
 
     def __init__(self, title: str, field: str, lo: float = 0.0, hi: float = 100.0, unit: str = "%",
                  color: str = "green", span: float = 60.0, **kwargs):
@@ -196,7 +202,7 @@ class HistoryChart(Lines):
         if self.series is None:
             return
         ts, vs, t_end = self.series
-        w, h = self.size.width, self.size.height
+        w, h = self.size.width - self.EDGE, self.size.height
         if w <= 0 or h <= 0:
             return
         last = next((v for v in reversed(vs) if v is not None), None)
