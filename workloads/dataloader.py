@@ -64,7 +64,7 @@ PARAMS = [
     Param("prefetch", "int", 4, lo=1, hi=64, help="prefetch_factor of phase 4 (PyTorch's default is 2)"),
     Param("seed", "int", 0, lo=0, help="seed of the data and the model"),
 ]
-QUICK = {"seconds": 1.5, "dataset": 1024, "warmup": 2}
+QUICK = {"seconds": 1.0, "dataset": 1024, "warmup": 2}
 CPU = {"workers": 2, "batch": 8, "size": 16, "transform_ms": 2.0, "dataset": 256, "width": 8,
        "seconds": 0.6, "warmup": 1}
 
