@@ -1,0 +1,85 @@
+"""On a real GPU: the four teaching workloads through ``gputop --run NAME --quick --json`` show the orderings
+the physics predicts, with verdicts that match. Skipped without NVML, torch with CUDA (and cupy for
+cudagraphs). The full-size figures come from bench/workloads_gpu.sh."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gputop.runner.document import validate
+from gputop.telemetry.nvml import Nvml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _torch_cuda() -> bool:
+    if importlib.util.find_spec("torch") is None:
+        return False
+    r = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+                       capture_output=True, text=True, timeout=120)
+    return r.stdout.strip() == "True"
+
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow,
+              pytest.mark.skipif(not Nvml().available(), reason="no NVML / GPU here"),
+              pytest.mark.skipif(not _torch_cuda(), reason="no torch with CUDA")]
+
+
+def run(name: str, *args: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-m", "gputop", "--run", name, "--json", "--quick", *args],
+                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    validate(doc)
+    assert doc["status"] == "ok" and doc["device"]["kind"] == "cuda" and doc["verdict"]
+    return doc
+
+
+def classes(doc: dict) -> dict:
+    return {ph["name"]: (ph["verdict"] or {}).get("class") for ph in doc["phases"]}
+
+
+def test_dataloader_more_workers_beat_zero():
+    doc = run("dataloader")
+    pts = doc["points"]
+    assert pts[0]["num_workers"] == 0 and len(pts) == 4
+    assert max(p["samples_per_s"] for p in pts[1:]) > 1.5 * pts[0]["samples_per_s"]
+    assert classes(doc)[pts[0]["phase"]] == "input-starved" and doc["verdict"]["class"] == "input-starved"
+    assert pts[2]["pin_memory"] and pts[2]["h2d_ms"] < pts[1]["h2d_ms"]  # pinned copies are faster
+
+
+def test_amp_bf16_beats_strict_fp32():
+    doc = run("amp")
+    by = {p["phase"]: p for p in doc["points"]}
+    assert by["bf16"]["speedup_vs_fp32_strict"] > 2.0
+    assert all(p["loss_finite"] for p in by.values()) and by["bf16"]["eval_loss_rel_diff"] < 0.1
+    assert doc["results"]["tf32_defaults"]["cudnn_allow_tf32"] is True
+    assert classes(doc)["bf16"] == "tensor-core-speedup" and doc["verdict"]["class"] == "amp-speedup"
+
+
+def test_batchsize_rises_flattens_and_reports_the_oom():
+    doc = run("batchsize")  # --quick caps the process at 25% of the GPU's memory
+    ok = [p for p in doc["points"] if not p["oom"]]
+    best = max(p["samples_per_s"] for p in ok)
+    assert ok[0]["samples_per_s"] < 0.5 * best
+    assert doc["results"]["end"] == "oom" and doc["points"][-1]["oom"]
+    assert doc["results"]["knee"]["knee_batch"] < ok[-1]["batch"]
+    c = classes(doc)
+    assert c[ok[0]["phase"]] == "latency-bound" and c[doc["points"][-1]["phase"]] == "memory-capacity"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cupy") is None, reason="no cupy")
+def test_cudagraphs_graph_beats_interleaved_beats_naive():
+    doc = run("cudagraphs")
+    us = doc["results"]["us_per_kernel"]
+    assert us["graph"] <= us["interleaved"] <= us["naive"]
+    assert doc["results"]["kernel_us"] > 0 and classes(doc)["naive"] == "latency-bound"
+    assert doc["verdict"]["class"] == "latency-bound"
