@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The four teaching workloads on a GPU machine (run from the repo root after `source .whl/use.sh`):
 #   bash bench/workloads_gpu.sh [NAME ...]        (default: dataloader amp batchsize cudagraphs)
+#   WITH_TESTS=1 bash bench/workloads_gpu.sh      also runs tests/test_workloads_gpu.py (needs pytest; ~1 min)
 # Each runs as `python -m gputop --run NAME --json` (the runner samples NVML/GPM per phase and calls the
 # workload's analyze); if that gives no JSON document, the script itself runs with --events instead.
 # Results in $OUT: NAME.json (or NAME.events.jsonl), NAME.err, env.txt, summary.md (device, date, command,
@@ -25,10 +26,10 @@ for name in $NAMES; do
   timeout 420 python3 -m gputop --run "$name" --json > "$OUT/$name.json" 2> "$OUT/$name.err"
   rc=$?
   echo "   gputop --run $name --json: exit $rc in $(( $(date +%s) - t0 )) s"
-  if ! python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$OUT/$name.json" 2>/dev/null; then
-    echo "   no JSON document from gputop (stderr below); running the script directly with --events"
+  if ! python3 -c 'import json, sys; sys.exit(not json.load(open(sys.argv[1]))["points"])' "$OUT/$name.json" 2>/dev/null; then
+    echo "   no JSON document with points from gputop (stderr below); running the script directly with --events"
+    mv "$OUT/$name.json" "$OUT/$name.gputop-failed.json" 2>/dev/null
     tail -5 "$OUT/$name.err"
-    rm -f "$OUT/$name.json"
     timeout 420 python3 "workloads/$name.py" --events > "$OUT/$name.events.jsonl" 2>> "$OUT/$name.err"
     echo "   python workloads/$name.py --events: exit $?"
   fi
@@ -59,6 +60,11 @@ def load(name):
             doc["results"].update(e["data"])
         if e["event"] == "phase":
             doc["phases"].append({"name": e["name"], "verdict": None, "telemetry": None})
+    try:  # the verdicts from the measured points (no telemetry without the runner)
+        from gputop.runner.registry import load_spec
+        load_spec(os.path.join("workloads", f"{name}.py")).analyze(doc)
+    except Exception as exc:  # noqa: BLE001
+        print(f"(analyze failed: {type(exc).__name__}: {exc})")
     return doc, f"python workloads/{name}.py --events"
 
 
@@ -81,6 +87,13 @@ for name in names:
     if doc is None:
         print("no output")
         continue
+    if doc.get("schema_version") is not None:
+        try:
+            from gputop.runner.document import validate
+            validate(doc)
+            print("run document: valid against gputop/schema/run.schema.json")
+        except Exception as exc:  # noqa: BLE001 - reported, the summary goes on
+            print(f"run document: NOT valid: {type(exc).__name__}: {str(exc)[:300]}")
     dev = (doc.get("device") or {})
     dname = ((dev.get("static") or {}).get("name")) or (dev.get("reported") or {}).get("name")
     print(f"device: {dname}; started {doc.get('started_at')}; command: `{cmd}`; status {doc['status']}, "
@@ -116,7 +129,7 @@ for name in names:
         by = {p["phase"]: p for p in pts}
         if "bf16" in by:
             check((by["bf16"].get("speedup_vs_fp32_strict") or 0) >= 2.0, "bf16 beats strict FP32 by a wide margin (>= 2x)")
-        check(all(p["loss_finite"] and (p.get("eval_loss_rel_diff") or 0) <= 0.1 for p in pts),
+        check(bool(pts) and all(p["loss_finite"] and (p.get("eval_loss_rel_diff") or 0) <= 0.1 for p in pts),
               "every loss finite and within 10% of strict FP32's")
     elif name == "batchsize":
         print("| batch | samples/s | step ms | peak GB | SM active % | verdict |")
@@ -165,3 +178,7 @@ for name in names:
     if warn:
         print(f"\nwarnings: {', '.join(sorted(set(warn)))} ({len(warn)})")
 PY
+if [ "${WITH_TESTS:-0}" = 1 ] && python3 -c 'import pytest' 2>/dev/null; then
+  echo "== GPU tests of the workloads (--quick)"
+  python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_workloads_gpu.py 2>&1 | tail -15 | tee "$OUT/gpu_tests.txt"
+fi
