@@ -9,9 +9,13 @@ import gzip
 import json
 from pathlib import Path
 
+from types import SimpleNamespace
+
+from gputop.runner.process import format_value
 from gputop.telemetry.trace import ReplaySource
 from gputop.tui.app import GputopApp, TuiConfig
 from gputop.tui.runs import RunState
+from gputop.workload_api import Param
 
 HERE = Path(__file__).parent
 DEMO = HERE.parent / "gputop" / "data" / "demo.jsonl.gz"
@@ -38,11 +42,19 @@ class RecordedRun:
         pass
 
 
+def spec_from_doc(doc: dict) -> SimpleNamespace:
+    """A picker entry for a recorded run: its workload name and the parameter values it ran with
+    (so the snapshots do not change when a workload's description or defaults do)."""
+    params = [Param(k, "str", format_value(v), help="as recorded") for k, v in doc["params"].items()]
+    return SimpleNamespace(name=doc["workload"], description=f"recorded run of {doc['workload']}", params=params,
+                           quick={}, cpu=None, needs=[], supports_cpu=True)
+
+
 def make(path: Path = DEMO, runs: tuple[str, ...] = ()) -> GputopApp:
+    docs = [json.loads((RUNS / f"{name}.json").read_text()) for name in runs]
     app = GputopApp(TuiConfig(ReplaySource(str(path), speed=float("inf")), start_sampler=False,
-                              hostname="snapshot-host", specs=[], device="cpu"))
-    for name in runs:
-        doc = json.loads((RUNS / f"{name}.json").read_text())
+                              hostname="snapshot-host", specs=[spec_from_doc(d) for d in docs], device="cpu"))
+    for doc in docs:
         app.controller.runs.append(RunState(run=RecordedRun(doc), name=doc["workload"], target="CPU"))
     return app
 

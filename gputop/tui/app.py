@@ -341,10 +341,24 @@ class GputopApp(App):
         page = self.query_one(WorkloadsPage)
         spec = page.spec
         runs = self.controller.runs
-        hint = f"device: {'CPU' if self.device == 'cpu' else 'GPU ' + str(self._nvml_index())}   r run   c cancel   d cpu/gpu"
+        where = "CPU" if self.device == "cpu" else f"GPU {self._nvml_index()}"
+        hint = Text(f"runs on: {where}   Enter/r run   c cancel   d cpu/gpu   Esc leave the form", style="dim")
+        focused = self.focused
+        if spec is not None and focused is not None and (focused.id or "").startswith("param-"):
+            p = next((p for p in spec.params if p.name == focused.id[len("param-"):]), None)
+            if p is not None:
+                hint = Text(f"{p.name}: {p.help} ({p.allowed()}; default {p.default})")
         page.query_one("#wl-hint", Static).update(hint)
         if spec is not None:
-            page.query_one("#wl-desc", Static).update(Text(spec.description))
+            desc = Text(spec.description)
+            notes = []
+            if spec.needs:
+                notes.append("needs " + ", ".join(spec.needs))
+            if not spec.supports_cpu:
+                notes.append("GPU only")
+            if notes:
+                desc.append("  (" + "; ".join(notes) + ")", style="dim")
+            page.query_one("#wl-desc", Static).update(desc)
         shown = self.shown_state()
         line = Text()
         if runs:
@@ -365,6 +379,11 @@ class GputopApp(App):
         spec = self.specs[event.option_index]
         await self.query_one(ParamForm).load(spec, self.device)
         self._dirty = True
+
+    def on_descendant_focus(self) -> None:
+        if self.page == "workloads":
+            self._dirty = True
+            self.frame()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.action_run()

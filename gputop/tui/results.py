@@ -222,8 +222,12 @@ def results_lines(doc: dict, width: int, height: int) -> list[Text]:
         if verdict.get("class"):
             t.append(_text(verdict["class"]) + ": ", style="bold yellow")
         t.append(_text(verdict.get("evidence_text") or verdict.get("evidence")))
-        tail = list(t.wrap(_CONSOLE, max(20, width)))[:3]
-        if verdict.get("advice"):
+        small = body_h < 18  # 80x24: the plot first, one line of verdict
+        tail = list(t.wrap(_CONSOLE, max(20, width)))[:1 if small else 3]
+        if small and len(t.plain) > width:
+            tail[0].truncate(max(1, width - 1))
+            tail[0].append("…")
+        if verdict.get("advice") and not small:
             tail += list(Text("advice: " + _text(verdict["advice"]), style="italic").wrap(_CONSOLE, max(20, width)))[:2]
     room = max(0, body_h - len(tail))
     if is_roofline(doc.get("workload", ""), doc.get("points") or []):

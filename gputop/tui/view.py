@@ -59,7 +59,7 @@ class Row:
     label: str
     fraction: float | None  # 0..1 for the bar; None: no bar
     text: str
-    level: str = ""  # "", "warn", "hot", "na"
+    level: str = ""  # "", "peak" (activity near its peak), "warn", "hot" (capacity), "na"
 
 
 def _frac(v, peak) -> float | None:
@@ -69,9 +69,17 @@ def _frac(v, peak) -> float | None:
 
 
 def _level(f: float | None) -> str:
+    """Capacity (memory, power): yellow from half, red near the limit."""
     if f is None:
         return "na"
     return "hot" if f >= 0.85 else ("warn" if f >= 0.5 else "")
+
+
+def _activity(f: float | None) -> str:
+    """Activity (SMs, DRAM, tensor, PCIe): busy is good; near the peak it is marked as at the roof."""
+    if f is None:
+        return "na"
+    return "peak" if f >= 0.85 else ""
 
 
 def _n(v, unit: str = "") -> str:
@@ -89,7 +97,7 @@ def device_rows(static: dict, peaks: dict, s: dict) -> list[Row]:
             rows.append(Row(label, None, GPM_NA, "na"))
         else:
             f = None if v is None else v / 100.0
-            rows.append(Row(label, f, pct(v) + (extra if v is not None else ""), _level(f)))
+            rows.append(Row(label, f, pct(v) + (extra if v is not None else ""), _activity(f)))
 
     gpm_pct("SM activity", "sm_active_pct")
     gpm_pct("SM occupancy", "sm_occupancy_pct")
@@ -110,7 +118,7 @@ def device_rows(static: dict, peaks: dict, s: dict) -> list[Row]:
     for label, field in (("PCIe rx", "pcie_rx_bps"), ("PCIe tx", "pcie_tx_bps")):
         v = s.get(field)
         f = _frac(v, link)
-        rows.append(Row(label, f, f"{si(v, 'B/s')}{link_txt if v is not None else ''}", _level(f)))
+        rows.append(Row(label, f, f"{si(v, 'B/s')}{link_txt if v is not None else ''}", _activity(f)))
     if gen and width:
         rows[-1].text += f" (gen{gen} x{width})"
     for label, field, mx in (("SM clock", "sm_clock_mhz", "max_sm_clock_mhz"),

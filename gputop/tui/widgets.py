@@ -14,7 +14,7 @@ from textual.widget import Widget
 from gputop.format import NA, pct
 from gputop.tui import charts, view
 
-LEVEL_STYLE = {"": "green", "warn": "yellow", "hot": "bold red", "na": "dim"}
+LEVEL_STYLE = {"": "green", "peak": "bold cyan", "warn": "yellow", "hot": "bold red", "na": "dim"}
 
 
 class Lines(Widget):
