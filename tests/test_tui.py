@@ -239,3 +239,41 @@ async def test_opens_without_any_gpu():
         assert "no GPU" in text and "Host CPU" in text
         await pilot.press("g", "p", "2", "r")
         await pilot.pause()
+
+
+def test_main_tui_needs_a_terminal():
+    """Without a terminal: one line on stderr and exit 2; textual is imported only by the TUI itself."""
+    import subprocess
+    import sys
+
+    code = ("import sys, gputop.cli, gputop.tui; assert 'textual' not in sys.modules; "
+            "raise SystemExit(gputop.cli.main(['--demo', '--no-color']))")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().count("\n") == 0 and "needs a terminal" in p.stderr
+
+
+def test_no_color_reaches_textual(monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert make().no_color
+    monkeypatch.delenv("NO_COLOR")
+    assert not make().no_color
+
+
+@sync
+async def test_rate_out_of_range_and_replay_end():
+    import argparse
+
+    from gputop.tui.app import make_app
+
+    with pytest.raises(ValueError):
+        make_app(argparse.Namespace(demo=True, replay=None, speed=1.0, gpu=None, rate=500.0, device="cuda",
+                                    timeout=None))
+    app = make()
+    async with app.run_test(size=(100, 30)) as pilot:
+        while app.sampler.step() is not None:
+            pass
+        app.frame(force=True)
+        await pilot.pause()
+        assert "(finished)" in app.screen_text()
