@@ -4,7 +4,8 @@
 #   WITH_TESTS=1 bash bench/workloads_gpu.sh      also runs tests/test_workloads_gpu.py (needs pytest; ~1 min)
 # Each runs as `python -m gputop --run NAME --json` (the runner samples NVML/GPM per phase and calls the
 # workload's analyze); if that gives no JSON document, the script itself runs with --events instead.
-# Results in $OUT: NAME.json (or NAME.events.jsonl), NAME.err, env.txt, summary.md (device, date, command,
+# Results in $OUT: NAME.json (or NAME.events.jsonl), wl_NAME.jsonl.gz (the run's telemetry, a mark per
+# phase), NAME.err, env.txt, summary.md (device, date, command,
 # figures and the physics checks, ready for docs/benchmarks.md). Target: under 4 minutes on an H100.
 set -u
 OUT=${OUT:-/tmp/gputop-out}; mkdir -p "$OUT"
@@ -23,14 +24,15 @@ cat "$OUT/env.txt"
 for name in $NAMES; do
   echo "== $name  ($(date -u +%H:%M:%S))"
   t0=$(date +%s)
-  timeout 420 python3 -m gputop --run "$name" --json > "$OUT/$name.json" 2> "$OUT/$name.err"
+  timeout "${WL_TIMEOUT:-420}" python3 -m gputop --run "$name" --json --record "$OUT/wl_$name.jsonl.gz" \
+    > "$OUT/$name.json" 2> "$OUT/$name.err"
   rc=$?
   echo "   gputop --run $name --json: exit $rc in $(( $(date +%s) - t0 )) s"
   if ! python3 -c 'import json, sys; sys.exit(not json.load(open(sys.argv[1]))["points"])' "$OUT/$name.json" 2>/dev/null; then
     echo "   no JSON document with points from gputop (stderr below); running the script directly with --events"
     mv "$OUT/$name.json" "$OUT/$name.gputop-failed.json" 2>/dev/null
     tail -5 "$OUT/$name.err"
-    timeout 420 python3 "workloads/$name.py" --events > "$OUT/$name.events.jsonl" 2>> "$OUT/$name.err"
+    timeout "${WL_TIMEOUT:-420}" python3 "workloads/$name.py" --events > "$OUT/$name.events.jsonl" 2>> "$OUT/$name.err"
     echo "   python workloads/$name.py --events: exit $?"
   fi
   tail -3 "$OUT/$name.err" | sed 's/^/   stderr: /'
