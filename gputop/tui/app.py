@@ -27,7 +27,8 @@ from gputop.workload_api import ParamError
 
 RATES = (0.5, 1.0, 2.0, 4.0, 5.0, 10.0, 20.0, 50.0)
 NARROW_W, SHORT_H = 110, 32
-VERDICT_WINDOW_S = 3.0  # the verdict panel classifies the last 3 s, once a second
+VERDICT_WINDOW_S = 3.0
+LIVE_RESULTS_KEEP_S = 30.0  # the monitor page keeps a finished run's results this long  # the verdict panel classifies the last 3 s, once a second
 
 HELP = """\
 [b]gputop keys[/b]
@@ -204,8 +205,10 @@ class GputopApp(App):
         return CHARTS if self.statics else [HOST_CHART]
 
     def on_mount(self) -> None:
+        self.w = {name: self.query_one(f"#{name}") for name in ("info", "strip", "device", "verdict", "procs",
+                                                               "live-results")}
         self._set_size_classes(self.size.width, self.size.height)
-        self.query_one("#strip").display = len(self.statics) > 1
+        self.w["strip"].display = len(self.statics) > 1
         self.sampler.listeners.append(self.sticky.observe)
         if self.config.start_sampler:
             self.sampler.start()
@@ -224,23 +227,28 @@ class GputopApp(App):
     def frame(self, force: bool = False) -> None:
         """Redraw what is visible if a new tick (or run event) arrived since the last frame."""
         tick = self.sampler.latest()
+        self.controller.trim()
+        live = self.controller.recent(LIVE_RESULTS_KEEP_S)
+        if live != self.has_class("-running"):
+            self.set_class(live, "-running")
+            self._dirty = True
+        results_shown = self.page == "workloads" or (live and not self.has_class("-narrow"))
         shown = self.shown_state()
-        run_changed = shown is not None and shown.events != shown.seen
+        run_changed = results_shown and shown is not None and shown.events != shown.seen
         if not (force or self._dirty or run_changed or tick is not self._last_tick):
             return
         self._last_tick = tick
         self._dirty = False
         self.frames += 1
-        self.set_class(any(r.active for r in self.controller.runs), "-running")
-        self.controller.trim()
-        self.query_one(InfoBar).show(self._header(), "1 monitor" if self.page == "monitor" else "2 workloads")
+        w = self.w
+        w["info"].show(self._header(), "1 monitor" if self.page == "monitor" else "2 workloads")
         samples = [self._sample(tick, i) for i in range(len(self.statics))]
         if len(self.statics) > 1:
-            self.query_one(GpuStrip).show(self.statics, samples, self.selected)
+            w["strip"].show(self.statics, samples, self.selected)
         if self.page == "monitor":
             self._draw_monitor(tick, samples)
-            if self.has_class("-running") and not self.has_class("-narrow"):
-                self._draw_results(self.query_one("#live-results", ResultsView))
+            if results_shown:
+                self._draw_results(w["live-results"])
         else:
             self._draw_workloads()
 
@@ -264,21 +272,20 @@ class GputopApp(App):
         return parts
 
     def _draw_monitor(self, tick: dict | None, samples: list[dict | None]) -> None:
-        device = self.query_one(DevicePanel)
-        procs = self.query_one(ProcessTable)
+        device, procs, verdict = self.w["device"], self.w["procs"], self.w["verdict"]
         host = view.host_line(tick.get("host") if tick else None)
         if not self.statics:
             why = self.config.na_reason or "no GPU in this source"
             device.set_lines([Text("no GPU", style="bold"), Text(f"NVML: {why}", style="dim"),
                               Text("showing host metrics only; try gputop --demo", style="dim")])
-            self.query_one(VerdictPanel).show(None)
+            verdict.show(None)
             procs.show(None, set(), host)
         else:
             i = self.selected
             st, pk, s = self.statics[i], self.peaks[i], samples[i]
             device.show(st, pk, s)
             self._update_verdict(tick, i)
-            self.query_one(VerdictPanel).show(self.verdict if self.diagnosis.available else None)
+            verdict.show(self.verdict if self.diagnosis.available else None)
             if procs.display and not self.has_class("-short"):
                 procs.show((s or {}).get("processes"), self.controller.own_pids(), host)
         self._draw_charts()
@@ -348,7 +355,7 @@ class GputopApp(App):
             p = next((p for p in spec.params if p.name == focused.id[len("param-"):]), None)
             if p is not None:
                 hint = Text(f"{p.name}: {p.help} ({p.allowed()}; default {p.default})")
-        page.query_one("#wl-hint", Static).update(hint)
+        self._set_static(page.query_one("#wl-hint", Static), hint)
         if spec is not None:
             desc = Text(spec.description)
             notes = []
@@ -358,7 +365,7 @@ class GputopApp(App):
                 notes.append("GPU only")
             if notes:
                 desc.append("  (" + "; ".join(notes) + ")", style="dim")
-            page.query_one("#wl-desc", Static).update(desc)
+            self._set_static(page.query_one("#wl-desc", Static), desc)
         shown = self.shown_state()
         line = Text()
         if runs:
@@ -369,6 +376,13 @@ class GputopApp(App):
                 line.append(f"  saved: {shown.saved_to}", style="green")
         page.query_one("#wl-runs", Lines).set_lines([line])
         self._draw_results(page.query_one("#wl-results", ResultsView))
+
+    @staticmethod
+    def _set_static(widget: Static, content: Text) -> None:
+        """Update a Static only when its text changed (an update re-lays the page out)."""
+        if getattr(widget, "_gputop_shown", None) != content:
+            widget._gputop_shown = content
+            widget.update(content)
 
     def _nvml_index(self) -> int | None:
         if not self.statics:

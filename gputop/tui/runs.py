@@ -64,6 +64,7 @@ class RunState:
     progress: dict | None = None
     saved_to: str | None = None
     started: float = field(default_factory=time.monotonic)
+    ended: float | None = None  # monotonic time the UI first saw it finished
 
     @property
     def active(self) -> bool:
@@ -144,9 +145,16 @@ class RunController:
         """Drop the telemetry ticks of finished runs (their final document already summarises them),
         so a long session with many runs keeps flat memory."""
         for st in self.runs:
+            if st.ended is None and st.run.finished:
+                st.ended = time.monotonic()
             ticks = getattr(st.run, "ticks", None)
             if st.run.finished and ticks:  # finished: document() returns the cached final document
                 del ticks[:]
+
+    def recent(self, keep_s: float) -> bool:
+        """True while a run is active or finished less than ``keep_s`` seconds ago."""
+        now = time.monotonic()
+        return any(st.active or (st.ended is not None and now - st.ended < keep_s) for st in self.runs)
 
     def cancel(self, target: str | None = None) -> list[RunState]:
         """Cancel the active run on ``target`` (all active runs if None)."""
