@@ -277,3 +277,41 @@ async def test_rate_out_of_range_and_replay_end():
         app.frame(force=True)
         await pilot.pause()
         assert "(finished)" in app.screen_text()
+
+
+@pytest.mark.gpu
+@sync
+async def test_live_gpu_monitor_and_roofline_on_the_gpu():
+    """On a GPU machine: the live monitor shows the GPU's name and GPM numbers; the roofline runs on it."""
+    nvml = Nvml()
+    if not nvml.available():
+        pytest.skip("no NVML / GPU here")
+    src = LiveSource(nvml)
+    if not src.indices:
+        pytest.skip("no GPU")
+    app = GputopApp(TuiConfig(src, hostname="gpu", specs=specs(), device="cuda"))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: len(app.sampler.window(None)) >= 10, 10)
+        app.frame(force=True)
+        await pilot.pause()
+        text = app.screen_text()
+        assert app.statics[0]["name"].replace("NVIDIA ", "") in text and "SM activity" in text
+        if app.statics[0].get("gpm_supported"):
+            assert "n/a (needs Hopper+ GPM)" not in text
+        try:
+            import cupy  # noqa: F401
+        except ImportError:
+            return
+        await pilot.press("2")
+        await pilot.pause()
+        app.query_one("#wl-list").highlighted = [s.name for s in app.specs].index("roofline")
+        await pilot.pause(0.2)
+        for k, v in {"k": "1,8,64", "ceilings": "false", "runs": "2", "variants": "fma"}.items():
+            app.query_one(f"#param-{k}").value = v
+        await pilot.press("r")
+        run = app.controller.runs[0].run
+        await wait_for(pilot, lambda: run.finished, 120)
+        assert run.status == "ok", run.document()["errors"]
+        app.frame()
+        await pilot.pause()
+        assert "roofline ok" in app.screen_text() and "theoretical" in app.screen_text()
