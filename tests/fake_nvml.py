@@ -98,9 +98,11 @@ class FakeNvml(types.SimpleNamespace):
     def nvmlDeviceGetClockInfo(self, h, kind):
         return self.nvmlDeviceGetMaxClockInfo(h, kind)
 
-    def nvmlDeviceGetMemoryInfo(self, h):
+    def nvmlDeviceGetMemoryInfo(self, h, version=None):
         total = self.static["memory_total_bytes"]
-        return types.SimpleNamespace(total=total, used=total // 10, free=total - total // 10)
+        reserved = 600 << 20 if version else 0  # v2 reports the driver's reserved memory apart from "used"
+        return types.SimpleNamespace(total=total, used=total // 10, free=total - total // 10 - reserved,
+                                     reserved=reserved)
 
     def nvmlDeviceGetGpuMaxPcieLinkGeneration(self, h):
         return self.static["pcie_max_gen"]

@@ -51,7 +51,9 @@ def test_roofline_on_the_gpu(tmp_path):
     assert tel["gpu_samples"] >= 5 and tel["sm_clock_mhz"]["max"] > 0 and tel["power_w"]["max"] > 0
     assert tel["mem_used_bytes"]["max"] > 0 and isinstance(tel["clock_reasons_seen"], list)
     sweeps = [ph for ph in doc["phases"] if ph["name"].startswith("sweep")]
-    assert sweeps and all(ph["telemetry"]["gpu_samples"] >= 1 for ph in sweeps)
+    # on an H100/H200 a whole sweep takes well under the 0.1 s sampling interval: phases that short
+    # carry no sample (n/a), longer ones (the ceilings) always do
+    assert sweeps and all(ph["telemetry"]["gpu_samples"] >= 1 for ph in doc["phases"] if ph["duration_s"] >= 0.3)
     busy = [ph["telemetry"]["util_gpu_pct"]["max"] for ph in sweeps]
     assert max(b for b in busy if b is not None) > 50  # the GPU was busy while the kernels ran
     if dev["static"].get("gpm_supported"):

@@ -127,12 +127,14 @@ def test_analyze_h100_like_sweep_with_oom():
     bs.analyze(doc)
     cls = {ph["name"]: ph["verdict"]["class"] for ph in doc["phases"]}
     assert cls["batch=1"] == cls["batch=16"] == "latency-bound"
-    assert cls["batch=64"] == "transition"
+    assert cls["batch=32"] == "transition"  # doubling to 64 gains 1.22x
+    assert cls["batch=64"] == "compute-bound"  # doubling to 128 gains 1.09x: the GPU is full
     assert cls["batch=256"] == cls["batch=4096"] == "compute-bound" and cls["batch=8192"] == "memory-capacity"
     assert "SM active 4%" in doc["phases"][0]["verdict"]["evidence"]
     assert "0.21 GB still allocated" in doc["phases"][-1]["verdict"]["evidence"]
     v = doc["verdict"]
-    assert v["class"] == "latency-bound below batch 256, compute-bound from batch 256"  # 97% of batch 1024's rate
+    assert v["class"] == "latency-bound up to batch 16, compute-bound from batch 64"
+    assert any("knee 256" in a for a in v["advice"])  # the smallest batch within 95% of the best
     assert any("fits at 4096, out of memory at 8192" in e for e in v["evidence"])
     assert "SM active 4% at batch 1 vs 93% at the knee" in v["evidence"]
     assert any("8192 does not fit" in a for a in v["advice"])

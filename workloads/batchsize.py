@@ -18,6 +18,7 @@ Run it: ``python workloads/batchsize.py`` (or ``--device cpu --quick``), or ``gp
 from __future__ import annotations
 
 import gc
+import math
 import statistics
 import sys
 import time
@@ -226,17 +227,33 @@ def summarize(points: list[dict], end: dict, cap: int) -> dict:
 
 # -- the verdict (in the gputop process, after the run) -------------------------------------------------
 
-LATENCY_EFF = 0.5  # below half the best throughput: the fixed per-step cost dominates
+# Each batch is judged by what the next larger batch buys (per doubling of the batch):
+LATENCY_GAIN = 1.6  # >= 1.6x the samples/s per doubling: the step's fixed cost (launches) dominates here
+SATURATED_GAIN = 1.1  # <= 1.1x per doubling: the GPU is full; a larger batch buys latency and memory only
 
 
-def classify_point(pt: dict, best: float) -> tuple[str, str]:
+def scaling(ok: list[dict]) -> dict[int, float | None]:
+    """batch -> the samples/s gain per doubling from this batch to the next one that fit; the largest
+    batch gets the gain that led to it (None when only one batch fit)."""
+    gains: dict[int, float | None] = {}
+    for a, b in zip(ok, ok[1:]):
+        doublings = max(1e-9, math.log2(b["batch"] / a["batch"]))
+        gains[a["batch"]] = (b["samples_per_s"] / a["samples_per_s"]) ** (1 / doublings) if a["samples_per_s"] else None
+    if ok:
+        gains[ok[-1]["batch"]] = gains[ok[-2]["batch"]] if len(ok) > 1 else None
+    return gains
+
+
+def classify_point(pt: dict, best: float, gain: float | None = None) -> tuple[str, str]:
     if pt.get("oom"):
         return "memory-capacity", "this batch does not fit: stay at or below the largest that fits (or use AMP, " \
                                   "activation checkpointing, gradient accumulation)"
     eff = pt["samples_per_s"] / best if best else 0.0
-    if eff >= KNEE_FRACTION:
+    if gain is None:  # a single batch: judge it against the best
+        gain = SATURATED_GAIN if eff >= 0.9 else LATENCY_GAIN if eff < 0.5 else (LATENCY_GAIN + SATURATED_GAIN) / 2
+    if gain <= SATURATED_GAIN:
         return "compute-bound", "the GPU is saturated: a larger batch buys no throughput, only latency and memory"
-    if eff < LATENCY_EFF:
+    if gain >= LATENCY_GAIN:
         return "latency-bound", "the fixed cost of a step (kernel launches, Python) dominates: raise the batch"
     return "transition", "throughput still rises with the batch, more slowly"
 
@@ -246,13 +263,14 @@ def analyze(doc: dict) -> dict:
     pts = sorted((q for v in by_phase.values() for q in v), key=lambda q: q.get("batch") or 0)
     ok = [q for q in pts if not q.get("oom")]
     best = max((q["samples_per_s"] for q in ok), default=0.0)
+    gains = scaling(ok)
     prev = None
     for ph in doc.get("phases") or []:
         got = by_phase.get(ph.get("name"))
         if not got:
             continue
         pt = got[-1]
-        cls, advice = classify_point(pt, best)
+        cls, advice = classify_point(pt, best, gains.get(pt.get("batch")))
         if pt.get("oom"):
             ev = f"batch {pt['batch']}: {pt['error']}"
             if pt.get("mem_allocated_after_free_gb") is not None:
@@ -287,15 +305,22 @@ def analyze(doc: dict) -> dict:
     if res.get("oom_boundary"):
         ev.append(f"memory: {res['oom_boundary']}")
     kb = k["knee_batch"]
-    if kb == small["batch"]:
+    classes = {q["batch"]: classify_point(q, best, gains.get(q["batch"]))[0] for q in ok}
+    last_latency = max((b for b, c in classes.items() if c == "latency-bound"), default=None)
+    first_full = min((b for b, c in classes.items() if c == "compute-bound"), default=None)
+    if first_full is not None:
+        ev.append(f"throughput gains under {SATURATED_GAIN:.1f}x per doubling from batch {first_full}")
+    if last_latency is None and first_full == small["batch"]:
         cls = "compute-bound at every batch size"
         advice = ["even the smallest batch fills the GPU: pick the batch for convergence, not speed"]
-    elif kb == ok[-1]["batch"] and res.get("end") != "oom":
-        cls = f"latency-bound up to batch {kb}: throughput still rising"
-        advice = [f"no plateau below batch {kb}: raise max_batch to find the knee"]
+    elif first_full is None:
+        cls = f"latency-bound up to batch {last_latency or ok[-1]['batch']}: throughput still rising"
+        advice = [f"no plateau below batch {ok[-1]['batch']}: raise max_batch to find where it saturates"]
     else:
-        cls = f"latency-bound below batch {kb}, compute-bound from batch {kb}"
-        advice = [f"train at batch {kb} or a little above: larger batches add latency and memory, not throughput"]
+        cls = (f"latency-bound up to batch {last_latency}, compute-bound from batch {first_full}" if last_latency
+               else f"compute-bound from batch {first_full}")
+        advice = [f"a batch of {first_full} to {kb} fills the GPU (knee {kb}: the smallest within "
+                  f"{100 * KNEE_FRACTION:.0f}% of the best); larger batches add latency and memory, not throughput"]
     if res.get("end") == "oom":
         advice.append(f"batch {res.get('oom_batch')} does not fit; gradient accumulation reaches larger effective batches")
     doc["verdict"] = verdict(cls, ev, advice)

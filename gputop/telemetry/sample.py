@@ -135,6 +135,8 @@ class GpuReader:
         self._c_sm = nvml.const("NVML_CLOCK_SM", 1)
         self._c_mem = nvml.const("NVML_CLOCK_MEM", 2)
         self._t_gpu = nvml.const("NVML_TEMPERATURE_GPU", 0)
+        # v2 reports the driver's reserved memory apart, so "used" matches nvidia-smi's memory.used
+        self._mem_v2 = nvml.const("nvmlMemory_v2")
 
     def read(self, t: float | None = None) -> dict:
         nvml, h, i = self.nvml, self.h, self.index
@@ -158,13 +160,21 @@ class GpuReader:
         mw = g("power", "nvmlDeviceGetPowerUsage")
         s["power_w"] = mw / 1000.0 if mw is not None else None
         s["temp_c"] = g("temperature", "nvmlDeviceGetTemperature", self._t_gpu)
-        mem = g("memory", "nvmlDeviceGetMemoryInfo")
+        mem = self._memory(g)
         s["mem_used_bytes"] = int(mem.used) if mem else None
         s["mem_total_bytes"] = int(mem.total) if mem else None
         s["processes"] = self._processes() if self._n % self.process_every == 0 else None
         s["lost"] = i in nvml.lost
         self._n += 1
         return s
+
+    def _memory(self, g):
+        if self._mem_v2:
+            mem = g("memory", "nvmlDeviceGetMemoryInfo", self._mem_v2)
+            if mem is not None:
+                return mem
+            self._mem_v2 = None  # an older driver: v1, whose "used" includes the reserved memory
+        return g("memory_v1", "nvmlDeviceGetMemoryInfo")
 
     def _processes(self) -> list[dict] | None:
         procs = self.nvml.get("processes", "nvmlDeviceGetComputeRunningProcesses", self.h, gpu=self.index)
