@@ -60,8 +60,8 @@ def test_cpu_run_fp32_and_bf16(cpu_run):
 
 def test_cpu_run_analyze(cpu_run):
     doc = amp.analyze(doc_from_events(cpu_run[1]))
-    assert doc["phases"][0]["verdict"]["class"] == "fp32-baseline"
-    assert doc["phases"][1]["verdict"]["class"] in ("tensor-core-speedup", "no-speedup")
+    assert doc["phases"][0]["verdict"]["class"] == "compute-bound (fp32)"
+    assert doc["phases"][1]["verdict"]["class"] in ("compute-bound (tensor)", "no-speedup")
     check_verdict(doc["verdict"])
 
 
@@ -92,11 +92,11 @@ def test_analyze_h100_like_bf16_wins():
            "bf16": gpu_telemetry(tensor_pct=46.0, sm_active_pct=90.0)}
     doc = amp.analyze(_doc(pts, tel))
     assert [ph["verdict"]["class"] for ph in doc["phases"]] == \
-        ["fp32-baseline", "tensor-core-speedup", "tensor-core-speedup", "tensor-core-speedup"]
+        ["compute-bound (fp32)", "compute-bound (tensor)", "compute-bound (tensor)", "compute-bound (tensor)"]
     assert "tensor 0%" in doc["phases"][0]["verdict"]["evidence"]
     assert "TF32 matmul on" in doc["phases"][1]["verdict"]["evidence"]
     v = doc["verdict"]
-    assert v["class"] == "amp-speedup" and "bf16 7.03x" in v["evidence"] and "tensor activity 0% -> 46%" in v["evidence"]
+    assert v["class"] == "compute-bound: AMP speedup" and "bf16 7.03x" in v["evidence"] and "tensor activity 0% -> 46%" in v["evidence"]
     assert "bfloat16" in v["advice"][0] and "no GradScaler" in v["advice"][0]
 
 
@@ -105,7 +105,7 @@ def test_analyze_flags_a_diverged_fp16_and_no_gain():
     for p in pts:
         p["speedup_vs_fp32_strict"] = 10.0 / p["step_ms"]
     doc = amp.analyze(_doc(pts))
-    assert [ph["verdict"]["class"] for ph in doc["phases"]] == ["fp32-baseline", "no-speedup", "loss-not-finite"]
+    assert [ph["verdict"]["class"] for ph in doc["phases"]] == ["compute-bound (fp32)", "no-speedup", "loss-not-finite"]
     assert doc["verdict"]["class"] == "no-amp-gain" and "loss off in fp16" in doc["verdict"]["evidence"]
 
 

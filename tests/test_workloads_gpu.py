@@ -63,7 +63,7 @@ def test_amp_bf16_beats_strict_fp32():
     assert by["bf16"]["speedup_vs_fp32_strict"] > 2.0
     assert all(p["loss_finite"] for p in by.values()) and by["bf16"]["eval_loss_rel_diff"] < 0.1
     assert doc["results"]["tf32_defaults"]["cudnn_allow_tf32"] is True
-    assert classes(doc)["bf16"] == "tensor-core-speedup" and doc["verdict"]["class"] == "amp-speedup"
+    assert classes(doc)["bf16"] == "compute-bound (tensor)" and doc["verdict"]["class"] == "compute-bound: AMP speedup"
 
 
 def test_batchsize_rises_flattens_and_reports_the_oom():

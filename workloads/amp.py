@@ -241,16 +241,16 @@ def classify_point(pt: dict, tol: float) -> str:
     if pt.get("eval_loss_rel_diff") is not None and pt["eval_loss_rel_diff"] > tol:
         return "loss-mismatch"
     if pt["phase"] == "fp32-strict":
-        return "fp32-baseline"
+        return "compute-bound (fp32)"
     s = pt.get("speedup_vs_fp32_strict")
     if s is None:
         return "no-baseline"
-    return "tensor-core-speedup" if s >= FAST else "no-speedup"
+    return "compute-bound (tensor)" if s >= FAST else "no-speedup"
 
 
 ADVICE = {
-    "fp32-baseline": "strict FP32 leaves the tensor cores idle: allow TF32 or train with autocast",
-    "tensor-core-speedup": "keep it: the matmuls run on the tensor cores",
+    "compute-bound (fp32)": "strict FP32 leaves the tensor cores idle: allow TF32 or train with autocast",
+    "compute-bound (tensor)": "keep it: the matmuls run on the tensor cores",
     "no-speedup": "little gain: the model is not matmul-bound here, or the device has no fast path for this type",
     "loss-mismatch": "the loss drifted from FP32's: check for overflow (fp16 needs GradScaler), keep norms in FP32",
     "loss-not-finite": "the loss overflowed: use bf16, or fp16 with GradScaler",
@@ -299,7 +299,7 @@ def analyze(doc: dict) -> dict:
     if bad:
         ev += f"; loss off in {', '.join(bad)}"
     if s >= FAST and best["phase"] not in bad:
-        doc["verdict"] = verdict("amp-speedup", ev, [
+        doc["verdict"] = verdict("compute-bound: AMP speedup", ev, [
             f"train with torch.autocast(dtype=torch.{best['amp_dtype']}) "
             + ("and a GradScaler" if best["phase"] == "fp16" else "(no GradScaler needed)"),
             "at least allow TF32 (torch.backends.cuda.matmul.allow_tf32 = True) for the FP32 parts",

@@ -489,7 +489,9 @@ ADVICE = {
         "the GPU is busy but not near a peak: more parallelism (bigger batches), fewer syncs, CUDA graphs",
     ("input-starved", None):
         "the GPU waits for its input: DataLoader(num_workers>0, pin_memory=True, persistent_workers=True, "
-        "prefetch_factor), move preprocessing to the GPU, cache decoded data",
+        "prefetch_factor), move preprocessing to the GPU, cache decoded data; if the busy CPU time is the "
+        "training loop itself (Python and kernel launches, no data work), use a larger batch, CUDA graphs or "
+        "torch.compile instead",
     ("pcie-bound", None):
         "host-device copies are the limit: pin host memory (pin_memory=True) and copy with non_blocking=True, "
         "overlap copies with compute, keep data on the GPU, send less (lower precision)",
