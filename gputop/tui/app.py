@@ -262,7 +262,10 @@ class GputopApp(App):
     def _header(self) -> list[str]:
         kind = getattr(self.source, "kind", "live")
         mode = "demo" if kind == "replay" and getattr(self.source, "loop", False) else kind
-        parts = view.header_parts(self.statics, mode, self.sampler.rate_hz, self.config.hostname,
+        rate = self.sampler.rate_hz
+        if kind == "replay":
+            rate = (getattr(self.source, "header", {}) or {}).get("rate_hz") or rate
+        parts = view.header_parts(self.statics, mode, rate, self.config.hostname,
                                   self.sampler.paused, getattr(self.source, "label", ""))
         if getattr(self.source, "finished", False):
             parts[-1] += " (finished)"
@@ -430,6 +433,9 @@ class GputopApp(App):
         self.frame(force=True)
 
     def action_rate(self, step: int) -> None:
+        if getattr(self.source, "kind", "live") == "replay":
+            self.notify("a replay plays at its recorded rate (use --speed)", severity="warning")
+            return
         cur = self.sampler.rate_hz
         if step > 0:
             nxt = next((r for r in RATES if r > cur + 1e-9), MAX_RATE_HZ)
