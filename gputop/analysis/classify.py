@@ -534,6 +534,17 @@ def classify(window: list[dict], static: dict | None = None, peaks: dict | None 
     """
     hints = hints or {}
     samples, hosts = _split(window, gpu, host)
+    stretch = _one_busy_stretch(samples)
+    if stretch is not None:  # set-up on the CPU, then the work: judge the work, say the rest was idle
+        lo, hi = stretch
+        inner = classify(samples[lo:hi], static, peaks, hosts[lo:hi] if len(hosts) == len(samples) else hosts,
+                         watched_pid, hints)
+        if inner.cls not in ("idle", "input-starved"):
+            share = (hi - lo) / len(samples)
+            inner.notes.insert(0, f"the GPU worked in one stretch of {_p(100 * share)} of this window and was idle "
+                                  f"for the rest (set-up or teardown): this verdict is for that stretch")
+            inner.confidence = round(inner.confidence * (0.5 + 0.5 * share), 2)
+            return inner
     ev = measure(samples, static or {}, peaks or {}, hosts, watched_pid)
     s, sub, facts = score(ev, hints)
     main = _pick(s, ev, facts, hints)
@@ -581,6 +592,28 @@ def classify(window: list[dict], static: dict | None = None, peaks: dict | None 
         evidence={k: _round(v) for k, v in ev.items()}, evidence_text=describe(main, sub.get(main), ev),
         advice=advise(main, sub.get(main)), mixed=others, missing=missing, notes=notes, scores=s,
     )
+
+
+def _one_busy_stretch(samples: list[dict]) -> tuple[int, int] | None:
+    """(start, end) of the one long run of busy samples in a window that is otherwise idle, or None.
+
+    Recurring bursts are input starvation; one stretch of work after (or before) a long idle stretch is
+    a change of regime (a phase that starts with set-up on the CPU), to be judged on the work alone."""
+    flags = [(_num(s.get("util_gpu_pct")) or 0) >= T.BUSY_UTIL_PCT
+             or (_num(s.get("sm_active_pct")) or 0) >= T.BUSY_SM_ACTIVE_PCT for s in samples]
+    busy = sum(flags)
+    best, start = (0, 0, 0), None
+    for i, f in enumerate(flags + [False]):
+        if f and start is None:
+            start = i
+        elif not f and start is not None:
+            best = max(best, (i - start, start, i))
+            start = None
+    length, lo, hi = best
+    if (length >= T.MIN_SAMPLES and length >= T.ONE_STRETCH_SHARE * busy
+            and 1 - busy / len(samples) >= T.ONE_STRETCH_IDLE_FRACTION):
+        return lo, hi
+    return None
 
 
 def _sample_split(samples: list[dict], static: dict, peaks: dict, ev: dict) -> dict:

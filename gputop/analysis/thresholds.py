@@ -77,6 +77,12 @@ FEEDER_CPU_PCT = (30.0, 70.0)
 # window) with idle time between them; that scores at most this (below a busy feeder's 1.0).
 IDLE_FEEDER_SCORE = 0.6
 MIN_RECURRING_BURSTS = 2
+# One run of busy samples holding >= 90% of a window's busy samples, with >= 20% of the window idle
+# around it, is a change of regime (a phase that first sets up on the CPU, then computes), not
+# starvation: the verdict is the stretch's. Seen in the amp workload's first phase on an H200: 4.4 s
+# of CPU set-up, then 3.6 s with FP32 pipes 60% busy.
+ONE_STRETCH_SHARE = 0.9
+ONE_STRETCH_IDLE_FRACTION = 0.2
 # Without a watched process, the busiest host core is a weak stand-in (some process is CPU-bound).
 HOST_CORE_BUSY_PCT = (70.0, 95.0)
 # A workload's own report: time waiting for data above 5% of the step is a bottleneck [HTA]; at 15%
