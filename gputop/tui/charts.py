@@ -148,7 +148,7 @@ class Roof:
 def roofline_plot(width: int, height: int, roofs: Sequence[Roof], points: Iterable[tuple[float, float]],
                   x_range: tuple[float, float] | None = None, point_style: str = "bold") -> list[Text]:
     """A log-log roofline on a character grid: roofs in braille dots, measured points as ●,
-    the ridge point of the first roof as ◆, decade labels on both axes. Returns ``height`` lines."""
+    each roof's ridge point as ◆, decade labels on both axes. Returns ``height`` lines."""
     pts = [(x, y) for x, y in points if x and y and x > 0 and y > 0]
     roofs = [r for r in roofs if r.bandwidth and r.peak]
     ylab_w = 6
@@ -181,11 +181,10 @@ def roofline_plot(width: int, height: int, roofs: Sequence[Roof], points: Iterab
                 codes[cy][cx] |= _DOT[dx % 2][dy % 4]
                 styles[cy][cx] = roof.style
     grid = [[chr(_BRAILLE + c) if c else " " for c in line] for line in codes]
-    if roofs:
-        r0 = roofs[0]
-        cx, cy = int(col(r0.ridge)) // 2, int(row(r0.peak)) // 4
+    for roof in roofs:  # each roof's ridge point
+        cx, cy = int(round(col(roof.ridge))) // 2, int(round(row(roof.peak))) // 4
         if 0 <= cx < pw and 0 <= cy < ph:
-            grid[cy][cx], styles[cy][cx] = "◆", r0.style
+            grid[cy][cx], styles[cy][cx] = "◆", roof.style
     for x, y in pts:
         cx, cy = int(round(col(x))) // 2, int(round(row(y))) // 4
         if 0 <= cx < pw and 0 <= cy < ph:

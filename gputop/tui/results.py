@@ -110,7 +110,7 @@ def roofline_view(doc: dict, width: int, height: int) -> list[Text]:
         legend.append(f"⣿ {r.label} ", style=r.style)
         legend.append(f"{si(r.bandwidth, 'B/s')} · {si(r.peak, 'FLOP/s')} FP32 · ridge {r.ridge:.3g} FLOP/B  ")
     if roofs:
-        legend.append("◆ ridge  ", style=roofs[0].style)
+        legend.append("◆ ridge  ")
     legend.append("● ", style="bold")
     legend.append(f"{len(pts)} points")
     if pts:
