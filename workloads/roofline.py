@@ -531,7 +531,7 @@ def tensor_roofs(probe: ClockProbe, warmup: int, runs: int, seconds: float, emit
 
 
 def measure_gpu_roofs(cp, K, info, probe, p, emit) -> dict:
-    """The three measured ceilings, in the keys of gputop.analysis.peaks (plus the details)."""
+    """The DRAM and FP32 ceilings, in the keys of gputop.analysis.peaks (plus the details)."""
     roofs: dict = {"details": {}}
     mem = memory_roof(cp, K, info, probe, p["warmup"], p["runs"], emit)
     roofs["dram_bytes_per_s"] = mem["bytes_per_s"]
@@ -545,8 +545,14 @@ def measure_gpu_roofs(cp, K, info, probe, p, emit) -> dict:
     roofs["details"]["fp32"] = fp
     emit.log(f"FP32 roof: {fp['flops_per_s'] / 1e12:.1f} TFLOP/s at SM {_fmt(fp['sm_clock_mhz'])} MHz, "
              f"{_fmt(fp['power_w'])} W")
+    return roofs
+
+
+def measure_tensor_roof(probe, p, emit, roofs: dict) -> None:
+    """bf16/fp16 matmul ceilings (torch), added to ``roofs``. Run after the sweep: a matmul at the power
+    cap leaves the SM clock low for a while, which would slow the sweep's first points."""
     if emit.should_stop() or p["tensor_s"] <= 0:
-        return roofs
+        return
     try:
         tensor = tensor_roofs(probe, p["warmup"], p["runs"], p["tensor_s"], emit)
     except Exception as exc:  # a torch/CUDA mismatch must not cost the sweep
@@ -558,7 +564,6 @@ def measure_gpu_roofs(cp, K, info, probe, p, emit) -> dict:
         for k, v in tensor.items():
             emit.log(f"tensor roof {k}: {v['flops_per_s'] / 1e12:.0f} TFLOP/s at SM {_fmt(v['sm_clock_mhz'])} MHz "
                      f"(min {_fmt(v['sm_clock_min_mhz'])}), {_fmt(v['power_w'])} W")
-    return roofs
 
 
 def _fmt(v) -> str:
@@ -600,6 +605,9 @@ def _run_gpu(p: dict, emit: Emitter, variants: list[str], ks: list[int]) -> None
                 points.append(pt)
                 emit.point(pt)
                 emit.progress(len(points), total, f"{variant} k={k}")
+        if p["ceilings"] and "measured_roofs" in results and not emit.should_stop() and p["tensor_s"] > 0:
+            emit.phase("ceilings: tensor (torch matmul)")
+            measure_tensor_roof(probe, p, emit, results["measured_roofs"])
     finally:
         if results or points:
             results["compile_s"] = _module_cache.get("compile_s")
