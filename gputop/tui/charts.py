@@ -195,7 +195,7 @@ def roofline_plot(width: int, height: int, roofs: Sequence[Roof], points: Iterab
         ylabels.setdefault(min(ph - 1, int(round(row(d))) // 4), _short(d))
     lines = []
     for r in range(ph):
-        t = Text(f"{ylabels.get(r, ''):>{ylab_w}}│", style="dim")
+        t = Text.assemble((f"{ylabels.get(r, ''):>{ylab_w}}│", "dim"))
         for c in range(pw):
             t.append(grid[r][c], style=styles[r][c] or "")
         lines.append(t)

@@ -185,7 +185,7 @@ def bars_view(doc: dict, width: int, height: int) -> list[Text]:
 def status_line(doc: dict, progress: dict | None = None) -> Text:
     status = doc.get("status", "?")
     style = {"running": "bold cyan", "ok": "bold green", "pending": "dim"}.get(status, "bold red")
-    t = Text(f"{doc.get('workload')} ", style="bold")
+    t = Text.assemble((f"{doc.get('workload')} ", "bold"))
     t.append(status, style=style)
     t.append(f"  {doc.get('wall_time_s', 0):.1f} s")
     dev = doc.get("device") or {}
@@ -218,7 +218,7 @@ def results_lines(doc: dict, width: int, height: int) -> list[Text]:
     verdict = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else None
     tail: list[Text] = []
     if verdict and (verdict.get("evidence_text") or verdict.get("evidence")):
-        t = Text("verdict: ", style="bold")
+        t = Text.assemble(("verdict: ", "bold"))
         if verdict.get("class"):
             t.append(_text(verdict["class"]) + ": ", style="bold yellow")
         t.append(_text(verdict.get("evidence_text") or verdict.get("evidence")))

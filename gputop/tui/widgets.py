@@ -117,7 +117,7 @@ class InfoBar(Lines):
     def rebuild(self) -> None:
         width = self.size.width or 80
         tail = f"  [{self.page}]"
-        t = Text(" gputop ", style="bold reverse")
+        t = Text.assemble((" gputop ", "bold reverse"))
         budget = max(10, width - 9 - len(tail))
         body = view.fit_parts(self.parts, budget)
         t.append(" " + (body if len(body) <= budget else body[:budget - 1] + "…"))
@@ -153,7 +153,7 @@ class DevicePanel(Lines):
         rows = view.device_rows(static, peaks, sample)
         bar_w = max(0, min(24, width - self.LABEL_W - 36))
         for r in rows:
-            t = Text(f"{r.label:<{self.LABEL_W}}", style="bold")
+            t = Text.assemble((f"{r.label:<{self.LABEL_W}}", "bold"))
             if bar_w >= 6:
                 if r.fraction is not None:
                     t.append(charts.hbar(r.fraction, bar_w), style=LEVEL_STYLE[r.level])
@@ -207,7 +207,7 @@ class HistoryChart(Lines):
             return
         last = next((v for v in reversed(vs) if v is not None), None)
         cur = NA if last is None else (pct(last) if self.unit == "%" else f"{last:.0f} {self.unit}")
-        title = Text(f"{self.title} ", style="bold")
+        title = Text.assemble((f"{self.title} ", "bold"))
         title.append(cur, style=self.color)
         tail = getattr(self, "note", "") or f"last {self.span:.0f} s, max {self.hi:g}{self.unit}"
         title.append(f"  {tail}", style="dim")
@@ -261,7 +261,7 @@ class VerdictPanel(Lines):
         if v is None:
             self.set_lines([Text("diagnosis: n/a", style="dim")])
             return
-        t = Text("verdict: ", style="bold")
+        t = Text.assemble(("verdict: ", "bold"))
         t.append(v.label, style="bold yellow" if v.bound else "bold green")
         if v.evidence:
             t.append(": " + v.evidence)
