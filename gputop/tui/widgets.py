@@ -190,6 +190,7 @@ class HistoryChart(Lines):
         self.title, self.field, self.lo, self.hi, self.unit, self.color, self.span = (
             title, field, lo, hi, unit, color, span)
         self.series: tuple[list, list, float] | None = None
+        self.note = ""
 
     def show(self, ts: list, vs: list, t_end: float, hi: float | None = None, note: str = "") -> None:
         self.series = (ts, vs, t_end)
@@ -208,9 +209,11 @@ class HistoryChart(Lines):
         last = next((v for v in reversed(vs) if v is not None), None)
         cur = NA if last is None else (pct(last) if self.unit == "%" else f"{last:.0f} {self.unit}")
         title = Text.assemble((f"{self.title} ", "bold"))
-        title.append(cur, style=self.color)
-        tail = getattr(self, "note", "") or f"last {self.span:.0f} s, max {self.hi:g}{self.unit}"
-        title.append(f"  {tail}", style="dim")
+        if self.note:  # no series here: say why
+            title.append(self.note, style="dim")
+        else:
+            title.append(cur, style=self.color)
+            title.append(f"  last {self.span:.0f} s, max {self.hi:g}{self.unit}", style="dim")
         lines = [title]
         if h > 1:
             buckets = charts.bucket(ts, vs, t_end, self.span, 2 * w)
