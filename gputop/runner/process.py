@@ -418,7 +418,9 @@ class WorkloadRun:
             self._runner_event("error", kind="timeout", message=f"the workload ran past its {self.timeout:g} s timeout "
                                "and was stopped", detail="")
         elif rc < 0 or done is None:
-            if self.cancelled and (self.killed or rc in (-signal.SIGINT, EXIT_INTERRUPTED)):
+            # asked to stop, and it stopped before finishing: interrupted, however it ended (a SIGINT that
+            # lands while Python is still starting up ends it with KeyboardInterrupt, exit code 1)
+            if self.cancelled and (self.killed or rc in (-signal.SIGINT, EXIT_INTERRUPTED, 1)):
                 status = "interrupted"
             else:
                 status = "crashed"
