@@ -226,6 +226,8 @@ class GputopApp(App):
     # -- redraw ------------------------------------------------------------------------------------
     def frame(self, force: bool = False) -> None:
         """Redraw what is visible if a new tick (or run event) arrived since the last frame."""
+        if not self.is_running:  # shutting down: the timer may fire while widgets go away
+            return
         tick = self.sampler.latest()
         self.controller.trim()
         live = self.controller.recent(LIVE_RESULTS_KEEP_S)
