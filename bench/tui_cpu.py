@@ -116,8 +116,16 @@ class PtyProc:
         return self.tail.decode("utf-8", "replace")[-1500:]
 
 
+class Died(RuntimeError):
+    pass
+
+
 def measure(procs: list[PtyProc], warmup: float, seconds: float) -> dict[str, dict]:
     time.sleep(warmup)
+    for p in procs:
+        if not p.alive():
+            raise Died(f"{p.name} exited during the warm-up (code {p.proc.returncode}); its last output:\n"
+                       f"{p.tail_text()}")
     c0 = {p.name: p.cpu_s() for p in procs}
     b0 = {p.name: (p.bytes, len(p.bursts)) for p in procs}
     t0 = time.monotonic()
@@ -165,13 +173,18 @@ def main() -> int:
         procs = [PtyProc(n, cmds[n], cols, rows, env) for n in group]
         try:
             results.update(measure(procs, args.warmup, args.seconds))
-        finally:
-            for p in procs:
-                if not p.alive():
-                    failed = True
-                    print(f"{p.name} exited early (code {p.proc.returncode}); its last output:\n{p.tail_text()}",
-                          file=sys.stderr)
-                p.stop()
+        except Died as exc:
+            print(f"tui_cpu: {exc}", file=sys.stderr)
+            failed = True
+        dead = [p for p in procs if not p.alive()]
+        for p in procs:
+            p.stop()
+        if failed:
+            return 1
+        for p in dead:  # died while measured: its figure covers less time
+            failed = True
+            print(f"{p.name} exited early (code {p.proc.returncode}); its last output:\n{p.tail_text()}",
+                  file=sys.stderr)
     for n in names:
         report["commands"][n] = " ".join(cmds[n])
     report["results"] = results
