@@ -141,3 +141,27 @@ def test_throughput_results(snap_compare):
 def test_cudagraphs_results(snap_compare):
     assert snap_compare(make(runs=("cudagraphs_cpu",)), terminal_size=(120, 40), press=["2"],
                         run_before=at_tick(TINY))
+
+
+def test_older_runs_stay_viewable_and_save(tmp_path):
+    """[ and ] walk through the finished runs; s saves the one shown (pilot test on recorded runs)."""
+    import asyncio
+
+    async def go():
+        app = make(runs=("amp_cpu", "dataloader_cpu"))
+        app.config.save_dir = str(tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await at_tick(MATMUL)(pilot)
+            await pilot.press("2")
+            await pilot.pause()
+            assert "run 2/2" in app.screen_text() and "dataloader ok" in app.screen_text()
+            await pilot.press("escape", "left_square_bracket")
+            app.frame()
+            await pilot.pause()
+            assert "run 1/2" in app.screen_text() and "amp ok" in app.screen_text()
+            await pilot.press("s")
+            await pilot.pause()
+        saved = list(tmp_path.glob("gputop-amp-*.json"))
+        assert len(saved) == 1 and json.loads(saved[0].read_text())["workload"] == "amp"
+
+    asyncio.run(go())
