@@ -585,6 +585,8 @@ def _run_gpu(p: dict, emit: Emitter, variants: list[str], ks: list[int]) -> None
         if p["ceilings"]:
             emit.phase("ceilings")
             results["measured_roofs"] = measure_gpu_roofs(cp, K, info, probe, p, emit)
+            if emit.events:  # the measured roofs now, so a live plot can draw them before the sweep
+                emit.result({"measured_roofs": results["measured_roofs"]})
         n, block = p["n"], p["block"]
         a = cp.full(n, INPUT_VALUE, dtype=cp.float32)
         b = cp.zeros(n, dtype=cp.float32)
