@@ -1,6 +1,6 @@
 """The gputop Textual app: the monitor page and the workloads page over one sampler.
 
-Sampling runs on the sampler's thread; the UI redraws from a timer at ``fps`` (default 5) and only
+Sampling runs on the sampler's thread; the UI redraws from a timer at ``fps`` (default 4) and only
 when a new tick arrived (or a run changed), and only the page that is shown. Charts are downsampled
 to their width. ``make_app`` builds the app from command-line args or a ``TuiConfig`` (tests).
 """
@@ -83,7 +83,7 @@ class TuiConfig:
     gpus: list[int] | None = None  # positions in the source's GPUs to show (default all)
     hostname: str | None = None
     start_sampler: bool = True  # tests step the sampler by hand
-    fps: float = 5.0
+    fps: float = 4.0  # the charts move at >= 4 frames a second; each frame costs CPU
     span_s: float = 60.0
     device: str = "cuda"  # where workloads run by default
     timeout: float | None = None
