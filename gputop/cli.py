@@ -20,6 +20,7 @@ modes:
   gputop --run NAME [--json]      run a workload (--param k=v, --device cpu, --quick, --csv FILE)
   gputop --run -- CMD ARGS...     run your own command and diagnose its GPU bottlenecks
   gputop --watch PID              diagnose a process that is already running
+  gputop --tui --run -- CMD ...   the same, live in the TUI (also --tui --watch PID)
 
 exit codes: 0 ok; 1 failed (partial results written); 2 bad usage or input; 3 no GPU / no NVML;
 4 missing dependency (cupy/torch); 5 workload crashed; 6 timeout; 130 interrupted.
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     out = ap.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="one JSON document on stdout (progress on stderr)")
     out.add_argument("--output", "-o", metavar="FILE", help="also write the JSON document to FILE")
+    out.add_argument("--tui", action="store_true", help="with --run -- CMD or --watch PID: show it live in the TUI")
     out.add_argument("--no-color", action="store_true", help="no colours (NO_COLOR is honoured too)")
     out.add_argument("-v", "--verbose", action="store_true", help="log NVML fields that are n/a, and why")
     return ap
@@ -79,6 +81,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         ap.error("a command after `--` goes with `--run` and no workload name: gputop --run -- CMD ...")
     if args.run == "" and not command:
         ap.error("--run needs a workload NAME (see gputop --list) or `-- CMD ...`")
+    if args.tui and not (command or args.watch is not None):
+        ap.error("--tui goes with --run -- CMD or --watch PID (plain gputop opens the TUI)")
     if args.replay and args.demo:
         ap.error("--replay and --demo are two sources; give one")
     if args.gpu and any(g < 0 for g in args.gpu):
@@ -107,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
             from gputop.runner.listing import main_list
 
             return main_list(args)
+        if args.tui:
+            from gputop.tui.command import main_command_tui
+
+            return main_command_tui(args, command)
         if args.run == "" and command:
             from gputop.monitor import main_command
 

@@ -374,8 +374,9 @@ class CommandRun:
     """
 
     def __init__(self, monitor: Monitor, command: list[str], *, json_mode: bool = False, log: str | None = None,
-                 timeout: float | None = None, err=None):
+                 timeout: float | None = None, err=None, stdin=None):
         self.monitor, self.command = monitor, command
+        self.stdin = stdin  # the TUI gives the command /dev/null: the terminal's keys are the TUI's
         self.json_mode, self.log, self.timeout = json_mode, log, timeout
         self.err = err if err is not None else sys.stderr
         self.child: subprocess.Popen | None = None
@@ -400,7 +401,7 @@ class CommandRun:
                 stdout = None
             self.monitor.baseline()
             self.t_start = time.monotonic()
-            self.child = subprocess.Popen(self.command, stdout=stdout, stderr=subprocess.PIPE)
+            self.child = subprocess.Popen(self.command, stdin=self.stdin, stdout=stdout, stderr=subprocess.PIPE)
         except BaseException:
             if self._logf is not None:
                 self._logf.close()

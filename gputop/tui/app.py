@@ -91,6 +91,7 @@ class TuiConfig:
     na_reason: str | None = None  # why there is no GPU (live source without NVML)
     specs: list | None = None  # workloads (default: the runner's registry)
     spec_errors: list[str] = field(default_factory=list)
+    sampler: object | None = None  # a sampler made elsewhere (gputop --tui --run: the Monitor's)
 
 
 def config_from_args(args) -> TuiConfig:
@@ -157,7 +158,7 @@ class GputopApp(App):
         super().__init__()
         self.config = config
         self.source = config.source
-        self.sampler = Sampler(self.source, rate_hz=config.rate_hz)
+        self.sampler = config.sampler or Sampler(self.source, rate_hz=config.rate_hz)
         all_static = self.source.static()
         self.positions = config.gpus if config.gpus is not None else list(range(len(all_static)))
         self.statics = [all_static[p] for p in self.positions]
@@ -292,7 +293,7 @@ class GputopApp(App):
             self._update_verdict(tick, i)
             verdict.show(self.verdict if self.diagnosis.available else None)
             if procs.display and not self.has_class("-short"):
-                procs.show((s or {}).get("processes"), self.controller.own_pids(), host)
+                procs.show((s or {}).get("processes"), self.controller.own_pids(), host, self.tagged_pids())
         self._draw_charts()
 
     def _update_verdict(self, tick: dict | None, i: int) -> None:
@@ -302,9 +303,17 @@ class GputopApp(App):
             return
         self._verdict_t = tick["t"]
         window = self.sampler.window(VERDICT_WINDOW_S)
-        own = [r.run.proc.pid for r in self.controller.active if getattr(r.run, "proc", None) is not None]
         self.verdict = self.diagnosis(window, self.statics[i], self.peaks[i], gpu_pos=self.positions[i],
-                                      watched_pid=own[0] if own else None)
+                                      watched_pid=self.watched_pid())
+
+    def watched_pid(self) -> int | None:
+        """The process the verdict diagnoses as the feeding one: a running workload's."""
+        own = [r.run.proc.pid for r in self.controller.active if getattr(r.run, "proc", None) is not None]
+        return own[0] if own else None
+
+    def tagged_pids(self) -> dict[int, str]:
+        """Other processes to tag in the process table ({pid: tag}); the command app's."""
+        return {}
 
     def _draw_charts(self) -> None:
         window = self.sampler.window(self.config.span_s)

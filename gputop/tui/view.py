@@ -193,13 +193,15 @@ def fit_parts(parts: list[str], width: int) -> str:
     return text
 
 
-def process_rows(procs: list[dict] | None, own_pids: set[int]) -> list[tuple[str, str, str, str, str]]:
-    """(pid, user, name, GPU memory, tag) per process, biggest memory first; tag marks gputop's workload."""
+def process_rows(procs: list[dict] | None, own_pids: set[int],
+                 tags: dict[int, str] | None = None) -> list[tuple[str, str, str, str, str]]:
+    """(pid, user, name, GPU memory, tag) per process, biggest memory first; tag marks gputop's workload,
+    or says ``tags[pid]`` (the command gputop --tui --run started, its children, a --watch pid)."""
     if not procs:
         return []
     rows = []
     for p in sorted(procs, key=lambda p: -(p.get("gpu_memory_bytes") or 0)):
-        tag = "◀ gputop workload" if p.get("pid") in own_pids else ""
+        tag = "◀ gputop workload" if p.get("pid") in own_pids else (tags or {}).get(p.get("pid"), "")
         mem = p.get("gpu_memory_bytes")
         rows.append((str(p.get("pid")), p.get("user") or "?", p.get("name") or "?",
                      f"{gb(mem)} GiB" if mem is not None else NA, tag))

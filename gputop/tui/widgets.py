@@ -227,9 +227,10 @@ class ProcessTable(Lines):
 
     DEFAULT_CSS = "ProcessTable { height: auto; max-height: 10; }"
 
-    def show(self, procs: list[dict] | None, own_pids: set[int], host_line: str) -> None:
+    def show(self, procs: list[dict] | None, own_pids: set[int], host_line: str,
+             tags: dict[int, str] | None = None) -> None:
         lines = [Text(f"{'PID':>8}  {'USER':<12} {'NAME':<22} {'GPU MEM':>10}  ", style="bold reverse")]
-        rows = view.process_rows(procs, own_pids)
+        rows = view.process_rows(procs, own_pids, tags)
         if procs is None:
             lines.append(Text("  processes: n/a", style="dim"))
         elif not rows:

@@ -1,0 +1,188 @@
+"""``gputop --tui --run -- CMD`` / ``--tui --watch PID``: the TUI on a command, with real child processes.
+
+The GPU side is the real trace of a bf16 matmul run (tests/data/traces), replayed at full speed by the
+Monitor's sampler; the command is a real Python child (sleeps, exits with a code, ignores SIGINT).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gputop import exitcodes
+from gputop.monitor import Monitor
+from gputop.telemetry.nvml import Nvml
+from gputop.telemetry.trace import ReplaySource
+from gputop.tui import view
+from gputop.tui.app import TuiConfig
+from gputop.tui.command import TAG_RUN, TAG_WATCH, CommandApp, Session
+
+TRACE = Path(__file__).parent / "data" / "traces" / "matmul_bf16.compute-bound.jsonl.gz"
+TRACE_PID = 589  # the traced command's pid in the trace's NVML process lists
+PY = sys.executable
+
+
+def sync(fn):
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return asyncio.run(fn(*args, **kwargs))
+
+    return wrapper
+
+
+def command_app(tmp_path, code: str, tree=None, grace_s: float = 5.0, on_gpu: bool = False) -> CommandApp:
+    src = ReplaySource(str(TRACE), speed=float("inf"))
+    if on_gpu:  # end the replay at a tick where NVML lists the traced command on the GPU
+        src.ticks = src.ticks[:max(i for i, t in enumerate(src.ticks) if t["gpus"][0].get("processes")) + 1]
+    session = Session(Monitor(src, tree=tree), [PY, "-c", code], log=str(tmp_path / "cmd.log"),
+                      grace_s=grace_s).start()
+    return CommandApp(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
+
+
+async def wait_for(pilot, cond, timeout: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        if loop.time() > end:
+            raise AssertionError("timed out waiting")
+        await pilot.pause(0.05)
+
+
+@sync
+async def test_status_timeline_and_exit_code(tmp_path):
+    code = "import sys, time; print('hello from the command'); time.sleep(1.5); sys.exit(3)"
+    app = command_app(tmp_path, code)
+    s = app.session
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: "timeline, GPU 0" in app.screen_text())
+        text = app.screen_text()
+        assert f"`{PY} -c" in text and f"pid {s.pid}" in text and "running" in text
+        assert f"output: {tmp_path / 'cmd.log'}" in text
+        assert "compute-bound (tensor cores)" in text  # the live timeline of the replayed matmul
+        await wait_for(pilot, lambda: "exited with code 3" in app.screen_text())
+        await wait_for(pilot, lambda: "final timeline" in app.screen_text())
+        text = app.screen_text()
+        assert "sampling stopped" in text and "verdict: compute-bound" in text
+        assert app.is_running  # the TUI stays open after the command exits
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.return_code is not None)
+    assert app.return_value == 3  # the command's
+    assert s.doc["exit_code"] == 3 and s.doc["ended"] == "exited" and s.doc["mode"] == "run"
+    assert [seg["class"] for seg in s.doc["gpus"][0]["timeline"]][-1] == "compute-bound"
+    assert "hello from the command" in (tmp_path / "cmd.log").read_text()
+
+
+@sync
+async def test_the_commands_processes_are_tagged_and_diagnosed(tmp_path):
+    # the trace's pid stands in for the child's tree, so the GPU is found by NVML's process list
+    app = command_app(tmp_path, "import time; time.sleep(30)", tree=lambda: {TRACE_PID}, on_gpu=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: "found by process list" in app.screen_text())
+        app.frame(force=True)
+        await pilot.pause()
+        text = app.screen_text()
+        assert f"{TRACE_PID}" in text and TAG_RUN in text
+        assert app.watched_pid() == app.session.pid
+        assert app.verdict is not None
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.return_code is not None)
+    assert app.session.run.child.poll() is not None
+
+
+@sync
+async def test_q_while_running_stops_the_command(tmp_path):
+    app = command_app(tmp_path, "import time; time.sleep(60)")
+    child = app.session.run.child
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "running" in app.screen_text())
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.return_code is not None)
+    assert child.poll() is not None
+    assert app.return_value == 128 + signal.SIGINT  # Python ends on the SIGINT
+    assert app.session.doc["ended"] == "interrupted"
+
+
+@sync
+async def test_q_kills_a_command_that_ignores_sigint(tmp_path):
+    code = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+    app = command_app(tmp_path, code, grace_s=0.5)
+    log = tmp_path / "cmd.log"
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: log.exists() and "ready" in log.read_text())
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.return_code is not None)
+    assert app.return_value == 128 + signal.SIGKILL
+
+
+@sync
+async def test_watch_a_running_process(tmp_path):
+    proc = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"])
+    try:
+        src = ReplaySource(str(TRACE), speed=float("inf"))
+        session = Session(Monitor(src, active_ok=True), pid=proc.pid).start()
+        app = CommandApp(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_for(pilot, lambda: "timeline, GPU 0" in app.screen_text())
+            text = app.screen_text()
+            assert f"watching pid {proc.pid}" in text and "running" in text
+            assert session.tagged_pids() == {proc.pid: TAG_WATCH}
+            await pilot.press("q")
+            await wait_for(pilot, lambda: app.return_code is not None)
+        assert app.return_value == exitcodes.OK
+        assert proc.poll() is None  # q leaves a watched process running
+        assert session.doc["mode"] == "watch" and session.doc["ended"] == "interrupted"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@sync
+async def test_watch_sees_the_process_exit(tmp_path):
+    proc = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"])
+    src = ReplaySource(str(TRACE), speed=float("inf"))
+    session = Session(Monitor(src, active_ok=True), pid=proc.pid).start()
+    app = CommandApp(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: "running" in app.screen_text())
+        proc.terminate()
+        proc.wait()
+        await wait_for(pilot, lambda: "final timeline" in app.screen_text())
+        assert f"watching pid {proc.pid}" in app.screen_text() and "exited" in app.screen_text()
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.return_code is not None)
+    assert app.return_value == exitcodes.OK and session.doc["ended"] == "exited"
+
+
+def test_process_rows_tag_the_command():
+    procs = [{"pid": 1, "gpu_memory_bytes": 2 << 30}, {"pid": 2, "gpu_memory_bytes": 1 << 30}, {"pid": 3}]
+    rows = view.process_rows(procs, {3}, {1: TAG_RUN})
+    assert [r[4] for r in rows] == [TAG_RUN, "", "◀ gputop workload"]
+
+
+def test_cli_without_a_gpu_exits_3(capsys):
+    if Nvml().available():
+        pytest.skip("this machine has a GPU")
+    from gputop.cli import main
+
+    assert main(["--tui", "--run", "--", "true"]) == exitcodes.NO_GPU
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gputop: ")
+    assert main(["--tui", "--watch", str(os.getpid())]) == exitcodes.NO_GPU
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_cli_tui_needs_a_command_or_pid(capsys):
+    from gputop.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--tui"])
+    assert exc.value.code == exitcodes.USAGE
+    assert "--tui goes with --run -- CMD or --watch PID" in capsys.readouterr().err
