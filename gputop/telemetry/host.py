@@ -34,11 +34,15 @@ class HostReader:
             "ram_total_bytes": int(vm.total),
         }
         if self.watched:
-            out["procs"] = {str(pid): self.tree_cpu(pid) for pid in sorted(self.watched)}
+            alive: set[int] = set()
+            out["procs"] = {str(pid): self.tree_cpu(pid, alive) for pid in sorted(self.watched)}
+            for stale in [p for p in self._procs if p not in alive and p not in self.watched]:
+                del self._procs[stale]  # exited children (their pids may be reused)
         return out
 
-    def tree_cpu(self, pid: int) -> dict | None:
-        """CPU% of ``pid`` and of its descendants (DataLoader workers are children), since last call."""
+    def tree_cpu(self, pid: int, alive: set[int] | None = None) -> dict | None:
+        """CPU% of ``pid`` and of its descendants (DataLoader workers are children), since last call.
+        The pids seen are added to ``alive``."""
         try:
             root = self._proc(pid)
             kids = root.children(recursive=True)
@@ -47,12 +51,10 @@ class HostReader:
             return None
         own = self._cpu(root)
         children = 0.0
-        alive = {pid}
         for k in kids:
-            alive.add(k.pid)
             children += self._cpu(self._proc(k.pid, k)) or 0.0
-        for stale in [p for p in self._procs if p not in alive and p not in self.watched]:
-            del self._procs[stale]
+        if alive is not None:
+            alive.update([pid, *(k.pid for k in kids)])
         return {"cpu_pct": own, "children_cpu_pct": children, "children": len(kids)}
 
     def _proc(self, pid: int, p: psutil.Process | None = None) -> psutil.Process:
