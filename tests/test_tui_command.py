@@ -58,7 +58,10 @@ async def wait_for(pilot, cond, timeout: float = 30.0) -> None:
 
 @sync
 async def test_status_timeline_and_exit_code(tmp_path):
-    code = "import sys, time; print('hello from the command'); time.sleep(1.5); sys.exit(3)"
+    go = tmp_path / "go"  # the command runs until the test has seen it running (no timing race)
+    code = (f"import os, sys, time; print('hello from the command', flush=True)\n"
+            f"t = time.time()\nwhile not os.path.exists({str(go)!r}) and time.time() - t < 60: time.sleep(0.05)\n"
+            f"sys.exit(3)")
     app = command_app(tmp_path, code)
     s = app.session
     async with app.run_test(size=(160, 48)) as pilot:
@@ -67,6 +70,7 @@ async def test_status_timeline_and_exit_code(tmp_path):
         assert f"`{PY} -c" in text and f"pid {s.pid}" in text and "running" in text
         assert f"output: {tmp_path / 'cmd.log'}" in text
         assert "compute-bound (tensor cores)" in text  # the live timeline of the replayed matmul
+        go.write_text("")
         await wait_for(pilot, lambda: "exited with code 3" in app.screen_text())
         await wait_for(pilot, lambda: "final timeline" in app.screen_text())
         text = app.screen_text()
