@@ -144,6 +144,12 @@ def _feeder_cpu(hosts: list[dict], watched_pid) -> float | None:
     return _mean(vals)
 
 
+def _is_busy(s: dict) -> bool:
+    """A sample in which the GPU did work (for bursts, stretches and busy-only statistics)."""
+    return ((_num(s.get("util_gpu_pct")) or 0) >= T.BUSY_UTIL_PCT
+            or (_num(s.get("sm_active_pct")) or 0) >= T.BUSY_SM_ACTIVE_PCT)
+
+
 def measure(samples: list[dict], static: dict, peaks: dict, hosts: list[dict] | None = None,
             watched_pid=None) -> dict:
     """Every number the rules look at, as a flat dict (None = n/a). Also the classifier's evidence."""
@@ -160,8 +166,7 @@ def measure(samples: list[dict], static: dict, peaks: dict, hosts: list[dict] | 
     util, sm = ev["util_gpu_pct"], ev["sm_active_pct"]
     ev["sm_active_per_util"] = sm / util if sm is not None and util is not None and util >= 1.0 else None
 
-    busy = [s for s in samples if (_num(s.get("util_gpu_pct")) or 0) >= T.BUSY_UTIL_PCT
-            or (_num(s.get("sm_active_pct")) or 0) >= T.BUSY_SM_ACTIVE_PCT]
+    busy = [s for s in samples if _is_busy(s)]
     ev["busy_sample_pct"] = 100.0 * len(busy) / len(samples) if samples else None
     flags = [any(s is b for b in busy) for s in samples]
     ev["bursts"] = sum(1 for i, f in enumerate(flags) if f and (i == 0 or not flags[i - 1]))
@@ -599,8 +604,7 @@ def _one_busy_stretch(samples: list[dict]) -> tuple[int, int] | None:
 
     Recurring bursts are input starvation; one stretch of work after (or before) a long idle stretch is
     a change of regime (a phase that starts with set-up on the CPU), to be judged on the work alone."""
-    flags = [(_num(s.get("util_gpu_pct")) or 0) >= T.BUSY_UTIL_PCT
-             or (_num(s.get("sm_active_pct")) or 0) >= T.BUSY_SM_ACTIVE_PCT for s in samples]
+    flags = [_is_busy(s) for s in samples]
     busy = sum(flags)
     best, start = (0, 0, 0), None
     for i, f in enumerate(flags + [False]):
