@@ -182,7 +182,7 @@ class Monitor:
         self.pid: int | None = None
         self.t0: float | None = None
         self.oom_times: list[float] = []
-        self._marked: set[int] = set()
+        self._marked: set[tuple[int, str]] = set()  # (position, how found)
 
     def baseline(self) -> None:
         """One tick before the process starts (the "before" of the rise detection)."""
@@ -208,8 +208,8 @@ class Monitor:
         """Record "on GPU n" marks as the finder sees the tree appear (for traces)."""
         first, how = self.finder.result()
         for pos, t in first.items():
-            if pos not in self._marked:
-                self._marked.add(pos)
+            if (pos, how) not in self._marked:  # a rise seen first, then the process list: both marked
+                self._marked.add((pos, how))
                 if self.recorder is not None:
                     self.recorder.mark(f"on GPU {self.static[pos].get('index', pos)} ({how})", t)
 
@@ -457,6 +457,7 @@ class CommandRun:
         for p in self._pumps:
             p.join(2.0)
         code = exit_code_of(self.child.returncode)
+        self.monitor.poll_marks()  # "on GPU" marks found since the last poll go before the exit mark
         self.monitor.mark(f"exited {code}")
         self.monitor.stop()
         if self._logf is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import time
 import signal
 import subprocess
 import sys
@@ -239,7 +240,16 @@ def test_record_writes_a_trace_with_marks(monkeypatch, tmp_path):
 
     rec = tmp_path / "run.jsonl.gz"
     mon = replay_monitor(record=str(rec), note="test expect=idle", tree=lambda: {DEMO_PID})
-    run_command(mon, [PY, "-c", WAIT])
+    go = tmp_path / "go"  # the command runs until the finder has seen it on the GPU (no timing race)
+
+    def release():
+        t0 = time.monotonic()
+        while mon.finder.result()[1] != "process list" and time.monotonic() - t0 < 20:
+            time.sleep(0.05)
+        go.write_text("")
+
+    threading.Thread(target=release, daemon=True).start()
+    run_command(mon, [PY, "-c", f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)"])
     header, rows = read_trace(str(rec))
     labels = [r["label"] for r in rows if r["type"] == "mark"]
     assert header["note"] == "test expect=idle" and labels[0] == "started"
