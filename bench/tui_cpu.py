@@ -4,6 +4,7 @@
     python bench/tui_cpu.py --seconds 30 --size 200x50
     python bench/tui_cpu.py --only gputop --gputop-args="--demo"     # no GPU: gputop on the demo trace
     python bench/tui_cpu.py --rss-minutes 30         # gputop alone: RSS every 10 s for 30 minutes
+    python bench/tui_cpu.py --load                   # while bench/pulse_load.py keeps the GPU changing
 
 Both programs start together (or one after the other with --sequential), get ``--warmup`` seconds
 to start up, then their process trees' CPU time (user + system, psutil) is measured over
@@ -153,6 +154,9 @@ def main() -> int:
     ap.add_argument("--rss-minutes", type=float, help="gputop alone for this long: RSS every --rss-every s")
     ap.add_argument("--rss-every", type=float, default=10.0)
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    ap.add_argument("--load", action="store_true",
+                    help="run bench/pulse_load.py (matmul / copy / idle cycles) on the GPU meanwhile; "
+                         "its CPU is not counted")
     args = ap.parse_args()
     cols, rows = (int(x) for x in args.size.lower().split("x"))
     py = sys.executable
@@ -167,29 +171,31 @@ def main() -> int:
 
     names = [args.only] if args.only else ["gputop", "nvitop"]
     results: dict[str, dict] = {}
-    failed = False
     groups = [[n] for n in names] if args.sequential else [names]
-    for group in groups:
-        procs = [PtyProc(n, cmds[n], cols, rows, env) for n in group]
-        try:
-            results.update(measure(procs, args.warmup, args.seconds))
-        except Died as exc:
-            print(f"tui_cpu: {exc}", file=sys.stderr)
-            failed = True
-        dead = [p for p in procs if not p.alive()]
-        for p in procs:
-            p.stop()
-        if failed:
+    load = None
+    if args.load:
+        secs = (args.warmup + args.seconds + 10) * len(groups)
+        load = subprocess.Popen([py, os.path.join(ROOT, "bench", "pulse_load.py"), "--seconds", str(secs)],
+                                env=env, start_new_session=True)
+        time.sleep(8)  # its start-up (CUDA context, allocations) happens before anything is measured
+        if load.poll() is not None:
+            print(f"tui_cpu: the load exited at once (code {load.returncode})", file=sys.stderr)
             return 1
-        for p in dead:  # died while measured: its figure covers less time
-            failed = True
-            print(f"{p.name} exited early (code {p.proc.returncode}); its last output:\n{p.tail_text()}",
-                  file=sys.stderr)
+        report["load"] = "bench/pulse_load.py: bf16 matmul 1.5 s / copy 1.5 s / idle 1 s, repeated"
+    try:
+        status = measure_groups(groups, cmds, cols, rows, env, args, results)
+    finally:
+        if load is not None:
+            load.kill()
+            load.wait()
+    if status == "fatal":
+        return 1
     for n in names:
         report["commands"][n] = " ".join(cmds[n])
     report["results"] = results
     print(f"terminal {cols}x{rows}, {args.seconds:g} s measured after {args.warmup:g} s warm-up"
-          + (", one after the other" if args.sequential else ", side by side"))
+          + (", one after the other" if args.sequential else ", side by side")
+          + (", GPU busy (bench/pulse_load.py)" if load is not None else ", GPU idle"))
     for n in names:
         r = results[n]
         print(f"  {n:<7} {r['cpu_pct_of_core']:6.1f}% of a core   {r['updates_per_s']:5.1f} screen updates/s   "
@@ -202,7 +208,30 @@ def main() -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
-    return 1 if failed else 0
+    return 1 if status else 0
+
+
+def measure_groups(groups, cmds, cols, rows, env, args, results) -> str:
+    """Measure each group of programs side by side: "" if all ran, "early" if one exited while
+    measured (its figure covers less time), "fatal" if one died in its warm-up (no figures)."""
+    failed = early = False
+    for group in groups:
+        procs = [PtyProc(n, cmds[n], cols, rows, env) for n in group]
+        try:
+            results.update(measure(procs, args.warmup, args.seconds))
+        except Died as exc:
+            print(f"tui_cpu: {exc}", file=sys.stderr)
+            failed = True
+        dead = [p for p in procs if not p.alive()]
+        for p in procs:
+            p.stop()
+        if failed:
+            return "fatal"
+        for p in dead:  # died while measured: its figure covers less time
+            early = True
+            print(f"{p.name} exited early (code {p.proc.returncode}); its last output:\n{p.tail_text()}",
+                  file=sys.stderr)
+    return "early" if early else ""
 
 
 def rss_run(cmd: list[str], cols: int, rows: int, env: dict, args, report: dict) -> int:

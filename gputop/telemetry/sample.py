@@ -77,6 +77,8 @@ class GpmWindow:
             self.mg = lib.c_nvmlGpmMetricsGet_t()
             self.mg.version = getattr(lib, "NVML_GPM_METRICS_GET_VERSION", 1)
             self.mg.numMetrics = len(self.ids)
+            for i, mid in enumerate(self.ids):  # NVML reads the ids and writes value and nvmlReturn
+                self.mg.metrics[i].metricId = mid
 
     def read(self) -> dict | None:
         if not self.ok:
@@ -93,15 +95,15 @@ class GpmWindow:
         mg = self.mg
         mg.sample1 = self.bufs[self.cur ^ 1]
         mg.sample2 = buf
-        for i, mid in enumerate(self.ids):
-            mg.metrics[i].metricId = mid
-            mg.metrics[i].nvmlReturn = 0
+        metrics = mg.metrics
+        for i in range(len(self.ids)):  # in case NVML writes a code only where a metric fails
+            metrics[i].nvmlReturn = 0
         self.cur ^= 1
         if nvml.get("gpm_metrics", "nvmlGpmMetricsGet", mg, gpu=self.index) is None:
             return None
         out = {}
         for i, name in enumerate(self.names):
-            m = mg.metrics[i]
+            m = metrics[i]
             if m.nvmlReturn != 0:
                 out[name] = None
                 nvml.na_reasons.setdefault(name, reason_name(m.nvmlReturn))

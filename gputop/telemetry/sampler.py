@@ -113,6 +113,17 @@ class Sampler:
         lo = since if since is not None else (ticks[-1]["t"] - seconds if seconds is not None else None)
         return ticks if lo is None else [t for t in ticks if t["t"] >= lo]
 
+    def since(self, t: float) -> list[dict]:
+        """Ticks newer than monotonic time ``t``, oldest first (walks back from the newest only)."""
+        out = []
+        with self._lock:
+            for tick in reversed(self.ticks):
+                if tick["t"] <= t:
+                    break
+                out.append(tick)
+        out.reverse()
+        return out
+
     def series(self, gpu: int, field: str, seconds: float = 60.0) -> tuple[list[float], list]:
         """(times, values) of one field of GPU position ``gpu`` over the last ``seconds``."""
         ts, vs = [], []

@@ -10,11 +10,14 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass, field
 
+from rich.style import Style as RichStyle
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
-from textual.screen import ModalScreen
+from textual.geometry import Region
+from textual.screen import ModalScreen, Screen
+from textual.strip import Strip
 from textual.widgets import ContentSwitcher, Footer, OptionList, Static
 
 from gputop.telemetry.sampler import MAX_RATE_HZ, MIN_RATE_HZ, Sampler
@@ -53,6 +56,42 @@ HELP = """\
   Clock events  why clocks are below max (power cap, thermal, idle...)
 
 Press Escape, q or ? to close."""
+
+
+class Blank:
+    """A layout-only container: paints its background and nothing else.
+
+    Textual renders every widget that overlaps the bounding box of a frame's changed rows, so a
+    plain container would run its styles cache over every row of the screen at each frame; this
+    returns one cached blank strip (background only, as Textual paints padding).
+    """
+
+    _blank_style: RichStyle | None = None
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        if self._blank_style is None:
+            self._blank_style = RichStyle.from_color(bgcolor=self.background_colors[1].rich_color)
+        return [Strip.blank(crop.width, self._blank_style)] * crop.height
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._blank_style = None
+
+
+class Box(Blank, Container):
+    pass
+
+
+class Column(Blank, Vertical):
+    pass
+
+
+class Pages(Blank, ContentSwitcher):
+    pass
+
+
+class MainScreen(Blank, Screen):
+    pass
 
 
 @dataclass
@@ -173,6 +212,8 @@ class GputopApp(App):
         self._dirty = True
         self.frames = 0  # redraws done (for the benchmark and tests)
         self._charts: list[HistoryChart] | None = None
+        self._chart_key = None  # GPU position the charts were filled from
+        self._chart_t: float | None = None  # time of the newest tick the charts were fed
         if config.specs is None:
             self.specs, self.spec_errors = load_registry()
         else:
@@ -186,14 +227,14 @@ class GputopApp(App):
     def compose(self) -> ComposeResult:
         yield InfoBar(id="info")
         yield GpuStrip(id="strip")
-        with ContentSwitcher(initial="monitor", id="pages"):
-            with Container(id="monitor"):
-                with Vertical(id="left"):
+        with Pages(initial="monitor", id="pages"):
+            with Box(id="monitor"):
+                with Column(id="left"):
                     yield DevicePanel(id="device")
                     yield VerdictPanel(id="verdict")
                     yield ProcessTable(id="procs")
-                with Vertical(id="right"):
-                    with Vertical(id="charts"):
+                with Column(id="right"):
+                    with Column(id="charts"):
                         for i, spec in enumerate(self._chart_specs()):
                             yield HistoryChart(spec.title, spec.field, hi=spec.hi, unit=spec.unit, color=spec.color,
                                                span=self.config.span_s, id=f"chart{i}",
@@ -201,6 +242,9 @@ class GputopApp(App):
                     yield ResultsView(id="live-results")
             yield WorkloadsPage(self.specs, self.spec_errors, id="workloads")
         yield Footer()
+
+    def get_default_screen(self) -> Screen:
+        return MainScreen(id="_default")
 
     def _chart_specs(self) -> list[ChartSpec]:
         return CHARTS if self.statics else [HOST_CHART]
@@ -222,7 +266,10 @@ class GputopApp(App):
 
     def _set_size_classes(self, w: int, h: int) -> None:
         self.set_class(w < NARROW_W, "-narrow")
-        self.set_class(h < SHORT_H, "-short")
+        if (h < SHORT_H) != self.has_class("-short"):
+            self.set_class(h < SHORT_H, "-short")
+            if hasattr(self, "w"):
+                self.w["verdict"].rebuild()  # compact (80x24) or full evidence
 
     # -- redraw ------------------------------------------------------------------------------------
     def frame(self, force: bool = False) -> None:
@@ -238,7 +285,9 @@ class GputopApp(App):
         results_shown = self.page == "workloads" or (live and not self.has_class("-narrow"))
         shown = self.shown_state()
         run_changed = results_shown and shown is not None and shown.events != shown.seen
-        if not (force or self._dirty or run_changed or tick is not self._last_tick):
+        stale = self.page == "monitor" and self._charts is not None and any(
+            c.stale and c.display for c in self._charts)
+        if not (force or self._dirty or run_changed or stale or tick is not self._last_tick):
             return
         self._last_tick = tick
         self._dirty = False
@@ -316,28 +365,40 @@ class GputopApp(App):
         return {}
 
     def _draw_charts(self) -> None:
-        window = self.sampler.window(self.config.span_s)
-        if not window:
+        """Feed each visible chart the ticks since the last frame (the whole window after a reset)."""
+        latest = self.sampler.latest()
+        if latest is None:
             return
-        ts = [t["t"] for t in window]
-        t_end = ts[-1]
-        pos = self.positions[self.selected] if self.statics else None
-        st = self.statics[self.selected] if self.statics else {}
+        t_end = latest["t"]
         if self._charts is None:
             self._charts = [self.query_one(f"#chart{i}", HistoryChart) for i in range(len(self._chart_specs()))]
+        shown = []
         for spec, chart in zip(self._chart_specs(), self._charts):
-            if not chart.display or chart.size.height <= 0:
-                continue
+            if chart.display and chart.wh[1] > 0:
+                shown.append((spec, chart))
+            else:
+                chart.stale = True  # hidden: refilled when it shows again
+        pos = self.positions[self.selected] if self.statics else None
+        full = (pos != self._chart_key or self._chart_t is None or t_end < self._chart_t
+                or any(chart.stale for _, chart in shown))
+        ticks = self.sampler.window(self.config.span_s) if full else self.sampler.since(self._chart_t)
+        self._chart_key, self._chart_t = pos, t_end
+        ts = [t["t"] for t in ticks]
+        st = self.statics[self.selected] if self.statics else {}
+        for spec, chart in shown:
+            if full:
+                chart.reset()
             if spec.gpm and not st.get("gpm_supported"):
-                chart.show([], [], t_end, note=view.GPM_NA)
+                chart.draw(t_end, note=view.GPM_NA)
                 continue
             if spec.field.startswith("host."):
-                key = spec.field[5:]
-                vs = [t.get("host", {}).get(key) for t in window]
+                name = spec.field[5:]
+                vs = [(t.get("host") or {}).get(name) for t in ticks]
             else:
-                vs = [t["gpus"][pos].get(spec.field) if pos < len(t["gpus"]) else None for t in window]
-            hi = st.get(spec.hi_static) if spec.hi_static else None
-            chart.show(ts, vs, t_end, hi=hi)
+                f = spec.field
+                vs = [t["gpus"][pos].get(f) if pos < len(t["gpus"]) else None for t in ticks]
+            chart.feed(ts, vs)
+            chart.draw(t_end, hi=st.get(spec.hi_static) if spec.hi_static else None)
 
     # -- workloads ---------------------------------------------------------------------------------
     def shown_state(self):

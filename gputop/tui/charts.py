@@ -17,27 +17,71 @@ _BRAILLE = 0x2800
 BLOCKS = " ▏▎▍▌▋▊▉█"
 
 
-def bucket(ts: Sequence[float], vs: Sequence, t_end: float, span: float, n: int) -> list[float | None]:
-    """Downsample (t, v) points into ``n`` time buckets that end at ``t_end`` and cover ``span`` s.
+class BucketSeries:
+    """A time series kept as ``n`` buckets of ``span / n`` seconds each, fed incrementally.
 
     Buckets sit on absolute time (``floor(t / dt)``) so columns do not jitter as time moves on;
-    each bucket is the mean of its values, ``None`` where it has none (a gap, or n/a).
+    each bucket is the mean of its values, ``None`` where it has none (a gap, or n/a). Feeding the
+    few samples that arrived since the last frame costs a few operations, so a chart redraw does not
+    re-read its whole history.
     """
+
+    def __init__(self, span: float, n: int):
+        self.span, self.n = span, max(0, n)
+        self.dt = span / self.n if self.n and span > 0 else 0.0
+        self._sums: dict[int, list] = {}  # bucket number -> [sum, count]
+        self._last = None  # newest bucket number fed
+        self.dirty: set[int] = set()  # buckets fed since the owner last looked (it clears this)
+
+    def add(self, t: float, v) -> None:
+        if v is None or not self.dt:
+            return
+        b = math.floor(t / self.dt)
+        self.dirty.add(b)
+        cell = self._sums.get(b)
+        if cell is None:
+            self._sums[b] = [v, 1]
+            if self._last is None or b > self._last:
+                self._last = b
+                self._prune(b - self.n)
+        else:
+            cell[0] += v
+            cell[1] += 1
+
+    def _prune(self, before: int) -> None:
+        if len(self._sums) > 2 * self.n + 8:
+            for b in [b for b in self._sums if b <= before]:
+                del self._sums[b]
+
+    def mean(self, b: int) -> float | None:
+        cell = self._sums.get(b)
+        return cell[0] / cell[1] if cell else None
+
+    def index(self, t: float) -> int:
+        """The bucket number that holds time ``t``."""
+        return math.floor(t / self.dt)
+
+    def values(self, t_end: float) -> list[float | None]:
+        """The ``n`` bucket means ending with the bucket that holds ``t_end`` (oldest first)."""
+        if not self.dt:
+            return []
+        last = math.floor(t_end / self.dt)
+        get = self._sums.get
+        out = []
+        for b in range(last - self.n + 1, last + 1):
+            cell = get(b)
+            out.append(cell[0] / cell[1] if cell else None)
+        return out
+
+
+def bucket(ts: Sequence[float], vs: Sequence, t_end: float, span: float, n: int) -> list[float | None]:
+    """Downsample (t, v) points into ``n`` time buckets that end at ``t_end`` and cover ``span`` s."""
     if n <= 0 or span <= 0:
         return []
-    dt = span / n
-    last = math.floor(t_end / dt)
-    first = last - n + 1
-    sums = [0.0] * n
-    counts = [0] * n
+    series = BucketSeries(span, n)
     for t, v in zip(ts, vs):
-        if v is None:
-            continue
-        i = math.floor(t / dt) - first
-        if 0 <= i < n:
-            sums[i] += v
-            counts[i] += 1
-    return [s / c if c else None for s, c in zip(sums, counts)]
+        series.add(t, v)
+    return series.values(t_end)
 
 
 def _fill_codes(side: int) -> list[int]:
@@ -67,28 +111,39 @@ def _column(a: int, b: int, height: int) -> str:
     return col
 
 
-def braille_area(values: Sequence[float | None], width: int, height: int, lo: float, hi: float) -> list[str]:
-    """Rows (top first) of a filled area chart: 2 values per cell column, 4 dot rows per cell row.
+def dot_level(v: float | None, dots: int, lo: float, hi: float) -> int:
+    """Fill level (0..dots) of one dot column; any activity above ``lo`` shows at least one dot."""
+    if v is None or v <= lo:
+        return 0
+    lv = int(round(min(1.0, (v - lo) / ((hi - lo) or 1.0)) * dots))
+    return lv if lv > 0 else 1
 
-    ``values`` has up to ``2 * width`` points (older on the left); missing points leave a gap.
-    Columns are memoised by their two fill levels, so a redraw is mostly dictionary look-ups.
-    """
+
+def dot_levels(values: Sequence[float | None], width: int, height: int, lo: float, hi: float) -> list[int]:
+    """Fill level (in dots, 0..4 * height) of each of the ``2 * width`` dot columns of an area chart.
+    ``values`` has up to ``2 * width`` points (older on the left); missing points leave a gap."""
+    pts = list(values)[-2 * width:]
+    dots = height * 4
+    return [0] * (2 * width - len(pts)) + [dot_level(v, dots, lo, hi) for v in pts]
+
+
+def area_rows(levels: Sequence[int], height: int) -> list[str]:
+    """Rows (top first) of a filled braille area chart: 2 dot columns per cell, 4 dot rows per cell row.
+    Columns are memoised by their two fill levels, so a redraw is mostly dictionary look-ups."""
+    if not height:
+        return []
+    if len(levels) < 2:
+        return [""] * height
+    cols = [_column(a, b, height) for a, b in zip(levels[0::2], levels[1::2])]
+    return ["".join(row) for row in zip(*cols)]
+
+
+def braille_area(values: Sequence[float | None], width: int, height: int, lo: float, hi: float) -> list[str]:
+    """Rows (top first) of a filled area chart of ``values`` (see ``dot_levels`` and ``area_rows``)."""
     width, height = max(0, width), max(0, height)
     if not width or not height:
         return [""] * height
-    dots = height * 4
-    span = (hi - lo) or 1.0
-    pts = list(values)[-2 * width:]
-    pts = [None] * (2 * width - len(pts)) + pts
-    levels = []
-    for v in pts:
-        if v is None or v <= lo:
-            levels.append(0)
-            continue
-        lv = int(round(min(1.0, (v - lo) / span) * dots))
-        levels.append(lv if lv > 0 else 1)  # any activity shows at least one dot
-    cols = [_column(a, b, height) for a, b in zip(levels[0::2], levels[1::2])]
-    return ["".join(row) for row in zip(*cols)]
+    return area_rows(dot_levels(values, width, height, lo, hi), height)
 
 
 def hbar(fraction: float | None, width: int) -> str:
