@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The TUI issue's GPU-machine runs (each part fits one 10-minute device command):
 #
-#   source .whl/use.sh; bash bench/tui_gpu.sh cpu       # gputop vs nvitop, CPU % side by side (~3 min)
+#   source .whl/use.sh; bash bench/tui_gpu.sh cpu       # gputop vs nvitop, CPU % side by side, idle and busy GPU (~5 min)
+#   source .whl/use.sh; bash bench/tui_gpu.sh tmux      # drive the TUI in tmux at 80x24 and 200x50 while workloads run
 #   source .whl/use.sh; bash bench/tui_gpu.sh screens   # screenshots of a real run, every workload (~5 min)
 #   source .whl/use.sh; bash bench/tui_gpu.sh rss       # RSS of the live monitor for 9 minutes
 #
@@ -15,10 +16,15 @@ case "${1:-cpu}" in
   cpu)
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/tui_cpu.txt"
     nproc | sed 's/^/cores: /' | tee -a "$out/tui_cpu.txt"
+    $py bench/sample_cost.py --json "$out/sample_cost.json" 2>&1 | tee -a "$out/tui_cpu.txt"
     for spec in 120x40:60 200x50:40 80x24:40; do
       size=${spec%%:*} secs=${spec##*:}
       $py bench/tui_cpu.py --size "$size" --seconds "$secs" --json "$out/tui_cpu_$size.json" 2>&1 | tee -a "$out/tui_cpu.txt"
     done
+    $py bench/tui_cpu.py --size 120x40 --seconds 60 --load --json "$out/tui_cpu_120x40_load.json" 2>&1 | tee -a "$out/tui_cpu.txt"
+    ;;
+  tmux)
+    bash bench/tui_tmux.sh "$out" 2>&1 | tee "$out/tui_tmux.txt"
     ;;
   screens)
     $py bench/tui_screens.py --out "$out" --size 160x48 --timeout 120
@@ -27,7 +33,7 @@ case "${1:-cpu}" in
     $py bench/tui_cpu.py --rss-minutes 9 --rss-every 10 --size 120x40 --json "$out/tui_rss.json" 2>&1 | tee "$out/tui_rss.txt"
     ;;
   *)
-    echo "usage: bash bench/tui_gpu.sh cpu|screens|rss" >&2
+    echo "usage: bash bench/tui_gpu.sh cpu|tmux|screens|rss" >&2
     exit 2
     ;;
 esac
