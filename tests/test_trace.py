@@ -67,6 +67,18 @@ def test_ring_buffer_is_bounded_and_keeps_the_newest():
     assert sampler.ticks.maxlen == 10 and len(sampler.ticks) == 10
 
 
+def test_since_gives_only_the_newer_ticks_in_order():
+    src = ReplaySource(demo_trace_path(), speed=math.inf)
+    sampler = Sampler(src, rate_hz=10)
+    for _ in range(30):
+        sampler.step()
+    t20 = sampler.ticks[19]["t"]
+    newer = sampler.since(t20)
+    assert [t["t"] for t in newer] == [t["t"] for t in list(sampler.ticks)[20:]]
+    assert sampler.since(sampler.ticks[-1]["t"]) == []
+    assert len(sampler.since(-1.0)) == 30
+
+
 def test_record_then_replay_round_trip(tmp_path):
     src = ReplaySource(demo_trace_path(), speed=math.inf)
     out = tmp_path / "again.jsonl.gz"

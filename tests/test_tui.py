@@ -95,6 +95,43 @@ async def test_monitor_shows_the_device_and_survives_resizes():
         assert app.has_class("-narrow") and app.has_class("-short")
 
 
+def chart_rows_from_scratch(app, chart, field):
+    """What a chart shows, computed from the whole window at once (the charts are fed incrementally)."""
+    from gputop.tui import charts
+
+    window = app.sampler.window(chart.span)
+    ts = [t["t"] for t in window]
+    vs = [t["gpus"][app.positions[app.selected]].get(field) for t in window]
+    w, h = chart.wh[0] - chart.EDGE, chart.wh[1]
+    buckets = charts.bucket(ts, vs, ts[-1], chart.span, 2 * w)
+    return charts.braille_area(buckets, w, h - 1, chart.lo, chart.hi)
+
+
+@sync
+async def test_incremental_charts_match_a_redraw_from_scratch(tmp_path):
+    app = make(two_gpu_trace(tmp_path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        for n, size in ((45, None), (31, (160, 48)), (200, None), (17, (120, 40)), (60, None), (5, "g"), (40, None)):
+            if size == "g":
+                await pilot.press("g")  # another GPU: the charts refill from its history
+            elif size:
+                await pilot.resize_terminal(*size)
+                await pilot.pause()
+            for _ in range(n):  # frames after every few ticks, as the timer would draw them
+                app.sampler.step()
+                if _ % 3 == 0:
+                    app.frame()
+            app.frame()
+            await pilot.pause()
+            checked = 0
+            for spec, chart in zip(app._chart_specs(), app._charts):
+                if chart.display and chart.wh[1] > 1 and not chart.stale:
+                    shown = [row for row, _style in chart._lines[1:]]
+                    assert shown == chart_rows_from_scratch(app, chart, spec.field), (spec.title, n, size)
+                    checked += 1
+            assert checked == 5 and any(row.strip() for row in shown), (n, size)
+
+
 @sync
 async def test_keys_pause_rate_help_and_pages():
     app = make()

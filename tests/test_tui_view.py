@@ -33,6 +33,29 @@ def test_bucket_drops_points_outside_the_span():
     assert charts.bucket([0.0, 10.0], [1, 2], t_end=10.0, span=1.0, n=2) == [None, 2.0]
 
 
+def test_bucket_series_fed_in_pieces_matches_bucketing_at_once():
+    _, ticks = demo()
+    ts = [t["t"] for t in ticks]
+    vs = [t["gpus"][0]["sm_active_pct"] for t in ticks]
+    series = charts.BucketSeries(span=20.0, n=37)
+    seen = 0
+    for end in range(7, len(ts), 13):  # frames every 13 ticks; the window moves on
+        for t, v in zip(ts[seen:end], vs[seen:end]):
+            series.add(t, v)
+        seen = end
+        assert series.values(ts[end - 1]) == pytest.approx(charts.bucket(ts[:end], vs[:end], ts[end - 1], 20.0, 37),
+                                                            nan_ok=True)
+        assert series.index(ts[end - 1]) in series.dirty
+        series.dirty.clear()
+    assert len(series._sums) <= 2 * 37 + 8  # old buckets are dropped
+
+
+def test_dot_levels_scale_and_gaps():
+    assert charts.dot_levels([0, 50, 100, None], width=2, height=2, lo=0, hi=100) == [0, 4, 8, 0]
+    assert charts.dot_levels([1.0], width=2, height=1, lo=0, hi=100) == [0, 0, 0, 1]  # padded on the left
+    assert charts.dot_level(0.01, 40, 0, 100) == 1 and charts.dot_level(250, 40, 0, 100) == 40
+
+
 def test_braille_area_full_empty_and_shape():
     rows = charts.braille_area([100] * 8, width=4, height=3, lo=0, hi=100)
     assert rows == ["⣿⣿⣿⣿"] * 3
@@ -42,6 +65,31 @@ def test_braille_area_full_empty_and_shape():
     assert rows[0] == "    " and rows[1] == "  ⣿⣿"
     tiny = charts.braille_area([0.5, None], width=1, height=1, lo=0, hi=100)
     assert tiny[0] != " "  # any activity shows at least one dot
+
+
+def test_text_segments_are_what_rich_renders():
+    from rich.console import Console
+    from rich.text import Text
+
+    from gputop.tui.widgets import text_segments
+
+    console = Console(width=80)
+    cases = [Text("plain"), Text("styled", style="bold"), Text.assemble(("a", "bold"), " b ", ("c", "red")),
+             Text.assemble((" gputop ", "bold reverse"), " H200 │ 10 Hz")]
+    t = Text("evidence", style="dim")
+    t.append(" more", style="green")
+    t.append("")
+    t.append("end")
+    cases.append(t)
+    t = Text.assemble(("verdict: ", "bold"), ("compute-bound (tensor)", "bold yellow"))
+    t.append(": tensor 93% busy, DRAM 17% of 4.81 TB/s, SMs 96% active, SM clock 1476/1980 MHz")
+    cases += list(t.wrap(console, 40, overflow="fold"))
+    over = Text("overlap")
+    over.stylize("bold", 0, 5)
+    over.stylize("red", 2, 7)  # overlapping spans: falls back to Rich
+    cases.append(over)
+    for text in cases:
+        assert text_segments(text, console) == list(text.render(console, end="")), text.plain
 
 
 def test_hbar_eighths():
