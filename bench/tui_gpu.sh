@@ -17,11 +17,15 @@ case "${1:-cpu}" in
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/tui_cpu.txt"
     nproc | sed 's/^/cores: /' | tee -a "$out/tui_cpu.txt"
     $py bench/sample_cost.py --json "$out/sample_cost.json" 2>&1 | tee -a "$out/tui_cpu.txt"
+    $py bench/sampler_cpu.py --seconds 20 2>&1 | tee -a "$out/tui_cpu.txt"
     for spec in 120x40:60 200x50:40 80x24:40; do
       size=${spec%%:*} secs=${spec##*:}
       $py bench/tui_cpu.py --size "$size" --seconds "$secs" --json "$out/tui_cpu_$size.json" 2>&1 | tee -a "$out/tui_cpu.txt"
     done
-    $py bench/tui_cpu.py --size 120x40 --seconds 60 --load --json "$out/tui_cpu_120x40_load.json" 2>&1 | tee -a "$out/tui_cpu.txt"
+    for spec in 120x40:60 200x50:40; do
+      size=${spec%%:*} secs=${spec##*:}
+      $py bench/tui_cpu.py --size "$size" --seconds "$secs" --load --json "$out/tui_cpu_${size}_load.json" 2>&1 | tee -a "$out/tui_cpu.txt"
+    done
     ;;
   tmux)
     bash bench/tui_tmux.sh "$out" 2>&1 | tee "$out/tui_tmux.txt"
