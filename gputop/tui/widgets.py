@@ -36,6 +36,7 @@ class Lines(Widget):
         self._lines: list[Text] = []
         self._strips: list[Strip | None] = []
         self._final: dict[int, Strip] = {}  # row -> its strip after the app's line filters (full width)
+        self._row_styles: dict[tuple, tuple] = {}  # (style, filters, bg) -> final (text, padding) styles
         self._filters: tuple = ()
         self._strip_width = -1
         self._width = 0
@@ -69,6 +70,7 @@ class Lines(Widget):
     def _reset_strips(self) -> None:
         self._strips = [None] * len(self._lines)
         self._final.clear()
+        self._row_styles.clear()
 
     @property
     def plain(self) -> str:
@@ -111,8 +113,11 @@ class Lines(Widget):
         full = x0 == 0 and x1 == self._width
         final = self._final
         out = []
+        lines = self._lines
         for y in range(crop.y, crop.bottom):
             strip = final.get(y) if full else None
+            if strip is None and full and y < len(lines) and isinstance(lines[y], tuple):
+                strip = final[y] = self._plain_row(lines[y], filters, bg)
             if strip is None:
                 strip = self.render_line(y)
                 for f in filters:
@@ -122,6 +127,31 @@ class Lines(Widget):
                     final[y] = strip
             out.append(strip)
         return out
+
+    def _plain_row(self, row: tuple, filters: tuple, bg) -> Strip:
+        """The final strip of a ``(str, style)`` row in one step: its styles (the row's, the padding's)
+        go through the widget's style and the line filters once per style, not once per row."""
+        text, style = row
+        width = self._width
+        if len(text) > width:
+            text = text[:width]
+        styles = self._row_styles
+        key = (style, filters, bg)
+        pair = styles.get(key)
+        if pair is None:  # the styles render_line and the filters give a one-cell row and its padding
+            if self._base is None:
+                self._base = self.rich_style
+            probe = Strip([Segment("x", self.app.console.get_style(style) if style else None)])
+            probe = probe.crop_extend(0, 2, None).apply_style(self._base)
+            for f in filters:
+                probe = probe.apply_filter(f, bg)
+            segs = list(probe)
+            pair = styles[key] = (segs[0].style, segs[-1].style)
+        text_style, pad_style = pair
+        segs = [Segment(text, text_style)]
+        if len(text) < width:
+            segs.append(Segment(" " * (width - len(text)), pad_style))
+        return Strip(segs, width)
 
     def _plain_box(self) -> bool:
         """No border, padding, outline, tint or opacity: the content rows are the widget's rows."""
