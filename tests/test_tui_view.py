@@ -56,6 +56,24 @@ def test_dot_levels_scale_and_gaps():
     assert charts.dot_level(0.01, 40, 0, 100) == 1 and charts.dot_level(250, 40, 0, 100) == 40
 
 
+def test_area_rows_match_filling_each_cell():
+    import random
+
+    def cell_by_cell(levels, h):
+        pairs = list(zip(levels[0::2], levels[1::2]))
+        return ["".join(charts._FILL[min(4, max(0, a - 4 * (h - 1 - k)))][min(4, max(0, b - 4 * (h - 1 - k)))]
+                        for a, b in pairs) for k in range(h)]
+
+    rng = random.Random(7)
+    for _ in range(500):
+        h, w = rng.randint(1, 10), rng.randint(1, 40)
+        kind = rng.choice(["idle", "full", "empty", "top", "any"])
+        pick = {"idle": lambda: rng.choice([0, 1]), "full": lambda: 4 * h, "empty": lambda: 0,
+                "top": lambda: rng.choice([4 * h - 1, 4 * h]), "any": lambda: rng.randint(0, 4 * h)}[kind]
+        levels = [pick() for _ in range(2 * w)]
+        assert charts.area_rows(levels, h) == cell_by_cell(levels, h), (kind, h, w)
+
+
 def test_braille_area_full_empty_and_shape():
     rows = charts.braille_area([100] * 8, width=4, height=3, lo=0, hi=100)
     assert rows == ["⣿⣿⣿⣿"] * 3

@@ -95,20 +95,22 @@ def _fill_codes(side: int) -> list[int]:
 _FILL = [[chr(_BRAILLE + (lc | rc)) if lc | rc else " " for rc in _fill_codes(1)] for lc in _fill_codes(0)]
 
 
-_COLUMNS: dict[tuple[int, int, int], str] = {}
+class _Columns(dict):
+    """Cell columns (top first) of an area chart of one height, by the fill levels (left, right) of
+    their two dot columns; built on first use, so a redraw is mostly dictionary look-ups."""
+
+    def __init__(self, height: int):
+        super().__init__()
+        self.height = height
+
+    def __missing__(self, key: tuple[int, int]) -> str:
+        a, b = key
+        cells = [_FILL[min(4, max(0, a - 4 * k))][min(4, max(0, b - 4 * k))] for k in range(self.height)]
+        col = self[key] = "".join(reversed(cells))
+        return col
 
 
-def _column(a: int, b: int, height: int) -> str:
-    """One cell column (top first) of an area chart filled to dot levels ``a`` (left) and ``b`` (right)."""
-    key = (a, b, height)
-    col = _COLUMNS.get(key)
-    if col is None:
-        cells = [_FILL[min(4, max(0, a - 4 * k))][min(4, max(0, b - 4 * k))] for k in range(height)]
-        col = "".join(reversed(cells))
-        if len(_COLUMNS) > 20000:  # bounded: levels and heights are small integers
-            _COLUMNS.clear()
-        _COLUMNS[key] = col
-    return col
+_COLUMNS: dict[int, _Columns] = {}
 
 
 def dot_level(v: float | None, dots: int, lo: float, hi: float) -> int:
@@ -129,13 +131,26 @@ def dot_levels(values: Sequence[float | None], width: int, height: int, lo: floa
 
 def area_rows(levels: Sequence[int], height: int) -> list[str]:
     """Rows (top first) of a filled braille area chart: 2 dot columns per cell, 4 dot rows per cell row.
-    Columns are memoised by their two fill levels, so a redraw is mostly dictionary look-ups."""
+
+    Rows above the highest level are blank and rows under the lowest are full, so a quiet chart
+    (an idle GPU: a line of dots at the bottom) joins one row, not ``height``."""
     if not height:
         return []
     if len(levels) < 2:
         return [""] * height
-    cols = [_column(a, b, height) for a, b in zip(levels[0::2], levels[1::2])]
-    return ["".join(row) for row in zip(*cols)]
+    table = _COLUMNS.get(height)
+    if table is None:
+        table = _COLUMNS[height] = _Columns(height)
+    cols = [table[p] for p in zip(levels[0::2], levels[1::2])]
+    w = len(cols)
+    top, bottom = max(levels), min(levels)
+    first = max(0, height - 1 - (top - 1) // 4) if top else height  # first row with any dot
+    last = min(height - 1, height - 1 - bottom // 4)  # last row that is not full
+    if last - first >= 2:
+        mixed = ["".join(row) for row in zip(*cols)]
+    else:
+        mixed = ["".join([c[k] for c in cols]) if first <= k <= last else "" for k in range(height)]
+    return [" " * w if k < first else ("⣿" * w if k > last else mixed[k]) for k in range(height)]
 
 
 def braille_area(values: Sequence[float | None], width: int, height: int, lo: float, hi: float) -> list[str]:
