@@ -30,8 +30,8 @@ from gputop.workload_api import ParamError
 
 RATES = (0.5, 1.0, 2.0, 4.0, 5.0, 10.0, 20.0, 50.0)
 NARROW_W, SHORT_H = 110, 32
-VERDICT_WINDOW_S = 3.0
-LIVE_RESULTS_KEEP_S = 30.0  # the monitor page keeps a finished run's results this long  # the verdict panel classifies the last 3 s, once a second
+VERDICT_WINDOW_S = 3.0  # the verdict panel classifies the last 3 s, once a second
+LIVE_RESULTS_KEEP_S = 30.0  # the monitor page keeps a finished run's results this long
 
 HELP = """\
 [b]gputop keys[/b]
@@ -286,7 +286,7 @@ class GputopApp(App):
         shown = self.shown_state()
         run_changed = results_shown and shown is not None and shown.events != shown.seen
         stale = self.page == "monitor" and self._charts is not None and any(
-            c.stale and c.display for c in self._charts)
+            c.stale and c.display and c.wh[1] > 0 for c in self._charts)
         if not (force or self._dirty or run_changed or stale or tick is not self._last_tick):
             return
         self._last_tick = tick

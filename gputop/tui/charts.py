@@ -53,6 +53,10 @@ class BucketSeries:
             for b in [b for b in self._sums if b <= before]:
                 del self._sums[b]
 
+    def touch_all(self) -> None:
+        """Mark every bucket held as fed (its owner re-reads them all, e.g. after a rescale)."""
+        self.dirty.update(self._sums)
+
     def mean(self, b: int) -> float | None:
         cell = self._sums.get(b)
         return cell[0] / cell[1] if cell else None

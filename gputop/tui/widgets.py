@@ -368,7 +368,7 @@ class HistoryChart(Lines):
         if scale != self._scale:  # another height or range: every level changes
             self._scale = scale
             levels.clear()
-            series.dirty.update(b for b in series._sums)
+            series.touch_all()
             moved = True
         for b in series.dirty:
             lv = charts.dot_level(series.mean(b), dots, self.lo, self.hi)
