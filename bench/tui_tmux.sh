@@ -8,6 +8,8 @@
 # runs. The pane is captured as text after each step (OUTDIR/tmux/NN_step.txt, packed into
 # OUTDIR/tui_tmux.tar.gz) and checked: each capture must show what the step is about, gputop must exit 0,
 # and no workload process may outlive it. Prints PASS/FAIL per check; exit 1 if any failed.
+# PYTHON picks the interpreter (default python3); GPUTOP_ARGS adds arguments to gputop. Without a GPU
+# the GPU-only checks (SM activity, workloads on the GPU) fail by design.
 set -u
 out=${1:-${OUT:-.}}
 py=${PYTHON:-python3}
