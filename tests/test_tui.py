@@ -6,7 +6,6 @@ runner's fault workloads (fault_hang: runs until cancelled).
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import json
 from pathlib import Path
@@ -18,21 +17,11 @@ from gputop.telemetry.live import LiveSource
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.trace import ReplaySource
 from gputop.tui.app import GputopApp, HelpScreen, TuiConfig
+from pilot_util import sync, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "gputop" / "data" / "demo.jsonl.gz"
 FAULTS = Path(__file__).parent / "fault_workloads"
-
-
-def sync(fn):
-    """Run an async test with asyncio.run (no pytest-asyncio needed)."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        return asyncio.run(fn(*args, **kwargs))
-
-    return wrapper
 
 
 def specs():
@@ -51,15 +40,6 @@ async def step(app, pilot, n: int) -> None:
         app.sampler.step()
     app.frame(force=True)
     await pilot.pause()
-
-
-async def wait_for(pilot, cond, timeout: float = 30.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not cond():
-        if loop.time() > end:
-            raise AssertionError("timed out waiting")
-        await pilot.pause(0.05)
 
 
 def two_gpu_trace(tmp_path: Path) -> Path:
@@ -220,18 +200,25 @@ async def test_bad_parameter_is_refused_with_a_message():
         assert any("parameter 'n'" in str(n.message) for n in app._notifications)
 
 
+async def start_hang(app, pilot):
+    """Pick fault_hang on the workloads page, run it, and wait until it is measuring (it runs until
+    cancelled). Returns its run state."""
+    await pilot.press("2")
+    await pilot.pause()
+    names = [s.name for s in app.specs]
+    app.query_one("#wl-list").highlighted = names.index("fault_hang")
+    await pilot.pause(0.1)
+    await pilot.press("r")
+    state = app.controller.runs[0]
+    await wait_for(pilot, lambda: len(state.run.points) == 1, 20)
+    return state
+
+
 @sync
 async def test_cancel_a_running_workload_and_one_run_per_device():
     app = make()
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("2")
-        await pilot.pause()
-        names = [s.name for s in app.specs]
-        app.query_one("#wl-list").highlighted = names.index("fault_hang")
-        await pilot.pause(0.1)
-        await pilot.press("r")
-        state = app.controller.runs[0]
-        await wait_for(pilot, lambda: len(state.run.points) == 1, 20)
+        state = await start_hang(app, pilot)
         await pilot.press("r")  # a second run on the same device is refused
         await pilot.pause()
         assert len(app.controller.runs) == 1
@@ -247,14 +234,7 @@ async def test_cancel_a_running_workload_and_one_run_per_device():
 async def test_quit_stops_the_running_workload():
     app = make()
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press("2")
-        await pilot.pause()
-        names = [s.name for s in app.specs]
-        app.query_one("#wl-list").highlighted = names.index("fault_hang")
-        await pilot.pause(0.1)
-        await pilot.press("r")
-        state = app.controller.runs[0]
-        await wait_for(pilot, lambda: len(state.run.points) == 1, 20)
+        state = await start_hang(app, pilot)
         await pilot.press("escape", "q")  # leave the list, then quit
         await wait_for(pilot, lambda: state.run.finished, 20)
     assert state.run.status == "interrupted"

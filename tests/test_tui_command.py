@@ -6,7 +6,6 @@ Monitor's sampler; the command is a real Python child (sleeps, exits with a code
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -22,20 +21,11 @@ from gputop.telemetry.trace import ReplaySource
 from gputop.tui import view
 from gputop.tui.app import TuiConfig
 from gputop.tui.command import TAG_RUN, TAG_WATCH, CommandApp, Session
+from pilot_util import sync, wait_for
 
 TRACE = Path(__file__).parent / "data" / "traces" / "matmul_bf16.compute-bound.jsonl.gz"
 TRACE_PID = 589  # the traced command's pid in the trace's NVML process lists
 PY = sys.executable
-
-
-def sync(fn):
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        return asyncio.run(fn(*args, **kwargs))
-
-    return wrapper
 
 
 def command_app(tmp_path, code: str, tree=None, grace_s: float = 5.0, on_gpu: bool = False) -> CommandApp:
@@ -45,15 +35,6 @@ def command_app(tmp_path, code: str, tree=None, grace_s: float = 5.0, on_gpu: bo
     session = Session(Monitor(src, tree=tree), [PY, "-c", code], log=str(tmp_path / "cmd.log"),
                       grace_s=grace_s).start()
     return CommandApp(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
-
-
-async def wait_for(pilot, cond, timeout: float = 30.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not cond():
-        if loop.time() > end:
-            raise AssertionError("timed out waiting")
-        await pilot.pause(0.05)
 
 
 @sync
