@@ -15,7 +15,7 @@ import pytest
 
 from gputop.analysis.classify import CLASSES, classify, format_timeline
 from gputop.analysis.peaks import compute_peaks
-from gputop.monitor import diagnose_trace, trace_expectations
+from gputop.session.labelled import diagnose_trace, trace_expectations
 from gputop.telemetry.trace import demo_trace_path, read_trace, segments
 
 TRACES = Path(__file__).parent / "data" / "traces"

@@ -6,7 +6,7 @@ import json
 import sys
 
 from gputop import exitcodes
-from gputop.runner.process import format_value
+from gputop.runner.params import format_value
 from gputop.runner.registry import Registry
 
 
