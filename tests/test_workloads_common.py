@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.runner import document
+from gputop import documents
 from gputop.workload_api import Emitter
 from gputop.workload_util import noise_check, phase_points, stats, tele, tele_text, throttle_warnings, verdict
 
@@ -48,7 +48,7 @@ def run_gputop(name: str, *args: str, timeout: float = 300) -> tuple[int, dict, 
     r = subprocess.run([sys.executable, "-m", "gputop", "--run", name, "--json", *args], capture_output=True,
                        text=True, timeout=timeout, env=env(), cwd=ROOT)
     doc = json.loads(r.stdout)
-    document.validate(doc)
+    documents.validate(doc)
     return r.returncode, doc, r.stderr
 
 

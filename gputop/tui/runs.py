@@ -129,14 +129,14 @@ class RunController:
         """PIDs of this session's running workloads (and their children), to tag in the process table."""
         pids: set[int] = set()
         for st in self.active:
-            proc = getattr(st.run, "proc", None)
-            if proc is None:
+            pid = getattr(st.run, "pid", None)
+            if pid is None:
                 continue
-            pids.add(proc.pid)
+            pids.add(pid)
             try:
                 import psutil
 
-                pids.update(c.pid for c in psutil.Process(proc.pid).children(recursive=True))
+                pids.update(c.pid for c in psutil.Process(pid).children(recursive=True))
             except Exception:
                 pass
         return pids
