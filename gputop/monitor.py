@@ -36,9 +36,12 @@ from datetime import datetime, timezone
 import gputop
 from gputop import exitcodes
 from gputop.analysis import thresholds as T
-from gputop.analysis.classify import (SUBCLASS_LABELS, Verdict, advise, classify, format_timeline, overall,
-                                      timeline)
+from gputop.analysis.classify import classify
 from gputop.analysis.peaks import compute_peaks
+from gputop.analysis.timeline import format_timeline, overall, timeline
+from gputop.analysis.verdict import Verdict
+from gputop.analysis.vocabulary import SUBCLASS_LABELS
+from gputop.analysis.wording import advise
 from gputop.format import gb, pct
 from gputop.telemetry.sampler import Sampler
 from gputop.telemetry.trace import Recorder, read_trace
@@ -833,7 +836,7 @@ def trace_expectations(path: str, header: dict | None = None, rows: list[dict] |
     ``overall``: from the file name ``<case>.<class>.jsonl.gz`` or ``expect=<class>`` in the header note;
     ``phases``: ``[(label, class, t_start, t_end)]`` for marks whose label holds ``expect=<class>``.
     """
-    from gputop.analysis.classify import CLASSES
+    from gputop.analysis.vocabulary import CLASSES
 
     if header is None or rows is None:
         header, rows = read_trace(path)

@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from rich.text import Text
 
 from gputop import exitcodes
-from gputop.analysis.classify import format_timeline
+from gputop.analysis.timeline import format_timeline
 from gputop.tui.app import GputopApp, TuiConfig
 from gputop.tui.widgets import Lines
 
