@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 
+from gputop.telemetry.sample import THROTTLE_REASONS, fields
+
 NOISE_LIMIT_PCT = 5.0  # seed 003: warn when the RMS of repeated timings exceeds 5 % of their mean
-THROTTLE_REASONS = ("software power cap", "hardware slowdown", "software thermal slowdown",
-                    "hardware thermal slowdown", "hardware power brake")
 
 
 def stats(samples) -> dict:
@@ -129,11 +129,15 @@ def tele(phase: dict | None, field: str, stat: str = "mean"):
     return value
 
 
+# The phase telemetry tele_text puts in words (fields of gputop.analysis.summary.GPU_FIELDS), and its words.
+TELE_FIELDS = fields("util_gpu_pct", "sm_active_pct", "tensor_pct", "dram_bw_pct")
+TELE_WORDS = ("kernel-active", "SM active", "tensor", "DRAM bw")
+
+
 def tele_text(phase: dict | None) -> str:
     """The GPU telemetry of a phase in words, or "" when there is none."""
     parts = []
-    for field, label in (("util_gpu_pct", "kernel-active"), ("sm_active_pct", "SM active"),
-                         ("tensor_pct", "tensor"), ("dram_bw_pct", "DRAM bw")):
+    for field, label in zip(TELE_FIELDS, TELE_WORDS):
         v = tele(phase, field)
         if v is not None:
             parts.append(f"{label} {v:.0f}%")

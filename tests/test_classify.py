@@ -7,7 +7,10 @@ from __future__ import annotations
 import pytest
 
 from gputop.analysis import thresholds as T
-from gputop.analysis.classify import (CLASSES, classify, format_timeline, merge, overall, ramp, timeline)
+from gputop.analysis.classify import classify
+from gputop.analysis.scoring import ramp
+from gputop.analysis.timeline import format_timeline, merge, overall, timeline
+from gputop.analysis.vocabulary import CLASSES
 from gputop.analysis.peaks import compute_peaks
 
 H200 = {

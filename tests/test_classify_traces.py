@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from gputop.analysis.classify import CLASSES, classify, format_timeline
+from gputop.analysis.classify import classify
+from gputop.analysis.timeline import format_timeline
+from gputop.analysis.vocabulary import CLASSES
 from gputop.analysis.peaks import compute_peaks
 from gputop.session.labelled import diagnose_trace, trace_expectations
 from gputop.telemetry.trace import demo_trace_path, read_trace, segments

@@ -1,13 +1,19 @@
-"""Record/replay and the sampler, driven by the real trace recorded on an H200 (gputop/data/demo.jsonl.gz)."""
+"""Record/replay and the sampler, driven by the real trace recorded on an H200 (gputop/data/demo.jsonl.gz), and
+the field names and clock-reason words a sample records, checked against the recorded traces."""
 
 from __future__ import annotations
 
 import gzip
 import json
 import math
+from pathlib import Path
 
 import pytest
 
+from gputop import workload_util
+from gputop.analysis import summary, thresholds
+from gputop.analysis.evidence import measure
+from gputop.telemetry import sample
 from gputop.telemetry.sampler import Sampler
 from gputop.telemetry.trace import (Recorder, ReplaySource, TraceError, demo_trace_path, read_trace, segments,
                                    write_trace)
@@ -155,3 +161,58 @@ def test_host_reader_measures_a_busy_child_from_the_first_read():
     finally:
         child.kill()
         child.wait()
+
+
+# -- the words and field names a sample records, and everything that reads them back ---------------------
+RECORDED = [Path(demo_trace_path())] + sorted((Path(__file__).parent / "data" / "traces").glob("*.jsonl.gz"))
+META = {"index", "t", "processes", "lost"}
+
+
+def recorded_samples():
+    for path in RECORDED:
+        _, rows = read_trace(str(path))
+        for row in rows:
+            yield from row.get("gpus") or []
+
+
+def test_recorded_traces_use_exactly_the_sample_field_names():
+    """A renamed field shows up here: the recorded traces keep the names they were written with."""
+    names = set().union(*(set(s) for s in recorded_samples()))
+    assert names - META == set(sample.SAMPLE_FIELDS)
+
+
+def test_field_lists_elsewhere_are_sample_fields():
+    assert set(sample.GPM_ACTIVITY_FIELDS) <= set(sample.SAMPLE_FIELDS)
+    assert "tensor_pct" in sample.GPM_ACTIVITY_FIELDS and "pcie_rx_bps" not in sample.GPM_ACTIVITY_FIELDS
+    assert set(summary.GPU_FIELDS) <= set(sample.SAMPLE_FIELDS)
+    assert set(workload_util.TELE_FIELDS) <= set(summary.GPU_FIELDS)  # tele_text reads the phase summaries
+    with pytest.raises(ValueError, match="not sample fields: tensor_util"):
+        sample.fields("sm_active_pct", "tensor_util")
+
+
+def test_recorded_clock_reasons_are_the_words_sample_decodes():
+    recorded = {w for s in recorded_samples() for w in s.get("clock_reasons") or []}
+    assert sample.POWER_CAP_REASON in recorded  # the bf16 matmul traces ran at the power limit
+    assert recorded <= set(sample.CLOCK_REASONS.values())
+
+
+def test_throttle_words_are_clock_reason_words_and_everyone_uses_them():
+    words = set(sample.CLOCK_REASONS.values())
+    assert set(sample.THERMAL_REASONS) <= set(sample.THROTTLE_REASONS) <= words
+    assert sample.POWER_CAP_REASON in sample.THROTTLE_REASONS and "idle" not in sample.THROTTLE_REASONS
+    assert workload_util.THROTTLE_REASONS is sample.THROTTLE_REASONS
+    assert not hasattr(thresholds, "THERMAL_REASONS") and not hasattr(thresholds, "POWER_CAP_REASON")
+
+
+def test_decoded_reasons_reach_the_classifier_and_the_workload_warnings():
+    """From the NVML bit mask to the classifier's evidence and a workload's throttling warning."""
+    words = sample.decode_clock_reasons(0x4 | 0x40)
+    assert words == ["software power cap", "hardware thermal slowdown"]
+    busy = {"util_gpu_pct": 100.0, "clock_reasons": words}
+    ev = measure([dict(busy, t=0.1 * i) for i in range(10)], {}, {})
+    assert ev["power_cap_sample_fraction"] == 1.0 and ev["thermal_sample_fraction"] == 1.0
+    assert ev["hardware_thermal_slowdown_sample_fraction"] == 1.0
+    assert ev["software_thermal_slowdown_sample_fraction"] == 0.0
+    doc = {"phases": [{"name": "hot", "telemetry": {"clock_reasons_seen": words}}], "warnings": []}
+    workload_util.throttle_warnings(doc)
+    assert "software power cap, hardware thermal slowdown" in doc["warnings"][0]["message"]

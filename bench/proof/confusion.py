@@ -22,8 +22,9 @@ try:
 except ImportError:  # run as a script from a checkout
     sys.path.insert(0, str(ROOT))
 
-from gputop.analysis.classify import CLASSES, classify  # noqa: E402
+from gputop.analysis.classify import classify  # noqa: E402
 from gputop.analysis.peaks import compute_peaks  # noqa: E402
+from gputop.analysis.vocabulary import CLASSES  # noqa: E402
 from gputop.session.labelled import diagnose_trace, trace_expectations  # noqa: E402
 from gputop.telemetry.trace import read_trace  # noqa: E402
 

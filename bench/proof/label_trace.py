@@ -21,7 +21,7 @@ try:
 except ImportError:  # run as a script from a checkout
     sys.path.insert(0, str(ROOT))
 
-from gputop.analysis.classify import CLASSES  # noqa: E402
+from gputop.analysis.vocabulary import CLASSES  # noqa: E402
 from gputop.telemetry.trace import read_trace  # noqa: E402
 
 

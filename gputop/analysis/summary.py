@@ -7,8 +7,10 @@ it (n/a on this GPU, or no GPU at all), so a CPU-only run gives a host-only summ
 
 from __future__ import annotations
 
-# The GPU sample fields summarised as {"mean", "max"}.
-GPU_FIELDS = (
+from gputop.telemetry.sample import fields
+
+# The GPU sample fields summarised as {"mean", "max"} (the run schema's summary lists the same).
+GPU_FIELDS = fields(
     "sm_active_pct", "sm_occupancy_pct", "dram_bw_pct", "tensor_pct", "fp32_pct", "util_gpu_pct",
     "sm_clock_mhz", "power_w", "mem_used_bytes",
 )

@@ -1,7 +1,7 @@
 """Every threshold of the bottleneck classifier, in one place, each with its reason.
 
 Most rules are soft: a pair ``(lo, hi)`` means "score 0 at or below lo, 1 at or above hi, linear in
-between" (:func:`gputop.analysis.classify.ramp`), so a value near a boundary gives a middling score and
+between" (:func:`gputop.analysis.scoring.ramp`), so a value near a boundary gives a middling score and
 a lower confidence instead of a flip. Percentages are 0..100 like the sample fields; fractions are 0..1.
 
 References used below:
@@ -101,17 +101,14 @@ PCIE_LINK_FRACTION = (0.04, 0.12)
 PCIE_NEAR_LINK_FRACTION = 0.5
 
 # -- throttling -----------------------------------------------------------------------------------------
-# Clock-event reasons (gputop.telemetry.sample.CLOCK_REASONS) that mean "slowed by heat or hardware":
-# abnormal on any load. Counted over busy samples only.
-THERMAL_REASONS = ("software thermal slowdown", "hardware thermal slowdown", "hardware slowdown",
-                   "hardware power brake")
-# Share of busy samples with such a reason: 10% is a blip, 30% is throttled.
+# The clock-event reasons that mean "slowed by heat or hardware" (abnormal on any load) and the power
+# cap are words of gputop.telemetry.sample (THERMAL_REASONS, POWER_CAP_REASON), counted over busy samples.
+# Share of busy samples with a thermal reason: 10% is a blip, 30% is throttled.
 THERMAL_SAMPLE_FRACTION = (0.10, 0.30)
 # The power cap is normal under a compute-bound load: a bf16 matmul loop sits at its power limit with
 # the SM clock at 74% of max on an H200 [H200] (75-90% on other parts). It is the main problem only
 # when it holds the SM clock far down: at or below 45% of max (a lowered power limit), not at all
 # above 60%.
-POWER_CAP_REASON = "software power cap"
 POWER_CAP_SAMPLE_FRACTION = (0.20, 0.50)
 POWER_CAP_CLOCK_RATIO = (0.45, 0.60)  # reversed: a lower clock ratio scores higher
 

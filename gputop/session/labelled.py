@@ -49,7 +49,7 @@ def trace_expectations(path: str, header: dict | None = None, rows: list[dict] |
     ``overall``: from the file name ``<case>.<class>.jsonl.gz`` or ``expect=<class>`` in the header note;
     ``phases``: ``[(label, class, t_start, t_end)]`` for marks whose label holds ``expect=<class>``.
     """
-    from gputop.analysis.classify import CLASSES
+    from gputop.analysis.vocabulary import CLASSES
 
     if header is None or rows is None:
         header, rows = read_trace(path)

@@ -11,7 +11,10 @@ import time
 
 from gputop import exitcodes
 from gputop.analysis import thresholds as T
-from gputop.analysis.classify import Verdict, advise, classify, overall, timeline
+from gputop.analysis.classify import classify
+from gputop.analysis.timeline import overall, timeline
+from gputop.analysis.verdict import Verdict
+from gputop.analysis.wording import advise
 from gputop.analysis.peaks import compute_peaks
 from gputop.analysis.summary import summarize
 from gputop.session.finder import GpuFinder, TickStore

@@ -10,7 +10,8 @@ from __future__ import annotations
 import platform
 import shlex
 
-from gputop.analysis.classify import SUBCLASS_LABELS, format_timeline
+from gputop.analysis.timeline import format_timeline
+from gputop.analysis.vocabulary import SUBCLASS_LABELS
 from gputop.documents import header, signal_fields
 from gputop.format import gb, pct
 

@@ -35,7 +35,8 @@ GPM_METRICS = {
 }
 _MIB = 1024 * 1024
 
-# nvmlClocksEventReason* bits, in words.
+# nvmlClocksEventReason* bits, in words: the one home of these words (samples record them, traces keep them,
+# the classifier and the workloads look for them). Everything below derives from this table.
 CLOCK_REASONS = {
     0x1: "idle",
     0x2: "applications clocks setting",
@@ -47,11 +48,29 @@ CLOCK_REASONS = {
     0x80: "hardware power brake",
     0x100: "display clock setting",
 }
+# Clocks slowed by heat or hardware: abnormal on any load.
+THERMAL_REASONS = tuple(CLOCK_REASONS[bit] for bit in (0x20, 0x40, 0x8, 0x80))
+# The board at its power limit: normal under a heavy load, a problem when it holds the clocks far down.
+POWER_CAP_REASON = CLOCK_REASONS[0x4]
+# Either: the clocks were held below what the load asked for, so timings may be low.
+THROTTLE_REASONS = (POWER_CAP_REASON, *THERMAL_REASONS)
 
+# The fields of a sample (besides "index", "t", "processes" and "lost").
 SAMPLE_FIELDS = (
     "util_gpu_pct", "util_mem_pct", *GPM_METRICS, "sm_clock_mhz", "mem_clock_mhz", "clock_reasons",
     "power_w", "temp_c", "mem_used_bytes", "mem_total_bytes",
 )
+# The GPM activity fields: how busy the SMs, the pipes and DRAM were, in % (GPM's throughputs are *_bps).
+GPM_ACTIVITY_FIELDS = tuple(name for name in GPM_METRICS if name.endswith("_pct"))
+
+
+def fields(*names: str) -> tuple[str, ...]:
+    """``names``, each checked to be a sample field: a module that picks fields by name fails at import
+    when a field is renamed here, instead of silently reading n/a."""
+    unknown = [n for n in names if n not in SAMPLE_FIELDS]
+    if unknown:
+        raise ValueError(f"not sample fields: {', '.join(unknown)} (see gputop.telemetry.sample.SAMPLE_FIELDS)")
+    return names
 
 
 def decode_clock_reasons(mask: int | None) -> list[str] | None:

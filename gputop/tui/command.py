@@ -26,7 +26,7 @@ import time
 from rich.text import Text
 
 from gputop import exitcodes
-from gputop.analysis.classify import format_timeline
+from gputop.analysis.timeline import format_timeline
 from gputop.session.command import Session
 from gputop.tui.app import GputopApp, TuiConfig
 from gputop.tui.widgets import Lines

@@ -1,0 +1,142 @@
+"""The numbers of a window: every value the classifier's rules look at, which is also a verdict's evidence.
+
+:func:`measure` turns a window of samples of one GPU (and the host dicts of the same ticks) into a flat
+dict of named numbers, ``None`` where n/a. Pure: no NVML, no Textual.
+"""
+
+from __future__ import annotations
+
+from gputop.analysis import thresholds as T
+from gputop.telemetry.sample import GPM_ACTIVITY_FIELDS, POWER_CAP_REASON, THERMAL_REASONS
+
+
+def mean(values) -> float | None:
+    vals = [float(v) for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def number(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def rounded(v):
+    """A float to 4 significant digits (what a verdict's evidence keeps); anything else as it is."""
+    if isinstance(v, float):
+        return float(f"{v:.4g}")
+    return v
+
+
+def reason_key(reason: str) -> str:
+    """The evidence key of a thermal clock reason's share of busy samples:
+    'hardware thermal slowdown' -> 'hardware_thermal_slowdown_sample_fraction'."""
+    return reason.replace(" ", "_") + "_sample_fraction"
+
+
+def split_window(window: list[dict], gpu: int, host) -> tuple[list[dict], list[dict]]:
+    """(samples, host dicts) from a window of samples or of whole ticks."""
+    if window and isinstance(window[0], dict) and "gpus" in window[0]:
+        samples = [t["gpus"][gpu] for t in window if gpu < len(t.get("gpus") or [])]
+        hosts = [t.get("host") or {} for t in window]
+        return samples, hosts
+    if isinstance(host, dict):
+        hosts = [host]
+    else:
+        hosts = [h or {} for h in (host or [])]
+    return list(window), hosts
+
+
+def feeder_cpu(hosts: list[dict], watched_pid) -> float | None:
+    """Mean CPU% (100 = one core) of the watched process tree, children included."""
+    vals = []
+    for h in hosts:
+        procs = h.get("procs") or {}
+        if watched_pid is not None:
+            entry = procs.get(str(watched_pid))
+        else:  # a trace or source watching exactly one process: that one
+            entry = next(iter(procs.values())) if len(procs) == 1 else None
+        if entry and entry.get("cpu_pct") is not None:
+            vals.append(entry["cpu_pct"] + (entry.get("children_cpu_pct") or 0.0))
+    return mean(vals)
+
+
+def is_busy(s: dict) -> bool:
+    """A sample in which the GPU did work (for bursts, stretches and busy-only statistics)."""
+    return ((number(s.get("util_gpu_pct")) or 0) >= T.BUSY_UTIL_PCT
+            or (number(s.get("sm_active_pct")) or 0) >= T.BUSY_SM_ACTIVE_PCT)
+
+
+def measure(samples: list[dict], static: dict, peaks: dict, hosts: list[dict] | None = None,
+            watched_pid=None) -> dict:
+    """Every number the rules look at, as a flat dict (None = n/a). Also the classifier's evidence."""
+    samples = [s for s in samples if s and not s.get("lost")]
+    hosts = hosts or []
+    static, peaks = static or {}, peaks or {}
+    ev: dict = {"samples": len(samples)}
+    ts = [s["t"] for s in samples if number(s.get("t")) is not None]
+    ev["duration_s"] = (max(ts) - min(ts)) if len(ts) > 1 else 0.0
+    ev["util_gpu_pct"] = mean(s.get("util_gpu_pct") for s in samples)
+    ev["util_mem_pct"] = mean(s.get("util_mem_pct") for s in samples)
+    for name in GPM_ACTIVITY_FIELDS:
+        ev[name] = mean(s.get(name) for s in samples)
+    util, sm = ev["util_gpu_pct"], ev["sm_active_pct"]
+    ev["sm_active_per_util"] = sm / util if sm is not None and util is not None and util >= 1.0 else None
+
+    busy = [s for s in samples if is_busy(s)]
+    ev["busy_sample_pct"] = 100.0 * len(busy) / len(samples) if samples else None
+    flags = [any(s is b for b in busy) for s in samples]
+    ev["bursts"] = sum(1 for i, f in enumerate(flags) if f and (i == 0 or not flags[i - 1]))
+
+    ev["dram_peak_bytes_per_s"] = number(peaks.get("dram_bytes_per_s"))
+    dram = ev["dram_bw_pct"]
+    ev["dram_bytes_per_s"] = (dram / 100.0 * ev["dram_peak_bytes_per_s"]
+                              if dram is not None and ev["dram_peak_bytes_per_s"] else None)
+
+    ev["pcie_rx_bps"] = mean(s.get("pcie_rx_bps") for s in samples)
+    ev["pcie_tx_bps"] = mean(s.get("pcie_tx_bps") for s in samples)
+    ev["pcie_link_bytes_per_s"] = number(peaks.get("pcie_bytes_per_s_per_dir"))
+    flows = [v for v in (ev["pcie_rx_bps"], ev["pcie_tx_bps"]) if v is not None]
+    ev["pcie_link_fraction"] = (max(flows) / ev["pcie_link_bytes_per_s"]
+                                if flows and ev["pcie_link_bytes_per_s"] else None)
+
+    clocked = busy or samples
+    ev["sm_clock_mhz"] = mean(s.get("sm_clock_mhz") for s in clocked)
+    ev["max_sm_clock_mhz"] = number(static.get("max_sm_clock_mhz"))
+    ev["sm_clock_ratio"] = (ev["sm_clock_mhz"] / ev["max_sm_clock_mhz"]
+                            if ev["sm_clock_mhz"] is not None and ev["max_sm_clock_mhz"] else None)
+    reasoned = [s for s in busy if s.get("clock_reasons") is not None]
+    ev["busy_samples_with_reasons"] = len(reasoned)
+
+    def share(hit) -> float | None:
+        return sum(1 for s in reasoned if hit(s["clock_reasons"])) / len(reasoned) if reasoned else None
+
+    ev["thermal_sample_fraction"] = share(lambda rs: bool(set(rs) & set(THERMAL_REASONS)))
+    ev["power_cap_sample_fraction"] = share(lambda rs: POWER_CAP_REASON in rs)
+    for reason in THERMAL_REASONS:
+        ev[reason_key(reason)] = share(lambda rs, r=reason: r in rs)
+
+    ev["power_w"] = mean(s.get("power_w") for s in samples)
+    ev["power_limit_w"] = number(static.get("power_limit_w"))
+    ev["power_fraction"] = (ev["power_w"] / ev["power_limit_w"]
+                            if ev["power_w"] is not None and ev["power_limit_w"] else None)
+
+    fracs = []
+    total = None
+    for s in samples:
+        t = number(s.get("mem_total_bytes")) or number(static.get("memory_total_bytes"))
+        u = number(s.get("mem_used_bytes"))
+        if t and u is not None:
+            fracs.append(u / t)
+            total = t
+    ev["mem_total_bytes"] = total
+    ev["mem_used_fraction"] = mean(fracs)
+    ev["mem_used_max_fraction"] = max(fracs) if fracs else None
+
+    ev["feeder_cpu_pct"] = feeder_cpu(hosts, watched_pid)
+    cores = [max(h["cpu_per_core_pct"]) for h in hosts if h.get("cpu_per_core_pct")]
+    ev["host_busiest_core_pct"] = mean(cores)
+    return ev
+
+
+def thermal_reasons_seen(ev: dict) -> list[str]:
+    """The thermal clock reasons with a share of busy samples in ``ev``, in CLOCK_REASONS' words."""
+    return [r for r in THERMAL_REASONS if (ev.get(reason_key(r)) or 0) > 0]

@@ -1,0 +1,153 @@
+"""Scoring: every class gets a score 0..1 from a window's numbers; :func:`pick` chooses the main class.
+
+Each rule is soft (:func:`ramp` between the two ends of a threshold pair in
+:mod:`gputop.analysis.thresholds`), so a value near a boundary gives a middling score instead of a flip.
+"""
+
+from __future__ import annotations
+
+from gputop.analysis import thresholds as T
+from gputop.analysis.evidence import number, thermal_reasons_seen
+from gputop.analysis.vocabulary import BASE_CLASSES, CLASSES, PRIORITY
+
+
+def ramp(x: float | None, lohi: tuple[float, float]) -> float:
+    """0 at or below lo, 1 at or above hi, linear between (None -> 0)."""
+    lo, hi = lohi
+    if x is None:
+        return 0.0
+    if x <= lo:
+        return 0.0
+    if x >= hi:
+        return 1.0
+    return (x - lo) / (hi - lo)
+
+
+def best_pipe(ev: dict) -> tuple[str | None, float | None]:
+    """The busiest pipe: tensor (FP16/BF16/TF32/INT8), fp64 (DMMA or FP64 pipe), fp32, fp16."""
+    tensor, dfma = ev.get("tensor_pct"), ev.get("dfma_pct") or 0.0
+    mma = [v for v in (ev.get("hmma_pct"), ev.get("imma_pct")) if v is not None]
+    if tensor is not None and dfma > 0 and dfma >= T.FP64_TENSOR_SHARE * tensor:
+        tensor_only = max(mma) if mma else max(0.0, tensor - dfma)
+    else:
+        tensor_only = tensor if tensor is not None else (max(mma) if mma else None)
+        dfma = 0.0 if tensor is not None and dfma < T.FP64_TENSOR_SHARE * tensor else dfma
+    fp64 = max([v for v in (ev.get("fp64_pct"), dfma or None) if v is not None], default=None)
+    pipes = {"tensor": tensor_only, "fp64": fp64, "fp32": ev.get("fp32_pct"), "fp16": ev.get("fp16_pct"),
+             "int": ev.get("int_pct")}
+    pipes = {k: v for k, v in pipes.items() if v is not None}
+    if not pipes:
+        return None, None
+    name = max(pipes, key=lambda k: pipes[k])
+    return name, pipes[name]
+
+
+def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
+    """(scores, subclasses, facts) for every class from the measured numbers."""
+    hints = hints or {}
+    gpm = ev.get("sm_active_pct") is not None
+    util, sm = ev.get("util_gpu_pct"), ev.get("sm_active_pct")
+    s: dict[str, float] = {}
+    sub: dict[str, str | None] = {c: None for c in CLASSES}
+    facts: dict = {"gpm": gpm}
+
+    pcie_raw = ramp(ev.get("pcie_link_fraction"), T.PCIE_LINK_FRACTION)
+    if gpm:
+        pipe, pipe_pct = best_pipe(ev)
+        facts["pipe"], facts["pipe_pct"] = pipe, pipe_pct
+        s["compute-bound"] = ramp(pipe_pct, T.PIPE_BUSY_PCT)
+        sub["compute-bound"] = pipe
+        s["memory-bound"] = ramp(ev.get("dram_bw_pct"), T.DRAM_BUSY_PCT)
+        facts["strength"] = {"compute-bound": (pipe_pct or 0) / T.PIPE_BUSY_PCT[1],
+                             "memory-bound": (ev.get("dram_bw_pct") or 0) / T.DRAM_BUSY_PCT[1]}
+        # SMs busy and full of warps, yet no pipe and no DRAM near a peak: the warps wait on on-chip
+        # memory (L2/L1 traffic of data that fits in cache, or memory latency). GPM has no cache counters.
+        cache = (ramp(sm, T.CACHE_SM_ACTIVE_PCT) * ramp(ev.get("sm_occupancy_pct"), T.CACHE_OCCUPANCY_PCT)
+                 * (1 - max(s["compute-bound"], s["memory-bound"])) * T.CACHE_SCORE)
+        if cache > s["memory-bound"]:
+            s["memory-bound"], sub["memory-bound"] = cache, "cache"
+        ratio = ev.get("sm_active_per_util")
+        launch = ramp(util, T.LAUNCH_UTIL_PCT) * (1 - ramp(ratio, T.LAUNCH_SM_PER_UTIL)) if ratio is not None else 0.0
+    else:
+        busy = ramp(util, T.FALLBACK_BUSY_UTIL_PCT)
+        pf = ev.get("power_fraction")
+        real = ramp(pf, T.FALLBACK_POWER_FRACTION) if pf is not None else 1.0
+        memsh = ramp(ev.get("util_mem_pct"), T.FALLBACK_MEM_UTIL_PCT)
+        s["compute-bound"] = busy * real * (1 - memsh)
+        s["memory-bound"] = busy * real * memsh
+        facts["strength"] = {}
+        launch = ramp(util, T.LAUNCH_UTIL_PCT) * (1 - real) if pf is not None else 0.0
+    # A copy with no kernel running is not a launch problem (NVML's duty cycle counts copies too).
+    launch *= 1 - pcie_raw
+    peak_used = max(s["compute-bound"], s["memory-bound"])
+    s["pcie-bound"] = pcie_raw * (1 - peak_used)
+    facts["pcie_overlapped"] = pcie_raw >= T.MIXED_MIN_SCORE and s["pcie-bound"] < T.MIXED_MIN_SCORE
+
+    busy_nothing = ramp(util, T.BUSY_NOTHING_PEAK_UTIL_PCT) * (1 - max(peak_used, pcie_raw))
+    s["latency-bound"] = max(launch, busy_nothing)
+    if not gpm:
+        sub["latency-bound"] = None
+    elif launch >= busy_nothing:
+        sub["latency-bound"] = "launch"
+    else:
+        sub["latency-bound"] = "stalls" if (sm or 0) >= T.STALLS_SM_ACTIVE_PCT else "underfilled"
+
+    starved = 1 - ramp(util, T.STARVED_UTIL_PCT)
+    if ev.get("feeder_cpu_pct") is not None:
+        cpu, facts["feeder"] = ramp(ev["feeder_cpu_pct"], T.FEEDER_CPU_PCT), "process"
+    elif ev.get("host_busiest_core_pct") is not None:
+        cpu, facts["feeder"] = ramp(ev["host_busiest_core_pct"], T.HOST_CORE_BUSY_PCT), "host"
+    else:
+        cpu, facts["feeder"] = 0.0, None
+    facts["cpu_busy"] = cpu
+    # The GPU works in bursts and waits between them. With the feeder busy on the CPU any work in the
+    # window counts; with the feeder idle (waiting on I/O, a sleep, a lock) the bursts must recur.
+    active = (ev.get("busy_sample_pct") or 0) > 0
+    recurring = (ev.get("bursts") or 0) >= T.MIN_RECURRING_BURSTS
+    feeder = max(cpu, T.IDLE_FEEDER_SCORE if recurring else 0.0) if active else 0.0
+    facts["feeder_idle"] = active and recurring and cpu < T.IDLE_FEEDER_SCORE
+    s["input-starved"] = starved * feeder * (1 - launch) * (1 - pcie_raw)
+    link = ev.get("pcie_link_fraction") or 0.0
+    sub["pcie-bound"] = "link" if link >= T.PCIE_NEAR_LINK_FRACTION else ("pageable" if cpu >= 0.5 else None)
+    dwf = number(hints.get("data_wait_fraction"))
+    if dwf is not None:
+        ev["data_wait_fraction"] = dwf
+        s["input-starved"] = max(s["input-starved"], ramp(dwf, T.DATA_WAIT_FRACTION))
+        facts["hinted_input"] = ramp(dwf, T.DATA_WAIT_FRACTION) > 0
+
+    idle = 1 - ramp(util, T.IDLE_UTIL_PCT)
+    if gpm:
+        idle *= 1 - ramp(sm, T.IDLE_SM_ACTIVE_PCT)
+    s["idle"] = idle * (1 - pcie_raw) if util is not None or gpm else 0.0
+
+    thermal = ramp(ev.get("thermal_sample_fraction"), T.THERMAL_SAMPLE_FRACTION)
+    ratio_clk = ev.get("sm_clock_ratio")
+    power = (ramp(ev.get("power_cap_sample_fraction"), T.POWER_CAP_SAMPLE_FRACTION)
+             * (1 - ramp(ratio_clk, T.POWER_CAP_CLOCK_RATIO)) if ratio_clk is not None else 0.0)
+    s["throttled"] = max(thermal, power)
+    if thermal >= power:
+        reasons = thermal_reasons_seen(ev)
+        sub["throttled"] = "thermal" if any("thermal" in r for r in reasons) or not reasons else "hardware"
+    else:
+        sub["throttled"] = "power"
+    facts["power_cap_normal"] = (ramp(ev.get("power_cap_sample_fraction"), T.POWER_CAP_SAMPLE_FRACTION) > 0
+                                 and power < T.MIXED_MIN_SCORE)
+
+    s["memory-capacity"] = ramp(ev.get("mem_used_fraction"), T.MEM_USED_FRACTION)
+    if hints.get("oom"):
+        s["memory-capacity"], sub["memory-capacity"] = 1.0, "oom"
+    return {k: round(v, 3) for k, v in s.items()}, sub, facts
+
+
+def pick(s: dict, ev: dict, facts: dict, hints: dict) -> str:
+    """The main class: throttling or capacity when they score high enough, else the best base class."""
+    strength = facts.get("strength", {})
+    base = max(BASE_CLASSES, key=lambda c: (s[c], strength.get(c, 0.0), -PRIORITY[c]))
+    if s["throttled"] >= T.MIXED_MIN_SCORE:
+        return "throttled"
+    if s["memory-capacity"] >= T.MIXED_MIN_SCORE:
+        full = (ev.get("mem_used_max_fraction") or 0) >= T.MEM_FULL_FRACTION or hints.get("oom")
+        weak = base in ("idle", "input-starved", "latency-bound") or s[base] < T.MIXED_MIN_SCORE
+        if full or weak:
+            return "memory-capacity"
+    return base

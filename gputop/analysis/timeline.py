@@ -1,0 +1,199 @@
+"""A run's verdicts over time: consecutive windows classified and merged into segments, and one verdict
+for the whole run.
+
+:func:`timeline` classifies consecutive windows of a run and merges equal neighbours into segments
+(:func:`merge`: duration-weighted evidence and confidence); :func:`overall` turns a timeline into one
+verdict for the whole run; :func:`format_timeline` writes a timeline as readable lines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from gputop.analysis import thresholds as T
+from gputop.analysis.classify import classify
+from gputop.analysis.evidence import rounded
+from gputop.analysis.scoring import ramp
+from gputop.analysis.verdict import Verdict, display_name
+from gputop.analysis.vocabulary import CLASSES, PRIORITY
+from gputop.analysis.wording import advise, describe
+
+
+def _windows(ticks: list[dict], window_s: float) -> list[list[dict]]:
+    out: list[list[dict]] = []
+    start = None
+    for t in ticks:
+        if start is None or t["t"] - start >= window_s:
+            out.append([])
+            start = t["t"]
+        out[-1].append(t)
+    if len(out) > 1 and out[-1][-1]["t"] - out[-1][0]["t"] < window_s * T.MIN_LAST_WINDOW_FRACTION:
+        out[-2].extend(out.pop())
+    return out
+
+
+def _span(ticks: list[dict], nxt: dict | None) -> tuple[float, float]:
+    """A window's [start, end): it ends where the next window starts (or one sample after its last)."""
+    t0 = ticks[0]["t"]
+    if nxt is not None:
+        return t0, nxt["t"]
+    step = (ticks[-1]["t"] - t0) / (len(ticks) - 1) if len(ticks) > 1 else 0.1
+    return t0, ticks[-1]["t"] + step
+
+
+def _startup_verdict(ticks: list[dict], t_end: float) -> Verdict:
+    ev = {"samples": len(ticks)}
+    return Verdict("idle", "startup", 1.0, ev, describe("idle", "startup", ev), advise("idle", "startup"),
+                   t_start=ticks[0]["t"], t_end=t_end)
+
+
+def timeline(ticks: list[dict], gpu_pos: int, static: dict, peaks: dict, window_s: float = T.WINDOW_S,
+             watched_pid=None, hints=None, t_on_gpu: float | None = None, t0: float | None = None) -> list[dict]:
+    """Classify consecutive ``window_s`` windows of ``ticks`` (GPU position ``gpu_pos``) into segments.
+
+    ``hints``: a dict for every window, or ``f(t_start, t_end) -> dict``. ``t_on_gpu``: when the command
+    first showed up on this GPU; the ticks before it form one "startup" segment. Segment times are
+    seconds since ``t0`` (default: the first tick).
+    """
+    ticks = [t for t in ticks if gpu_pos < len(t.get("gpus") or [])]
+    if not ticks:
+        return []
+    t0 = ticks[0]["t"] if t0 is None else t0
+    items: list[tuple[float, float, Verdict]] = []
+    if t_on_gpu is not None:
+        before = [t for t in ticks if t["t"] < t_on_gpu]
+        ticks = [t for t in ticks if t["t"] >= t_on_gpu]
+        if before:
+            end = ticks[0]["t"] if ticks else _span(before, None)[1]
+            items.append((before[0]["t"], end, _startup_verdict(before, end)))
+    wins = _windows(ticks, window_s)
+    for i, w in enumerate(wins):
+        a, b = _span(w, wins[i + 1][0] if i + 1 < len(wins) else None)
+        h = hints(a, b) if callable(hints) else hints
+        v = classify(w, static, peaks, watched_pid=watched_pid, hints=h, gpu=gpu_pos)
+        items.append((a, b, dataclasses.replace(v, t_start=a, t_end=b, window_s=b - a)))
+    _smooth(items)
+    segs: list[list] = []
+    for a, b, v in items:
+        prev = segs[-1][2][-1] if segs else None
+        if prev is not None and prev.cls == v.cls and (prev.subclass == "startup") == (v.subclass == "startup"):
+            segs[-1][1] = b
+            segs[-1][2].append(v)
+            segs[-1][3].append(b - a)
+        else:
+            segs.append([a, b, [v], [b - a]])
+    out = []
+    for a, b, vs, ds in segs:
+        v = merge(vs, ds)
+        out.append({"class": v.cls, "label": v.label, "subclass": v.subclass,
+                    "t_start": round(a - t0, 3), "t_end": round(b - t0, 3), "windows": len(vs),
+                    "confidence": v.confidence, "evidence_text": v.evidence_text, "verdict": v.to_dict()})
+    return out
+
+
+def _smooth(items: list) -> None:
+    """An idle window with a busy feeder between two input-starved windows is an input gap, not idleness."""
+    for i in range(1, len(items) - 1):
+        v = items[i][2]
+        busy_feeder = ramp(v.evidence.get("feeder_cpu_pct"), T.FEEDER_CPU_PCT) >= 0.5
+        if (v.cls == "idle" and v.subclass != "startup" and items[i - 1][2].cls == "input-starved"
+                and items[i + 1][2].cls == "input-starved" and busy_feeder):
+            ev = dict(v.evidence)
+            items[i] = (items[i][0], items[i][1], dataclasses.replace(
+                v, cls="input-starved", subclass=None, confidence=round(v.confidence * 0.7, 2), evidence=ev,
+                evidence_text=describe("input-starved", None, ev), advice=advise("input-starved", None), mixed=[],
+                notes=v.notes + ["an idle gap between input-starved windows while the process was busy on the CPU"]))
+
+
+def merge(verdicts: list[Verdict], weights: list[float]) -> Verdict:
+    """One verdict for consecutive windows of the same class: duration-weighted evidence and confidence."""
+    if len(verdicts) == 1:
+        return verdicts[0]
+    if not sum(weights):
+        weights = [1.0] * len(weights)
+    total = sum(weights)
+    cls = verdicts[0].cls
+    subs: dict = {}
+    for v, w in zip(verdicts, weights):
+        subs[v.subclass] = subs.get(v.subclass, 0.0) + w
+    sub = max(subs, key=subs.get)
+    ev: dict = {}
+    keys = [k for k in verdicts[0].evidence]
+    for k in keys:
+        vals = [(v.evidence.get(k), w) for v, w in zip(verdicts, weights)]
+        nums = [(x, w) for x, w in vals if isinstance(x, (int, float)) and not isinstance(x, bool)]
+        if k == "samples":
+            ev[k] = sum(x for x, _ in nums)
+        elif k == "duration_s":
+            ev[k] = rounded(float(total))
+        elif k.endswith("max_fraction"):
+            ev[k] = max((x for x, _ in nums), default=None)
+        elif nums:
+            ev[k] = rounded(sum(x * w for x, w in nums) / sum(w for _, w in nums))
+        else:
+            ev[k] = next((x for x, _ in vals if x is not None), None)
+    mixed_w: dict = {}
+    for v, w in zip(verdicts, weights):
+        for c in v.mixed:
+            mixed_w[c] = mixed_w.get(c, 0.0) + w
+    mixed = [c for c in CLASSES if mixed_w.get(c, 0.0) >= 0.5 * total and c != cls]
+    conf = sum(v.confidence * w for v, w in zip(verdicts, weights)) / total
+    missing, notes, kinds = [], [], set()
+    for v in verdicts:
+        missing += [m for m in v.missing if m not in missing]
+        for n in v.notes:
+            kind = re.sub(r"[\d.]+", "#", n)  # the same note with other numbers: keep the first
+            if kind not in kinds and not n.startswith("only "):
+                kinds.add(kind)
+                notes.append(n)
+    scores = {c: round(sum(v.scores.get(c, 0.0) * w for v, w in zip(verdicts, weights)) / total, 3)
+              for c in verdicts[0].scores}
+    starts = [v.t_start for v in verdicts if v.t_start is not None]
+    ends = [v.t_end for v in verdicts if v.t_end is not None]
+    return Verdict(cls, sub, round(conf, 2), ev, describe(cls, sub, ev), advise(cls, sub), mixed, missing,
+                   notes[:6], scores, t_start=min(starts, default=None), t_end=max(ends, default=None))
+
+
+def overall(segments: list[dict]) -> dict | None:
+    """One verdict for a whole run from its timeline (startup segments left out)."""
+    segs = [s for s in segments if s.get("subclass") != "startup"]
+    if not segs:
+        return None
+    time_by: dict[str, float] = {}
+    for s in segs:
+        time_by[s["class"]] = time_by.get(s["class"], 0.0) + max(0.0, s["t_end"] - s["t_start"])
+    total = sum(time_by.values()) or 1.0
+    busy = {c: d for c, d in time_by.items() if c != "idle"}
+    busy_total = sum(busy.values())
+    if not busy or time_by.get("idle", 0.0) / total > T.OVERALL_IDLE_FRACTION:
+        main = "idle"
+    else:
+        main = max(busy, key=lambda c: (busy[c], -PRIORITY[c]))
+    chosen = [s for s in segs if s["class"] == main]
+    v = merge([Verdict.from_dict(s["verdict"]) for s in chosen], [s["t_end"] - s["t_start"] for s in chosen])
+    run = [Verdict.from_dict(s["verdict"]) for s in segs]  # the window judged: the whole run after startup
+    starts = [r.t_start for r in run if r.t_start is not None]
+    ends = [r.t_end for r in run if r.t_end is not None]
+    if starts and ends:
+        v = dataclasses.replace(v, t_start=min(starts), t_end=max(ends), window_s=None)
+    share = time_by[main] / (total if main == "idle" else busy_total)
+    mixed = [c for c in CLASSES if c != main and c != "idle" and busy_total
+             and busy.get(c, 0.0) / busy_total >= T.OVERALL_MIXED_FRACTION]
+    mixed += [c for c in v.mixed if c not in mixed and c != main]
+    out = v.to_dict()
+    out["confidence"] = round(v.confidence * share ** 0.5, 2)
+    out["mixed"] = mixed
+    out["share"] = round(share, 3)
+    out["time_by_class_s"] = {c: round(d, 2) for c, d in sorted(time_by.items(), key=lambda x: -x[1])}
+    return out
+
+
+def format_timeline(segments: list[dict]) -> list[str]:
+    """Readable lines: '  0.0-  3.1 s  compute-bound (tensor)  0.90  tensor 94% busy, ...'."""
+    lines = []
+    for s in segments:
+        name = display_name(s)
+        text = s["evidence_text"].split(": ", 1)[-1]
+        lines.append(f"  {s['t_start']:6.1f}-{s['t_end']:6.1f} s  {name:<44} {s['confidence']:.2f}  {text}")
+    return lines

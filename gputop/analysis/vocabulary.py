@@ -1,0 +1,51 @@
+"""The words of a verdict: its classes, their labels for people, and the subclass labels.
+
+The one home of this vocabulary: the classifier, the workloads' own verdicts, the JSON schemas (their
+``class`` enum lists :data:`CLASSES`) and every frontend use these names.
+
+Classes (``class`` in the JSON, ``label`` for people):
+
+  idle             the GPU did no work
+  compute-bound    a pipe near its peak; subclass tensor / fp32 / fp64 / fp16 (None without GPM)
+  memory-bound     DRAM bandwidth near its peak
+  latency-bound    kernels resident but SMs barely busy (subclass launch), or busy SMs with no unit
+                   near its peak (stalls / underfilled)
+  input-starved    GPU idle between bursts while the feeding process tree is busy on the CPU (or,
+                   with recurring bursts, waits on I/O / sleeps: lower score)
+  pcie-bound       PCIe traffic high while the SMs wait
+  throttled        clocks held down by heat, hardware slowdown, or a power cap far below normal
+  memory-capacity  device memory near full, or an out-of-memory error
+
+A subclass is free text: the classifier's come from :data:`SUBCLASS_LABELS`; a workload puts its own
+nuance there ("amp speedup", "launch overhead").
+"""
+
+from __future__ import annotations
+
+LABELS = {
+    "idle": "idle",
+    "compute-bound": "compute-bound",
+    "memory-bound": "memory-bound",
+    "latency-bound": "latency/launch-bound",
+    "input-starved": "input-starved",
+    "pcie-bound": "PCIe/transfer-bound",
+    "throttled": "power/thermal-throttled",
+    "memory-capacity": "memory-capacity pressure",
+}
+CLASSES = tuple(LABELS)
+# The "what is the GPU doing" classes, one of which always fits; throttling and capacity overlay them.
+BASE_CLASSES = ("pcie-bound", "memory-bound", "compute-bound", "input-starved", "latency-bound", "idle")
+PRIORITY = {c: i for i, c in enumerate(("throttled", "memory-capacity") + BASE_CLASSES)}  # ties: first wins
+GPM_CLASSES = ("compute-bound", "memory-bound", "latency-bound")
+# Main classes whose window is also judged sample by sample (to spot a mixed window). Not input
+# starvation (a property of bursts over a window) nor the overlays (throttling, capacity).
+SPLIT_CLASSES = ("compute-bound", "memory-bound", "latency-bound", "pcie-bound")
+
+PIPE_NAMES = {"tensor": "tensor", "fp64": "FP64", "fp32": "FP32", "fp16": "FP16", "int": "INT"}
+SUBCLASS_LABELS = {
+    "tensor": "tensor cores", "fp64": "FP64", "fp32": "FP32 pipe", "fp16": "FP16 pipe", "int": "integer pipe",
+    "cache": "on-chip memory",
+    "launch": "launch/sync", "stalls": "stalls", "underfilled": "under-filled kernels",
+    "thermal": "thermal", "hardware": "hardware slowdown", "power": "power cap", "oom": "out of memory",
+    "startup": "startup", "link": "link near its peak", "pageable": "pageable host memory",
+}
