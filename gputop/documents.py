@@ -80,7 +80,7 @@ def monitor_error_document(mode: str, kind: str, message: str, exit_code: int, c
                            pid: int | None = None, started_at: str | None = None, signum: int | None = None) -> dict:
     """The monitor document of a ``--run -- CMD`` / ``--watch PID`` that could not start or go on."""
     return {
-        **header("monitor"), "mode": mode, "command": command, "pid": pid, "exit_code": exit_code,
+        **header("monitor"), "mode": mode, "status": "interrupted" if signum else "error", "command": command, "pid": pid, "exit_code": exit_code,
         "ended": "interrupted" if signum else "not started", "started_at": started_at, "wall_s": None,
         **signal_fields(signum), "source": {"kind": "live", "path": None}, "gpus_used": [], "gpu_detection": "none",
         "gpus": [], "verdict": None, "notes": [], "errors": [error(kind, message)],
@@ -100,6 +100,15 @@ def check_writable(path: str | None, flag: str) -> None:
     target = full if os.path.exists(full) else folder
     if not os.access(target, os.W_OK):
         raise exitcodes.Failure(exitcodes.USAGE, f"{flag} {path}: not writable")
+
+
+def writable(path: str | None) -> bool:
+    """True when ``path`` can be written (an error document then goes there too)."""
+    try:
+        check_writable(path, "")
+        return bool(path)
+    except exitcodes.Failure:
+        return False
 
 
 def write_file(path: str, text: str) -> bool:

@@ -35,7 +35,7 @@ import pytest
 
 from fault_util import (PY, ROOT, TREE_CMD, Gputop, Proc, Report, env, others, read_pids, reaper,  # noqa: F401
                         signal_name, stderr_lines, wait_until)
-from gputop.runner.document import validate as validate_run
+from gputop.documents import validate as validate_run
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 POINTS = [{"k": k, "gflops": float(k)} for k in (1, 2, 3)]  # what fault_tree emits before its grandchild starts

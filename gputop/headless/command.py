@@ -18,7 +18,7 @@ import shutil
 import sys
 
 from gputop import exitcodes
-from gputop.documents import check_writable, emit, monitor_error_document
+from gputop.documents import check_writable, emit, monitor_error_document, writable
 from gputop.runner.child import StopSignals
 from gputop.session.command import Session
 from gputop.session.monitor import check_live_args, open_monitor
@@ -68,7 +68,7 @@ def _refuse(args, mode: str, exc: exitcodes.Failure, command=None, pid=None) -> 
     exitcodes.say(str(exc))
     if args.json or args.output:
         emit(monitor_error_document(mode, exc.kind, str(exc), exc.code, command=command, pid=pid),
-             json_mode=args.json, output=args.output)
+             json_mode=args.json, output=args.output if writable(args.output) else None)
     return exc.code
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 
 from gputop import exitcodes
-from gputop.documents import check_writable, dumps, emit, run_error_document
+from gputop.documents import check_writable, dumps, emit, run_error_document, writable
 from gputop.format import pct, si
 from gputop.runner.child import StopSignals
 from gputop.runner.document import csv_columns, write_csv
@@ -69,7 +69,7 @@ def main_run(args) -> int:
         if args.json or args.output:
             doc = run_error_document(args.run, kind, message, code, device=args.device,
                                      status="interrupted" if signum else "error", signum=signum)
-            emit(doc, json_mode=args.json, output=args.output)
+            emit(doc, json_mode=args.json, output=args.output if writable(args.output) else None)
         return code
 
     stops = StopSignals(lambda signum: None)

@@ -199,27 +199,37 @@ class Session:
 
     # -- the end -----------------------------------------------------------------------------------
     def facts(self) -> dict:
-        """How it ended: pid, exit codes, how, wall time, the signal that stopped gputop."""
+        """How it ended: pid, status, exit codes, how, wall time, the signal that stopped gputop, errors.
+
+        status: ok; error (the command exited non-zero); crashed (a signal gputop did not send killed it);
+        timeout; interrupted (gputop was stopped by a signal, or q in the TUI).
+        """
         if self.mode == "watch":
             wall = time.monotonic() - self.t_start
             code = exitcodes.for_signal(self.signum) if self.signum else exitcodes.OK
-            return {"pid": self.pid, "exit_code": code, "command_exit_code": None,
-                    "ended": self.ended or "exited", "wall_s": round(wall, 3), "signal": self.signum,
-                    "oom": False}
+            return {"pid": self.pid, "status": "interrupted" if self.signum else "ok", "exit_code": code,
+                    "command_exit_code": None, "ended": self.ended or "exited", "wall_s": round(wall, 3),
+                    "signal": self.signum, "oom": False, "errors": []}
         c = self.child
         rc = exitcodes.shell_code(c.returncode)
+        errors = []
         if c.timed_out:
-            how, code = "timeout", exitcodes.TIMEOUT
-        elif self.signum:
-            how, code = "interrupted", exitcodes.for_signal(self.signum)
-        elif self.stopping:
-            how, code = "interrupted", rc
+            status, how, code = "timeout", "timeout", exitcodes.TIMEOUT
+            errors.append(("timeout", f"the command ran past --timeout {self.timeout:g} s and was stopped"
+                                      + (f" (killed after {self.grace_s:g} s more)" if c.killed else "")))
+        elif self.signum or self.stopping:
+            status, how = "interrupted", "interrupted"
+            code = exitcodes.for_signal(self.signum) if self.signum else rc
         elif c.returncode < 0:
-            how, code = f"signal {-c.returncode}", rc
+            status, how, code = "crashed", f"signal {-c.returncode}", rc
+            errors.append(("crashed", f"the command was killed by {exitcodes.signal_name(-c.returncode)}"))
         else:
-            how, code = "exited", rc
-        return {"pid": self.pid, "exit_code": code, "command_exit_code": rc, "ended": how,
-                "wall_s": round(c.t_end - c.t_start, 3), "signal": self.signum, "oom": bool(self.monitor.oom_times)}
+            status, how, code = ("ok" if rc == 0 else "error"), "exited", rc
+            if rc:
+                errors.append(("exited", f"the command exited with code {rc}"))
+        return {"pid": self.pid, "status": status, "exit_code": code, "command_exit_code": rc, "ended": how,
+                "wall_s": round(c.t_end - c.t_start, 3), "signal": self.signum, "oom": bool(self.monitor.oom_times),
+                "errors": [{"kind": k, "message": m, "detail": ""} for k, m in errors]}
 
     def finish(self) -> dict:
         """After it ended: stop sampling, close the log, build the document (once; any thread)."""

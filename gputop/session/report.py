@@ -24,6 +24,7 @@ def build_document(mode: str, monitor, facts: dict, command: list[str] | None, s
     return {
         **header("monitor"),
         "mode": mode,
+        "status": facts.get("status"),
         "command": command,
         "pid": facts.get("pid"),
         "exit_code": facts.get("exit_code"),
@@ -35,7 +36,7 @@ def build_document(mode: str, monitor, facts: dict, command: list[str] | None, s
         "log": log,
         "source": {"kind": src.kind, "path": getattr(src, "path", None)},
         "host": {"hostname": platform.node()},
-        "errors": [],
+        "errors": facts.get("errors") or [],
         **analysis,
     }
 
