@@ -53,8 +53,14 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-# Exit codes of a workload child (the same numbers as gputop.exitcodes).
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MISSING_DEPENDENCY, EXIT_INTERRUPTED = 0, 1, 2, 4, 130
+from gputop import exitcodes
+
+# Exit codes of a workload child: names for gputop.exitcodes (the one place that defines them).
+EXIT_OK = exitcodes.OK
+EXIT_FAILED = exitcodes.FAILED
+EXIT_USAGE = exitcodes.USAGE
+EXIT_MISSING_DEPENDENCY = exitcodes.MISSING_DEPENDENCY
+EXIT_INTERRUPTED = exitcodes.INTERRUPTED
 
 PARAM_TYPES = ("int", "float", "int_list", "float_list", "str", "bool", "choice")
 
