@@ -60,3 +60,15 @@ def test_what_a_workload_imports_at_its_top_is_a_dependency(script):
 def test_the_scan_sees_a_top_level_import():
     assert "numpy" in top_level_imports(ROOT / "workloads" / "dataloader.py")
     assert "torch" not in top_level_imports(ROOT / "workloads" / "dataloader.py")  # imported inside run()
+
+
+def test_the_install_hints_name_extras_that_exist():
+    from gputop.workload_api import INSTALL
+
+    extras = set(project()["optional-dependencies"])
+    named = {e for hint in INSTALL.values() for e in re.findall(r"gputop\[([^\]]+)\]", hint)}
+    assert named and named <= extras, (named, extras)
+    for package, hint in INSTALL.items():  # the extra brings that package
+        for extra in re.findall(r"gputop\[([^\]]+)\]", hint):
+            assert any(d.startswith(package) for d in dist_names(project()["optional-dependencies"][extra])), (package, extra)
+    assert INSTALL["numpy"] == "pip install numpy" and "numpy" in dist_names(project()["dependencies"])
