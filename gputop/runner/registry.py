@@ -4,13 +4,22 @@ folders named in ``GPUTOP_WORKLOADS_PATH`` (os.pathsep-separated; the tests use 
 Each module is loaded by file path under a unique module name. Loading only reads ``NAME``,
 ``DESCRIPTION``, ``PARAMS``, ``QUICK``, ``CPU``, ``NEEDS``, ``TIMEOUT`` (default timeout, s), ``analyze(doc)``
 and ``csv_rows(doc)`` (the rows of ``--csv``, in the workload's own column order; default: the points): workload
-scripts import cupy/torch inside ``run()``, so listing them never loads a GPU library. A module that
-fails to load is skipped and its error kept in ``Registry.errors``. When two folders hold a workload
-of the same name, the first one wins (``workloads/`` first, then the path entries in order).
+scripts import cupy/torch inside ``run()``, so listing them never loads a GPU library. When two folders
+hold a workload of the same name, the first one wins (``workloads/`` first, then the path entries in order).
+
+A workload that imports a third-party module at its top that is not installed here (numpy, say) is
+still listed: the registry loads it a second time with a stand-in for that module, seen by the
+workload's own import statements only (never put in ``sys.modules``), reads its NAME, PARAMS, ... and
+keeps what is missing in ``WorkloadSpec.missing``. ``Registry.get`` refuses such a workload with
+:class:`MissingWorkloadDependency` (gputop exits 4), since its script cannot even start. Any other
+failure is an error, not a dependency: a syntax error, a missing gputop module, a missing piece of an
+installed package, a module beside the workload, a module-level error; that module is skipped and its
+error kept in ``Registry.errors``.
 """
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import importlib.util
 import os
@@ -21,15 +30,26 @@ from types import ModuleType
 from typing import Callable
 
 from gputop import paths
-from gputop.workload_api import Param
+from gputop.workload_api import Param, install_hint, is_installed, missing_package
 
 ENV_PATH = "GPUTOP_WORKLOADS_PATH"
+MAX_MISSING = 8  # distinct missing modules tried in one workload before giving up
 
 
 class UnknownWorkload(LookupError):
     def __init__(self, name: str, known: list[str]):
         super().__init__(f"unknown workload '{name}' (known: {', '.join(known) or 'none'})")
         self.name, self.known = name, known
+
+
+class MissingWorkloadDependency(UnknownWorkload):
+    """The workload is known, but a module it imports at its top is not installed here: gputop exits
+    4 (exitcodes.MISSING_DEPENDENCY). A kind of UnknownWorkload (there is no workload of that name that
+    can run here), so a caller that only knows UnknownWorkload still gives its one line, not a traceback."""
+
+    def __init__(self, name: str, missing: list[str]):
+        LookupError.__init__(self, f"workload '{name}' needs " + "; ".join(f"{m}: {install_hint(m)}" for m in missing))
+        self.name, self.known, self.missing = name, [], list(missing)
 
 
 @dataclass
@@ -41,8 +61,17 @@ class WorkloadSpec:
     module: ModuleType
     quick: dict = field(default_factory=dict)
     cpu: dict | None = None  # param overrides with --device cpu; None and no "device" param: GPU only
-    needs: list[str] = field(default_factory=list)
+    needs: list[str] = field(default_factory=list)  # NEEDS, then the missing modules NEEDS did not name
     timeout: float | None = None  # a default timeout in seconds (module attribute TIMEOUT)
+    missing: list[str] = field(default_factory=list)  # imported at the top, not installed: it cannot run here
+
+    @property
+    def runnable(self) -> bool:
+        return not self.missing
+
+    def not_installed(self) -> list[str]:
+        """The needs that are not installed here (a NEEDS entry may only matter on one device)."""
+        return [n for n in self.needs if n in self.missing or not is_installed(n)]
 
     @property
     def analyze(self) -> Callable[[dict], object] | None:
@@ -60,7 +89,9 @@ class WorkloadSpec:
 
     def describe(self) -> dict:
         return {"name": self.name, "description": self.description, "path": str(self.path),
-                "needs": list(self.needs), "cpu": self.supports_cpu, "quick": dict(self.quick),
+                "needs": list(self.needs), "install": {n: install_hint(n) for n in self.needs},
+                "not_installed": self.not_installed(), "runnable": self.runnable,
+                "cpu": self.supports_cpu, "quick": dict(self.quick),
                 "cpu_overrides": dict(self.cpu or {}), "params": [p.describe() for p in self.params]}
 
 
@@ -82,30 +113,110 @@ def _module_name(path: Path) -> str:
     return f"gputop_workload_{path.stem}_{digest}"
 
 
-def load_spec(path: Path) -> WorkloadSpec:
-    """Load one workload module by file path (raises on any problem, with the reason)."""
-    path = Path(path).resolve()
+class _Absent:
+    """Stands in for a module that is not installed, and for anything taken from it, so that the
+    workload's top-level code (``import numpy as np``, ``from torch import nn``, a decorator, a base
+    class) runs far enough to read NAME and PARAMS. Never run: such a workload cannot be started."""
+
+    def __init__(self, name: str):
+        self.__name__ = name
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _Absent(f"{self.__name__}.{attr}")
+
+    def __call__(self, *args, **kwargs):
+        return self
+
+    def __getitem__(self, key):
+        return self
+
+    def __mro_entries__(self, bases):  # class Net(torch.nn.Module): ...
+        return (object,)
+
+    def __repr__(self) -> str:
+        return f"<{self.__name__}: not installed>"
+
+
+def _builtins_with_stand_ins(absent: set[str]) -> dict:
+    """The workload's own builtins: its imports of the top-level modules in ``absent`` get an _Absent."""
+    real = builtins.__import__
+
+    def _import(name, globals=None, locals=None, fromlist=(), level=0):
+        try:
+            return real(name, globals, locals, fromlist, level)
+        except ModuleNotFoundError as exc:
+            top = name.partition(".")[0]
+            if level or top not in absent or (exc.name or "").partition(".")[0] != top:
+                raise  # not the missing module itself (a module it needs, a relative import): a real error
+            return _Absent(name if fromlist else top)
+
+    return {**builtins.__dict__, "__import__": _import}
+
+
+def _exec(path: Path, absent: set[str] = frozenset()) -> ModuleType:
     modname = _module_name(path)
     spec = importlib.util.spec_from_file_location(modname, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
+    if absent:
+        module.__dict__["__builtins__"] = _builtins_with_stand_ins(set(absent))
     sys.modules[modname] = module
     try:
         spec.loader.exec_module(module)
     except BaseException:
         sys.modules.pop(modname, None)
         raise
-    missing = [a for a in ("NAME", "DESCRIPTION", "PARAMS", "run") if not hasattr(module, a)]
-    if missing:
-        raise ImportError(f"{path.name} is not a workload (no {', '.join(missing)})")
+    return module
+
+
+def _missing_here(exc: BaseException, path: Path) -> str | None:
+    """The third-party module whose absence ``exc`` reports, or None if it is a real error."""
+    top = missing_package(exc)
+    if top is None or (path.parent / f"{top}.py").exists() or (path.parent / top).is_dir():
+        return None  # a module beside the workload is not on sys.path here: not something to install
+    return top
+
+
+def load_spec(path: Path) -> WorkloadSpec:
+    """Load one workload module by file path (raises on any problem, with the reason). A workload whose
+    top-level import of a third-party module fails is loaded again with a stand-in for that module, and
+    its spec names the module in ``missing``; if even that fails, the first error is raised."""
+    path = Path(path).resolve()
+    try:
+        return _spec(path, _exec(path), [])
+    except ModuleNotFoundError as first:
+        missing = _missing_here(first, path)
+        if missing is None:
+            raise
+        absent = [missing]
+        while True:
+            try:
+                return _spec(path, _exec(path, set(absent)), absent)
+            except ModuleNotFoundError as exc:
+                more = _missing_here(exc, path)
+                if more is None or more in absent or len(absent) >= MAX_MISSING:
+                    raise first from exc
+                absent.append(more)
+            except Exception as exc:  # not a workload, or its top-level code needs more than a stand-in
+                raise first from exc
+
+
+def _spec(path: Path, module: ModuleType, absent: list[str]) -> WorkloadSpec:
+    lacking = [a for a in ("NAME", "DESCRIPTION", "PARAMS", "run") if not hasattr(module, a)]
+    if lacking:
+        raise ImportError(f"{path.name} is not a workload (no {', '.join(lacking)})")
     params = list(module.PARAMS)
     if not all(isinstance(p, Param) for p in params):
         raise ImportError(f"{path.name}: PARAMS must be gputop.workload_api.Param objects")
+    needs = list(getattr(module, "NEEDS", None) or [])
     return WorkloadSpec(
         name=str(module.NAME), description=str(module.DESCRIPTION), params=params, path=path, module=module,
         quick=dict(getattr(module, "QUICK", None) or {}), cpu=getattr(module, "CPU", None),
-        needs=list(getattr(module, "NEEDS", None) or []), timeout=getattr(module, "TIMEOUT", None),
+        needs=needs + [a for a in absent if a not in needs], timeout=getattr(module, "TIMEOUT", None),
+        missing=absent,
     )
 
 
@@ -134,9 +245,14 @@ class Registry:
         return sorted(self.specs)
 
     def get(self, name: str) -> WorkloadSpec:
+        """The workload to run; raises UnknownWorkload, or MissingWorkloadDependency when a module it
+        imports at its top is not installed (``specs[name]`` still has it, for listing)."""
         if name not in self.specs:
             raise UnknownWorkload(name, self.names())
-        return self.specs[name]
+        spec = self.specs[name]
+        if spec.missing:
+            raise MissingWorkloadDependency(name, spec.missing)
+        return spec
 
     def __iter__(self):
         return iter(self.specs[n] for n in self.names())
