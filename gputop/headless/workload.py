@@ -18,7 +18,7 @@ from gputop.format import pct, si
 from gputop.runner.child import StopSignals
 from gputop.runner.document import csv_columns, write_csv
 from gputop.runner.params import format_value, parse_given, resolve
-from gputop.runner.registry import Registry, UnknownWorkload
+from gputop.runner.registry import MissingWorkloadDependency, Registry, UnknownWorkload
 from gputop.runner.workload_run import WorkloadRun
 from gputop.workload_api import ParamError
 
@@ -53,6 +53,8 @@ def prepare(args):
     check_writable(args.record, "--record")
     try:
         spec = Registry().get(args.run)
+    except MissingWorkloadDependency as exc:
+        raise Failure(exitcodes.MISSING_DEPENDENCY, str(exc), "missing_dependency") from None
     except UnknownWorkload as exc:
         raise Failure(exitcodes.USAGE, str(exc), "unknown_workload") from None
     try:
@@ -67,8 +69,8 @@ def main_run(args) -> int:
     def refuse(code, kind, message, signum=None):
         exitcodes.say(message)
         if args.json or args.output:
-            doc = run_error_document(args.run, kind, message, code, device=args.device,
-                                     status="interrupted" if signum else "error", signum=signum)
+            status = "interrupted" if signum else ("missing_dependency" if kind == "missing_dependency" else "error")
+            doc = run_error_document(args.run, kind, message, code, device=args.device, status=status, signum=signum)
             emit(doc, json_mode=args.json, output=args.output if writable(args.output) else None)
         return code
 

@@ -4,9 +4,9 @@ and what it needs with how to install it (marked where it is not installed here)
 from __future__ import annotations
 
 import json
-import sys
 
 from gputop import exitcodes
+from gputop.documents import write_stdout
 from gputop.runner.params import format_value
 from gputop.runner.registry import Registry
 from gputop.workload_api import install_hint
@@ -43,10 +43,9 @@ def render_text(registry: Registry) -> str:
 def main_list(args) -> int:
     registry = Registry()
     for err in registry.errors:
-        print(f"gputop: skipped a workload: {err}", file=sys.stderr)
+        exitcodes.say(f"skipped a workload: {err}")
     if getattr(args, "json", False):
-        json.dump([spec.describe() for spec in registry], sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        text = json.dumps([spec.describe() for spec in registry], indent=2, default=str) + "\n"
     else:
-        sys.stdout.write(render_text(registry))
-    return exitcodes.OK
+        text = render_text(registry)
+    return exitcodes.OK if write_stdout(text) else exitcodes.FAILED

@@ -8,9 +8,8 @@ scripts import cupy/torch inside ``run()``, so listing them never loads a GPU li
 hold a workload of the same name, the first one wins (``workloads/`` first, then the path entries in order).
 
 A workload that imports a third-party module at its top that is not installed here (numpy, say) is
-still listed: the registry loads it a second time with a stand-in for that module, seen by the
-workload's own import statements only (never put in ``sys.modules``), reads its NAME, PARAMS, ... and
-keeps what is missing in ``WorkloadSpec.missing``. ``Registry.get`` refuses such a workload with
+still listed: the registry reads its NAME, DESCRIPTION and NEEDS from its source text (without running
+it) and keeps the modules it lacks in ``WorkloadSpec.missing``. ``Registry.get`` refuses such a workload with
 :class:`MissingWorkloadDependency` (gputop exits 4), since its script cannot even start. Any other
 failure is an error, not a dependency: a syntax error, a missing gputop module, a missing piece of an
 installed package, a module beside the workload, a module-level error; that module is skipped and its
@@ -19,7 +18,7 @@ error kept in ``Registry.errors``.
 
 from __future__ import annotations
 
-import builtins
+import ast
 import hashlib
 import importlib.util
 import os
@@ -33,7 +32,6 @@ from gputop import paths
 from gputop.workload_api import Param, install_hint, is_installed, missing_package
 
 ENV_PATH = "GPUTOP_WORKLOADS_PATH"
-MAX_MISSING = 8  # distinct missing modules tried in one workload before giving up
 
 
 class UnknownWorkload(LookupError):
@@ -58,7 +56,7 @@ class WorkloadSpec:
     description: str
     params: list[Param]
     path: Path
-    module: ModuleType
+    module: ModuleType | None  # None: not loadable here (see ``missing``)
     quick: dict = field(default_factory=dict)
     cpu: dict | None = None  # param overrides with --device cpu; None and no "device" param: GPU only
     needs: list[str] = field(default_factory=list)  # NEEDS, then the missing modules NEEDS did not name
@@ -113,56 +111,12 @@ def _module_name(path: Path) -> str:
     return f"gputop_workload_{path.stem}_{digest}"
 
 
-class _Absent:
-    """Stands in for a module that is not installed, and for anything taken from it, so that the
-    workload's top-level code (``import numpy as np``, ``from torch import nn``, a decorator, a base
-    class) runs far enough to read NAME and PARAMS. Never run: such a workload cannot be started."""
-
-    def __init__(self, name: str):
-        self.__name__ = name
-
-    def __getattr__(self, attr: str):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        return _Absent(f"{self.__name__}.{attr}")
-
-    def __call__(self, *args, **kwargs):
-        return self
-
-    def __getitem__(self, key):
-        return self
-
-    def __mro_entries__(self, bases):  # class Net(torch.nn.Module): ...
-        return (object,)
-
-    def __repr__(self) -> str:
-        return f"<{self.__name__}: not installed>"
-
-
-def _builtins_with_stand_ins(absent: set[str]) -> dict:
-    """The workload's own builtins: its imports of the top-level modules in ``absent`` get an _Absent."""
-    real = builtins.__import__
-
-    def _import(name, globals=None, locals=None, fromlist=(), level=0):
-        try:
-            return real(name, globals, locals, fromlist, level)
-        except ModuleNotFoundError as exc:
-            top = name.partition(".")[0]
-            if level or top not in absent or (exc.name or "").partition(".")[0] != top:
-                raise  # not the missing module itself (a module it needs, a relative import): a real error
-            return _Absent(name if fromlist else top)
-
-    return {**builtins.__dict__, "__import__": _import}
-
-
-def _exec(path: Path, absent: set[str] = frozenset()) -> ModuleType:
+def _exec(path: Path) -> ModuleType:
     modname = _module_name(path)
     spec = importlib.util.spec_from_file_location(modname, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
-    if absent:
-        module.__dict__["__builtins__"] = _builtins_with_stand_ins(set(absent))
     sys.modules[modname] = module
     try:
         spec.loader.exec_module(module)
@@ -180,43 +134,74 @@ def _missing_here(exc: BaseException, path: Path) -> str | None:
     return top
 
 
+def _top_level_missing(tree: ast.Module, path: Path) -> list[str]:
+    """The third-party modules the file imports at its top level that are not installed here."""
+    out: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            top = name.partition(".")[0]
+            beside = (path.parent / f"{top}.py").exists() or (path.parent / top).is_dir()
+            if top != "gputop" and not beside and not is_installed(top) and top not in out:
+                out.append(top)
+    return out
+
+
+def _literals(tree: ast.Module) -> dict:
+    """The module-level ``NAME = <literal>`` assignments of a file, read without running it."""
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
+    return out
+
+
+def _spec_from_source(path: Path, first: BaseException) -> WorkloadSpec:
+    """A workload that cannot be loaded here because a module it imports at its top is missing: listed
+    from its source text (NAME, DESCRIPTION, NEEDS; its parameters need the module), never run."""
+    tree = ast.parse(path.read_text(), str(path))
+    missing = _top_level_missing(tree, path)
+    consts = _literals(tree)
+    if not missing or not isinstance(consts.get("NAME"), str):
+        raise first
+    needs = [str(n) for n in consts.get("NEEDS") or []]
+    return WorkloadSpec(name=consts["NAME"], description=str(consts.get("DESCRIPTION", "")), params=[], path=path,
+                        module=None, needs=needs + [m for m in missing if m not in needs], missing=missing)
+
+
 def load_spec(path: Path) -> WorkloadSpec:
     """Load one workload module by file path (raises on any problem, with the reason). A workload whose
-    top-level import of a third-party module fails is loaded again with a stand-in for that module, and
-    its spec names the module in ``missing``; if even that fails, the first error is raised."""
+    top-level import of a third-party module fails is listed from its source text instead, with the
+    modules it lacks in ``missing``."""
     path = Path(path).resolve()
     try:
-        return _spec(path, _exec(path), [])
-    except ModuleNotFoundError as first:
-        missing = _missing_here(first, path)
-        if missing is None:
+        module = _exec(path)
+    except ModuleNotFoundError as exc:
+        if _missing_here(exc, path) is None:
             raise
-        absent = [missing]
-        while True:
-            try:
-                return _spec(path, _exec(path, set(absent)), absent)
-            except ModuleNotFoundError as exc:
-                more = _missing_here(exc, path)
-                if more is None or more in absent or len(absent) >= MAX_MISSING:
-                    raise first from exc
-                absent.append(more)
-            except Exception as exc:  # not a workload, or its top-level code needs more than a stand-in
-                raise first from exc
+        return _spec_from_source(path, exc)
+    return _spec(path, module)
 
 
-def _spec(path: Path, module: ModuleType, absent: list[str]) -> WorkloadSpec:
+def _spec(path: Path, module: ModuleType) -> WorkloadSpec:
     lacking = [a for a in ("NAME", "DESCRIPTION", "PARAMS", "run") if not hasattr(module, a)]
     if lacking:
         raise ImportError(f"{path.name} is not a workload (no {', '.join(lacking)})")
     params = list(module.PARAMS)
     if not all(isinstance(p, Param) for p in params):
         raise ImportError(f"{path.name}: PARAMS must be gputop.workload_api.Param objects")
-    needs = list(getattr(module, "NEEDS", None) or [])
     return WorkloadSpec(
         name=str(module.NAME), description=str(module.DESCRIPTION), params=params, path=path, module=module,
         quick=dict(getattr(module, "QUICK", None) or {}), cpu=getattr(module, "CPU", None),
-        needs=needs + [a for a in absent if a not in needs], timeout=getattr(module, "TIMEOUT", None),
-        missing=absent,
+        needs=list(getattr(module, "NEEDS", None) or []), timeout=getattr(module, "TIMEOUT", None),
     )
 
 
