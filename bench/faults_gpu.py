@@ -131,6 +131,9 @@ class Cell:
                 time.sleep(0.05)
                 left = alive(procs)
         still_on_gpu = sorted({p.pid for p in procs} & gpu_pids())
+        while still_on_gpu and time.monotonic() - t_exit < 3.0:  # the driver lets go of a dead process's context
+            time.sleep(0.05)
+            still_on_gpu = sorted({p.pid for p in procs} & gpu_pids())
         stdout.close()
         stderr.close()
         problems = []
@@ -162,7 +165,10 @@ class Cell:
                "on_gpu_after_s": round(t_gpu, 1), "processes": len(procs), "problems": problems,
                "stderr": (tmp / "stderr").read_text(errors="replace")[-400:] if not self.tui else "",
                "points": len(doc.get("points", [])) if isinstance(doc, dict) and "points" in doc else None}
-        (out / f"{self.name}.stderr").write_text(row["stderr"])
+        keys = ("status", "exit_code", "child_exit_code", "interrupted", "signal", "errors", "warnings", "ended")
+        row["document"] = {k: doc.get(k) for k in keys} if isinstance(doc, dict) else None
+        if problems and isinstance(doc, dict):
+            row["document"]["log"] = (doc.get("log") or [])[-20:]
         return row
 
 
@@ -180,7 +186,7 @@ def cells() -> list[Cell]:
         Cell("command_SIGKILL_gputop", cmd + [TORCH_TREE], "signal:SIGKILL", -9, {}),
         Cell("roofline_kill_child", run, "kill-child", 5, {"status": "crashed"}),
         Cell("roofline_timeout", run + ["--timeout", "4"], "none", 6, {"status": "timeout"}),
-        Cell("command_timeout", ["--timeout", "4", "--run", "--", PY, "-c", TORCH_LOOP], "none", 6,
+        Cell("command_timeout", ["--timeout", "10", "--run", "--", PY, "-c", TORCH_LOOP], "none", 6,
              {"status": "timeout"}),
         Cell("command_oom", cmd + [TORCH_OOM], "none", 1, {"status": "error", "verdict_class": "memory-capacity"}),
         Cell("tui_command_SIGTERM", ["--tui", "--run", "--", PY, "-c", TORCH_TREE], "signal:SIGTERM", 143, {},

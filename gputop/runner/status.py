@@ -34,9 +34,10 @@ def final_status(rc: int, done: str | None, *, stop_asked: bool, killed: bool, t
         return Ending("timeout", f"the workload ran past its {timeout:g} s timeout and was stopped"
                       + (f" (killed after {grace_s:g} s more)" if killed else ""), "timeout")
     if rc < 0 or done is None:
-        # asked to stop and it stopped before finishing: interrupted, however it ended (a SIGINT that lands
-        # while Python is still starting up ends it with KeyboardInterrupt, exit code 1)
-        if stop_asked and (killed or rc in (-signal.SIGINT, exitcodes.INTERRUPTED, 1)):
+        # asked to stop, and it ended before finishing: interrupted, however it ended (a SIGINT that lands
+        # while Python is still starting up ends it with KeyboardInterrupt, exit code 1), unless a signal
+        # other than ours killed it
+        if stop_asked and (killed or rc >= 0 or rc == -signal.SIGINT):
             return Ending("interrupted")
         if rc < 0:
             name = exitcodes.signal_name(-rc)
@@ -45,7 +46,9 @@ def final_status(rc: int, done: str | None, *, stop_asked: bool, killed: bool, t
                 msg += " (out of host memory, or killed from outside?)"
             return Ending("crashed", msg, "crashed")
         if rc == exitcodes.MISSING_DEPENDENCY or "missing_dependency" in error_kinds:
-            return Ending("missing_dependency")
+            return Ending("missing_dependency", None if "missing_dependency" in error_kinds else
+                          f"the workload process exited with code {rc} (a missing dependency) without finishing",
+                          "exited")
         return Ending("error", f"the workload process exited with code {rc} without finishing", "exited")
     if rc == exitcodes.MISSING_DEPENDENCY or "missing_dependency" in error_kinds:
         return Ending("missing_dependency")

@@ -241,6 +241,8 @@ class WorkloadRun:
         if end.message:
             ev.runner_event("error", kind=end.kind, message=end.message,
                             detail=stderr if end.kind in ("crashed", "exited", "exception") else "")
+        elif end.status == "interrupted" and ev.done_status is None and stderr:
+            ev.warn("stderr", "the workload ended without finishing; its last stderr lines: " + stderr[-2000:])
         if end.status == "error" and stderr:
             with ev.lock:
                 for e in ev.errors:
