@@ -54,10 +54,7 @@ def end_to_end(out_dir: Path | None) -> dict:
     """``gputop --run roofline --json`` in a fresh process with an empty CuPy kernel cache."""
     with tempfile.TemporaryDirectory(prefix="gputop-cupy-cache-") as cache:
         env = dict(os.environ, CUPY_CACHE_DIR=cache, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        if importlib.util.find_spec("gputop.runner.headless") is not None:
-            cmd = [sys.executable, "-m", "gputop", "--run", "roofline", "--json"]
-        else:  # the runner is not there: the workload on its own, with its events
-            cmd = [sys.executable, str(paths.workloads_dir() / "roofline.py"), "--events"]
+        cmd = [sys.executable, "-m", "gputop", "--run", "roofline", "--json"]
         t0 = time.monotonic()
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(ROOT))
         wall = time.monotonic() - t0

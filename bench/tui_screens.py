@@ -28,7 +28,7 @@ try:
 except ImportError:  # run as a script from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gputop.runner.process import format_value  # noqa: E402
+from gputop.runner.params import format_value  # noqa: E402
 from gputop.tui.app import make_app  # noqa: E402
 
 ORDER = ["roofline", "amp", "batchsize", "dataloader", "cudagraphs"]

@@ -23,7 +23,8 @@ modes:
   gputop --tui --run -- CMD ...   the same, live in the TUI (also --tui --watch PID)
 
 exit codes: 0 ok; 1 failed (partial results written); 2 bad usage or input; 3 no GPU / no NVML;
-4 missing dependency (cupy/torch); 5 workload crashed; 6 timeout; 130 interrupted.
+4 missing dependency; 5 workload crashed; 6 timeout; 128+N stopped by signal N (130 SIGINT,
+143 SIGTERM, 129 SIGHUP; a partial document is still written). --run -- CMD: the command's code.
 """
 
 
@@ -116,36 +117,34 @@ def main(argv: list[str] | None = None) -> int:
 
             return main_command_tui(args, command)
         if args.run == "" and command:
-            from gputop.monitor import main_command
+            from gputop.headless.command import main_command
 
             return main_command(args, command)
         if args.watch is not None:
-            from gputop.monitor import main_watch
+            from gputop.headless.command import main_watch
 
             return main_watch(args)
         if args.run:
-            from gputop.runner.headless import main_run
+            from gputop.headless.workload import main_run
 
             return main_run(args)
         if args.record:
-            from gputop.snapshot import main_record
+            from gputop.headless.snapshot import main_record
 
             return main_record(args)
         if args.once:
-            from gputop.snapshot import main_once
+            from gputop.headless.snapshot import main_once
 
             return main_once(args)
         from gputop.tui import main_tui
 
         return main_tui(args)
-    except KeyboardInterrupt:
-        print("gputop: interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # a Ctrl-C outside a run (the runs handle their own signals)
+        exitcodes.say("interrupted")
         return exitcodes.INTERRUPTED
-    except BrokenPipeError:  # gputop --once | head
-        return exitcodes.OK
+    except BrokenPipeError:  # stdout closed under us (gputop --once | head)
+        from gputop.documents import silence_stdout
 
-
-def fail(code: int, message: str) -> int:
-    """Print one line on stderr and return ``code``."""
-    print(f"gputop: {message}", file=sys.stderr)
-    return code
+        exitcodes.say("cannot write to stdout (closed); output lost")
+        silence_stdout()
+        return exitcodes.FAILED

@@ -1,10 +1,69 @@
-"""Process exit codes of every gputop command (documented in README.md, "Exit codes")."""
+"""Every exit code gputop returns, and its one-line failure (README.md, "Exit codes", is the same table).
+
+``fail`` and ``say`` write one line on stderr and never raise: after SIGHUP the terminal may be gone.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
 
 OK = 0
-FAILED = 1  # the workload (or the monitored command) reported an error; partial results were written
-USAGE = 2  # bad flags, bad parameter, unknown workload, unreadable or invalid input file
-NO_GPU = 3  # no NVML library, no driver, or no GPU, for a command that needs live GPU data
-MISSING_DEPENDENCY = 4  # cupy or torch is needed by the workload but not installed
-CRASHED = 5  # the workload's child process died (signal, CUDA fault, OOM kill) without finishing
-TIMEOUT = 6  # the workload ran past its timeout and was stopped
-INTERRUPTED = 130  # Ctrl-C / SIGINT (128 + 2); a partial document was still written
+FAILED = 1  # the workload failed (raised, or exited non-zero unfinished), or the output could not be written
+USAGE = 2  # bad flags, bad parameter, unknown workload, unreadable input, unwritable output path
+NO_GPU = 3  # no NVML library, no driver, or no GPU, for a mode that needs live GPU data
+MISSING_DEPENDENCY = 4  # cupy or torch (or numpy) is needed but not installed; the message names the extra
+CRASHED = 5  # the workload's process died of a signal (segfault, SIGKILL, OOM kill) without finishing
+TIMEOUT = 6  # the run went past --timeout and was stopped
+SIGNAL_BASE = 128  # gputop stopped by signal N exits 128+N: 130 SIGINT, 143 SIGTERM, 129 SIGHUP
+INTERRUPTED = SIGNAL_BASE + signal.SIGINT
+
+TABLE = {
+    OK: "ok",
+    FAILED: "the workload (or your command) failed, or the output could not be written; partial results kept",
+    USAGE: "bad usage or input (unknown flag or workload, bad parameter, unreadable trace, unwritable output)",
+    NO_GPU: "no NVML library, no driver or no GPU, for a mode that needs live GPU data",
+    MISSING_DEPENDENCY: "a missing dependency; the message names the extra to install",
+    CRASHED: "the workload's process crashed (signal, CUDA fault, OOM kill)",
+    TIMEOUT: "the run went past --timeout and was stopped",
+}
+
+
+def for_signal(signum: int) -> int:
+    """gputop's exit code after it was stopped by signal ``signum`` (130 SIGINT, 143 SIGTERM, 129 SIGHUP)."""
+    return SIGNAL_BASE + int(signum)
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def shell_code(returncode: int) -> int:
+    """A child's return code as a shell reports it: 128+N for a child killed by signal N."""
+    return SIGNAL_BASE - returncode if returncode < 0 else returncode
+
+
+def say(message: str) -> None:
+    """One line on stderr, prefixed ``gputop:``; silent when stderr is gone (closed terminal, full disk)."""
+    try:
+        sys.stderr.write(f"gputop: {message}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def fail(code: int, message: str) -> int:
+    """Say ``message`` on one line and return ``code``."""
+    say(message)
+    return code
+
+
+class Failure(Exception):
+    """A run that cannot start or go on: its exit code, a kind for the error document, one line of text."""
+
+    def __init__(self, code: int, message: str, kind: str = "bad_usage"):
+        super().__init__(message)
+        self.code, self.kind = code, kind

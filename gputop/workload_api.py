@@ -5,7 +5,7 @@ A workload module defines::
     NAME = "roofline"
     DESCRIPTION = "one line for `gputop --list`"
     PARAMS = [Param("n", "int", 1 << 26, lo=1024, hi=1 << 31, help="elements"), ...]
-    NEEDS = ["cupy"]          # optional: what the GPU path imports ("cupy", "torch")
+    NEEDS = ["cupy"]          # optional: what run() imports ("cupy", "torch"; see INSTALL)
     QUICK = {...}; CPU = {...}  # optional: param overrides for --quick / --device cpu
     TIMEOUT = 300.0           # optional: default timeout (s) of `gputop --run NAME`
 
@@ -25,6 +25,10 @@ so each script starts with::
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 It imports cupy/torch *inside* ``run`` so that ``gputop --list`` and ``--help`` work without them.
+A third-party module imported at the top (numpy in ``dataloader.py``) must be a dependency of gputop
+(pyproject.toml); where it is missing all the same, ``gputop --list`` still shows the workload with
+what it needs, and ``gputop --run`` refuses it with exit 4 (see gputop.runner.registry). A module not
+found inside ``run`` ends the run the same way: exit 4, with how to install it.
 
 Events (one JSON object per line on stdout when run with ``--events``; the runner and the TUI read
 them; ``t`` is ``time.monotonic()``, the same clock as gputop's sampler on Linux)::
@@ -45,6 +49,7 @@ Without ``--events`` the same calls print readable text, so the script is a teac
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import signal
 import sys
@@ -53,8 +58,14 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-# Exit codes of a workload child (the same numbers as gputop.exitcodes).
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MISSING_DEPENDENCY, EXIT_INTERRUPTED = 0, 1, 2, 4, 130
+from gputop import exitcodes
+
+# Exit codes of a workload child: names for gputop.exitcodes (the one place that defines them).
+EXIT_OK = exitcodes.OK
+EXIT_FAILED = exitcodes.FAILED
+EXIT_USAGE = exitcodes.USAGE
+EXIT_MISSING_DEPENDENCY = exitcodes.MISSING_DEPENDENCY
+EXIT_INTERRUPTED = exitcodes.INTERRUPTED
 
 PARAM_TYPES = ("int", "float", "int_list", "float_list", "str", "bool", "choice")
 
@@ -63,11 +74,44 @@ class ParamError(ValueError):
     """A bad parameter value; the message names the parameter and what is allowed."""
 
 
-class MissingDependency(RuntimeError):
-    """cupy or torch is needed but not installed; the message names the extra to install."""
+# How to get what a workload imports: gputop's extras (pyproject.toml) for the GPU libraries, and
+# numpy, a dependency of gputop itself (missing only from a broken install).
+INSTALL = {
+    "cupy": "pip install 'gputop[cuda12]' or 'gputop[cuda13]'",
+    "torch": "pip install 'gputop[torch]'",
+    "numpy": "pip install numpy",
+}
 
-    def __init__(self, package: str, extra: str):
-        super().__init__(f"this workload needs {package}: pip install 'gputop[{extra}]'")
+
+def install_hint(package: str) -> str:
+    """How to install ``package`` (a top-level import name), as gputop's messages say it."""
+    return INSTALL.get(package, f"install the package that provides the module '{package}'")
+
+
+def is_installed(package: str) -> bool:
+    """True if the top-level module ``package`` can be found here (it is not imported)."""
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def missing_package(exc: BaseException) -> str | None:
+    """The third-party package that ``exc`` says is not installed: the top-level name of a
+    ModuleNotFoundError's module, unless that is gputop itself or is installed (then a submodule or
+    something inside the package is missing: a real error, not a dependency to install)."""
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return None
+    top = exc.name.partition(".")[0]
+    return None if top == "gputop" or is_installed(top) else top
+
+
+class MissingDependency(RuntimeError):
+    """A package the workload needs is not installed; the message says how to install it."""
+
+    def __init__(self, package: str, extra: str | None = None):
+        how = f"pip install 'gputop[{extra}]'" if extra else install_hint(package)
+        super().__init__(f"this workload needs {package}: {how}")
         self.package, self.extra = package, extra
 
 
@@ -75,7 +119,7 @@ def require_cupy():
     try:
         import cupy  # noqa: F401
     except ImportError:
-        raise MissingDependency("cupy", "cuda12]' or 'gputop[cuda13") from None
+        raise MissingDependency("cupy") from None
     return cupy
 
 
@@ -83,7 +127,7 @@ def require_torch():
     try:
         import torch  # noqa: F401
     except ImportError:
-        raise MissingDependency("torch", "torch") from None
+        raise MissingDependency("torch") from None
     return torch
 
 
@@ -345,9 +389,14 @@ def run_module(module, values: dict, emit: Emitter) -> int:
         emit.error(str(exc), kind="bad_param")
         code = EXIT_USAGE
     except Exception as exc:
-        kind = "oom" if is_oom(exc) else ("cuda" if "cuda" in type(exc).__module__.lower() or "CUDA" in str(exc) else "exception")
-        emit.error(f"{type(exc).__name__}: {exc}", kind=kind, detail=traceback.format_exc(limit=8))
-        code = EXIT_FAILED
+        package = missing_package(exc)  # `import numpy` inside run() where numpy is not installed
+        if package is not None:
+            emit.error(str(MissingDependency(package)), kind="missing_dependency")
+            code = EXIT_MISSING_DEPENDENCY
+        else:
+            kind = "oom" if is_oom(exc) else ("cuda" if "cuda" in type(exc).__module__.lower() or "CUDA" in str(exc) else "exception")
+            emit.error(f"{type(exc).__name__}: {exc}", kind=kind, detail=traceback.format_exc(limit=8))
+            code = EXIT_FAILED
     finally:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)

@@ -36,7 +36,8 @@ def test_list_text_shows_every_workload_with_params_and_defaults():
         for p in spec.params:
             assert any(ln.split()[:2] == [p.name, "default"] and p.allowed() in ln for ln in out.splitlines()), p.name
     assert "k  " in out and "default 1,2,4" in out and "comma-separated integers in [1, 64]" in out
-    assert "--quick: k=1,2" in out and "--device cpu: sleep=0.02" in out and "needs cupy" in out
+    assert "--quick: k=1,2" in out and "--device cpu: sleep=0.02" in out
+    assert "    needs cupy: pip install 'gputop[cuda12]' or 'gputop[cuda13]'" in out  # what it needs, how to get it
 
 
 def test_list_json():

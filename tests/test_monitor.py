@@ -17,9 +17,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from gputop import cli, monitor
-from gputop.monitor import (GpuFinder, Monitor, TickStore, build_document, exit_code_of, render_text,
-                            run_command, watch_process)
+from gputop import cli, documents, exitcodes
+from gputop.headless import command as headless
+from gputop.session.command import Session
+from gputop.session.finder import GpuFinder, TickStore
+from gputop.session.monitor import Monitor
+from gputop.session.report import build_document, render_text
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.trace import ReplaySource, demo_trace_path
 
@@ -43,6 +46,25 @@ def replay_monitor(**kw) -> Monitor:
     return Monitor(ReplaySource(demo_trace_path(), speed=float("inf")), **kw)
 
 
+def run_command(mon, command, **kw) -> dict:
+    """The headless loop on a session: start, poll until it ends, finish; the run facts."""
+    s = Session(mon, command, **kw)
+    headless.run_session(s)
+    s.finish()
+    return s.facts()
+
+
+def watch_process(mon, pid, seconds=None) -> dict:
+    s = Session(mon, pid=pid, seconds=seconds)
+    headless.run_session(s)
+    s.finish()
+    return s.facts()
+
+
+def replay_open(args, note, active_ok=False):
+    return replay_monitor(active_ok=active_ok)
+
+
 def document(mon, run, command):
     doc = build_document("run", mon, run, command, "2026-01-01T00:00:00+00:00")
     jsonschema.validate(doc, SCHEMA)
@@ -57,7 +79,10 @@ def test_run_without_nvml_exits_3_and_never_starts_the_command(tmp_path):
     assert r.stderr.count("\n") == 1 and "libnvidia-ml" in r.stderr
     assert not (tmp_path / "started").exists()
     r = gputop_cli("--json", "--run", "--", PY, "-c", "pass", cwd=tmp_path)
-    assert r.returncode == 3 and r.stdout == ""
+    assert r.returncode == 3 and r.stderr.count("\n") == 1
+    doc = json.loads(r.stdout)  # --json: one document, an error document here
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["exit_code"] == 3 and doc["errors"][0]["kind"] == "no_gpu" and doc["verdict"] is None
 
 
 @pytest.mark.skipif(not NO_GPU, reason="needs a machine without NVML")
@@ -140,26 +165,29 @@ def test_log_file_gets_both_streams(tmp_path, capfd):
 def test_a_signal_death_is_128_plus_n():
     run = run_command(replay_monitor(), [PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"])
     assert run["exit_code"] == 128 + signal.SIGTERM and run["ended"] == f"signal {int(signal.SIGTERM)}"
-    assert exit_code_of(-9) == 137 and exit_code_of(0) == 0 and exit_code_of(2) == 2
+    assert exitcodes.shell_code(-9) == 137 and exitcodes.shell_code(0) == 0 and exitcodes.shell_code(2) == 2
 
 
-def test_command_run_without_blocking():
-    """What the TUI uses: start, poll from its own loop, signal, finish."""
-    import time
-
-    r = monitor.CommandRun(replay_monitor(), [PY, "-c", "import time; time.sleep(60)"], err=io.StringIO()).start()
-    assert r.poll() is None
-    r.signal(signal.SIGTERM)
-    while r.poll() is None:
-        time.sleep(0.05)
-    facts = r.finish()
-    assert facts["exit_code"] == 128 + signal.SIGTERM and facts["ended"] == f"signal {int(signal.SIGTERM)}"
+def test_command_session_without_blocking(tmp_path):
+    """What the TUI uses: start, poll from its own loop, stop, finish."""
+    ready = tmp_path / "ready"  # the command is past Python's start-up (a SIGINT there exits 1, not 130)
+    code = f"import time; open({str(ready)!r}, 'w').close(); time.sleep(60)"
+    s = Session(replay_monitor(), [PY, "-c", code], err=io.StringIO()).start()
+    assert s.poll() is False
+    end = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < end:
+        time.sleep(0.02)
+    s.stop()  # SIGINT to the command's group: Python dies of it (130)
+    assert s.wait(30)
+    facts = s.facts()
+    assert facts["ended"] == "interrupted" and facts["command_exit_code"] == 130 and facts["exit_code"] == 130
 
 
 def test_timeout_stops_the_command():
     run = run_command(replay_monitor(), [PY, "-c", "import time; time.sleep(60)"], timeout=0.3,
                       err=io.StringIO())
-    assert run["ended"] == "timeout" and run["exit_code"] == 128 + signal.SIGTERM
+    assert run["ended"] == "timeout" and run["exit_code"] == exitcodes.TIMEOUT
+    assert run["command_exit_code"] == 130  # SIGINT: Python dies of KeyboardInterrupt
 
 
 def test_out_of_memory_on_stderr_makes_the_verdict_memory_capacity(capfd):
@@ -175,7 +203,7 @@ def test_out_of_memory_on_stderr_makes_the_verdict_memory_capacity(capfd):
 
 
 def test_out_of_memory_survives_in_a_recorded_trace(tmp_path):
-    from gputop.monitor import diagnose_trace
+    from gputop.session.labelled import diagnose_trace
 
     rec = tmp_path / "oom.jsonl.gz"
     code = WAIT + "import sys; print('CUDA out of memory. Tried to allocate 2.00 GiB', file=sys.stderr); sys.exit(1)"
@@ -185,30 +213,28 @@ def test_out_of_memory_survives_in_a_recorded_trace(tmp_path):
     assert a["verdict"]["class"] == "memory-capacity" and a["verdict"]["subclass"] == "oom"
 
 
-def test_sigint_is_forwarded_when_the_terminal_did_not_deliver_it(monkeypatch):
-    monkeypatch.setattr(monitor, "_terminal_sent_it", lambda: False)
+def test_a_signal_to_gputop_stops_the_command_and_says_which(monkeypatch):
     child = [PY, "-c", "import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    raise SystemExit(42)"]
-    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
     run = run_command(replay_monitor(), child)
-    assert run["ended"] == "interrupted" and run["exit_code"] in (42, 130)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    assert run["ended"] == "interrupted" and run["command_exit_code"] == 42
+    assert run["exit_code"] == 128 + signal.SIGTERM and run["signal"] == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored
 
 
-def test_a_terminal_ctrl_c_is_not_sent_twice(monkeypatch):
-    monkeypatch.setattr(monitor, "_terminal_sent_it", lambda: True)
-    child = [PY, "-c", "import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    raise SystemExit(42)"]
-    # the first SIGINT is assumed delivered by the terminal (it was not): the child keeps running;
-    # the second is forwarded
+def test_a_second_signal_kills_a_command_that_ignores_sigint():
+    child = [PY, "-c", "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)"]
     threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
-    threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT)).start()
     run = run_command(replay_monitor(), child)
-    assert run["ended"] == "interrupted" and run["exit_code"] == 42 and run["wall_s"] >= 1.5
+    assert run["ended"] == "interrupted" and run["command_exit_code"] == 137 and run["exit_code"] == 130
+    assert run["wall_s"] < 30  # not the 60 s sleep, nor the grace period
 
 
 def test_main_command_json_document_and_exit_code(monkeypatch, capfd):
-    monkeypatch.setattr(monitor, "_open", lambda args: (ReplaySource(demo_trace_path(), speed=float("inf")), None))
+    monkeypatch.setattr(headless, "open_monitor", replay_open)
     args, command = cli.parse(["--json", "--run", "--", PY, "-c", "print('hi'); raise SystemExit(4)"])
-    assert monitor.main_command(args, command) == 4
+    assert headless.main_command(args, command) == 4
     out, err = capfd.readouterr()
     doc = json.loads(out)  # stdout is one JSON document
     jsonschema.validate(doc, SCHEMA)
@@ -216,23 +242,23 @@ def test_main_command_json_document_and_exit_code(monkeypatch, capfd):
 
 
 def test_main_command_text_and_output_file(monkeypatch, capfd, tmp_path):
-    monkeypatch.setattr(monitor, "_open", lambda args: (ReplaySource(demo_trace_path(), speed=float("inf")), None))
+    monkeypatch.setattr(headless, "open_monitor", replay_open)
     out_json = tmp_path / "doc.json"
     args, command = cli.parse(["-o", str(out_json), "--run", "--", PY, "-c", "pass"])
-    assert monitor.main_command(args, command) == 0
+    assert headless.main_command(args, command) == 0
     out, _ = capfd.readouterr()
     assert out.startswith("gputop: `") and "verdict:" in out
     jsonschema.validate(json.loads(out_json.read_text()), SCHEMA)
 
 
 def test_main_command_not_found_exits_2(monkeypatch, capfd):
-    monkeypatch.setattr(monitor, "_open", lambda args: (ReplaySource(demo_trace_path(), speed=float("inf")), None))
+    monkeypatch.setattr(headless, "open_monitor", replay_open)
     args, command = cli.parse(["--run", "--", "no-such-command-gputop-test", "x"])
-    assert monitor.main_command(args, command) == 2
+    assert headless.main_command(args, command) == 2
     err = capfd.readouterr().err
     assert err.strip() == "gputop: command not found: no-such-command-gputop-test"
     args, command = cli.parse(["--run", "--", "./no/such/path"])
-    assert monitor.main_command(args, command) == 2
+    assert headless.main_command(args, command) == 2
 
 
 def test_record_writes_a_trace_with_marks(monkeypatch, tmp_path):
@@ -264,7 +290,7 @@ def test_watch_process_until_it_exits():
         run = watch_process(mon, p.pid)
     finally:
         p.wait()
-    assert run["ended"] == "exited" and run["exit_code"] is None
+    assert run["ended"] == "exited" and run["exit_code"] == 0 and run["command_exit_code"] is None
     doc = build_document("watch", mon, run, None, "2026-01-01T00:00:00+00:00")
     jsonschema.validate(doc, SCHEMA)
     assert doc["gpu_detection"] == "memory/activity rise"
@@ -302,7 +328,7 @@ def test_gpu_finder():
 
 def test_clean_makes_nan_null():
     doc = {"a": [1.0, float("nan")], "b": float("inf"), "c": "x"}
-    assert monitor.clean(doc) == {"a": [1.0, None], "b": None, "c": "x"}
+    assert documents.clean(doc) == {"a": [1.0, None], "b": None, "c": "x"}
 
 
 def test_tick_store_thins_long_runs():
@@ -336,9 +362,9 @@ def test_live_source_finds_the_child_by_pid_with_a_fake_nvml(monkeypatch, capfd)
     gpm = {GPM_METRICS["sm_active_pct"]: 97.0, GPM_METRICS["tensor_pct"]: 94.0, GPM_METRICS["hmma_pct"]: 94.0,
            GPM_METRICS["dram_bw_pct"]: 16.0, GPM_METRICS["fp32_pct"]: 1.0}
     src = LiveSource(Nvml(Fake(static, gpm_values=gpm)))
-    monkeypatch.setattr(monitor, "_open", lambda args: (src, None))
+    monkeypatch.setattr(headless, "open_monitor", lambda args, note, active_ok=False: Monitor(src, rate_hz=args.rate))
     args, command = cli.parse(["--json", "--rate", "20", "--run", "--", PY, "-c", "import time; time.sleep(2.5)"])
-    assert monitor.main_command(args, command) == 0
+    assert headless.main_command(args, command) == 0
     doc = json.loads(capfd.readouterr().out)
     jsonschema.validate(doc, SCHEMA)
     assert doc["gpu_detection"] == "process list" and doc["gpus_used"] == [0]

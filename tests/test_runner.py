@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -14,10 +15,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from gputop import exitcodes
+from gputop import documents, exitcodes
 from gputop.analysis.summary import summarize, window
 from gputop.runner import document
-from gputop.runner.process import WorkloadRun, exit_code_for, format_value
+from gputop.runner.params import format_value
+from gputop.runner.status import exit_code_for, final_status
+from gputop.runner.workload_run import WorkloadRun
 from gputop.runner.registry import ENV_PATH, Registry, UnknownWorkload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,13 +44,13 @@ def run_it(registry, name, grace_s=5.0, timeout=None, **params):
 def finish(run, limit=60):
     assert run.wait(limit), "the run did not end"
     doc = run.document()
-    document.validate(doc)
+    documents.validate(doc)
     return doc
 
 
 # -- the schema ------------------------------------------------------------------------------------
 def test_schema_is_valid_draft_2020_12():
-    jsonschema.Draft202012Validator.check_schema(document.load_schema())
+    jsonschema.Draft202012Validator.check_schema(documents.load_schema("run"))
 
 
 # -- the registry ----------------------------------------------------------------------------------
@@ -102,11 +105,26 @@ def test_format_value_round_trips_through_param_parse(registry, param, text):
 def test_exit_codes_follow_the_status():
     assert exit_code_for("ok") == exitcodes.OK
     assert exit_code_for("error") == exitcodes.FAILED
-    assert exit_code_for("error", errors=[{"kind": "bad_param"}]) == exitcodes.USAGE
+    assert exit_code_for("error", error_kinds=["bad_param"]) == exitcodes.USAGE
     assert exit_code_for("crashed") == exitcodes.CRASHED
     assert exit_code_for("timeout") == exitcodes.TIMEOUT
     assert exit_code_for("missing_dependency") == exitcodes.MISSING_DEPENDENCY
-    assert exit_code_for("interrupted") == exit_code_for("ok", interrupted=True) == exitcodes.INTERRUPTED
+    assert exit_code_for("interrupted") == exitcodes.INTERRUPTED == 130
+    # gputop stopped by signal N: 128 + N, whatever the run's status
+    assert exit_code_for("interrupted", signal.SIGTERM) == 143 and exit_code_for("ok", signal.SIGHUP) == 129
+
+
+def test_final_status_of_each_ending():
+    end = lambda rc, done=None, **kw: final_status(rc, done, **({"stop_asked": False, "killed": False,  # noqa: E731
+                                                                  "timed_out": False, "error_kinds": []} | kw)).status
+    assert end(0, "ok") == "ok"
+    assert end(3) == "error"  # a plain non-zero exit without finishing: failed, not crashed
+    assert end(0) == "error"  # exited 0 without its "done" event
+    assert end(-signal.SIGSEGV) == "crashed" and end(-signal.SIGKILL) == "crashed"
+    assert end(-signal.SIGKILL, stop_asked=True, killed=True) == "interrupted"
+    assert end(-signal.SIGKILL, timed_out=True, killed=True, timeout=1.0) == "timeout"
+    assert end(exitcodes.MISSING_DEPENDENCY) == "missing_dependency"
+    assert end(130, "interrupted") == "interrupted"
 
 
 # -- runs ------------------------------------------------------------------------------------------
@@ -205,7 +223,7 @@ def test_cancel_is_graceful_and_the_partial_document_validates(registry, tmp_pat
     run.start()
     _wait_for(ready)
     partial = run.document()  # while it runs
-    document.validate(partial)
+    documents.validate(partial)
     assert partial["status"] == "running" and partial["exit_code"] is None and partial["phases"][0]["t_end"] is None
     run.cancel()
     doc = finish(run)
@@ -223,7 +241,7 @@ def test_cancel_kills_after_the_grace_period(registry, tmp_path):
     run.cancel()
     doc = finish(run)
     assert doc["status"] == "interrupted" and doc["exit_code"] == exitcodes.INTERRUPTED
-    assert doc["child_exit_code"] == -9 and run.killed
+    assert doc["child_exit_code"] == -9 and run.child.killed
     assert any(w["code"] == "killed" for w in doc["warnings"])
     assert len(doc["points"]) == 1
 
@@ -251,12 +269,12 @@ def test_a_run_starts_once_and_checks_its_device(registry):
 
 
 def test_error_document_validates():
-    doc = document.error_document("x", "bad_param", "bad value for parameter 'k'", exitcodes.USAGE)
-    document.validate(doc)
+    doc = documents.run_error_document("x", "bad_param", "bad value for parameter 'k'", exitcodes.USAGE)
+    documents.validate(doc)
 
 
 def test_dumps_is_strict_json():
-    text = document.dumps({"a": float("nan"), "b": [float("inf"), 1.5], "c": (1, 2)})
+    text = documents.dumps({"a": float("nan"), "b": [float("inf"), 1.5], "c": (1, 2)})
     assert json.loads(text) == {"a": None, "b": [None, 1.5], "c": [1, 2]}
 
 
@@ -335,7 +353,7 @@ def test_attaching_to_an_existing_sampler_reads_the_right_gpu(registry, monkeypa
     monkeypatch.setattr(run, "build_env", lambda: dict(os.environ, PYTHONPATH=str(ROOT)))
     run.start()
     assert run.gpu_pos == 1 and run.static == {"index": 5, "name": "B"}
-    assert sampler.source.watched == [run.proc.pid] and run._on_tick in sampler.listeners
+    assert sampler.source.watched == [run.pid] and run._on_tick in sampler.listeners
 
     def feed():
         for i in range(5):
@@ -368,13 +386,13 @@ def test_command_line_passes_every_value_but_empty_lists(tmp_path):
     assert doc["status"] == "ok" and doc["params"]["sizes"] == []
 
 
-def test_a_child_that_exits_without_done_crashed(tmp_path):
+def test_a_child_that_exits_without_done_failed(tmp_path):
     (tmp_path / "quiet.py").write_text(
         "import sys\nfrom gputop.workload_api import Param\nNAME = 'quiet'\nDESCRIPTION = 'exits at once'\n"
         "PARAMS = [Param('device', 'choice', 'cuda', choices=['cuda', 'cpu'])]\ndef run(p, emit):\n    pass\n"
         "if __name__ == '__main__':\n    print('bye', file=sys.stderr)\n")
     doc = finish(WorkloadRun(Registry([tmp_path]).get("quiet"), {}, device="cpu").start())
-    assert doc["status"] == "crashed" and doc["exit_code"] == exitcodes.CRASHED and doc["child_exit_code"] == 0
+    assert doc["status"] == "error" and doc["exit_code"] == exitcodes.FAILED and doc["child_exit_code"] == 0
     assert "without finishing" in doc["errors"][0]["message"] and doc["errors"][0]["detail"] == "bye"
 
 
@@ -383,7 +401,7 @@ def test_cancel_before_start_stops_the_child_at_once(registry):
     run.cancel()
     doc = finish(run.start())
     assert doc["status"] == "interrupted" and doc["interrupted"] is True and doc["exit_code"] == exitcodes.INTERRUPTED
-    assert not run.killed
+    assert not run.child.killed
 
 
 def test_cuda_path_maps_the_gpu_samples_it_and_computes_peaks(registry, monkeypatch):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gputop import exitcodes
-from gputop.runner.document import validate
+from gputop.documents import validate
 from gputop.telemetry.nvml import Nvml
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 
 from gputop import exitcodes
-from gputop.monitor import Monitor
+from gputop.session.monitor import Monitor
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.trace import ReplaySource
 from gputop.tui import view
 from gputop.tui.app import TuiConfig
-from gputop.tui.command import TAG_RUN, TAG_WATCH, CommandApp, Session
+from gputop.session.command import Session
+from gputop.tui.command import TAG_RUN, TAG_WATCH, CommandApp, tagged_pids
 from pilot_util import sync, wait_for
 
 TRACE = Path(__file__).parent / "data" / "traces" / "matmul_bf16.compute-bound.jsonl.gz"
@@ -79,18 +80,20 @@ async def test_the_commands_processes_are_tagged_and_diagnosed(tmp_path):
         assert app.verdict is not None
         await pilot.press("q")
         await wait_for(pilot, lambda: app.return_code is not None)
-    assert app.session.run.child.poll() is not None
+    assert app.session.child.done
 
 
 @sync
 async def test_q_while_running_stops_the_command(tmp_path):
-    app = command_app(tmp_path, "import time; time.sleep(60)")
-    child = app.session.run.child
+    # it says "ready" once past Python's start-up, where a SIGINT would end it with 1 rather than 130
+    app = command_app(tmp_path, "import time; print('ready', flush=True); time.sleep(60)")
+    child = app.session.child
+    log = tmp_path / "cmd.log"
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: "running" in app.screen_text())
+        await wait_for(pilot, lambda: "running" in app.screen_text() and "ready" in log.read_text())
         await pilot.press("q")
         await wait_for(pilot, lambda: app.return_code is not None)
-    assert child.poll() is not None
+    assert child.done and child.returncode == -signal.SIGINT
     assert app.return_value == 128 + signal.SIGINT  # Python ends on the SIGINT
     assert app.session.doc["ended"] == "interrupted"
 
@@ -118,7 +121,7 @@ async def test_watch_a_running_process(tmp_path):
             await wait_for(pilot, lambda: "timeline, GPU 0" in app.screen_text())
             text = app.screen_text()
             assert f"watching pid {proc.pid}" in text and "running" in text
-            assert session.tagged_pids() == {proc.pid: TAG_WATCH}
+            assert tagged_pids(session) == {proc.pid: TAG_WATCH}
             await pilot.press("q")
             await wait_for(pilot, lambda: app.return_code is not None)
         assert app.return_value == exitcodes.OK

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from types import SimpleNamespace
 
-from gputop.runner.process import format_value
+from gputop.runner.params import format_value
 from gputop.telemetry.trace import ReplaySource
 from gputop.tui.app import GputopApp, TuiConfig
 from gputop.tui.runs import RunState

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from gputop import documents
 from gputop.analysis.verdict import display_name
-from gputop.runner import document
 from gputop.workload_api import Emitter
 from gputop.workload_util import (noise_check, phase_points, phase_window, stats, tele, tele_numbers, tele_text,
                                   throttle_warnings)
@@ -51,7 +51,7 @@ def run_gputop(name: str, *args: str, timeout: float = 300) -> tuple[int, dict, 
     r = subprocess.run([sys.executable, "-m", "gputop", "--run", name, "--json", *args], capture_output=True,
                        text=True, timeout=timeout, env=env(), cwd=ROOT)
     doc = json.loads(r.stdout)
-    document.validate(doc)
+    documents.validate(doc)
     return r.returncode, doc, r.stderr
 
 
@@ -190,7 +190,7 @@ def test_recorded_h200_run_gets_verdicts_of_the_one_shape(name):
         check_verdict(ph["verdict"])
         w = ph["verdict"]["window"]  # a phase's verdict judged the phase
         assert (w["t_start"], w["t_end"]) == (ph["t_start"], ph["t_end"]) and w["seconds"] == ph["duration_s"]
-    document.validate(doc)
+    documents.validate(doc)
     assert display_name(doc["verdict"]).startswith(doc["verdict"]["label"])
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.runner.document import validate
+from gputop.documents import validate
 from gputop.telemetry.nvml import Nvml
 from verdict_util import check_verdict
 

@@ -25,7 +25,7 @@ except ImportError:  # run as a script from a checkout
 from gputop.analysis.classify import classify  # noqa: E402
 from gputop.analysis.peaks import compute_peaks  # noqa: E402
 from gputop.analysis.vocabulary import CLASSES  # noqa: E402
-from gputop.monitor import diagnose_trace, trace_expectations  # noqa: E402
+from gputop.session.labelled import diagnose_trace, trace_expectations  # noqa: E402
 from gputop.telemetry.trace import read_trace  # noqa: E402
 
 EDGE_S = 1.0

@@ -95,7 +95,7 @@ def run_case(case: str, expected: str, out: Path, seconds: float | None) -> dict
                          for g in doc["gpus"] if g["used"] for s in g["timeline"]])
     if trace.exists():
         set_note(trace, f"expect={expected}")
-        from gputop.monitor import diagnose_trace
+        from gputop.session.labelled import diagnose_trace
 
         off = diagnose_trace(str(trace))["verdict"]
         row.update(replay_got=off["class"], replay_subclass=off.get("subclass"))

@@ -1,13 +1,15 @@
-"""``gputop --list [--json]``: every workload, its one-line description, its parameters and defaults."""
+"""``gputop --list [--json]``: every workload, its one-line description, its parameters and defaults,
+and what it needs with how to install it (marked where it is not installed here)."""
 
 from __future__ import annotations
 
 import json
-import sys
 
 from gputop import exitcodes
-from gputop.runner.process import format_value
+from gputop.documents import write_stdout
+from gputop.runner.params import format_value
 from gputop.runner.registry import Registry
+from gputop.workload_api import install_hint
 
 
 def render_text(registry: Registry) -> str:
@@ -26,10 +28,13 @@ def render_text(registry: Registry) -> str:
         if spec.supports_cpu:
             extras.append("--device cpu" + (": " + " ".join(f"{k}={format_value(v)}" for k, v in spec.cpu.items())
                                              if spec.cpu else ""))
-        if spec.needs:
-            extras.append("needs " + ", ".join(spec.needs))
         if extras:
             lines.append("    (" + "; ".join(extras) + ")")
+        absent = spec.not_installed()
+        for need in spec.needs:
+            lines.append(f"    needs {need}: {install_hint(need)}" + (" (not installed)" if need in absent else ""))
+        if not spec.runnable:
+            lines.append(f"    cannot run here without {', '.join(spec.missing)} (imported at the top of {spec.path.name})")
         lines.append("")
     lines.append("run one: gputop --run NAME [--param NAME=VALUE ...] [--quick] [--device cpu] [--json]")
     return "\n".join(lines) + "\n"
@@ -38,10 +43,9 @@ def render_text(registry: Registry) -> str:
 def main_list(args) -> int:
     registry = Registry()
     for err in registry.errors:
-        print(f"gputop: skipped a workload: {err}", file=sys.stderr)
+        exitcodes.say(f"skipped a workload: {err}")
     if getattr(args, "json", False):
-        json.dump([spec.describe() for spec in registry], sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        text = json.dumps([spec.describe() for spec in registry], indent=2, default=str) + "\n"
     else:
-        sys.stdout.write(render_text(registry))
-    return exitcodes.OK
+        text = render_text(registry)
+    return exitcodes.OK if write_stdout(text) else exitcodes.FAILED

@@ -4,13 +4,21 @@ folders named in ``GPUTOP_WORKLOADS_PATH`` (os.pathsep-separated; the tests use 
 Each module is loaded by file path under a unique module name. Loading only reads ``NAME``,
 ``DESCRIPTION``, ``PARAMS``, ``QUICK``, ``CPU``, ``NEEDS``, ``TIMEOUT`` (default timeout, s), ``analyze(doc)``
 and ``csv_rows(doc)`` (the rows of ``--csv``, in the workload's own column order; default: the points): workload
-scripts import cupy/torch inside ``run()``, so listing them never loads a GPU library. A module that
-fails to load is skipped and its error kept in ``Registry.errors``. When two folders hold a workload
-of the same name, the first one wins (``workloads/`` first, then the path entries in order).
+scripts import cupy/torch inside ``run()``, so listing them never loads a GPU library. When two folders
+hold a workload of the same name, the first one wins (``workloads/`` first, then the path entries in order).
+
+A workload that imports a third-party module at its top that is not installed here (numpy, say) is
+still listed: the registry reads its NAME, DESCRIPTION and NEEDS from its source text (without running
+it) and keeps the modules it lacks in ``WorkloadSpec.missing``. ``Registry.get`` refuses such a workload with
+:class:`MissingWorkloadDependency` (gputop exits 4), since its script cannot even start. Any other
+failure is an error, not a dependency: a syntax error, a missing gputop module, a missing piece of an
+installed package, a module beside the workload, a module-level error; that module is skipped and its
+error kept in ``Registry.errors``.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import os
@@ -21,7 +29,7 @@ from types import ModuleType
 from typing import Callable
 
 from gputop import paths
-from gputop.workload_api import Param
+from gputop.workload_api import Param, install_hint, is_installed, missing_package
 
 ENV_PATH = "GPUTOP_WORKLOADS_PATH"
 
@@ -32,17 +40,36 @@ class UnknownWorkload(LookupError):
         self.name, self.known = name, known
 
 
+class MissingWorkloadDependency(UnknownWorkload):
+    """The workload is known, but a module it imports at its top is not installed here: gputop exits
+    4 (exitcodes.MISSING_DEPENDENCY). A kind of UnknownWorkload (there is no workload of that name that
+    can run here), so a caller that only knows UnknownWorkload still gives its one line, not a traceback."""
+
+    def __init__(self, name: str, missing: list[str]):
+        LookupError.__init__(self, f"workload '{name}' needs " + "; ".join(f"{m}: {install_hint(m)}" for m in missing))
+        self.name, self.known, self.missing = name, [], list(missing)
+
+
 @dataclass
 class WorkloadSpec:
     name: str
     description: str
     params: list[Param]
     path: Path
-    module: ModuleType
+    module: ModuleType | None  # None: not loadable here (see ``missing``)
     quick: dict = field(default_factory=dict)
     cpu: dict | None = None  # param overrides with --device cpu; None and no "device" param: GPU only
-    needs: list[str] = field(default_factory=list)
+    needs: list[str] = field(default_factory=list)  # NEEDS, then the missing modules NEEDS did not name
     timeout: float | None = None  # a default timeout in seconds (module attribute TIMEOUT)
+    missing: list[str] = field(default_factory=list)  # imported at the top, not installed: it cannot run here
+
+    @property
+    def runnable(self) -> bool:
+        return not self.missing
+
+    def not_installed(self) -> list[str]:
+        """The needs that are not installed here (a NEEDS entry may only matter on one device)."""
+        return [n for n in self.needs if n in self.missing or not is_installed(n)]
 
     @property
     def analyze(self) -> Callable[[dict], object] | None:
@@ -60,7 +87,9 @@ class WorkloadSpec:
 
     def describe(self) -> dict:
         return {"name": self.name, "description": self.description, "path": str(self.path),
-                "needs": list(self.needs), "cpu": self.supports_cpu, "quick": dict(self.quick),
+                "needs": list(self.needs), "install": {n: install_hint(n) for n in self.needs},
+                "not_installed": self.not_installed(), "runnable": self.runnable,
+                "cpu": self.supports_cpu, "quick": dict(self.quick),
                 "cpu_overrides": dict(self.cpu or {}), "params": [p.describe() for p in self.params]}
 
 
@@ -82,9 +111,7 @@ def _module_name(path: Path) -> str:
     return f"gputop_workload_{path.stem}_{digest}"
 
 
-def load_spec(path: Path) -> WorkloadSpec:
-    """Load one workload module by file path (raises on any problem, with the reason)."""
-    path = Path(path).resolve()
+def _exec(path: Path) -> ModuleType:
     modname = _module_name(path)
     spec = importlib.util.spec_from_file_location(modname, path)
     if spec is None or spec.loader is None:
@@ -96,9 +123,78 @@ def load_spec(path: Path) -> WorkloadSpec:
     except BaseException:
         sys.modules.pop(modname, None)
         raise
-    missing = [a for a in ("NAME", "DESCRIPTION", "PARAMS", "run") if not hasattr(module, a)]
-    if missing:
-        raise ImportError(f"{path.name} is not a workload (no {', '.join(missing)})")
+    return module
+
+
+def _missing_here(exc: BaseException, path: Path) -> str | None:
+    """The third-party module whose absence ``exc`` reports, or None if it is a real error."""
+    top = missing_package(exc)
+    if top is None or (path.parent / f"{top}.py").exists() or (path.parent / top).is_dir():
+        return None  # a module beside the workload is not on sys.path here: not something to install
+    return top
+
+
+def _top_level_missing(tree: ast.Module, path: Path) -> list[str]:
+    """The third-party modules the file imports at its top level that are not installed here."""
+    out: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            top = name.partition(".")[0]
+            beside = (path.parent / f"{top}.py").exists() or (path.parent / top).is_dir()
+            if top != "gputop" and not beside and not is_installed(top) and top not in out:
+                out.append(top)
+    return out
+
+
+def _literals(tree: ast.Module) -> dict:
+    """The module-level ``NAME = <literal>`` assignments of a file, read without running it."""
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
+    return out
+
+
+def _spec_from_source(path: Path, first: BaseException) -> WorkloadSpec:
+    """A workload that cannot be loaded here because a module it imports at its top is missing: listed
+    from its source text (NAME, DESCRIPTION, NEEDS; its parameters need the module), never run."""
+    tree = ast.parse(path.read_text(), str(path))
+    missing = _top_level_missing(tree, path)
+    consts = _literals(tree)
+    if not missing or not isinstance(consts.get("NAME"), str):
+        raise first
+    needs = [str(n) for n in consts.get("NEEDS") or []]
+    return WorkloadSpec(name=consts["NAME"], description=str(consts.get("DESCRIPTION", "")), params=[], path=path,
+                        module=None, needs=needs + [m for m in missing if m not in needs], missing=missing)
+
+
+def load_spec(path: Path) -> WorkloadSpec:
+    """Load one workload module by file path (raises on any problem, with the reason). A workload whose
+    top-level import of a third-party module fails is listed from its source text instead, with the
+    modules it lacks in ``missing``."""
+    path = Path(path).resolve()
+    try:
+        module = _exec(path)
+    except ModuleNotFoundError as exc:
+        if _missing_here(exc, path) is None:
+            raise
+        return _spec_from_source(path, exc)
+    return _spec(path, module)
+
+
+def _spec(path: Path, module: ModuleType) -> WorkloadSpec:
+    lacking = [a for a in ("NAME", "DESCRIPTION", "PARAMS", "run") if not hasattr(module, a)]
+    if lacking:
+        raise ImportError(f"{path.name} is not a workload (no {', '.join(lacking)})")
     params = list(module.PARAMS)
     if not all(isinstance(p, Param) for p in params):
         raise ImportError(f"{path.name}: PARAMS must be gputop.workload_api.Param objects")
@@ -134,9 +230,14 @@ class Registry:
         return sorted(self.specs)
 
     def get(self, name: str) -> WorkloadSpec:
+        """The workload to run; raises UnknownWorkload, or MissingWorkloadDependency when a module it
+        imports at its top is not installed (``specs[name]`` still has it, for listing)."""
         if name not in self.specs:
             raise UnknownWorkload(name, self.names())
-        return self.specs[name]
+        spec = self.specs[name]
+        if spec.missing:
+            raise MissingWorkloadDependency(name, spec.missing)
+        return spec
 
     def __iter__(self):
         return iter(self.specs[n] for n in self.names())

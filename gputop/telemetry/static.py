@@ -23,6 +23,11 @@ def handle(nvml: Nvml, index: int):
     return nvml.get(f"handle[{index}]", "nvmlDeviceGetHandleByIndex", index, gpu=index)
 
 
+def read_uuid(nvml: Nvml, index: int) -> str | None:
+    """GPU ``index``'s UUID (for CUDA_VISIBLE_DEVICES), or None when NVML cannot say."""
+    return text(nvml.get("uuid", "nvmlDeviceGetUUID", handle(nvml, index), gpu=index))
+
+
 def read_static(nvml: Nvml, index: int) -> dict:
     """Everything about GPU ``index`` that does not change while gputop runs."""
     h = handle(nvml, index)

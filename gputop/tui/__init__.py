@@ -9,7 +9,7 @@ def main_tui(args) -> int:
     import sys
 
     from gputop import exitcodes
-    from gputop.cli import fail
+    from gputop.exitcodes import fail
     from gputop.sources import SourceError
 
     if getattr(args, "no_color", False):

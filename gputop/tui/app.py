@@ -357,7 +357,7 @@ class GputopApp(App):
 
     def watched_pid(self) -> int | None:
         """The process the verdict diagnoses as the feeding one: a running workload's."""
-        own = [r.run.proc.pid for r in self.controller.active if getattr(r.run, "proc", None) is not None]
+        own = [r.run.pid for r in self.controller.active if getattr(r.run, "pid", None) is not None]
         return own[0] if own else None
 
     def tagged_pids(self) -> dict[int, str]:

@@ -28,7 +28,7 @@ def load_registry():
 
 def format_value(value) -> str:
     try:
-        from gputop.runner.process import format_value as fv
+        from gputop.runner.params import format_value as fv
     except ImportError:
         return str(value)
     return fv(value)
@@ -56,7 +56,7 @@ def parse_values(spec, texts: dict[str, str]) -> dict:
 
 @dataclass
 class RunState:
-    run: object  # gputop.runner.process.WorkloadRun
+    run: object  # gputop.runner.workload_run.WorkloadRun
     name: str
     target: str  # "GPU 0" or "CPU"
     events: int = 0
@@ -95,7 +95,7 @@ class RunController:
 
     def start(self, spec, values: dict, device: str, nvml_index: int | None, timeout: float | None = None) -> RunState:
         """Start ``spec``; raises RuntimeError if a run is already going on that GPU (or the CPU)."""
-        from gputop.runner.process import WorkloadRun
+        from gputop.runner.workload_run import WorkloadRun
 
         target = "CPU" if device == "cpu" else f"GPU {nvml_index or 0}"
         busy = self.active_on(target)
@@ -129,14 +129,14 @@ class RunController:
         """PIDs of this session's running workloads (and their children), to tag in the process table."""
         pids: set[int] = set()
         for st in self.active:
-            proc = getattr(st.run, "proc", None)
-            if proc is None:
+            pid = getattr(st.run, "pid", None)
+            if pid is None:
                 continue
-            pids.add(proc.pid)
+            pids.add(pid)
             try:
                 import psutil
 
-                pids.update(c.pid for c in psutil.Process(proc.pid).children(recursive=True))
+                pids.update(c.pid for c in psutil.Process(pid).children(recursive=True))
             except Exception:
                 pass
         return pids

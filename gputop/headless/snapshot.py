@@ -1,24 +1,25 @@
-"""Headless telemetry commands: ``gputop --once [--json]`` and ``gputop --record FILE``."""
+"""Headless telemetry commands: ``gputop --once [--json]`` and ``gputop --record FILE``.
+
+``--record`` ends after ``--seconds``, or on SIGINT, SIGTERM or SIGHUP: that is its normal end (the trace
+is complete), so it exits 0 then.
+"""
 
 from __future__ import annotations
 
-import json
 import platform
-import signal
-import sys
 import time
 from datetime import datetime, timezone
 
-import gputop
 from gputop import exitcodes
 from gputop.analysis.peaks import compute_peaks
-from gputop.cli import fail
+from gputop.documents import check_writable, emit, header
+from gputop.exitcodes import fail
+from gputop.runner.child import StopSignals
 from gputop.format import gb, pct, si
 from gputop.sources import SourceError, check_gpus, open_source
 from gputop.telemetry.sampler import Sampler
 from gputop.telemetry.trace import Recorder
 
-SCHEMA_VERSION = 1
 GPM_WINDOW_S = 0.25  # --once: GPM counters are rates over a window between two reads
 
 
@@ -47,8 +48,7 @@ def snapshot(args) -> dict:
         host = dict(tick.get("host", {}))
         host.pop("procs", None)
         doc = {
-            "schema_version": SCHEMA_VERSION,
-            "gputop_version": gputop.__version__,
+            **header("once"),
             "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "source": {"kind": src.kind, "path": getattr(src, "path", None)},
             "host": {"hostname": platform.node() if src.kind == "live" else src.header.get("hostname"), **host},
@@ -62,18 +62,14 @@ def snapshot(args) -> dict:
 
 def main_once(args) -> int:
     try:
+        check_writable(args.output, "--output")
         doc = snapshot(args)
+    except exitcodes.Failure as exc:
+        return fail(exc.code, str(exc))
     except SourceError as exc:
         return fail(exc.code, str(exc))
-    if args.output:
-        with open(args.output, "w") as f:
-            json.dump(doc, f, indent=2)
-    if args.json:
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(render_text(doc))
-    return exitcodes.OK
+    ok = emit(doc, json_mode=args.json, output=args.output, render_text=render_text)
+    return exitcodes.OK if ok else exitcodes.FAILED
 
 
 def render_text(doc: dict) -> str:
@@ -145,22 +141,18 @@ def main_record(args) -> int:
         return fail(exitcodes.USAGE, f"cannot write {args.record}: {exc.strerror}")
     sampler = Sampler(src, rate_hz=args.rate)
     sampler.listeners.append(rec)
-    stop = {"flag": False}
-    old = signal.signal(signal.SIGTERM, lambda *a: stop.update(flag=True))
-    print(f"gputop: recording {len(src.indices)} GPU(s) at {args.rate:g} Hz to {args.record}"
-          + (f" for {args.seconds:g} s" if args.seconds else " until Ctrl-C"), file=sys.stderr)
-    sampler.start()
-    code = exitcodes.OK
+    exitcodes.say(f"recording {len(src.indices)} GPU(s) at {args.rate:g} Hz to {args.record}"
+                  + (f" for {args.seconds:g} s" if args.seconds else " until Ctrl-C"))
+    stops = StopSignals(lambda signum: None)
     try:
-        end = time.monotonic() + args.seconds if args.seconds else None
-        while not stop["flag"] and (end is None or time.monotonic() < end):
-            time.sleep(0.05)
-    except KeyboardInterrupt:
-        code = exitcodes.OK  # stopping a recording with Ctrl-C is the normal way to end it
+        with stops:
+            sampler.start()
+            end = time.monotonic() + args.seconds if args.seconds else None
+            while not stops.first and (end is None or time.monotonic() < end):
+                time.sleep(0.05)
     finally:
         sampler.stop()
         rec.close()
         src.close()
-        signal.signal(signal.SIGTERM, old)
-    print(f"gputop: wrote {rec.ticks} samples to {args.record}", file=sys.stderr)
-    return code
+    exitcodes.say(f"wrote {rec.ticks} samples to {args.record}")
+    return exitcodes.OK

@@ -1,139 +1,106 @@
 """``gputop --run NAME``: run a workload without the TUI; a readable summary, or one JSON document.
 
-Everything is checked before launch (workload name, parameters, the GPU): bad input is one line on
-stderr and exit 2 (no GPU: exit 3). With ``--json`` stdout holds exactly one document even then (an
-``error_document``). Ctrl-C (or SIGTERM) is forwarded to the workload as SIGINT; a second one kills
-it; the partial document says ``"interrupted": true`` and gputop exits 130. A progress bar goes to
+Everything is checked before launch (workload name, parameters, the GPU, the output paths): bad input
+is one line on stderr and exit 2 (no GPU: exit 3). With ``--json`` stdout holds exactly one document
+even then (an error document). SIGINT, SIGTERM and SIGHUP stop the workload through the one supervisor
+(SIGINT, then SIGKILL to its group after the grace period; a second signal kills at once); the partial
+document says ``"interrupted": true`` and which signal, and gputop exits 128+N. A progress bar goes to
 stderr only when stderr is a terminal.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 
 from gputop import exitcodes
+from gputop.documents import check_writable, dumps, emit, run_error_document, writable
 from gputop.format import pct, si
-from gputop.runner.document import csv_columns, dumps, error_document, write_csv
-from gputop.runner.process import WorkloadRun, format_value
-from gputop.runner.registry import Registry, UnknownWorkload
-from gputop.workload_api import ParamError, resolve_params
+from gputop.runner.child import StopSignals
+from gputop.runner.document import csv_columns, write_csv
+from gputop.runner.params import format_value, parse_given, resolve
+from gputop.runner.registry import MissingWorkloadDependency, Registry, UnknownWorkload
+from gputop.runner.workload_run import WorkloadRun
+from gputop.workload_api import ParamError
 
-
-class Usage(Exception):
-    def __init__(self, code: int, kind: str, message: str):
-        super().__init__(message)
-        self.code, self.kind = code, kind
-
-
-def parse_given(items: list[str]) -> dict[str, str]:
-    """``--param k=v`` items as {k: "v"} (later ones win)."""
-    given: dict[str, str] = {}
-    for item in items or []:
-        if "=" not in item:
-            raise ParamError(f"--param takes NAME=VALUE (got {item!r})")
-        k, v = item.split("=", 1)
-        given[k.strip()] = v
-    return given
-
-
-def resolve(spec, args) -> dict:
-    """The parameter values of this run: defaults, --quick, --device cpu overrides, then --param."""
-    given = parse_given(args.param)
-    if "device" in given:
-        raise ParamError("choose the device with --device cuda|cpu, not --param device=...")
-    if args.device == "cpu" and not spec.supports_cpu:
-        raise ParamError(f"workload '{spec.name}' has no CPU mode; run it on a GPU (without --device cpu)")
-    overrides = dict(spec.quick) if args.quick else {}
-    if args.device == "cpu":
-        overrides.update(spec.cpu or {})  # the CPU sizes are a limit of the device: they win over --quick
-    values = resolve_params(spec.params, given, overrides)
-    if spec.has_device_param:
-        values["device"] = args.device
-    return values
+Failure = exitcodes.Failure
 
 
 def pick_gpu(args):
-    """(nvml, NVML index) for a CUDA run; raises Usage (exit 3 without NVML, 2 for a bad --gpu)."""
+    """(nvml, NVML index) for a CUDA run; raises Failure (exit 3 without NVML, 2 for a bad --gpu)."""
     from gputop.telemetry.nvml import Nvml
     from gputop.telemetry.static import device_count, read_static
 
     nvml = Nvml()
     if not nvml.available():
-        raise Usage(exitcodes.NO_GPU, "no_gpu", f"{nvml.error}; run the workload on the CPU instead: "
-                                                f"gputop --run {args.run} --device cpu")
+        raise Failure(exitcodes.NO_GPU, f"{nvml.error}; run the workload on the CPU instead: "
+                                        f"gputop --run {args.run} --device cpu", "no_gpu")
     if args.gpu and len(args.gpu) > 1:
-        raise Usage(exitcodes.USAGE, "bad_usage", "--run uses one GPU: give one --gpu N")
+        raise Failure(exitcodes.USAGE, "--run uses one GPU: give one --gpu N")
     index = args.gpu[0] if args.gpu else 0
     n = device_count(nvml)
     if index >= n:
         names = ", ".join(f"{i} ({read_static(nvml, i)['name']})" for i in range(n))
-        raise Usage(exitcodes.USAGE, "bad_usage", f"--gpu {index}: no such GPU (valid: {names})")
+        raise Failure(exitcodes.USAGE, f"--gpu {index}: no such GPU (valid: {names})")
     return nvml, index
 
 
-def _check_writable(path: str | None, flag: str) -> None:
-    if path:
-        folder = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(folder):
-            raise Usage(exitcodes.USAGE, "bad_usage", f"{flag} {path}: no such folder {folder}")
+def prepare(args):
+    """(spec, values, nvml, index) of the run ``args`` ask for; raises Failure with why not."""
+    if getattr(args, "replay", None) or getattr(args, "demo", False):
+        raise Failure(exitcodes.USAGE, "--run measures live; it does not take --replay or --demo")
+    check_writable(args.csv, "--csv")
+    check_writable(args.output, "--output")
+    check_writable(args.record, "--record")
+    try:
+        spec = Registry().get(args.run)
+    except MissingWorkloadDependency as exc:
+        raise Failure(exitcodes.MISSING_DEPENDENCY, str(exc), "missing_dependency") from None
+    except UnknownWorkload as exc:
+        raise Failure(exitcodes.USAGE, str(exc), "unknown_workload") from None
+    try:
+        values = resolve(spec, parse_given(args.param), args.device, args.quick)
+    except ParamError as exc:
+        raise Failure(exitcodes.USAGE, str(exc), "bad_param") from None
+    nvml, index = pick_gpu(args) if args.device == "cuda" else (None, None)
+    return spec, values, nvml, index
 
 
 def main_run(args) -> int:
-    try:
-        if getattr(args, "replay", None) or getattr(args, "demo", False):
-            raise Usage(exitcodes.USAGE, "bad_usage", "--run measures live; it does not take --replay or --demo")
-        _check_writable(args.csv, "--csv")
-        _check_writable(args.output, "--output")
-        _check_writable(args.record, "--record")
-        registry = Registry()
-        try:
-            spec = registry.get(args.run)
-        except UnknownWorkload as exc:
-            raise Usage(exitcodes.USAGE, "unknown_workload", str(exc)) from None
-        try:
-            values = resolve(spec, args)
-        except ParamError as exc:
-            raise Usage(exitcodes.USAGE, "bad_param", str(exc)) from None
-        nvml, index = pick_gpu(args) if args.device == "cuda" else (None, None)
-    except Usage as exc:
-        print(f"gputop: {exc}", file=sys.stderr)
+    def refuse(code, kind, message, signum=None):
+        exitcodes.say(message)
         if args.json or args.output:
-            _write(args, error_document(args.run, exc.kind, str(exc), exc.code, device=args.device))
-        return exc.code
-    except KeyboardInterrupt:  # Ctrl-C before the launch: still one document
-        print("gputop: interrupted before the workload started", file=sys.stderr)
-        if args.json or args.output:
-            _write(args, error_document(args.run, "interrupted", "interrupted before the workload started",
-                                        exitcodes.INTERRUPTED, device=args.device, status="interrupted"))
-        return exitcodes.INTERRUPTED
+            status = "interrupted" if signum else ("missing_dependency" if kind == "missing_dependency" else "error")
+            doc = run_error_document(args.run, kind, message, code, device=args.device, status=status, signum=signum)
+            emit(doc, json_mode=args.json, output=args.output if writable(args.output) else None)
+        return code
+
+    stops = StopSignals(lambda signum: None)
+    with stops:  # a signal before the launch: nothing to stop, one document all the same
+        try:
+            spec, values, nvml, index = prepare(args)
+        except Failure as exc:
+            return refuse(exc.code, exc.kind, str(exc))
+    if stops.first:
+        return refuse(exitcodes.for_signal(stops.first), "interrupted",
+                      f"{exitcodes.signal_name(stops.first)} before the workload started", stops.first)
 
     progress = Progress(sys.stderr) if sys.stderr.isatty() else None
     run = WorkloadRun(spec, values, device=args.device, nvml_index=index, nvml=nvml, timeout=args.timeout,
                       on_event=progress.on_event if progress else None)
 
-    def on_signal(signum, frame):
-        if run.cancelled:
-            run.kill()
-            return
-        print("\ngputop: stopping the workload (Ctrl-C again to kill it now)", file=sys.stderr)
-        run.cancel()
+    def on_stop(signum):
+        if not run.cancelled:
+            exitcodes.say(f"{exitcodes.signal_name(signum)}: stopping the workload (again to kill it now)")
+        run.cancel(signum)
 
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with StopSignals(on_stop):
+        run.start()
         try:
-            run.start()
-        except ValueError as exc:
-            print(f"gputop: {exc}", file=sys.stderr)
-            return exitcodes.USAGE
-        while not run.wait(0.1):
-            pass
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-        if progress:
-            progress.clear()
+            while not run.wait(0.1):
+                pass
+        finally:
+            if progress:
+                progress.clear()
     doc = run.document()
     code = doc["exit_code"]
     if args.record:
@@ -142,33 +109,33 @@ def main_run(args) -> int:
         try:
             write_csv(csv_rows(spec, doc), args.csv)
         except OSError as exc:
-            print(f"gputop: cannot write {args.csv}: {exc.strerror}", file=sys.stderr)
+            exitcodes.say(f"cannot write {args.csv}: {exc.strerror}")
             code = code or exitcodes.FAILED
-    _write(args, doc)
-    if not args.json:
-        sys.stdout.write(render_text(doc))
+    if not emit(doc, json_mode=args.json, output=args.output, render_text=render_text):
+        code = code or exitcodes.FAILED
     if doc["status"] != "ok" or doc["interrupted"]:
         first = doc["errors"][0]["message"] if doc["errors"] else ""
-        print(f"gputop: {doc['workload']} {'interrupted' if doc['interrupted'] else doc['status']}"
-              + (f": {first}" if first else "") + f" ({len(doc['points'])} point(s) kept)", file=sys.stderr)
+        exitcodes.say(f"{doc['workload']} {'interrupted' if doc['interrupted'] else doc['status']}"
+                      + (f": {first}" if first else "") + f" ({len(doc['points'])} point(s) kept)")
     return code
 
 
 def _record(path: str, run, doc: dict) -> None:
     """--record FILE with --run NAME: the run's telemetry as a trace, each phase a mark."""
-    if not run.ticks or run.static is None:
-        print(f"gputop: --record: no GPU telemetry in this run, {path} not written", file=sys.stderr)
+    ticks = run.ticks_copy()
+    if not ticks or run.static is None:
+        exitcodes.say(f"--record: no GPU telemetry in this run, {path} not written")
         return
     from gputop.telemetry.trace import write_trace
 
-    marks = [(p["t_start"], p["name"]) for p in run.phases]
+    marks = [(p["t_start"], p["name"]) for p in run.events.copy()["phases"]]
     try:
-        n = write_trace(path, [run.static], run.ticks, marks, rate_hz=run.rate_hz,
+        n = write_trace(path, [run.static], ticks, marks, rate_hz=run.rate_hz,
                         note=f"gputop --run {doc['workload']} ({doc['status']})")
     except OSError as exc:
-        print(f"gputop: cannot write {path}: {exc.strerror}", file=sys.stderr)
+        exitcodes.say(f"cannot write {path}: {exc.strerror}")
         return
-    print(f"gputop: wrote {n} samples and {len(marks)} phase marks to {path}", file=sys.stderr)
+    exitcodes.say(f"wrote {n} samples and {len(marks)} phase marks to {path}")
 
 
 def csv_rows(spec, doc: dict) -> list[dict]:
@@ -178,22 +145,8 @@ def csv_rows(spec, doc: dict) -> list[dict]:
         try:
             return list(fn(doc))
         except Exception as exc:
-            print(f"gputop: {spec.name}.csv_rows failed ({type(exc).__name__}: {exc}); writing the raw points",
-                  file=sys.stderr)
+            exitcodes.say(f"{spec.name}.csv_rows failed ({type(exc).__name__}: {exc}); writing the raw points")
     return doc["points"]
-
-
-def _write(args, doc: dict) -> None:
-    text = dumps(doc) + "\n"
-    if args.output:
-        try:
-            with open(args.output, "w") as f:
-                f.write(text)
-        except OSError as exc:
-            print(f"gputop: cannot write {args.output}: {exc.strerror}", file=sys.stderr)
-    if args.json:
-        sys.stdout.write(text)
-        sys.stdout.flush()
 
 
 class Progress:

@@ -1,0 +1,1 @@
+"""The frontends without a TUI: a workload run, a wrapped command or watched process, and their text."""

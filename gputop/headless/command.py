@@ -1,0 +1,146 @@
+"""``gputop --run -- CMD ARGS...`` and ``gputop --watch PID``, without the TUI: a report when it ends.
+
+gputop samples every GPU (10 Hz) while the command runs as its child, finds the GPU(s) the command's
+process tree uses, and at the end prints a verdict timeline and a summary per GPU, or one JSON document
+(``--json``; an error document too when it cannot start). The command's exit code becomes gputop's.
+
+Before the command runs: exit 3 when NVML is unavailable; 2 when the command cannot be started (not
+found, not executable: a shell says 127/126; gputop uses its usage code so that "gputop could not start
+it" reads like every other bad input). SIGINT, SIGTERM and SIGHUP to gputop stop the command through the
+one supervisor (SIGINT to its group, SIGKILL after the grace period; a second signal kills at once); the
+document is still written and gputop exits 128+N.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+
+from gputop import exitcodes
+from gputop.documents import check_writable, emit, monitor_error_document, writable
+from gputop.runner.child import StopSignals
+from gputop.session.command import Session
+from gputop.session.monitor import check_live_args, open_monitor
+from gputop.session.report import render_text
+
+
+def prepare_command(args, command: list[str]) -> None:
+    """Raise Failure for bad input before anything runs (the TUI's command view checks the same)."""
+    check_live_args(args, "--run -- CMD")
+    if args.seconds is not None:
+        raise exitcodes.Failure(exitcodes.USAGE, "--seconds goes with --record or --watch; to stop a command "
+                                                 "use --timeout S")
+    if not command:
+        raise exitcodes.Failure(exitcodes.USAGE, "no command after `--`")
+    check_writable(args.output, "--output")
+    check_writable(args.log, "--log")
+    check_writable(args.record, "--record")
+
+
+def command_missing(command: list[str]) -> str | None:
+    if "/" not in command[0] and shutil.which(command[0]) is None:
+        return f"command not found: {command[0]}"
+    return None
+
+
+def prepare_watch(args) -> None:
+    import psutil
+
+    check_live_args(args, "--watch PID")
+    check_writable(args.output, "--output")
+    check_writable(args.record, "--record")
+    if args.watch <= 0 or not psutil.pid_exists(args.watch):
+        raise exitcodes.Failure(exitcodes.USAGE, f"--watch {args.watch}: no such process")
+
+
+def start_failure(exc: BaseException, session: Session) -> exitcodes.Failure:
+    """Why a session could not start, as a usage Failure."""
+    if session.mode == "watch":
+        return exitcodes.Failure(exitcodes.USAGE, f"--watch {session.pid}: {exc}")
+    if isinstance(exc, OSError) and session.log and exc.filename == session.log:
+        return exitcodes.Failure(exitcodes.USAGE, f"cannot write {session.log}: {exc.strerror or exc}")
+    why = "command not found" if isinstance(exc, FileNotFoundError) else "cannot run the command"
+    return exitcodes.Failure(exitcodes.USAGE, f"{why}: {session.command[0]} ({getattr(exc, 'strerror', None) or exc})")
+
+
+def _refuse(args, mode: str, exc: exitcodes.Failure, command=None, pid=None) -> int:
+    exitcodes.say(str(exc))
+    if args.json or args.output:
+        emit(monitor_error_document(mode, exc.kind, str(exc), exc.code, command=command, pid=pid),
+             json_mode=args.json, output=args.output if writable(args.output) else None)
+    return exc.code
+
+
+def run_session(session: Session) -> None:
+    """Start ``session`` and poll it until it ends; gputop's SIGINT/SIGTERM/SIGHUP stop it (twice: kill)."""
+    def on_stop(signum):
+        if not session.stopping:
+            exitcodes.say(f"{exitcodes.signal_name(signum)}: stopping (again to kill it now)"
+                          if session.mode == "run" else f"{exitcodes.signal_name(signum)}: watch ended")
+            session.stop(signum)
+        elif session.child is not None:
+            session.child.kill()
+
+    with StopSignals(on_stop):
+        session.start()
+        while not session.poll():
+            if session.child is not None:
+                session.child.wait(0.1)
+            else:
+                session.wait(0.1)
+
+
+def main_command(args, command: list[str]) -> int:
+    """``gputop --run -- CMD ARGS...``."""
+    try:
+        prepare_command(args, command)
+        mon = open_monitor(args, note="gputop --run -- " + shlex.join(command))  # NVML first: exit 3
+    except exitcodes.Failure as exc:
+        return _refuse(args, "run", exc, command=command)
+    missing = command_missing(command)
+    if missing:
+        mon.close()
+        return _refuse(args, "run", exitcodes.Failure(exitcodes.USAGE, missing), command=command)
+    if not args.json:
+        exitcodes.say(f"running `{shlex.join(command)}`, sampling {len(mon.static)} GPU(s) at {args.rate:g} Hz")
+    session = Session(mon, command, log=args.log, timeout=args.timeout, json_mode=args.json)
+    try:
+        try:
+            run_session(session)
+        except (OSError, ValueError) as exc:
+            mon.stop()
+            return _refuse(args, "run", start_failure(exc, session), command=command)
+        doc = session.finish()
+    finally:
+        mon.close()
+    code = doc["exit_code"]
+    if not emit(doc, json_mode=args.json, output=args.output, render_text=render_text):
+        code = code or exitcodes.FAILED
+    return code
+
+
+def main_watch(args) -> int:
+    """``gputop --watch PID [--seconds N]``: until the process exits, N seconds pass, or a signal."""
+    try:
+        prepare_watch(args)
+        mon = open_monitor(args, note=f"gputop --watch {args.watch}", active_ok=True)
+    except exitcodes.Failure as exc:
+        return _refuse(args, "watch", exc, pid=args.watch)
+    if not args.json:
+        until = f" for {args.seconds:g} s" if args.seconds else " until it exits or Ctrl-C"
+        exitcodes.say(f"watching pid {args.watch}{until}")
+    session = Session(mon, pid=args.watch, seconds=args.seconds)
+    try:
+        try:
+            run_session(session)
+        except Exception as exc:  # psutil: the pid ended meanwhile, or is not ours to read
+            mon.stop()
+            return _refuse(args, "watch", start_failure(exc, session), pid=args.watch)
+        doc = session.finish()
+    finally:
+        mon.close()
+    code = doc["exit_code"]
+    if not emit(doc, json_mode=args.json, output=args.output, render_text=render_text):
+        code = code or exitcodes.FAILED
+    return code

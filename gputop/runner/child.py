@@ -1,0 +1,228 @@
+"""The one child supervisor: every process gputop starts (a workload, ``--run -- CMD``) runs through it.
+
+Policy, the same everywhere:
+
+* the child gets its own session and process group, so a terminal's Ctrl-C or hang-up reaches gputop
+  only, and gputop decides;
+* ``stop()``: SIGINT (to the child alone for a gputop workload, whose API stops cleanly on it; to the
+  whole group for a user's command, as a terminal's Ctrl-C would), then SIGKILL to the group after the
+  grace period; a second ``stop()`` (or ``kill()``) kills at once; ``timeout`` stops it the same way;
+* when the child has exited, whatever is left of its process group is SIGKILLed (grandchildren would
+  otherwise hold the GPU, and the pipes, open);
+* a watchdog process (its own session, a few lines of Python) holds a pipe from gputop: if gputop
+  dies without releasing it — even SIGKILLed — the pipe closes and the watchdog kills the group.
+
+One thread per child waits for it (without reaping it before the group is killed, so the group id
+cannot be reused meanwhile), enforces the deadlines and calls ``on_exit(returncode)`` once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Callable
+
+GRACE_S = 5.0
+POLL_S = 0.05
+
+# Runs as ``python -I -S -c WATCHDOG PGID``: waits for EOF on stdin; unless gputop wrote "done" first,
+# the group is killed. It ignores the signals a terminal sends, and lives in its own session.
+WATCHDOG = """
+import os, signal, sys
+for s in (signal.SIGINT, signal.SIGHUP, signal.SIGTSTP):
+    signal.signal(s, signal.SIG_IGN)
+pgid, data = int(sys.argv[1]), b""
+while True:
+    try:
+        chunk = os.read(0, 64)
+    except InterruptedError:
+        continue
+    except OSError:
+        chunk = b""
+    if not chunk:
+        break
+    data += chunk
+if b"done" not in data:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+
+def _start_watchdog(pgid: int) -> subprocess.Popen | None:
+    try:
+        return subprocess.Popen([sys.executable, "-I", "-S", "-c", WATCHDOG, str(pgid)], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        return None
+
+
+def _release_watchdog(wd: subprocess.Popen | None) -> None:
+    if wd is None:
+        return
+    try:
+        wd.stdin.write(b"done")
+        wd.stdin.close()
+    except (OSError, ValueError):
+        pass
+    try:
+        wd.wait(2.0)
+    except subprocess.TimeoutExpired:
+        wd.kill()
+        wd.wait()
+
+
+class Child:
+    """A process started with :meth:`start` (``subprocess.Popen`` keyword arguments pass through).
+
+    ``interrupt``: "leader" (SIGINT to the child alone) or "group" (to its whole process group).
+    After it ended: ``returncode`` (negative for a signal), ``timed_out``, ``killed`` (SIGKILL after a grace
+    period or a second stop), ``stop_asked`` (stop() or the timeout was used), ``t_start``/``t_end``.
+    """
+
+    def __init__(self, argv: list[str], *, interrupt: str = "group", grace_s: float = GRACE_S,
+                 timeout: float | None = None, on_exit: Callable[[int], None] | None = None, **popen):
+        if interrupt not in ("leader", "group"):
+            raise ValueError(f"interrupt must be 'leader' or 'group' (got {interrupt!r})")
+        self.argv, self.interrupt, self.grace_s, self.timeout = list(argv), interrupt, grace_s, timeout
+        self.on_exit = on_exit
+        self.popen = popen
+        self.proc: subprocess.Popen | None = None
+        self.returncode: int | None = None
+        self.t_start = self.t_end = None
+        self.timed_out = self.killed = self.stop_asked = False
+        self.kill_asked = False  # a second stop() or kill(), not the grace period running out
+        self._kill_at: float | None = None
+        self._watchdog: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+
+    # -- start ---------------------------------------------------------------------------------------
+    def start(self) -> "Child":
+        """Launch (raises OSError when it cannot start: not found, not executable)."""
+        self.proc = subprocess.Popen(self.argv, start_new_session=True, **self.popen)
+        self.t_start = time.monotonic()
+        self._watchdog = _start_watchdog(self.proc.pid)
+        threading.Thread(target=self._supervise, daemon=True, name=f"gputop-child-{self.proc.pid}").start()
+        return self
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    # -- stop ----------------------------------------------------------------------------------------
+    def stop(self, grace_s: float | None = None) -> None:
+        """SIGINT now, SIGKILL to the group after the grace period; asked again, SIGKILL now."""
+        with self._lock:
+            if self.proc is None or self._done.is_set():
+                return
+            self.stop_asked = True
+            now = time.monotonic()
+            if self._kill_at is not None:
+                self.kill_asked, self._kill_at = True, now
+                return
+            self._kill_at = now + (self.grace_s if grace_s is None else grace_s)
+        self._signal(signal.SIGINT, group=self.interrupt == "group")
+
+    def kill(self) -> None:
+        """SIGKILL to the group at the supervisor's next look (within POLL_S)."""
+        with self._lock:
+            if self.proc is None or self._done.is_set():
+                return
+            self.stop_asked = self.kill_asked = True
+            self._kill_at = time.monotonic()
+
+    def send(self, sig: int, group: bool = False) -> None:
+        """Send one signal now (the TUI's forwarding of a key, a test)."""
+        if self.proc is not None and not self._done.is_set():
+            self._signal(sig, group)
+
+    def _signal(self, sig: int, group: bool) -> None:
+        try:
+            if group:
+                os.killpg(self.proc.pid, sig)
+            else:
+                os.kill(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    # -- supervise -----------------------------------------------------------------------------------
+    def _exited(self) -> bool:
+        """True once the child has exited; it stays a zombie (its pid and group id reserved) until reaped."""
+        try:
+            return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True
+
+    def _supervise(self) -> None:
+        try:
+            while not self._exited():
+                time.sleep(POLL_S)
+                now = time.monotonic()
+                if self.timeout and not self.timed_out and now - self.t_start > self.timeout:
+                    self.timed_out = True
+                    self.stop()
+                with self._lock:
+                    kill = self._kill_at is not None and now >= self._kill_at and not self.killed
+                    self.killed = self.killed or kill
+                if kill:
+                    self._signal(signal.SIGKILL, group=True)
+        finally:
+            self.t_end = time.monotonic()
+            self._signal(signal.SIGKILL, group=True)  # leftovers of the group
+            self.returncode = self.proc.wait()
+            _release_watchdog(self._watchdog)
+            self._done.set()
+            if self.on_exit is not None:
+                self.on_exit(self.returncode)
+
+    # -- results -------------------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        """True once the child has ended and been reaped (its group killed, the watchdog released)."""
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The return code once the child has ended; None if ``timeout`` passed first."""
+        if self.proc is None:
+            return None
+        self._done.wait(timeout)
+        return self.returncode if self._done.is_set() else None
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class StopSignals:
+    """While active, gputop's SIGINT, SIGTERM and SIGHUP call ``on_stop(signum)`` (the headless runs:
+    stop the child, keep the partial document). ``first`` is the first signal received; the exit code
+    is then 128 + first. Outside the main thread it installs nothing (Python delivers signals there only).
+    """
+
+    def __init__(self, on_stop: Callable[[int], None]):
+        self.on_stop = on_stop
+        self.first: int | None = None
+        self.count = 0
+        self._old: dict[int, object] = {}
+
+    def _handler(self, signum, frame) -> None:
+        self.count += 1
+        if self.first is None:
+            self.first = signum
+        self.on_stop(signum)
+
+    def __enter__(self) -> "StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                self._old[sig] = signal.signal(sig, self._handler)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old.clear()

@@ -1,0 +1,195 @@
+"""The monitor of one watched process (tree): sample every GPU while it runs, find the GPUs it uses, and
+diagnose each (per-GPU timelines and verdicts, and the run's verdict).
+
+Used alike by the headless ``--run -- CMD`` / ``--watch PID`` and by the TUI's command view, through
+:func:`open_monitor` and :class:`Monitor`'s public methods.
+"""
+
+from __future__ import annotations
+
+import time
+
+from gputop import exitcodes
+from gputop.analysis import thresholds as T
+from gputop.analysis.classify import classify
+from gputop.analysis.timeline import overall, timeline
+from gputop.analysis.verdict import Verdict
+from gputop.analysis.wording import advise
+from gputop.analysis.peaks import compute_peaks
+from gputop.analysis.summary import summarize
+from gputop.session.finder import GpuFinder, TickStore
+from gputop.telemetry.sampler import Sampler
+from gputop.telemetry.trace import Recorder
+
+# NVML's process list every 2nd sample (5 Hz at 10 Hz) rather than the live view's every 10th: the moment
+# the command first shows up on a GPU ends its "startup" segment, so it should not lag by a second.
+PROCESS_EVERY = 2
+OOM_MARK = "oom: the command reported out of memory"
+
+
+def check_live_args(args, what: str) -> None:
+    """A monitored run diagnoses live GPUs: raise a usage Failure for --replay/--demo."""
+    if getattr(args, "replay", None) or getattr(args, "demo", False):
+        raise exitcodes.Failure(exitcodes.USAGE, f"{what} diagnoses live GPUs; it does not take --replay or --demo")
+
+
+def open_monitor(args, note: str, active_ok: bool = False) -> "Monitor":
+    """The live source ``args`` ask for under a new Monitor; raises Failure (3 without NVML, 2 for bad input)."""
+    from gputop.sources import SourceError, open_source
+
+    try:
+        src = open_source(args, need_gpu=True)
+    except SourceError as exc:
+        raise exitcodes.Failure(exc.code, str(exc), "no_gpu" if exc.code == exitcodes.NO_GPU else "bad_usage") from None
+    try:
+        return Monitor(src, rate_hz=args.rate, record=args.record, note=note, active_ok=active_ok)
+    except ValueError as exc:  # the sampling rate
+        src.close()
+        raise exitcodes.Failure(exitcodes.USAGE, str(exc)) from None
+    except OSError as exc:
+        src.close()
+        raise exitcodes.Failure(exitcodes.USAGE, f"cannot write {args.record}: {exc.strerror}") from None
+
+
+class Monitor:
+    """Samples a source while one process (tree) runs, then diagnoses each GPU it used.
+
+    ``source``: a LiveSource, or a ReplaySource (tests, offline diagnosis). The TUI can call
+    :meth:`live` for the current verdicts while a run is in progress.
+    """
+
+    def __init__(self, source, rate_hz: float = 10.0, record: str | None = None, note: str = "",
+                 window_s: float = T.WINDOW_S, tree=None, active_ok: bool = False):
+        self.source = source
+        self.static = source.static()
+        self.peaks = [compute_peaks(s) for s in self.static]
+        self.window_s = window_s
+        for reader in getattr(source, "readers", []):
+            reader.process_every = PROCESS_EVERY
+        self.sampler = Sampler(source, rate_hz=rate_hz)
+        self.store = TickStore()
+        self.finder = GpuFinder(tree=tree, active_ok=active_ok)
+        self.recorder = Recorder(record, self.static, rate_hz=rate_hz, note=note) if record else None
+        self.sampler.listeners += [self.finder, self.store] + ([self.recorder] if self.recorder else [])
+        self.pid: int | None = None
+        self.t0: float | None = None
+        self.oom_times: list[float] = []
+        self._marked: set[tuple[int, str]] = set()  # (position, how found)
+
+    def baseline(self) -> None:
+        """One tick before the process starts (the "before" of the rise detection)."""
+        self.sampler.step()
+
+    def watch(self, pid: int) -> None:
+        self.pid = pid
+        self.finder.set_pid(pid)
+        self.source.watch(pid)
+        last = self.sampler.latest()
+        self.t0 = last["t"] if last else None
+        self.mark("started")
+
+    def start(self) -> None:
+        self.sampler.start()
+
+    def mark(self, label: str) -> None:
+        if self.recorder is not None:
+            last = self.sampler.latest()
+            self.recorder.mark(label, last["t"] if last else None)
+
+    def poll_marks(self) -> None:
+        """Record "on GPU n" marks as the finder sees the tree appear (for traces)."""
+        first, how = self.finder.result()
+        for pos, t in first.items():
+            if (pos, how) not in self._marked:  # a rise seen first, then the process list: both marked
+                self._marked.add((pos, how))
+                if self.recorder is not None:
+                    self.recorder.mark(f"on GPU {self.static[pos].get('index', pos)} ({how})", t)
+
+    def note_oom(self) -> None:
+        last = self.sampler.latest()
+        t = last["t"] if last else time.monotonic()
+        self.oom_times.append(t)
+        if self.recorder is not None:
+            self.recorder.mark(OOM_MARK, t)
+
+    def stop(self) -> None:
+        self.sampler.stop()
+        self.poll_marks()
+        if self.recorder is not None:
+            self.recorder.close()
+
+    def close(self) -> None:
+        self.source.close()
+
+    def _hints(self, a: float, b: float) -> dict:
+        return {"oom": True} if any(a <= t < b + self.window_s for t in self.oom_times) else {}
+
+    def live(self, seconds: float = T.WINDOW_S) -> list[tuple[int, Verdict]]:
+        """(position, verdict) over the last ``seconds`` for each GPU the tree uses (all if none yet)."""
+        window = self.sampler.window(seconds)
+        first, _ = self.finder.result()
+        positions = sorted(first) or list(range(len(self.static)))
+        return [(p, classify(window, self.static[p], self.peaks[p], watched_pid=self.pid, gpu=p))
+                for p in positions if window and p < len(window[-1]["gpus"])]
+
+    def analyze(self) -> dict:
+        """Per-GPU timelines and verdicts, and the run's overall verdict (the "diagnosis" part)."""
+        ticks = self.store.snapshot()
+        t0 = self.t0 if self.t0 is not None else (ticks[0]["t"] if ticks else 0.0)
+        ticks = [t for t in ticks if t["t"] >= t0]
+        first, how = self.finder.result()
+        used = sorted(first)
+        positions = used or list(range(len(self.static)))
+        gpus = []
+        for pos in positions:
+            segs = timeline(ticks, pos, self.static[pos], self.peaks[pos], window_s=self.window_s,
+                            watched_pid=self.pid, hints=self._hints, t_on_gpu=first.get(pos), t0=t0)
+            ov = overall(segs)
+            if self.oom_times and ov is not None and ov["class"] != "memory-capacity":
+                ov = _oom_overall(ov)
+            gpus.append({
+                "index": self.static[pos].get("index", pos), "name": self.static[pos].get("name"),
+                "used": pos in first, "first_seen_s": round(first[pos] - t0, 3) if pos in first else None,
+                "timeline": segs, "verdict": ov, "summary": summarize(ticks, pos, self.pid),
+            })
+        notes = []
+        if how == "memory/activity rise":
+            notes.append("the command's pids are not in NVML's process list (another PID namespace?); its GPUs "
+                         "were picked by a rise in memory use or activity after it started")
+        elif how == "none":
+            notes.append("the command did not appear on any GPU gputop watched (no pid in NVML's process list, "
+                         "no rise in memory use or activity)")
+        if self.oom_times:
+            notes.append("the command reported an out-of-memory error on its stderr")
+        return {"gpus_used": [self.static[p].get("index", p) for p in used], "gpu_detection": how,
+                "gpus": gpus, "verdict": _run_verdict(gpus, how), "notes": notes,
+                "sampling": {"rate_hz": self.sampler.rate_hz, "ticks": len(ticks), "stride": self.store.stride,
+                             "sampler_errors": self.sampler.errors}}
+
+
+def _oom_overall(ov: dict) -> dict:
+    out = dict(ov)
+    out["mixed"] = [ov["class"]] + [c for c in ov.get("mixed", []) if c != "memory-capacity"]
+    out.update({"class": "memory-capacity", "label": "memory-capacity pressure", "subclass": "oom",
+                "advice": advise("memory-capacity", "oom"),
+                "evidence_text": "memory-capacity pressure: the command reported an out-of-memory error; "
+                                 "before it: " + ov.get("evidence_text", "")})
+    return out
+
+
+def _run_verdict(gpus: list[dict], how: str) -> dict:
+    """The run's verdict: that of the used GPU with the most non-idle time; idle when none was used."""
+    used = [g for g in gpus if g["used"] and g["verdict"]]
+    if not used:
+        ev = {"gpus_watched": len(gpus)}
+        text = ("idle: the command used no GPU gputop could see" if how == "none"
+                else "idle: no samples while the command ran on its GPU")
+        return Verdict("idle", None, 0.9 if how == "none" else 0.3, ev, text, advise("idle", None)).to_dict()
+
+    def busy_time(g):
+        return sum(d for c, d in (g["verdict"].get("time_by_class_s") or {}).items() if c != "idle")
+
+    best = max(used, key=busy_time)
+    out = dict(best["verdict"])
+    out["gpu"] = best["index"]
+    return out

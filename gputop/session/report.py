@@ -1,0 +1,145 @@
+"""The report of a monitored run (``--run -- CMD`` / ``--watch PID``): the document and its text.
+
+Schema: ``gputop/schema/monitor.schema.json``. ``exit_code`` is gputop's own exit code (the command's,
+or 6 after --timeout, or 128+N when signal N stopped gputop); ``command_exit_code`` is the command's
+as a shell reports it.
+"""
+
+from __future__ import annotations
+
+import platform
+import shlex
+
+from gputop.analysis.timeline import format_timeline
+from gputop.analysis.vocabulary import SUBCLASS_LABELS
+from gputop.documents import header, signal_fields
+from gputop.format import gb, pct
+
+
+def build_document(mode: str, monitor, facts: dict, command: list[str] | None, started_at: str,
+                   log: str | None = None) -> dict:
+    """The monitor document of a finished run: ``facts`` from :meth:`gputop.session.command.Session.facts`."""
+    analysis = monitor.analyze()
+    src = monitor.source
+    return {
+        **header("monitor"),
+        "mode": mode,
+        "status": facts.get("status"),
+        "command": command,
+        "pid": facts.get("pid"),
+        "exit_code": facts.get("exit_code"),
+        "command_exit_code": facts.get("command_exit_code"),
+        "ended": facts.get("ended"),
+        **signal_fields(facts.get("signal")),
+        "started_at": started_at,
+        "wall_s": facts.get("wall_s"),
+        "log": log,
+        "source": {"kind": src.kind, "path": getattr(src, "path", None)},
+        "host": {"hostname": platform.node()},
+        "errors": facts.get("errors") or [],
+        **analysis,
+    }
+
+
+# -- text output ------------------------------------------------------------------------------------------
+def render_text(doc: dict) -> str:
+    lines = []
+    if doc["mode"] == "run":
+        lines.append(f"gputop: `{shlex.join(doc['command'])}` {_ended(doc)} after {doc['wall_s']:.1f} s")
+    else:
+        lines.append(f"gputop: watched pid {doc['pid']} for {doc['wall_s']:.1f} s ({doc['ended']})")
+    for n in doc.get("notes") or []:
+        lines.append(f"  note: {n}")
+    for g in doc["gpus"]:
+        seen = (f"found by {doc['gpu_detection']} at {g['first_seen_s']:.1f} s" if g["used"]
+                else "not used by the command")
+        lines.append("")
+        lines.append(f"GPU {g['index']} ({g.get('name') or 'n/a'}), {seen}")
+        if g["timeline"]:
+            lines.append("  timeline:")
+            lines += ["  " + ln for ln in format_timeline(g["timeline"])]
+        v = g["verdict"]
+        if v:
+            lines += _verdict_lines(v, "  ")
+        s = g.get("summary") or {}
+        lines.append("  summary: " + _summary_text(s))
+    v = doc["verdict"]
+    lines.append("")
+    lines.append(f"verdict: {_name(v)} (confidence {v['confidence']:.2f})"
+                 + (f" on GPU {v['gpu']}" if v.get("gpu") is not None and len(doc["gpus"]) > 1 else ""))
+    if _is_mixed(v):
+        lines.append(f"  a mixed run: {_shares(v)}")
+    lines.append(f"  {v['evidence_text']}")
+    lines.append(f"  advice: {v['advice']}")
+    if doc["mode"] == "run":
+        lines.append(f"exit code {doc['exit_code']}")
+    elif doc.get("interrupted"):
+        lines.append(f"stopped by {doc['signal']}: exit code {doc['exit_code']}")
+    return "\n".join(lines) + "\n"
+
+
+def _is_mixed(v: dict) -> bool:
+    return v.get("share") is not None and v["share"] < 0.5 and bool(v.get("mixed"))
+
+
+def _shares(v: dict) -> str:
+    busy = {c: d for c, d in (v.get("time_by_class_s") or {}).items() if c != "idle"}
+    total = sum(busy.values()) or 1.0
+    return ", ".join(f"{c} {pct(100 * d / total)}" for c, d in sorted(busy.items(), key=lambda x: -x[1]))
+
+
+def _ended(doc):
+    if doc.get("interrupted"):
+        return f"was stopped by gputop's {doc['signal']} (its code {doc.get('command_exit_code')})"
+    if doc["ended"] == "exited":
+        return f"exited with code {doc['exit_code']}"
+    if doc["ended"] == "timeout":
+        return "was stopped at its timeout"
+    return f"ended ({doc['ended']}, code {doc['exit_code']})"
+
+
+def _name(v: dict) -> str:
+    sub = v.get("subclass")
+    return v["label"] + (f" ({SUBCLASS_LABELS.get(sub, sub)})" if sub else "")
+
+
+def _verdict_lines(v: dict, ind: str) -> list[str]:
+    share = ""
+    if v.get("share") is not None:
+        share = f", {pct(100 * v['share'])} of the {'run' if v['class'] == 'idle' else 'busy time'}"
+    out = [f"{ind}verdict: {_name(v)}, confidence {v['confidence']:.2f}{share}",
+           f"{ind}  evidence: {v['evidence_text']}",
+           f"{ind}  advice: {v['advice']}"]
+    if _is_mixed(v):
+        out.append(f"{ind}  a mixed run (busy time): {_shares(v)}")
+    elif v.get("mixed"):
+        out.append(f"{ind}  also: {', '.join(v['mixed'])}")
+    for n in v.get("notes") or []:
+        out.append(f"{ind}  note: {n}")
+    for m in v.get("missing") or []:
+        out.append(f"{ind}  missing: {m}")
+    return out
+
+
+def _summary_text(s: dict) -> str:
+    def mm(key, unit="%"):
+        v = s.get(key) or {}
+        if not isinstance(v, dict) or v.get("mean") is None:
+            return "n/a"
+        if unit == "%":
+            return f"{v['mean']:.0f}/{v['max']:.0f}%"
+        return f"{v['mean']:.0f}/{v['max']:.0f} {unit}"
+
+    parts = [f"mean/max SM active {mm('sm_active_pct')}", f"kernels {mm('util_gpu_pct')}",
+             f"DRAM {mm('dram_bw_pct')}", f"tensor {mm('tensor_pct')}", f"power {mm('power_w', 'W')}"]
+    if isinstance(s.get("sm_clock_mhz"), dict):
+        parts.append(f"SM clock {mm('sm_clock_mhz', 'MHz')}")
+    if isinstance(s.get("mem_used_bytes"), dict) and s["mem_used_bytes"].get("max") is not None:
+        parts.append(f"memory max {gb(s['mem_used_bytes']['max'])} GiB")
+    if s.get("clock_reasons_seen"):
+        parts.append("clock events: " + ", ".join(s["clock_reasons_seen"]))
+    if isinstance(s.get("workload_cpu_pct"), dict) and s["workload_cpu_pct"].get("mean") is not None:
+        parts.append(f"process CPU {mm('workload_cpu_pct')}")
+    return ", ".join(parts)
+
+

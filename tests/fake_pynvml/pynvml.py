@@ -1,0 +1,85 @@
+"""A stand-in for the ``pynvml`` module in a gputop *subprocess* (the fault tests, on a machine without a GPU).
+
+A test puts this folder first on the subprocess's PYTHONPATH; ``import pynvml`` in gputop then gets a
+:class:`fake_nvml.FakeNvml` (tests/fake_nvml.py: the real pynvml structs, constants and error classes,
+answering from a real recorded static record in tests/data/static/), exactly as the in-process tests pass
+one to ``Nvml(lib)``. It is the same thin fake at the pynvml boundary, installed by module name.
+
+Environment:
+
+- GPUTOP_FAKE_NVML_STATIC: the record in tests/data/static/ to answer from (default h200_recorded.json);
+- GPUTOP_FAKE_NVML_MARK: a file that gets one byte appended at each sample (each
+  nvmlDeviceGetUtilizationRates call), so that a test can wait until gputop is sampling.
+
+NVML's process list holds the processes under this one (the command gputop launched, its children), as
+on a GPU machine where the command runs on the GPU.
+"""
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+import types
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+_TESTS = _HERE.parent
+
+
+def _load_real_pynvml():
+    """The real nvidia-ml-py module (structs, constants, errors), from the rest of sys.path."""
+    path = [p for p in sys.path if Path(p or os.getcwd()).resolve() != _HERE]
+    spec = importlib.machinery.PathFinder.find_spec("pynvml", path)
+    if spec is None or spec.loader is None:
+        raise ImportError("the fake pynvml needs the real nvidia-ml-py installed (for its structs and constants)")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _load_fake_nvml():
+    spec = importlib.util.spec_from_file_location("gputop_tests_fake_nvml", _TESTS / "fake_nvml.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+sys.modules[__name__] = _load_real_pynvml()  # fake_nvml's own `import pynvml` gets the real bindings
+_fake_nvml = _load_fake_nvml()
+
+
+class _NoLog(list):
+    def append(self, item) -> None:  # FakeNvml logs every call; a long run need not keep them
+        pass
+
+
+class _SubprocessFake(_fake_nvml.FakeNvml):
+    def __init__(self, static: dict, mark: str | None):
+        super().__init__(static)
+        self.mark = mark
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        if self.mark:
+            fd = os.open(self.mark, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, b".")
+            finally:
+                os.close(fd)
+        return super().nvmlDeviceGetUtilizationRates(h)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        import psutil
+
+        try:
+            kids = psutil.Process().children(recursive=True)
+        except psutil.Error:
+            kids = []
+        return [types.SimpleNamespace(pid=k.pid, usedGpuMemory=1 << 30) for k in kids]
+
+
+_record = os.environ.get("GPUTOP_FAKE_NVML_STATIC") or "h200_recorded.json"
+_static = json.loads((_TESTS / "data" / "static" / _record).read_text())["static"]
+_fake = _SubprocessFake(_static, os.environ.get("GPUTOP_FAKE_NVML_MARK"))
+_fake.calls = _NoLog()
+sys.modules[__name__] = _fake
