@@ -1,4 +1,4 @@
-"""Small helpers the teaching workloads share: timing statistics, verdicts, and reading a run document.
+"""Small helpers the teaching workloads share: timing statistics, and reading a run document.
 
 Workload scripts (``workloads/*.py``) import this next to :mod:`gputop.workload_api`. Nothing here
 imports torch or cupy: the torch helpers take the ``torch`` module as an argument.
@@ -31,11 +31,6 @@ def noise_check(emit, label: str, samples, limit_pct: float = NOISE_LIMIT_PCT) -
         emit.warning(f"{label}: timing noise {s['rms_pct']:.1f}% RMS over {s['n']} repeats (> {limit_pct:g}%); "
                      "treat this figure with care", code="noisy_timing")
     return s
-
-
-def verdict(cls: str, evidence, advice) -> dict:
-    """A verdict in the run document's shape: {class, evidence, advice}."""
-    return {"class": cls, "evidence": evidence, "advice": advice}
 
 
 def torch_device(torch, name: str) -> tuple:
@@ -134,14 +129,22 @@ TELE_FIELDS = fields("util_gpu_pct", "sm_active_pct", "tensor_pct", "dram_bw_pct
 TELE_WORDS = ("kernel-active", "SM active", "tensor", "DRAM bw")
 
 
+def tele_numbers(phase: dict | None) -> dict:
+    """The GPU telemetry ``tele_text`` puts in words, as evidence numbers: {field: mean} of those not n/a."""
+    means = {field: tele(phase, field) for field in TELE_FIELDS}
+    return {field: v for field, v in means.items() if v is not None}
+
+
 def tele_text(phase: dict | None) -> str:
     """The GPU telemetry of a phase in words, or "" when there is none."""
-    parts = []
-    for field, label in zip(TELE_FIELDS, TELE_WORDS):
-        v = tele(phase, field)
-        if v is not None:
-            parts.append(f"{label} {v:.0f}%")
-    return ", ".join(parts)
+    numbers = tele_numbers(phase)
+    return ", ".join(f"{label} {numbers[field]:.0f}%" for field, label in zip(TELE_FIELDS, TELE_WORDS)
+                     if field in numbers)
+
+
+def phase_window(phase: dict) -> dict:
+    """The window of a phase, as a verdict of that phase takes it: ``Verdict(..., **phase_window(ph))``."""
+    return {"t_start": phase.get("t_start"), "t_end": phase.get("t_end"), "window_s": phase.get("duration_s")}
 
 
 def throttle_warnings(doc: dict) -> None:

@@ -1,17 +1,22 @@
 """The classifier on hand-built sample windows with the numbers real GPUs give (H200 reference points:
 copy -> DRAM 87%, tensor 0; bf16 matmul -> tensor 94%, DRAM 16%, power cap at 74% clock; 1-element
-kernels + sync -> SM activity 0.03% while NVML's duty cycle reads 16%; pageable H2D -> 9 GB/s, SMs 0)."""
+kernels + sync -> SM activity 0.03% while NVML's duty cycle reads 16%; pageable H2D -> 9 GB/s, SMs 0),
+and the one Verdict type it returns."""
 
 from __future__ import annotations
 
 import pytest
 
+import json
+
 from gputop.analysis import thresholds as T
 from gputop.analysis.classify import classify
+from gputop.analysis.peaks import compute_peaks
 from gputop.analysis.scoring import ramp
 from gputop.analysis.timeline import format_timeline, merge, overall, timeline
+from gputop.analysis.verdict import Verdict, display_name
 from gputop.analysis.vocabulary import CLASSES
-from gputop.analysis.peaks import compute_peaks
+from verdict_util import check_verdict, quoted_numbers, unquoted
 
 H200 = {
     "index": 0, "name": "NVIDIA H200", "compute_capability": [9, 0], "architecture": "Hopper", "sm_count": 132,
@@ -340,3 +345,112 @@ def test_merge_weights_evidence_by_duration():
     m = merge([a, b], [3.0, 1.0])
     assert m.evidence["dram_bw_pct"] == pytest.approx(82.0) and m.cls == "memory-bound"
     assert m.evidence["samples"] == 40
+
+
+# -- the one verdict type ------------------------------------------------------------------------------------
+def every_kind_of_verdict() -> dict:
+    """A verdict of every class and subclass the classifier gives, from the windows above."""
+    full = H200["memory_total_bytes"]
+    out = {
+        "tensor": classify(window(**MATMUL), H200, PEAKS),
+        "fp32": classify(window(**FP32), H200, PEAKS),
+        "dmma": classify(window(**DMMA), H200, PEAKS),
+        "int": classify(window(**dict(STALLS, int_pct=85.0)), H200, PEAKS),
+        "copy": classify(window(**COPY), H200, PEAKS),
+        "cache": classify(window(**dict(STALLS, sm_occupancy_pct=75.0, dram_bw_pct=12.0)), H200, PEAKS),
+        "launch": classify(window(**TINY), H200, PEAKS, host=host(100.0), watched_pid="4242"),
+        "stalls": classify(window(**STALLS), H200, PEAKS),
+        "underfilled": classify(window(**dict(STALLS, sm_active_pct=60.0)), H200, PEAKS),
+        "pageable": classify(window(**PAGEABLE), H200, PEAKS, host=host(100.0), watched_pid="4242"),
+        "link": classify(window(util_gpu_pct=20.0, pcie_rx_bps=54e9, pcie_tx_bps=1e8), H200, PEAKS,
+                         host=host(4.0), watched_pid="4242"),
+        "starved": classify(bursty(), H200, PEAKS, host=host(99.0), watched_pid="4242"),
+        "starved-host-core": classify(bursty(), H200, PEAKS, host=[{"cpu_per_core_pct": [100.0] + [2.0] * 15}] * 20),
+        "data-wait": classify(window(**dict(MATMUL, util_gpu_pct=55.0, tensor_pct=30.0, hmma_pct=30.0,
+                                            sm_active_pct=50.0)), H200, PEAKS, hints={"data_wait_fraction": 0.4}),
+        "thermal": classify(window(**dict(MATMUL, sm_clock_mhz=1100, clock_reasons=["hardware thermal slowdown"])),
+                            H200, PEAKS),
+        "power": classify(window(**dict(MATMUL, power_w=299.0, sm_clock_mhz=800)), dict(H200, power_limit_w=300.0),
+                          PEAKS),
+        "capacity": classify(window(mem_used_bytes=0.95 * full), H200, PEAKS),
+        "oom": classify(window(), H200, PEAKS, hints={"oom": True}),
+        "idle": classify(window(), H200, PEAKS, host=host(100.0), watched_pid="4242"),
+        "no-gpm compute": classify(nogpm(window(**dict(MATMUL, power_w=380.0, sm_clock_mhz=1410))), A100, A100_PEAKS),
+        "no-gpm memory": classify(nogpm(window(**dict(COPY, power_w=330.0, sm_clock_mhz=1410))), A100, A100_PEAKS),
+        "no-gpm latency": classify(nogpm(window(**dict(TINY, power_w=70.0, sm_clock_mhz=1410))), A100, A100_PEAKS),
+    }
+    ticks = ticks_of(window(n=30)) + ticks_of(window(n=40, t0=3.0, **COPY))
+    segs = timeline(ticks, 0, H200, PEAKS, t_on_gpu=3.0)
+    out["startup"] = Verdict.from_dict(segs[0]["verdict"])
+    out["merged"] = Verdict.from_dict(segs[1]["verdict"])
+    return out
+
+
+def test_the_windows_above_give_every_class():
+    got = {v.cls for v in every_kind_of_verdict().values()}
+    assert got == set(CLASSES)
+
+
+@pytest.mark.parametrize("name", list(every_kind_of_verdict()))
+def test_each_verdict_has_the_document_shape_and_its_sentence_quotes_its_evidence(name):
+    v = every_kind_of_verdict()[name]
+    check_verdict(v.to_dict(), "monitor")
+    check_verdict(v.to_dict(), "run")  # one shape in both schemas
+    assert quoted_numbers(v.evidence_text) or name == "startup"
+
+
+def test_a_sentence_quoting_a_number_the_evidence_does_not_hold_is_caught():
+    v = every_kind_of_verdict()["copy"].to_dict()
+    assert unquoted(v) == []
+    assert unquoted(dict(v, evidence=dict(v["evidence"], dram_bw_pct=80.0))) == ["87"]  # the sentence says 87%
+    assert unquoted(dict(v, evidence_text=v["evidence_text"].replace("87%", "88%"))) == ["88"]
+
+
+def test_verdict_dict_round_trips():
+    v = classify(window(t0=5.0, **COPY), H200, PEAKS)
+    d = json.loads(json.dumps(v.to_dict()))
+    assert set(d) == {"class", "label", "subclass", "confidence", "evidence", "evidence_text", "advice", "mixed",
+                      "missing", "notes", "scores", "window"}
+    assert d["label"] == "memory-bound" and d["evidence"]["dram_bw_pct"] == 87.0
+    assert Verdict.from_dict(d) == v
+    assert Verdict.from_dict(dict(d, share=0.5, time_by_class_s={"memory-bound": 2.0})) == v  # an overall's extras
+
+
+def test_display_name_is_the_label_and_the_subclass_label():
+    assert Verdict("compute-bound", "tensor").display_name() == "compute-bound (tensor cores)"
+    assert Verdict("idle").display_name() == "idle"
+    # a workload's free-text subclass, and any verdict dict (a document's, a timeline segment)
+    assert display_name({"class": "latency-bound", "subclass": "launch overhead"}) == \
+        "latency/launch-bound (launch overhead)"
+    segs = timeline(ticks_of(window(n=40, **MATMUL)), 0, H200, PEAKS)
+    assert display_name(segs[0]) == display_name(segs[0]["verdict"]) == "compute-bound (tensor cores)"
+    assert "compute-bound (tensor cores)" in format_timeline(segs)[0]
+
+
+def test_a_verdict_takes_only_the_vocabulary_numbers_and_one_advice():
+    with pytest.raises(ValueError, match="kernel-bound"):
+        Verdict("kernel-bound")
+    with pytest.raises(ValueError, match="confidence"):
+        Verdict("idle", confidence=1.5)
+    with pytest.raises(TypeError, match="numbers only"):
+        Verdict("idle", evidence={"reasons": ["hardware slowdown"]})
+    with pytest.raises(TypeError, match="numbers only"):
+        Verdict("idle", evidence={"gpm": True})
+    with pytest.raises(TypeError, match="one string"):
+        Verdict("idle", advice=["a", "b"])
+    assert Verdict("compute-bound", "amp speedup", None, {"speedup": 6.1}, "6.1x", "use AMP").confidence is None
+
+
+def test_a_verdict_knows_the_window_it_judged():
+    v = classify(window(n=20, t0=5.0, **COPY), H200, PEAKS)
+    assert v.window == {"t_start": 5.0, "t_end": pytest.approx(6.9), "seconds": pytest.approx(1.9)}
+    assert Verdict("idle").to_dict()["window"] is None  # not judged on a window
+    t0 = 100.0
+    ticks = ticks_of(window(n=30, t0=t0)) + ticks_of(window(n=60, t0=t0 + 3.0, **COPY))
+    segs = timeline(ticks, 0, H200, PEAKS, t_on_gpu=t0 + 3.0)
+    for seg in segs:  # the segment's times are since the first tick; its verdict's are the ticks' own
+        w = seg["verdict"]["window"]
+        assert (w["t_start"] - t0, w["t_end"] - t0) == (pytest.approx(seg["t_start"]), pytest.approx(seg["t_end"]))
+        assert w["seconds"] == pytest.approx(seg["t_end"] - seg["t_start"])
+    ov = overall(segs)
+    assert ov["window"]["t_start"] == pytest.approx(t0 + 3.0) and ov["window"]["t_end"] == pytest.approx(t0 + 9.0)

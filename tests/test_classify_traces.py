@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from gputop.analysis.classify import classify
+from gputop.analysis.peaks import compute_peaks
 from gputop.analysis.timeline import format_timeline
 from gputop.analysis.vocabulary import CLASSES
-from gputop.analysis.peaks import compute_peaks
 from gputop.session.labelled import diagnose_trace, trace_expectations
 from gputop.telemetry.trace import demo_trace_path, read_trace, segments
+from verdict_util import check_verdict
 
 TRACES = Path(__file__).parent / "data" / "traces"
 LABELLED = sorted(TRACES.glob("*.jsonl.gz")) + sorted(TRACES.glob("*.jsonl"))
@@ -100,6 +101,25 @@ def test_labelled_trace_gets_its_label(path):
             assert v.cls == cls, f"{path.name} phase {label!r}: {v.cls}: {v.evidence_text}"
             checked += 1
         assert checked, f"{path.name}: every labelled phase is shorter than {MIN_PHASE_TICKS} samples"
+
+
+@pytest.mark.parametrize("path", [Path(demo_trace_path())] + LABELLED, ids=lambda p: p.name)
+def test_every_verdict_on_a_recorded_trace_has_one_shape_and_quotes_its_evidence(path):
+    """Each window's, each segment's, each GPU's and the run's verdict: the schema's verdict, with every
+    number of its sentence one of its evidence numbers."""
+    a = diagnose_trace(str(path))
+    verdicts = [a["verdict"]]
+    for g in a["gpus"]:
+        verdicts += [g["verdict"]] if g["verdict"] else []
+        verdicts += [s["verdict"] for s in g["timeline"]]
+    assert len(verdicts) >= 3
+    for v in verdicts:
+        check_verdict(v, "monitor")
+    header, rows = read_trace(str(path))
+    ticks = [r for r in rows if r["type"] == "tick"]
+    static = header["devices"][0]
+    for i in range(0, len(ticks) - 20, 20):  # the classifier's own windows, before any merging
+        check_verdict(classify(ticks[i:i + 20], static, compute_peaks(static)).to_dict(), "monitor")
 
 
 def test_trace_expectations_from_name_note_and_marks(tmp_path):

@@ -97,8 +97,8 @@ def test_cpu_sweep_analysis(cpu_run):
         assert p["pct_roof_measured"] > 0 and p["pct_roof_theoretical"] is None
         assert p["hint"]
     v = doc["verdict"]
-    assert v["class"] and v["advice"]
-    assert any("theoretical host roofs are n/a" in line for line in v["evidence"])
+    assert v["class"] == "memory-bound" and v["advice"]
+    assert "theoretical host roofs are n/a" in v["evidence_text"]
 
 
 def test_standalone_cpu_prints_a_table_and_the_seed_csv(tmp_path):
@@ -264,9 +264,8 @@ def test_analyze_h100_seed_figures():
     assert ridge["tensor_bf16"]["measured"] == pytest.approx(233.3, abs=0.1)
     assert doc["results"]["points_above_roof"] == 0
     v = doc["verdict"]
-    assert v["class"].startswith("memory-bound below 20 FLOP/byte")
-    assert any("Horner" in a for a in v["advice"])
-    assert any("tensor cores" in a for a in v["advice"])
+    assert (v["class"], v["subclass"]) == ("memory-bound", "below 20 FLOP/byte, k < 80; compute-bound above")
+    assert "Horner" in v["advice"] and "tensor cores" in v["advice"]
 
 
 def test_analyze_flags_a_point_above_the_roof():
@@ -275,7 +274,8 @@ def test_analyze_flags_a_point_above_the_roof():
     p = doc["points"][0]
     assert p["flags"] and "above the theoretical memory roof" in p["flags"][0]
     assert doc["results"]["points_above_roof"] == 1
-    assert "above a roof" in doc["verdict"]["class"]
+    v = doc["verdict"]
+    assert any("above a roof" in n for n in v["notes"]) and v["evidence"]["points_above_a_roof"] == 1
 
 
 def test_analyze_tolerates_an_empty_document():

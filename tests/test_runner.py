@@ -138,9 +138,10 @@ def test_ok_run_collects_events_points_phases_and_analyze(registry):
     assert doc["points"][0]["nan"] is None  # NaN is not JSON: n/a
     assert doc["points"][0]["extra"] == [1, 1]
     assert doc["results"] == {"sum_k": 7, "analyzed": True}
-    assert doc["verdict"]["class"] == "test-bound" and doc["verdict"]["evidence"] == ["3 points"]
+    assert (doc["verdict"]["class"], doc["verdict"]["subclass"]) == ("compute-bound", "test")
+    assert doc["verdict"]["evidence"] == {"points": 3} and doc["verdict"]["evidence_text"] == "3 points"
     assert [ph["name"] for ph in doc["phases"]] == ["warmup", "measure"]
-    assert [ph["verdict"]["class"] for ph in doc["phases"]] == ["phase-warmup", "phase-measure"]
+    assert [ph["verdict"]["subclass"] for ph in doc["phases"]] == ["phase warmup", "phase measure"]
     w, m = doc["phases"]
     assert w["t_end"] == m["t_start"] and m["t_end"] is not None and m["t_end"] <= doc["wall_time_s"]
     assert w["duration_s"] > 0

@@ -48,7 +48,7 @@ def test_json_run_is_one_valid_document():
     assert doc["status"] == "ok" and doc["exit_code"] == 0
     assert [p["k"] for p in doc["points"]] == [2, 8]
     assert doc["params"] == {"device": "cpu", "k": [2, 8], "sleep": 0.02, "analyze_fail": False}  # CPU override
-    assert doc["verdict"]["class"] == "test-bound"
+    assert (doc["verdict"]["class"], doc["verdict"]["subclass"]) == ("compute-bound", "test")
     assert "[" not in r.stderr  # no progress bar when stderr is not a terminal
 
 
@@ -66,7 +66,7 @@ def test_text_summary_has_points_verdict_and_warnings():
     out = r.stdout
     assert out.startswith("fault_ok: ok in ")
     assert "points (2):" in out and "gflops" in out and " 96" in out  # 64 * 1.5
-    assert "verdict: test-bound (confidence 0.9)" in out and "nothing to do" in out
+    assert "verdict: compute-bound (confidence 0.9)" in out and "nothing to do" in out
     assert "warning (test): a test warning" in out and "telemetry:" in out
 
 

@@ -58,10 +58,17 @@ def test_cpu_run_fp32_and_bf16(cpu_run):
     assert set(res["eval_loss"]) == {"fp32-strict", "bf16"}
 
 
+def subclasses(doc: dict) -> list[tuple[str, str]]:
+    return [(ph["verdict"]["class"], ph["verdict"]["subclass"]) for ph in doc["phases"]]
+
+
 def test_cpu_run_analyze(cpu_run):
     doc = amp.analyze(doc_from_events(cpu_run[1]))
-    assert doc["phases"][0]["verdict"]["class"] == "compute-bound (fp32)"
-    assert doc["phases"][1]["verdict"]["class"] in ("compute-bound (tensor)", "no-speedup")
+    assert subclasses(doc)[0] == ("compute-bound", "fp32")
+    assert subclasses(doc)[1] in (("compute-bound", "tensor"), ("compute-bound", "no amp speedup"))
+    for ph in doc["phases"]:
+        check_verdict(ph["verdict"])
+        assert ph["verdict"]["confidence"] is None  # a measured fact, not a score
     check_verdict(doc["verdict"])
 
 
@@ -91,13 +98,17 @@ def test_analyze_h100_like_bf16_wins():
     tel = {"fp32-strict": gpu_telemetry(tensor_pct=0.0, sm_active_pct=95.0),
            "bf16": gpu_telemetry(tensor_pct=46.0, sm_active_pct=90.0)}
     doc = amp.analyze(_doc(pts, tel))
-    assert [ph["verdict"]["class"] for ph in doc["phases"]] == \
-        ["compute-bound (fp32)", "compute-bound (tensor)", "compute-bound (tensor)", "compute-bound (tensor)"]
-    assert "tensor 0%" in doc["phases"][0]["verdict"]["evidence"]
-    assert "TF32 matmul on" in doc["phases"][1]["verdict"]["evidence"]
+    assert subclasses(doc) == [("compute-bound", "fp32")] + [("compute-bound", "tensor")] * 3
+    fp32 = doc["phases"][0]["verdict"]
+    assert "tensor 0%" in fp32["evidence_text"] and fp32["evidence"]["tensor_pct"] == 0.0
+    assert fp32["evidence"]["step_ms"] == 64.0 and "64.0 ms/step" in fp32["evidence_text"]
+    assert "TF32 matmul on" in doc["phases"][1]["verdict"]["evidence_text"]
     v = doc["verdict"]
-    assert v["class"] == "compute-bound: AMP speedup" and "bf16 7.03x" in v["evidence"] and "tensor activity 0% -> 46%" in v["evidence"]
-    assert "bfloat16" in v["advice"][0] and "no GradScaler" in v["advice"][0]
+    check_verdict(v)
+    assert (v["class"], v["subclass"]) == ("compute-bound", "amp speedup")
+    assert "bf16 7.03x" in v["evidence_text"] and v["evidence"]["bf16_speedup"] == pytest.approx(7.033, abs=1e-3)
+    assert "tensor activity 0% -> 46%" in v["evidence_text"] and v["evidence"]["bf16_tensor_pct"] == 46.0
+    assert "bfloat16" in v["advice"] and "no GradScaler" in v["advice"]
 
 
 def test_analyze_flags_a_diverged_fp16_and_no_gain():
@@ -105,13 +116,18 @@ def test_analyze_flags_a_diverged_fp16_and_no_gain():
     for p in pts:
         p["speedup_vs_fp32_strict"] = 10.0 / p["step_ms"]
     doc = amp.analyze(_doc(pts))
-    assert [ph["verdict"]["class"] for ph in doc["phases"]] == ["compute-bound (fp32)", "no-speedup", "loss-not-finite"]
-    assert doc["verdict"]["class"] == "no-amp-gain" and "loss off in fp16" in doc["verdict"]["evidence"]
+    assert [sub for _, sub in subclasses(doc)] == ["fp32", "no amp speedup", "loss not finite"]
+    assert doc["phases"][2]["verdict"]["evidence"]["eval_loss"] is None  # NaN is n/a, not a number
+    assert doc["verdict"]["subclass"] == "no amp gain" and "loss off in fp16" in doc["verdict"]["evidence_text"]
+    for v in [ph["verdict"] for ph in doc["phases"]] + [doc["verdict"]]:
+        check_verdict(v)
 
 
 def test_analyze_loss_mismatch_and_missing_baseline():
     pts = [_pt("fp32-strict", 60.0, 2.0), _pt("bf16", 8.0, 2.6)]
     doc = amp.analyze(_doc(pts))
-    assert doc["phases"][1]["verdict"]["class"] == "loss-mismatch"
-    assert doc["verdict"]["class"] == "no-amp-gain"  # the fast mode's loss is off: no clean win
+    assert doc["phases"][1]["verdict"]["subclass"] == "loss off"
+    assert doc["phases"][1]["verdict"]["evidence"]["eval_loss_rel_diff"] == pytest.approx(0.3)
+    assert "(30.0% from FP32)" in doc["phases"][1]["verdict"]["evidence_text"]
+    assert doc["verdict"]["subclass"] == "no amp gain"  # the fast mode's loss is off: no clean win
     assert amp.analyze(_doc([_pt("bf16", 8.0, 2.0)]))["verdict"] is None

@@ -101,8 +101,10 @@ def test_cpu_run_analyze(cpu_run):
     doc = bs.analyze(doc_from_events(cpu_run[1]))
     for ph in doc["phases"]:
         check_verdict(ph["verdict"])
-        assert ph["verdict"]["class"] in ("latency-bound", "transition", "compute-bound")
+        assert (ph["verdict"]["class"], ph["verdict"]["subclass"]) in \
+            (("latency-bound", "launch"), ("latency-bound", "transition"), ("compute-bound", "saturated"))
     check_verdict(doc["verdict"])
+    assert any("no OOM below the cap (16)" in n for n in doc["verdict"]["notes"])
 
 
 def test_gputop_run_json_on_cpu():
@@ -125,19 +127,27 @@ def test_analyze_h100_like_sweep_with_oom():
            "points": pts, "warnings": [],
            "results": bs.summarize(pts, {"reason": "oom", "oom_batch": 8192}, 65536)}
     bs.analyze(doc)
-    cls = {ph["name"]: ph["verdict"]["class"] for ph in doc["phases"]}
-    assert cls["batch=1"] == cls["batch=16"] == "latency-bound"
-    assert cls["batch=32"] == "transition"  # doubling to 64 gains 1.22x
-    assert cls["batch=64"] == "compute-bound"  # doubling to 128 gains 1.09x: the GPU is full
-    assert cls["batch=256"] == cls["batch=4096"] == "compute-bound" and cls["batch=8192"] == "memory-capacity"
-    assert "SM active 4%" in doc["phases"][0]["verdict"]["evidence"]
-    assert "0.21 GB still allocated" in doc["phases"][-1]["verdict"]["evidence"]
+    cls = {ph["name"]: (ph["verdict"]["class"], ph["verdict"]["subclass"]) for ph in doc["phases"]}
+    assert cls["batch=1"] == cls["batch=16"] == ("latency-bound", "launch")
+    assert cls["batch=32"] == ("latency-bound", "transition")  # doubling to 64 gains 1.22x
+    assert cls["batch=64"] == ("compute-bound", "saturated")  # doubling to 128 gains 1.09x: the GPU is full
+    assert cls["batch=256"] == cls["batch=4096"] == ("compute-bound", "saturated")
+    assert cls["batch=8192"] == ("memory-capacity", "oom")
+    for ph in doc["phases"]:
+        check_verdict(ph["verdict"])
+    assert "SM active 4%" in doc["phases"][0]["verdict"]["evidence_text"]
+    assert doc["phases"][0]["verdict"]["evidence"]["sm_active_pct"] == 4.0
+    oom = doc["phases"][-1]["verdict"]
+    assert "0.21 GB still allocated" in oom["evidence_text"]
+    assert oom["notes"] == ["OutOfMemoryError: CUDA out of memory."]
     v = doc["verdict"]
-    assert v["class"] == "latency-bound up to batch 16, compute-bound from batch 64"
-    assert any("knee 256" in a for a in v["advice"])  # the smallest batch within 95% of the best
-    assert any("fits at 4096, out of memory at 8192" in e for e in v["evidence"])
-    assert "SM active 4% at batch 1 vs 93% at the knee" in v["evidence"]
-    assert any("8192 does not fit" in a for a in v["advice"])
+    check_verdict(v)
+    assert (v["class"], v["subclass"]) == ("latency-bound", "up to batch 16, compute-bound from batch 64")
+    assert v["mixed"] == ["compute-bound"]
+    assert "knee 256" in v["advice"]  # the smallest batch within 95% of the best
+    assert "fits at 4096, out of memory at 8192" in v["evidence_text"] and v["evidence"]["oom_batch"] == 8192
+    assert "SM active 4% at batch 1 vs 93% at the knee" in v["evidence_text"]
+    assert "8192 does not fit" in v["advice"]
 
 
 def test_analyze_still_rising_and_flat():
@@ -145,11 +155,13 @@ def test_analyze_still_rising_and_flat():
               for b in (1, 2, 4)]
     doc = {"phases": [{"name": p["phase"], "telemetry": None, "verdict": None} for p in rising], "points": rising,
            "results": {"end": "cap"}, "warnings": []}
-    assert bs.analyze(doc)["verdict"]["class"] == "latency-bound up to batch 4: throughput still rising"
+    v = bs.analyze(doc)["verdict"]
+    assert (v["class"], v["subclass"]) == ("latency-bound", "up to batch 4: throughput still rising")
     flat = [dict(p, samples_per_s=1000.0) for p in rising]
     doc = {"phases": [{"name": p["phase"], "telemetry": None, "verdict": None} for p in flat], "points": flat,
            "results": {"end": "cap"}, "warnings": []}
-    assert bs.analyze(doc)["verdict"]["class"] == "compute-bound at every batch size"
+    v = bs.analyze(doc)["verdict"]
+    assert (v["class"], v["subclass"]) == ("compute-bound", "at every batch size")
 
 
 def test_interrupt_keeps_the_sizes_done():

@@ -15,8 +15,11 @@ from pathlib import Path
 import pytest
 
 from gputop import documents
+from gputop.analysis.verdict import display_name
 from gputop.workload_api import Emitter
-from gputop.workload_util import noise_check, phase_points, stats, tele, tele_text, throttle_warnings, verdict
+from gputop.workload_util import (noise_check, phase_points, phase_window, stats, tele, tele_numbers, tele_text,
+                                  throttle_warnings)
+from verdict_util import check_verdict  # noqa: F401  (the workload tests import it from here)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -111,10 +114,6 @@ def gpu_telemetry(**means) -> dict:
     return out
 
 
-def check_verdict(v: dict) -> None:
-    assert isinstance(v, dict) and v["class"] and v["evidence"] and v["advice"]
-
-
 # -- gputop.workload_util -------------------------------------------------------------------------------
 
 def test_stats_mean_and_rms():
@@ -143,13 +142,56 @@ def test_throttle_warnings_once_per_phase():
     assert [w["code"] for w in doc["warnings"]] == ["throttling"] and "'a'" in doc["warnings"][0]["message"]
 
 
-def test_phase_points_tele_and_verdict():
+def test_phase_points_and_tele():
     doc = {"points": [{"phase": "x", "v": 1}, {"phase": "y", "v": 2}, {"v": 3}, "junk"]}
     assert phase_points(doc) == {"x": [{"phase": "x", "v": 1}], "y": [{"phase": "y", "v": 2}]}
     ph = {"telemetry": gpu_telemetry(sm_active_pct=42.0, util_gpu_pct=90.0)}
     assert tele(ph, "sm_active_pct") == 42.0 and tele(ph, "tensor_pct") is None and tele(None, "x") is None
     assert tele_text(ph) == "kernel-active 90%, SM active 42%" and tele_text({"telemetry": None}) == ""
-    assert verdict("c", "e", "a") == {"class": "c", "evidence": "e", "advice": "a"}
+    # what tele_text quotes, as evidence numbers of a verdict
+    assert tele_numbers(ph) == {"util_gpu_pct": 90.0, "sm_active_pct": 42.0} and tele_numbers(None) == {}
+
+
+def test_phase_window_is_what_a_verdict_of_the_phase_judged():
+    ph = {"name": "bf16", "t_start": 4.0, "t_end": 9.5, "duration_s": 5.5}
+    assert phase_window(ph) == {"t_start": 4.0, "t_end": 9.5, "window_s": 5.5}
+    assert phase_window({"name": "still running", "t_start": 4.0, "t_end": None, "duration_s": 1.0})["t_end"] is None
+
+
+# -- the recorded H200 runs (tests/data/runs/), analysed again ------------------------------------------
+RUNS = ROOT / "tests" / "data" / "runs"
+# What each run's physics says, as (class, subclass) of the run's verdict.
+RECORDED = {
+    "amp": ("compute-bound", "amp speedup"),  # bf16 6.1x strict FP32
+    "batchsize": ("latency-bound", "up to batch 16, compute-bound from batch 64"),
+    "cudagraphs": ("latency-bound", "launch overhead"),  # 10.4 us per kernel for a 2.2 us kernel
+    "dataloader": ("input-starved", None),  # data wait 92% of the step with num_workers=0
+    "roofline": ("memory-bound", "below 14.5 FLOP/byte, k < 58; compute-bound above"),
+}
+
+
+def recorded(name: str) -> dict:
+    """The recorded H200 run document of ``name`` with its verdicts wiped, then analysed by this checkout."""
+    doc = json.loads((RUNS / f"h200_{name}.json").read_text())
+    doc["verdict"] = None
+    for ph in doc["phases"]:
+        ph["verdict"] = None
+    return load(name).analyze(doc) or doc
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED))
+def test_recorded_h200_run_gets_verdicts_of_the_one_shape(name):
+    doc = recorded(name)
+    assert (doc["verdict"]["class"], doc["verdict"]["subclass"]) == RECORDED[name]
+    check_verdict(doc["verdict"])
+    judged = [ph for ph in doc["phases"] if ph["verdict"]]
+    assert judged or name == "roofline"  # the roofline's phases are its sweeps: one verdict for the run
+    for ph in judged:
+        check_verdict(ph["verdict"])
+        w = ph["verdict"]["window"]  # a phase's verdict judged the phase
+        assert (w["t_start"], w["t_end"]) == (ph["t_start"], ph["t_end"]) and w["seconds"] == ph["duration_s"]
+    documents.validate(doc)
+    assert display_name(doc["verdict"]).startswith(doc["verdict"]["label"])
 
 
 @pytest.mark.parametrize("name", ["dataloader", "amp", "batchsize", "cudagraphs"])

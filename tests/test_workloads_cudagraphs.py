@@ -53,17 +53,19 @@ def test_cpu_run_skips_gpu_modes_and_times_the_eager_mlp(cpu_run):
     assert set(res["mlp"]) == {str(x) for x in layers} and all("graph_ms" not in v for v in res["mlp"].values())
 
 
-def test_cpu_run_analyze(cpu_run):
+def test_cpu_run_analyze_judges_nothing_without_a_gpu(cpu_run):
+    """On the CPU nothing is launched on a GPU: the eager MLP has no graph to be compared with."""
     doc = cg.analyze(doc_from_events(cpu_run[1]))
-    assert [ph["verdict"]["class"] for ph in doc["phases"]] == ["eager"] * len(doc["phases"])
-    assert doc["verdict"]["class"] == "skipped"
+    assert doc["phases"] and all(ph["verdict"] is None for ph in doc["phases"])
+    assert doc["verdict"] is None and "skipped" in [w["code"] for w in doc["warnings"]]
 
 
 def test_gputop_run_json_on_cpu():
     pytest.importorskip("torch")
     rc, doc, err = run_gputop("cudagraphs", "--device", "cpu", "--quick")
     assert rc == 0, err
-    assert doc["status"] == "ok" and doc["verdict"]["class"] == "skipped"
+    assert doc["status"] == "ok" and doc["verdict"] is None
+    assert "skipped" in [w["code"] for w in doc["warnings"]]
 
 
 def test_missing_cupy_is_exit_4_with_one_line():
@@ -232,18 +234,25 @@ def _gpu_doc():
 
 def test_analyze_h100_like_run():
     doc = cg.analyze(_gpu_doc())
-    cls = {ph["name"]: ph["verdict"]["class"] for ph in doc["phases"]}
-    assert cls == {"kernel time": "measurement", "naive": "latency-bound", "interleaved": "latency-bound",
-                   "graph": "kernel-bound", "pipes": "kernel-bound", "mlp X=2 eager": "eager",
-                   "mlp X=2 graph": "graph-speedup", "mlp X=32 eager": "eager", "mlp X=32 graph": "graph-speedup"}
+    cls = {ph["name"]: (ph["verdict"]["class"], ph["verdict"]["subclass"]) for ph in doc["phases"]}
+    launch, hidden = ("latency-bound", "launch overhead"), ("compute-bound", "launch overhead hidden")
+    assert cls == {"kernel time": ("compute-bound", "kernel alone"), "naive": launch, "interleaved": launch,
+                   "graph": hidden, "pipes": hidden,
+                   "mlp X=2 eager": launch, "mlp X=2 graph": ("compute-bound", "graph speedup"),
+                   "mlp X=32 eager": launch, "mlp X=32 graph": ("compute-bound", "graph speedup")}
+    for ph in doc["phases"]:
+        check_verdict(ph["verdict"])
     naive = doc["phases"][1]["verdict"]
-    assert naive["subclass"] == "launch" and "6.6x" in naive["evidence"] and "V100 figure: 9.6" in naive["evidence"]
-    assert "kernel-active 18%" in naive["evidence"]
+    assert "6.6x" in naive["evidence_text"] and "V100 figure: 9.6" in naive["evidence_text"]
+    assert naive["evidence"]["overhead_ratio"] == pytest.approx(13.8 / 2.1)
+    assert "kernel-active 18%" in naive["evidence_text"]
     v = doc["verdict"]
     check_verdict(v)
-    assert v["class"] == "latency-bound" and v["subclass"] == "launch"
-    assert "naive 13.80, interleaved 5.90, graph 2.40, pipes 2.30" in v["evidence"][0]
-    assert any("MLP X=32" in e and "5.09x eager" in e for e in v["evidence"])
+    assert (v["class"], v["subclass"]) == ("latency-bound", "launch overhead")
+    assert "naive 13.80, interleaved 5.90, graph 2.40, pipes 2.30" in v["evidence_text"]
+    assert "'mlp X=32' as a graph 0.550 ms per step, 5.09x eager" in v["evidence_text"]
+    assert v["evidence"]["mlp32_speedup_vs_eager"] == pytest.approx(2.8 / 0.55)
+    assert any("V100 reference: 9.6 / 3.8 / 3.4" in n for n in v["notes"])
 
 
 def test_analyze_kernel_bound_when_kernels_are_long():
@@ -254,6 +263,8 @@ def test_analyze_kernel_bound_when_kernels_are_long():
         if q.get("speedup_vs_eager"):
             q["speedup_vs_eager"] = 1.05
     doc = cg.analyze(doc)
-    assert doc["verdict"]["class"] == "kernel-bound"
-    assert doc["phases"][1]["verdict"]["class"] == "kernel-bound"
-    assert doc["phases"][-1]["verdict"]["class"] == "no-graph-gain"
+    hidden = ("compute-bound", "launch overhead hidden")
+    assert (doc["verdict"]["class"], doc["verdict"]["subclass"]) == hidden
+    assert (doc["phases"][1]["verdict"]["class"], doc["phases"][1]["verdict"]["subclass"]) == hidden
+    assert doc["phases"][-1]["verdict"]["subclass"] == "no graph gain"
+    assert doc["phases"][-2]["verdict"]["subclass"] == "launch overhead hidden"  # its eager step

@@ -73,7 +73,7 @@ def test_cpu_run_analyze_sets_every_verdict(cpu_run):
     doc = dl.analyze(doc_from_events(cpu_run[1]))
     for ph in doc["phases"]:
         check_verdict(ph["verdict"])
-        assert ph["verdict"]["class"] in ("input-starved", "partly input-starved", "pcie-bound", "compute-bound")
+        assert ph["verdict"]["class"] in ("input-starved", "pcie-bound", "compute-bound")
     check_verdict(doc["verdict"])
 
 
@@ -104,13 +104,17 @@ def test_analyze_starved_then_fixed_h100_like():
     tel = {"workers=0": gpu_telemetry(util_gpu_pct=9.0, sm_active_pct=6.0),
            "+persistent": gpu_telemetry(util_gpu_pct=97.0, sm_active_pct=71.0, reasons=["software power cap"])}
     doc = dl.analyze(_doc(pts, tel))
-    classes = [ph["verdict"]["class"] for ph in doc["phases"]]
-    assert classes == ["input-starved", "compute-bound", "compute-bound", "compute-bound"]
-    assert "raise num_workers" in doc["phases"][0]["verdict"]["advice"] and "about 9 workers" in \
-        doc["phases"][0]["verdict"]["advice"]
-    assert "kernel-active 9%" in doc["phases"][0]["verdict"]["evidence"]
+    classes = [(ph["verdict"]["class"], ph["verdict"]["subclass"]) for ph in doc["phases"]]
+    assert classes == [("input-starved", "no workers")] + [("compute-bound", None)] * 3
+    for ph in doc["phases"]:
+        check_verdict(ph["verdict"])
+    starved = doc["phases"][0]["verdict"]
+    assert "raise num_workers" in starved["advice"] and "about 9 workers" in starved["advice"]
+    assert "kernel-active 9%" in starved["evidence_text"] and starved["evidence"]["data_wait_pct"] == 91.0
     v = doc["verdict"]
-    assert v["class"] == "input-starved" and "7.8x faster" in v["evidence"] and "'+persistent'" in v["evidence"]
+    check_verdict(v)
+    assert v["class"] == "input-starved" and "7.8x faster" in v["evidence_text"]
+    assert "'+persistent'" in v["evidence_text"] and v["evidence"]["speedup"] == pytest.approx(7600 / 980)
     assert [w["code"] for w in doc["warnings"]] == ["throttling"]
 
 
@@ -118,16 +122,18 @@ def test_analyze_transfer_bound_and_still_starved():
     pts = [_pt("workers=0", 0, 500, 70.0, 20.0, 10.0), _pt("workers=4", 4, 900, 20.0, 55.0, 25.0),
            _pt("+pin_memory", 4, 1500, 60.0, 5.0, 35.0)]
     doc = dl.analyze(_doc(pts))
-    assert [ph["verdict"]["class"] for ph in doc["phases"]] == ["input-starved", "pcie-bound", "input-starved"]
+    assert [(ph["verdict"]["class"], ph["verdict"]["subclass"]) for ph in doc["phases"]] == \
+        [("input-starved", "no workers"), ("pcie-bound", "pageable"), ("input-starved", "too few workers")]
     assert "pin_memory" in doc["phases"][1]["verdict"]["advice"]
     assert "raise num_workers further" in doc["phases"][2]["verdict"]["advice"]
-    assert any("about 9 workers" in a for a in doc["verdict"]["advice"])
+    assert "about 9 workers" in doc["verdict"]["advice"]
 
 
 def test_analyze_not_starved_and_empty():
     pts = [_pt("workers=0", 0, 5000, 5.0, 1.0, 93.0), _pt("workers=8", 8, 5050, 2.0, 1.0, 96.0)]
     doc = dl.analyze(_doc(pts))
-    assert doc["verdict"]["class"] == "compute-bound" and "only 5%" in doc["verdict"]["evidence"]
+    assert doc["verdict"]["class"] == "compute-bound" and "only 5%" in doc["verdict"]["evidence_text"]
+    check_verdict(doc["verdict"])
     assert dl.analyze({"phases": [], "points": [], "results": {}})["verdict"] is None
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from gputop.documents import validate
 from gputop.telemetry.nvml import Nvml
+from verdict_util import check_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,7 +46,11 @@ def run(name: str, *args: str) -> dict:
 
 
 def classes(doc: dict) -> dict:
-    return {ph["name"]: (ph["verdict"] or {}).get("class") for ph in doc["phases"]}
+    """Each phase's (class, subclass); every verdict of the run checked for the one shape on the way."""
+    for v in [doc["verdict"]] + [ph["verdict"] for ph in doc["phases"] if ph["verdict"]]:
+        check_verdict(v)
+    return {ph["name"]: (ph["verdict"]["class"], ph["verdict"]["subclass"]) if ph["verdict"] else None
+            for ph in doc["phases"]}
 
 
 def test_dataloader_more_workers_beat_zero():
@@ -53,7 +58,8 @@ def test_dataloader_more_workers_beat_zero():
     pts = doc["points"]
     assert pts[0]["num_workers"] == 0 and len(pts) == 4
     assert max(p["samples_per_s"] for p in pts[1:]) > 1.5 * pts[0]["samples_per_s"]
-    assert classes(doc)[pts[0]["phase"]] == "input-starved" and doc["verdict"]["class"] == "input-starved"
+    assert classes(doc)[pts[0]["phase"]] == ("input-starved", "no workers")
+    assert doc["verdict"]["class"] == "input-starved"
     assert pts[2]["pin_memory"] and pts[2]["h2d_ms"] < pts[1]["h2d_ms"]  # pinned copies are faster
 
 
@@ -63,7 +69,8 @@ def test_amp_bf16_beats_strict_fp32():
     assert by["bf16"]["speedup_vs_fp32_strict"] > 2.0
     assert all(p["loss_finite"] for p in by.values()) and by["bf16"]["eval_loss_rel_diff"] < 0.1
     assert doc["results"]["tf32_defaults"]["cudnn_allow_tf32"] is True
-    assert classes(doc)["bf16"] == "compute-bound (tensor)" and doc["verdict"]["class"] == "compute-bound: AMP speedup"
+    assert classes(doc)["bf16"] == ("compute-bound", "tensor")
+    assert (doc["verdict"]["class"], doc["verdict"]["subclass"]) == ("compute-bound", "amp speedup")
 
 
 def test_batchsize_rises_flattens_and_reports_the_oom():
@@ -74,7 +81,8 @@ def test_batchsize_rises_flattens_and_reports_the_oom():
     assert doc["results"]["end"] == "oom" and doc["points"][-1]["oom"]
     assert doc["results"]["knee"]["knee_batch"] < ok[-1]["batch"]
     c = classes(doc)
-    assert c[ok[0]["phase"]] == "latency-bound" and c[doc["points"][-1]["phase"]] == "memory-capacity"
+    assert c[ok[0]["phase"]] == ("latency-bound", "launch")
+    assert c[doc["points"][-1]["phase"]] == ("memory-capacity", "oom")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("cupy") is None, reason="no cupy")
@@ -82,5 +90,5 @@ def test_cudagraphs_graph_beats_interleaved_beats_naive():
     doc = run("cudagraphs")
     us = doc["results"]["us_per_kernel"]
     assert us["graph"] <= us["interleaved"] <= us["naive"]
-    assert doc["results"]["kernel_us"] > 0 and classes(doc)["naive"] == "latency-bound"
-    assert doc["verdict"]["class"] == "latency-bound"
+    assert doc["results"]["kernel_us"] > 0 and classes(doc)["naive"] == ("latency-bound", "launch overhead")
+    assert (doc["verdict"]["class"], doc["verdict"]["subclass"]) == ("latency-bound", "launch overhead")

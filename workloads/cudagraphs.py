@@ -33,8 +33,10 @@ try:
 except ImportError:  # run as a script from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gputop.analysis.verdict import Verdict
 from gputop.workload_api import Param, main, require_cupy, require_torch
-from gputop.workload_util import noise_check, phase_points, tele_text, throttle_warnings, torch_device, verdict
+from gputop.workload_util import (noise_check, phase_points, phase_window, tele_numbers, tele_text,
+                                  throttle_warnings, torch_device)
 
 NAME = "cudagraphs"
 DESCRIPTION = "launch overhead: naive / interleaved / graph / pipes launches of a tiny kernel; MLP eager vs graph"
@@ -371,92 +373,99 @@ def time_mlp(torch, dev, p: dict, layers: int, pool, graphed: bool, emit) -> dic
 
 
 # -- the verdict (in the gputop process, after the run) -------------------------------------------------
+# A phase is latency-bound ("launch overhead") when launching costs more than the work launched; once the
+# launches are hidden (back to back, or a graph) the GPU's own work sets the pace: compute-bound in this
+# workload's sense (whether pipes, DRAM or too few blocks limit that work is for the phase's telemetry).
 
 LAUNCH_BOUND = 2.0  # per-kernel cost at least twice the kernel's own run time: overhead >= work
 GRAPH_GAIN = 1.2  # an MLP step this much faster as a graph was paying launch overhead
 
 
-def classify_kernel_mode(pt: dict) -> tuple[str, str]:
-    ratio = pt.get("overhead_ratio")
-    if ratio is None:
-        return "unknown", "the kernel's own time was not measured"
-    if ratio >= LAUNCH_BOUND:
-        return "latency-bound", ("launch-bound: each kernel costs more to launch than to run; batch the launches "
-                                 "in a CUDA graph, fuse kernels, or give each kernel more work")
-    return "kernel-bound", "the GPU runs the kernels back to back; only less or fused work goes faster now"
+def classify_kernel_mode(pt: dict) -> tuple[str, str, str]:
+    """(class, subclass, advice) of one launch mode from its overhead ratio (per-kernel cost / run time)."""
+    if pt["overhead_ratio"] >= LAUNCH_BOUND:
+        return "latency-bound", "launch overhead", ("each kernel costs more to launch than to run; batch the "
+                                                    "launches in a CUDA graph, fuse kernels, or give each kernel "
+                                                    "more work")
+    return "compute-bound", "launch overhead hidden", ("the GPU runs the kernels back to back; only less or fused "
+                                                      "work goes faster now")
+
+
+def classify_mlp(mode: str, speedup: float) -> tuple[str, str, str]:
+    """(class, subclass, advice) of an MLP step, eager or graph, from what the graph replay gained."""
+    if speedup < GRAPH_GAIN:
+        sub = "launch overhead hidden" if mode == "eager" else "no graph gain"
+        return "compute-bound", sub, "the step has enough work per kernel: graphs buy little here"
+    advice = ("the eager step pays per-kernel launch cost: capture the step in a CUDA graph (torch.cuda.graph or "
+              "torch.compile(mode='reduce-overhead'))")
+    if mode == "eager":
+        return "latency-bound", "launch overhead", advice
+    return "compute-bound", "graph speedup", advice
 
 
 def analyze(doc: dict) -> dict:
     by_phase = phase_points(doc)
+    graphed = {q["layers"]: q for v in by_phase.values() for q in v  # the MLPs replayed as CUDA graphs
+               if q.get("part") == "mlp" and q.get("mode") == "graph" and q.get("speedup_vs_eager") is not None}
     for ph in doc.get("phases") or []:
         got = by_phase.get(ph.get("name"))
         if not got:
             continue
         pt = got[-1]
-        if pt.get("skipped"):
-            continue
+        ph["verdict"] = None
         if pt.get("part") == "kernels" and pt.get("mode") == "kernel alone":
-            ev = (f"shortKernel runs {pt['kernel_us']:.2f} us on the GPU; queued back to back "
-                  f"{pt['back_to_back_us']:.2f} us per kernel")
-            ph["verdict"] = verdict("measurement", ev, "the reference for the launch modes that follow")
-        elif pt.get("part") == "kernels":
-            cls, advice = classify_kernel_mode(pt)
-            ev = f"{pt['us_per_kernel']:.2f} us per kernel vs {pt['kernel_us']:.2f} us of kernel run time"
-            if pt.get("overhead_ratio") is not None:
-                ev += f" ({pt['overhead_ratio']:.1f}x; overhead {pt['overhead_us']:.2f} us)"
+            cls, sub, advice = "compute-bound", "kernel alone", "the reference for the launch modes that follow"
+            ev = {"kernel_us": pt["kernel_us"], "back_to_back_us": pt["back_to_back_us"]}
+            text = (f"shortKernel runs {pt['kernel_us']:.2f} us on the GPU; queued back to back "
+                    f"{pt['back_to_back_us']:.2f} us per kernel")
+        elif pt.get("part") == "kernels" and pt.get("overhead_ratio") is not None:
+            cls, sub, advice = classify_kernel_mode(pt)
+            ev = {k: pt.get(k) for k in ("us_per_kernel", "kernel_us", "overhead_ratio", "overhead_us",
+                                         "v100_reference_us")}
+            text = (f"{pt['us_per_kernel']:.2f} us per kernel vs {pt['kernel_us']:.2f} us of kernel run time "
+                    f"({pt['overhead_ratio']:.1f}x; overhead {pt['overhead_us']:.2f} us)")
             if pt.get("v100_reference_us"):
-                ev += f"; NVIDIA's V100 figure: {pt['v100_reference_us']} us"
-            if tele_text(ph):
-                ev += "; GPU " + tele_text(ph)
-            v = verdict(cls, ev, advice)
-            if cls == "latency-bound":
-                v["subclass"] = "launch"
-            ph["verdict"] = v
-        elif pt.get("part") == "mlp":
-            ev = f"{pt['step_ms']:.3f} ms per training step (X={pt['layers']}, batch {pt['batch']})"
-            if pt.get("speedup_vs_eager") is not None:
-                ev += f", {pt['speedup_vs_eager']:.2f}x eager"
-            if tele_text(ph):
-                ev += "; GPU " + tele_text(ph)
-            if pt["mode"] == "graph":
-                s = pt.get("speedup_vs_eager") or 0
-                cls = "graph-speedup" if s >= GRAPH_GAIN else "no-graph-gain"
-                advice = ("the eager step was paying per-kernel launch cost: capture the step in a CUDA graph "
-                          "(torch.cuda.graph or torch.compile(mode='reduce-overhead'))" if s >= GRAPH_GAIN else
-                          "the step has enough work per kernel: graphs buy little here")
-            else:
-                cls, advice = "eager", "one launch per op from Python; compare with the graph replay"
-            ph["verdict"] = verdict(cls, ev, advice)
+                text += f"; NVIDIA's V100 figure: {pt['v100_reference_us']} us"
+        elif pt.get("part") == "mlp" and pt["layers"] in graphed:  # judged by what the graph replay gained
+            speedup = graphed[pt["layers"]]["speedup_vs_eager"]
+            cls, sub, advice = classify_mlp(pt["mode"], speedup)
+            ev = {"step_ms": pt["step_ms"], "layers": pt["layers"], "batch": pt["batch"], "speedup_vs_eager": speedup}
+            text = (f"{pt['step_ms']:.3f} ms per training step (X={pt['layers']}, batch {pt['batch']}); "
+                    f"as a CUDA graph the step runs {speedup:.2f}x as fast as eager")
+        else:  # skipped, not measured, or an eager step with no graph to compare (on the CPU)
+            continue
+        if tele_text(ph):
+            ev.update(tele_numbers(ph))
+            text += "; GPU " + tele_text(ph)
+        ph["verdict"] = Verdict(cls, sub, None, ev, text, advice, **phase_window(ph)).to_dict()
     throttle_warnings(doc)
     pts = {(q.get("part"), q.get("mode")): q for v in by_phase.values() for q in v if not q.get("skipped")}
     naive = pts.get(("kernels", "naive"))
-    mlp_graphs = sorted((q for (part, mode), q in pts.items() if part == "mlp" and mode == "graph"),
-                        key=lambda q: q["layers"])
-    if naive is None and not mlp_graphs:
-        doc["verdict"] = verdict("skipped", "the launch-overhead modes need a CUDA GPU; only the eager MLP ran",
-                                 "run on a GPU: gputop --run cudagraphs") if pts else None
+    if naive is None and not graphed:  # on the CPU: nothing was launched on a GPU, nothing to judge
+        doc["verdict"] = None
         return doc
-    ev, advice = [], []
+    ev, parts, notes = {}, [], []
+    launch_bound = False
     if naive is not None:
-        k_us = naive["kernel_us"]
-        row = [f"{m} {pts[('kernels', m)]['us_per_kernel']:.2f}" for m in MODES if ("kernels", m) in pts]
-        ev.append(f"us per kernel: {', '.join(row)}; the kernel itself runs {k_us:.2f} us")
-        ev.append(f"NVIDIA's V100 reference: {V100_REFERENCE_US['naive']} / {V100_REFERENCE_US['interleaved']} / "
-                  f"{V100_REFERENCE_US['graph']} us (sync / back to back / graph)")
+        ev["kernel_us"] = naive["kernel_us"]
+        ev.update({f"{m}_us_per_kernel": pts[("kernels", m)]["us_per_kernel"] for m in MODES if ("kernels", m) in pts})
+        row = ", ".join(f"{m} {pts[('kernels', m)]['us_per_kernel']:.2f}" for m in MODES if ("kernels", m) in pts)
+        parts.append(f"us per kernel: {row}; the kernel itself runs {naive['kernel_us']:.2f} us")
+        notes.append(f"NVIDIA's V100 reference: {V100_REFERENCE_US['naive']} / {V100_REFERENCE_US['interleaved']} / "
+                     f"{V100_REFERENCE_US['graph']} us per kernel (sync / back to back / graph)")
         launch_bound = (naive.get("overhead_ratio") or 0) >= LAUNCH_BOUND
+    for x, q in sorted(graphed.items()):
+        ev[f"mlp{x}_graph_step_ms"], ev[f"mlp{x}_speedup_vs_eager"] = q["step_ms"], q["speedup_vs_eager"]
+        parts.append(f"'mlp X={x}' as a graph {q['step_ms']:.3f} ms per step, {q['speedup_vs_eager']:.2f}x eager")
+    text = "; ".join(parts)
+    if launch_bound or any(q["speedup_vs_eager"] >= GRAPH_GAIN for q in graphed.values()):
+        advice = ("kernels shorter than their launch cost: capture repeated launch sequences in CUDA graphs, or fuse "
+                  "the small kernels / give each kernel more work (larger batch)")
+        doc["verdict"] = Verdict("latency-bound", "launch overhead", None, ev, text, advice, notes=notes).to_dict()
     else:
-        launch_bound = False
-    for q in mlp_graphs:
-        ev.append(f"MLP X={q['layers']}: graph {q['step_ms']:.3f} ms per step, {q['speedup_vs_eager']:.2f}x eager")
-    mlp_gain = any((q.get("speedup_vs_eager") or 0) >= GRAPH_GAIN for q in mlp_graphs)
-    if launch_bound or mlp_gain:
-        advice.append("kernels shorter than their launch cost: capture repeated launch sequences in CUDA graphs")
-        advice.append("or fuse the small kernels / give each kernel more work (larger batch)")
-        v = verdict("latency-bound", ev, advice)
-        v["subclass"] = "launch"
-    else:
-        v = verdict("kernel-bound", ev, ["launch overhead is hidden here; speed up the kernels themselves"])
-    doc["verdict"] = v
+        advice = "launch overhead is hidden here; speed up the kernels themselves"
+        doc["verdict"] = Verdict("compute-bound", "launch overhead hidden", None, ev, text, advice,
+                                 notes=notes).to_dict()
     return doc
 
 

@@ -46,6 +46,7 @@ except ImportError:  # run as a script from a checkout
 
 from gputop import workload_util as wu
 from gputop.analysis import roofline as rl
+from gputop.analysis.verdict import Verdict, display_name
 from gputop.workload_api import Emitter, Param, ParamError, main, require_cupy
 
 NAME = "roofline"
@@ -175,11 +176,10 @@ def _finish_standalone(p: dict, emit: Emitter, device: dict, points: list[dict],
               f"{pt.get('bound') or 'n/a'}{flags}")
     v = doc.get("verdict")
     if v:
-        print(f"\nverdict: {v['class']}")
-        for line in v["evidence"]:
+        print(f"\nverdict: {display_name(v)}")
+        for line in [v["evidence_text"]] + v["notes"]:
             print(f"  - {line}")
-        for line in v["advice"]:
-            print(f"  > {line}")
+        print(f"  > {v['advice']}")
 
 
 def csv_rows(doc: dict) -> list[dict]:
@@ -830,36 +830,52 @@ def _r(v) -> float | None:
 
 
 def _verdict(kind, points, measured, peaks, static, meas, theo, ridge, flagged) -> dict | None:
+    """The sweep's verdict: memory-bound left of the ridge point, compute-bound right of it. The sentence
+    gives the roofs and the ridge; the best point of each variant and anything odd go in the notes."""
     pts = [p for p in points if isinstance(p, dict) and p.get("bound")]
-    if not pts and not measured:
-        return None
     basis = meas if meas.complete else theo
-    evidence: list[str] = []
-    advice: list[str] = []
     rd = basis.ridge
+    if not rd or (not pts and not measured):
+        return None  # no complete roofs: nothing to classify against
+    ev: dict = {}
+    said: list[str] = []
     if theo.complete:
-        evidence.append(f"theoretical roofs: FP32 {theo.flops / 1e12:.1f} TFLOP/s, DRAM {theo.bw / 1e12:.2f} TB/s, "
-                        f"ridge {theo.ridge:.1f} FLOP/byte")
+        ev.update(fp32_theoretical_flops=theo.flops, dram_theoretical_bytes_per_s=theo.bw,
+                  ridge_theoretical=theo.ridge)
+        said.append(f"theoretical roofs: FP32 {theo.flops / 1e12:.1f} TFLOP/s, DRAM {theo.bw / 1e12:.2f} TB/s, "
+                    f"ridge {theo.ridge:.1f} FLOP/byte")
     elif kind == "cpu":
-        evidence.append("theoretical host roofs are n/a: the classes use the measured host roofs (NumPy copy "
-                        "bandwidth, float32 BLAS matmul)")
+        said.append("theoretical host roofs are n/a: the classes use the measured host roofs (NumPy copy "
+                    "bandwidth, float32 BLAS matmul)")
     if meas.bw:
+        ev["dram_measured_bytes_per_s"] = meas.bw
         unit, scale = ("TB/s", 1e12) if meas.bw > 1e12 else ("GB/s", 1e9)
         line = f"measured DRAM roof {meas.bw / scale:.2f} {unit}"
         if theo.bw:
-            line += f" = {100 * meas.bw / theo.bw:.0f}% of theoretical"
-        evidence.append(line)
+            ev["dram_measured_pct_of_theoretical"] = 100 * meas.bw / theo.bw
+            line += f" = {ev['dram_measured_pct_of_theoretical']:.0f}% of theoretical"
+        said.append(line)
     if meas.flops:
+        ev["fp32_measured_flops"] = meas.flops
         fp = (measured.get("details") or {}).get("fp32") or {}
         unit, scale = ("TFLOP/s", 1e12) if meas.flops > 1e12 else ("GFLOP/s", 1e9)
         line = f"measured FP32 roof {meas.flops / scale:.1f} {unit}"
         if theo.flops:
-            line += f" = {100 * meas.flops / theo.flops:.0f}% of theoretical"
+            ev["fp32_measured_pct_of_theoretical"] = 100 * meas.flops / theo.flops
+            line += f" = {ev['fp32_measured_pct_of_theoretical']:.0f}% of theoretical"
             at_clk = rl.at_clock(theo.flops, fp.get("sm_clock_mhz"), static.get("max_sm_clock_mhz"))
             if at_clk:
-                line += f" ({100 * meas.flops / at_clk:.0f}% at the measured {fp['sm_clock_mhz']:.0f} MHz)"
-        evidence.append(line)
+                ev["fp32_measured_sm_clock_mhz"] = fp["sm_clock_mhz"]
+                ev["fp32_measured_pct_at_clock"] = 100 * meas.flops / at_clk
+                line += f" ({ev['fp32_measured_pct_at_clock']:.0f}% at the measured {fp['sm_clock_mhz']:.0f} MHz)"
+        said.append(line)
+    ev.update(ridge_flop_per_byte=rd, ridge_k=4 * rd)
+    said.append(f"ridge point: {rd:.1f} FLOP/byte ({'measured' if basis is meas else 'theoretical'} roofs), "
+                f"k = {4 * rd:.0f} in this sweep")
+
+    notes: list[str] = []
     for name, v in ((measured.get("details") or {}).get("tensor") or {}).items():
+        ev[f"{name}_tensor_measured_flops"] = v["flops_per_s"]
         line = f"measured {name} tensor roof {v['flops_per_s'] / 1e12:.0f} TFLOP/s"
         t = (peaks.get("tensor_dense_flops") or {}).get(name)
         if t:
@@ -870,29 +886,33 @@ def _verdict(kind, points, measured, peaks, static, meas, theo, ridge, flagged) 
             line += f" at {v['power_w']:.0f} W"
         if v.get("clock_reasons"):
             line += f" [{', '.join(v['clock_reasons'])}]"
-        evidence.append(line)
-    if rd:
-        evidence.append(f"ridge point: {rd:.1f} FLOP/byte ({'measured' if basis is meas else 'theoretical'} roofs), "
-                        f"k = {4 * rd:.0f} in this sweep")
+        notes.append(line)
     best = {}
     for p in pts:
         v = p["variant"]
         if v not in best or p["gflops"] > best[v]["gflops"]:
             best[v] = p
     for v, p in best.items():
+        ev[f"{v}_best_gflops"], ev[f"{v}_best_k"] = p["gflops"], p["k"]
         pct = p.get("pct_roof_measured") if p.get("pct_roof_measured") is not None else p.get("pct_roof_theoretical")
         line = f"{v}: best {p['gflops']:.4g} GFLOP/s at k={p['k']}"
         if pct is not None:
             line += f" = {pct:.0f}% of the roof there"
         if p.get("pct_ceiling") is not None:
             line += f" ({p['pct_ceiling']:.0f}% of its half-roof ceiling)"
-        evidence.append(line)
+        notes.append(line)
     k_min = min(pts, key=lambda p: p["k"]) if pts else None
     if k_min is not None:
-        evidence.append(f"k={k_min['k']} ({k_min['variant']}): {k_min['gbs']:.4g} GB/s, {k_min['bound']}")
+        notes.append(f"k={k_min['k']} ({k_min['variant']}): {k_min['gbs']:.4g} GB/s, {k_min['bound']}")
+    below = [p for p in pts if p["bound"] == rl.BELOW_BOTH]
+    ev.update(points=len(pts), points_below_both_roofs=len(below), points_above_a_roof=len(flagged))
+    if below:
+        notes.append(f"{len(below)} of {len(pts)} points below both roofs")
     if flagged:
-        evidence.append(f"{len(flagged)} point(s) above a roof (a bug): " +
-                        "; ".join(f"{p['variant']} k={p['k']}: {p['flags'][0]}" for p in flagged[:3]))
+        notes.append(f"{len(flagged)} point(s) above a roof (a bug): " +
+                     "; ".join(f"{p['variant']} k={p['k']}: {p['flags'][0]}" for p in flagged[:3]))
+
+    advice: list[str] = []
     if "mul+add" in best and "fma" in best and best["fma"]["gflops"] > 1.3 * best["mul+add"]["gflops"]:
         advice.append(f"the seed's separate multiply and add reach at most half the FP32 roof; the same polynomial "
                       f"in Horner form (fused multiply-adds) is {best['fma']['gflops'] / best['mul+add']['gflops']:.1f}x "
@@ -905,16 +925,11 @@ def _verdict(kind, points, measured, peaks, static, meas, theo, ridge, flagged) 
     t = (measured.get("tensor_dense_flops") or {}).get("bf16")
     if t and meas.flops:
         advice.append(f"matmul-shaped work belongs on the tensor cores: bf16 reached {t / meas.flops:.0f}x the FP32 roof")
-    if any(p["bound"] == rl.BELOW_BOTH for p in pts):
-        advice.append(CPU_BELOW_BOTH if kind == "cpu" else rl.HINTS[rl.BELOW_BOTH])
-    cls = (f"memory-bound below {rd:.3g} FLOP/byte (k < {4 * rd:.0f}), compute-bound above" if rd
-           else "roofline: no complete roofs to classify against")
-    below = [p for p in pts if p["bound"] == rl.BELOW_BOTH]
     if below:
-        cls += f"; {len(below)} of {len(pts)} points below both roofs"
-    if flagged:
-        cls += f"; {len(flagged)} point(s) above a roof"
-    return wu.verdict(cls, evidence, advice)
+        advice.append(CPU_BELOW_BOTH if kind == "cpu" else rl.HINTS[rl.BELOW_BOTH])
+    sub = f"below {rd:.3g} FLOP/byte, k < {4 * rd:.0f}; compute-bound above"
+    return Verdict("memory-bound", sub, None, ev, "; ".join(said), "; ".join(advice), ["compute-bound"],
+                   notes=notes).to_dict()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ try:
 except ImportError:  # run as a script from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from gputop.analysis.verdict import Verdict
 from gputop.workload_api import Param, main
 
 NAME = "fault_ok"
@@ -46,10 +47,10 @@ def run(p, emit):
 def analyze(doc):
     if doc["params"]["analyze_fail"]:
         raise ValueError("analyze broke on purpose")
-    doc["verdict"] = {"class": "test-bound", "confidence": 0.9, "evidence": [f"{len(doc['points'])} points"],
-                      "advice": "nothing to do"}
+    n = len(doc["points"])
+    doc["verdict"] = Verdict("compute-bound", "test", 0.9, {"points": n}, f"{n} points", "nothing to do").to_dict()
     for ph in doc["phases"]:
-        ph["verdict"] = {"class": "phase-" + ph["name"], "evidence": "", "advice": []}
+        ph["verdict"] = Verdict("idle", "phase " + ph["name"], None, {}, "a test phase", "none").to_dict()
     doc["results"]["analyzed"] = True
     return doc
 
