@@ -66,7 +66,7 @@ def test_text_summary_has_points_verdict_and_warnings():
     out = r.stdout
     assert out.startswith("fault_ok: ok in ")
     assert "points (2):" in out and "gflops" in out and " 96" in out  # 64 * 1.5
-    assert "verdict: compute-bound (confidence 0.9)" in out and "nothing to do" in out
+    assert "verdict: compute-bound (test) (confidence 0.90)" in out and "nothing to do" in out
     assert "warning (test): a test warning" in out and "telemetry:" in out
 
 

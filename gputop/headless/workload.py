@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 
 from gputop import exitcodes
+from gputop.analysis.verdict import display_name
 from gputop.documents import check_writable, dumps, emit, run_error_document, writable
 from gputop.format import pct, si
 from gputop.runner.child import StopSignals
@@ -233,17 +234,15 @@ def render_text(doc: dict) -> str:
                   for k, v in doc["results"].items()]
     lines += ["", "telemetry: " + telemetry_line(doc["telemetry"])]
     for ph in doc["phases"]:
-        verdict = f"  -> {ph['verdict']['class']}" if ph.get("verdict") else ""
+        verdict = f"  -> {display_name(ph['verdict'])}" if ph.get("verdict") else ""
         lines.append(f"  {ph['name']} ({ph['duration_s']:.1f} s): {telemetry_line(ph['telemetry'])}{verdict}")
     v = doc["verdict"]
     if v:
-        conf = f" (confidence {v['confidence']})" if v.get("confidence") is not None else ""
-        lines += ["", f"verdict: {v['class']}{conf}"]
-        for label in ("evidence", "advice"):
-            val = v.get(label)
-            items = val if isinstance(val, list) else ([f"{k}: {_cell(x)}" for k, x in val.items()]
-                                                      if isinstance(val, dict) else [val])
-            lines += [f"  {label}: {_cell(x) if not isinstance(x, str) else x}" for x in items if x is not None]
+        conf = f" (confidence {v['confidence']:.2f})" if v.get("confidence") is not None else ""
+        lines += ["", f"verdict: {display_name(v)}{conf}", f"  evidence: {v.get('evidence_text') or 'n/a'}"]
+        lines += [f"  note: {n}" for n in v.get("notes") or []]
+        if v.get("advice"):
+            lines.append(f"  advice: {v['advice']}")
     for w in doc["warnings"]:
         lines.append(f"warning ({w['code']}): {w['message']}")
     for e in doc["errors"]:

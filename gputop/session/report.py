@@ -11,7 +11,7 @@ import platform
 import shlex
 
 from gputop.analysis.timeline import format_timeline
-from gputop.analysis.vocabulary import SUBCLASS_LABELS
+from gputop.analysis.verdict import display_name
 from gputop.documents import header, signal_fields
 from gputop.format import gb, pct
 
@@ -65,7 +65,7 @@ def render_text(doc: dict) -> str:
         lines.append("  summary: " + _summary_text(s))
     v = doc["verdict"]
     lines.append("")
-    lines.append(f"verdict: {_name(v)} (confidence {v['confidence']:.2f})"
+    lines.append(f"verdict: {display_name(v)} (confidence {v['confidence']:.2f})"
                  + (f" on GPU {v['gpu']}" if v.get("gpu") is not None and len(doc["gpus"]) > 1 else ""))
     if _is_mixed(v):
         lines.append(f"  a mixed run: {_shares(v)}")
@@ -98,16 +98,11 @@ def _ended(doc):
     return f"ended ({doc['ended']}, code {doc['exit_code']})"
 
 
-def _name(v: dict) -> str:
-    sub = v.get("subclass")
-    return v["label"] + (f" ({SUBCLASS_LABELS.get(sub, sub)})" if sub else "")
-
-
 def _verdict_lines(v: dict, ind: str) -> list[str]:
     share = ""
     if v.get("share") is not None:
         share = f", {pct(100 * v['share'])} of the {'run' if v['class'] == 'idle' else 'busy time'}"
-    out = [f"{ind}verdict: {_name(v)}, confidence {v['confidence']:.2f}{share}",
+    out = [f"{ind}verdict: {display_name(v)}, confidence {v['confidence']:.2f}{share}",
            f"{ind}  evidence: {v['evidence_text']}",
            f"{ind}  advice: {v['advice']}"]
     if _is_mixed(v):
