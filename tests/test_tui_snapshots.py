@@ -52,7 +52,7 @@ def spec_from_doc(doc: dict) -> SimpleNamespace:
 
 def make(path: Path = DEMO, runs: tuple[str, ...] = ()) -> GputopApp:
     docs = [json.loads((RUNS / f"{name}.json").read_text()) for name in runs]
-    app = GputopApp(TuiConfig(ReplaySource(str(path), speed=float("inf")), start_sampler=False,
+    app = GputopApp(TuiConfig(ReplaySource(str(path), speed=float("inf")), start_sampler=False, fps=0,
                               hostname="snapshot-host", specs=[spec_from_doc(d) for d in docs], device="cpu"))
     for doc in docs:
         app.controller.runs.append(RunState(run=RecordedRun(doc), name=doc["workload"], target="CPU"))
@@ -60,8 +60,12 @@ def make(path: Path = DEMO, runs: tuple[str, ...] = ()) -> GputopApp:
 
 
 def at_tick(n: int):
+    """Replay ``n`` ticks, then draw one frame. No frame timer runs (fps=0): what a snapshot shows is
+    this frame, and the charts' own refill when the layout gives them their size."""
+
     async def run_before(pilot) -> None:
         app = pilot.app
+        await pilot.pause()  # the first layout
         for _ in range(n):
             app.sampler.step()
         app.frame(force=True)

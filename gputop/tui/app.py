@@ -122,7 +122,8 @@ class TuiConfig:
     gpus: list[int] | None = None  # positions in the source's GPUs to show (default all)
     hostname: str | None = None
     start_sampler: bool = True  # tests step the sampler by hand
-    fps: float = 4.0  # the charts move at >= 4 frames a second; each frame costs CPU
+    fps: float = 4.0  # the charts move at >= 4 frames a second; each frame costs CPU (0: no frame timer;
+    # the caller draws with frame(): tests, so that nothing they see depends on a timer)
     span_s: float = 60.0
     device: str = "cuda"  # where workloads run by default
     timeout: float | None = None
@@ -212,8 +213,6 @@ class GputopApp(App):
         self._dirty = True
         self.frames = 0  # redraws done (for the benchmark and tests)
         self._charts: list[HistoryChart] | None = None
-        self._chart_key = None  # GPU position the charts were filled from
-        self._chart_t: float | None = None  # time of the newest tick the charts were fed
         if config.specs is None:
             self.specs, self.spec_errors = load_registry()
         else:
@@ -237,7 +236,7 @@ class GputopApp(App):
                     with Column(id="charts"):
                         for i, spec in enumerate(self._chart_specs()):
                             yield HistoryChart(spec.title, spec.field, hi=spec.hi, unit=spec.unit, color=spec.color,
-                                               span=self.config.span_s, id=f"chart{i}",
+                                               span=self.config.span_s, fill=self._fill_chart, id=f"chart{i}",
                                                classes="extra-chart" if i >= 2 else "")
                     yield ResultsView(id="live-results")
             yield WorkloadsPage(self.specs, self.spec_errors, id="workloads")
@@ -257,7 +256,8 @@ class GputopApp(App):
         self.sampler.listeners.append(self.sticky.observe)
         if self.config.start_sampler:
             self.sampler.start()
-        self.set_interval(1.0 / self.config.fps, self.frame)
+        if self.config.fps > 0:
+            self.set_interval(1.0 / self.config.fps, self.frame)
         self.frame(force=True)
 
     def on_resize(self, event) -> None:
@@ -285,9 +285,7 @@ class GputopApp(App):
         results_shown = self.page == "workloads" or (live and not self.has_class("-narrow"))
         shown = self.shown_state()
         run_changed = results_shown and shown is not None and shown.events != shown.seen
-        stale = self.page == "monitor" and self._charts is not None and any(
-            c.stale and c.display and c.wh[1] > 0 for c in self._charts)
-        if not (force or self._dirty or run_changed or stale or tick is not self._last_tick):
+        if not (force or self._dirty or run_changed or tick is not self._last_tick):
             return
         self._last_tick = tick
         self._dirty = False
@@ -364,33 +362,45 @@ class GputopApp(App):
         """Other processes to tag in the process table ({pid: tag}); the command app's."""
         return {}
 
-    def _draw_charts(self) -> None:
-        """Feed each visible chart the ticks since the last frame (the whole window after a reset)."""
+    def _draw_charts(self, only: list[HistoryChart] | None = None) -> None:
+        """Feed each visible chart (of ``only``) the ticks it has not seen yet: the whole window after a
+        reset (a new size, another GPU, shown again after being hidden), else the ticks since its last."""
         latest = self.sampler.latest()
         if latest is None:
             return
-        t_end = latest["t"]
         if self._charts is None:
             self._charts = [self.query_one(f"#chart{i}", HistoryChart) for i in range(len(self._chart_specs()))]
-        shown = []
-        for spec, chart in zip(self._chart_specs(), self._charts):
-            if chart.display and chart.wh[1] > 0:
-                shown.append((spec, chart))
-            else:
-                chart.stale = True  # hidden: refilled when it shows again
         pos = self.positions[self.selected] if self.statics else None
-        full = (pos != self._chart_key or self._chart_t is None or t_end < self._chart_t
-                or any(chart.stale for _, chart in shown))
-        ticks = self.sampler.window(self.config.span_s) if full else self.sampler.since(self._chart_t)
-        self._chart_key, self._chart_t = pos, t_end
-        ts = [t["t"] for t in ticks]
+        shown, full = [], []
+        for spec, chart in zip(self._chart_specs(), self._charts):
+            if only is not None and chart not in only:
+                continue
+            if not (chart.display and chart.wh[1] > 0):
+                chart.stale = True  # hidden or not laid out: refilled when it shows (its resize)
+                continue
+            shown.append((spec, chart))
+            if chart.stale or chart.fed_key != pos or chart.fed_t is None or latest["t"] < chart.fed_t:
+                full.append(chart)
+        if not shown:
+            return
+        window = self.sampler.window(self.config.span_s) if full else []
+        newer = [c.fed_t for _, c in shown if c not in full]
+        recent = self.sampler.since(min(newer)) if newer else []
         st = self.statics[self.selected] if self.statics else {}
         for spec, chart in shown:
-            if full:
+            if chart in full:
                 chart.reset()
+                ticks = window
+            else:
+                ticks = [t for t in recent if t["t"] > chart.fed_t]
+            if not ticks:
+                continue
+            chart.fed_key, chart.fed_t = pos, ticks[-1]["t"]
+            t_end = chart.fed_t
             if spec.gpm and not st.get("gpm_supported"):
                 chart.draw(t_end, note=view.GPM_NA)
                 continue
+            ts = [t["t"] for t in ticks]
             if spec.field.startswith("host."):
                 name = spec.field[5:]
                 vs = [(t.get("host") or {}).get(name) for t in ticks]
@@ -399,6 +409,11 @@ class GputopApp(App):
                 vs = [t["gpus"][pos].get(f) if pos < len(t["gpus"]) else None for t in ticks]
             chart.feed(ts, vs)
             chart.draw(t_end, hi=st.get(spec.hi_static) if spec.hi_static else None)
+
+    def _fill_chart(self, chart: HistoryChart) -> None:
+        """A chart was resized: refill it at its new size now (not at the next frame)."""
+        if self.is_running:
+            self._draw_charts(only=[chart])
 
     # -- workloads ---------------------------------------------------------------------------------
     def shown_state(self):

@@ -315,12 +315,15 @@ class HistoryChart(Lines):
     EDGE = 1  # blank cells kept at the right edge
 
     def __init__(self, title: str, field: str, lo: float = 0.0, hi: float = 100.0, unit: str = "%",
-                 color: str = "green", span: float = 60.0, **kwargs):
+                 color: str = "green", span: float = 60.0, fill=None, **kwargs):
         super().__init__(**kwargs)
         self.title, self.field, self.lo, self.hi, self.unit, self.color, self.span = (
             title, field, lo, hi, unit, color, span)
+        self.fill = fill  # fill(chart): the owner feeds it the whole window again (called on resize)
         self.series: charts.BucketSeries | None = None
         self.stale = True  # needs the whole window again (new width, another GPU, was hidden)
+        self.fed_t: float | None = None  # time of the newest tick fed
+        self.fed_key = None  # what it was fed from (the GPU position)
         self.last: tuple[float, float] | None = None  # (t, v) of the newest value fed
         self._t_end: float | None = None
         self._note = ""
@@ -353,8 +356,16 @@ class HistoryChart(Lines):
         self.rebuild(force=False)
 
     def on_resize(self) -> None:
+        """A new size needs the whole window at the new width: the owner refills it now, in this
+        handler, so that what the chart shows never waits for the next frame of the app's timer."""
         self.stale = True
-        super().on_resize()
+        if self.fill is None:
+            super().on_resize()
+            return
+        self.wh = (self.size.width, self.size.height)
+        self._reset_strips()
+        self._base = self._bg = self._plain = None
+        self.fill(self)
 
     def _level_row(self, h: int) -> list[int] | None:
         """The dot levels of the visible buckets, or None when they are what was drawn last.
