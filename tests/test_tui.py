@@ -104,7 +104,7 @@ async def test_incremental_charts_match_a_redraw_from_scratch(tmp_path):
             app.frame()
             await pilot.pause()
             checked = 0
-            for spec, chart in zip(app._chart_specs(), app._charts):
+            for spec, chart in zip(app.monitor.chart_specs, app.monitor.charts):
                 if chart.display and chart.wh[1] > 1 and not chart.stale:
                     shown = [row for row, _style in chart._lines[1:]]
                     assert shown == chart_rows_from_scratch(app, chart, spec.field), (spec.title, n, size)

@@ -89,7 +89,7 @@ def test_text_segments_are_what_rich_renders():
     from rich.console import Console
     from rich.text import Text
 
-    from gputop.tui.widgets import text_segments
+    from gputop.tui.lines import text_segments
 
     console = Console(width=80)
     cases = [Text("plain"), Text("styled", style="bold"), Text.assemble(("a", "bold"), " b ", ("c", "red")),

@@ -60,7 +60,6 @@ class RunState:
     name: str
     target: str  # "GPU 0" or "CPU"
     events: int = 0
-    seen: int = -1  # events already drawn
     progress: dict | None = None
     saved_to: str | None = None
     started: float = field(default_factory=time.monotonic)
