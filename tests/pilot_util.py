@@ -24,3 +24,15 @@ async def wait_for(pilot, cond, timeout: float = 30.0) -> None:
         if loop.time() > end:
             raise AssertionError("timed out waiting")
         await pilot.pause(0.05)
+
+
+async def pick(app, pilot, name: str):
+    """Highlight workload ``name`` on the workloads page and wait until its parameter form is mounted
+    (the form loads asynchronously: setting an input before that would set the previous form's).
+    Returns its spec."""
+    spec = next(s for s in app.specs if s.name == name)
+    app.query_one("#wl-list").highlighted = app.specs.index(spec)
+    form = app.workloads.form
+    await wait_for(pilot, lambda: form.loaded is not None and form.loaded[0] is spec)
+    await pilot.pause()
+    return spec

@@ -17,7 +17,7 @@ from gputop.telemetry.live import LiveSource
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.trace import ReplaySource
 from gputop.tui.app import GputopApp, HelpScreen, TuiConfig
-from pilot_util import sync, wait_for
+from pilot_util import pick, sync, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "gputop" / "data" / "demo.jsonl.gz"
@@ -32,6 +32,7 @@ def make(path=DEMO, **kw) -> GputopApp:
     kw.setdefault("hostname", "test-host")
     kw.setdefault("specs", specs())
     kw.setdefault("device", "cpu")
+    kw.setdefault("fps", 0)  # no frame timer: the tests draw with frame(), so nothing waits on a timer
     return GputopApp(TuiConfig(ReplaySource(str(path), speed=float("inf")), start_sampler=False, **kw))
 
 
@@ -161,9 +162,7 @@ async def test_run_roofline_on_cpu_see_points_and_save(tmp_path):
         await step(app, pilot, 30)
         await pilot.press("2")
         await pilot.pause()
-        names = [s.name for s in app.specs]
-        app.query_one("#wl-list").highlighted = names.index("roofline")
-        await pilot.pause(0.1)
+        await pick(app, pilot, "roofline")
         app.query_one("#param-n").value = "65536"
         app.query_one("#param-k").value = "1,4,16,64"
         app.query_one("#param-runs").value = "2"
@@ -190,9 +189,7 @@ async def test_bad_parameter_is_refused_with_a_message():
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("2")
         await pilot.pause()
-        names = [s.name for s in app.specs]
-        app.query_one("#wl-list").highlighted = names.index("roofline")
-        await pilot.pause(0.1)
+        await pick(app, pilot, "roofline")
         app.query_one("#param-n").value = "-5"
         await pilot.press("r")
         await pilot.pause()
@@ -205,9 +202,7 @@ async def start_hang(app, pilot):
     cancelled). Returns its run state."""
     await pilot.press("2")
     await pilot.pause()
-    names = [s.name for s in app.specs]
-    app.query_one("#wl-list").highlighted = names.index("fault_hang")
-    await pilot.pause(0.1)
+    await pick(app, pilot, "fault_hang")
     await pilot.press("r")
     state = app.controller.runs[0]
     await wait_for(pilot, lambda: len(state.run.points) == 1, 20)
@@ -232,7 +227,7 @@ async def test_cancel_a_running_workload_and_one_run_per_device():
 
 @sync
 async def test_quit_stops_the_running_workload():
-    app = make()
+    app = make(fps=4)  # with the frame timer, as gputop runs: it fires while the app shuts down
     async with app.run_test(size=(100, 30)) as pilot:
         state = await start_hang(app, pilot)
         await pilot.press("escape", "q")  # leave the list, then quit
@@ -323,8 +318,7 @@ async def test_live_gpu_monitor_and_roofline_on_the_gpu():
             return
         await pilot.press("2")
         await pilot.pause()
-        app.query_one("#wl-list").highlighted = [s.name for s in app.specs].index("roofline")
-        await pilot.pause(0.2)
+        await pick(app, pilot, "roofline")
         for k, v in {"k": "1,8,64", "ceilings": "false", "runs": "2", "variants": "fma"}.items():
             app.query_one(f"#param-{k}").value = v
         await pilot.press("r")
