@@ -7,31 +7,26 @@ timer picks the change up (no cross-thread call per event, nothing to deadlock o
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
 from dataclasses import dataclass, field
 
+import psutil
+
+from gputop.runner.document import dumps
+from gputop.runner.process import WorkloadRun, format_value
+from gputop.runner.registry import Registry
 from gputop.workload_api import ParamError
+
+__all__ = ["format_value", "load_registry", "default_values", "parse_values", "RunState", "RunController",
+           "save_document"]
 
 
 def load_registry():
-    """(specs, errors): every workload ``gputop --list`` shows; ([], [why]) if the runner is missing."""
-    try:
-        from gputop.runner.registry import Registry
-    except ImportError as exc:
-        return [], [f"the workload runner is not available ({exc})"]
+    """(specs, errors): every workload ``gputop --list`` shows, and why any failed to load."""
     reg = Registry()
     return list(reg), list(reg.errors)
-
-
-def format_value(value) -> str:
-    try:
-        from gputop.runner.process import format_value as fv
-    except ImportError:
-        return str(value)
-    return fv(value)
 
 
 def default_values(spec, device: str) -> dict:
@@ -94,8 +89,6 @@ class RunController:
 
     def start(self, spec, values: dict, device: str, nvml_index: int | None, timeout: float | None = None) -> RunState:
         """Start ``spec``; raises RuntimeError if a run is already going on that GPU (or the CPU)."""
-        from gputop.runner.process import WorkloadRun
-
         target = "CPU" if device == "cpu" else f"GPU {nvml_index or 0}"
         busy = self.active_on(target)
         if busy is not None:
@@ -133,10 +126,8 @@ class RunController:
                 continue
             pids.add(proc.pid)
             try:
-                import psutil
-
                 pids.update(c.pid for c in psutil.Process(proc.pid).children(recursive=True))
-            except Exception:
+            except psutil.Error:  # it ended meanwhile
                 pass
         return pids
 
@@ -180,12 +171,6 @@ def save_document(doc: dict, folder: str | None = None) -> str:
     while os.path.exists(path):
         n += 1
         path = f"{base}-{n}.json"
-    try:
-        from gputop.runner.document import dumps
-
-        text = dumps(doc)
-    except ImportError:
-        text = json.dumps(doc, indent=2, default=str)
     with open(path, "w") as f:
-        f.write(text + "\n")
+        f.write(dumps(doc) + "\n")
     return path

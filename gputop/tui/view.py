@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gputop.analysis.peaks import compute_peaks
 from gputop.format import NA, gb, pct, si
 
 GPM_NA = "n/a (needs Hopper+ GPM)"
@@ -16,15 +17,8 @@ STICKY = ("processes", "pcie_tx_bps", "pcie_rx_bps")
 
 
 def peaks_for(static: dict) -> dict:
-    """Theoretical peaks of one GPU (``{}`` if the peaks module is missing or cannot tell)."""
-    try:
-        from gputop.analysis.peaks import compute_peaks
-    except ImportError:
-        return {}
-    try:
-        return compute_peaks(static) or {}
-    except Exception:  # a GPU the peaks table does not know: show n/a rather than crash
-        return {}
+    """Theoretical peaks of one GPU (None for each peak the static facts cannot give)."""
+    return compute_peaks(static)
 
 
 class Sticky:
