@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gzip
+import json
+from pathlib import Path
+
+DEMO = Path(__file__).resolve().parents[1] / "gputop" / "data" / "demo.jsonl.gz"
 
 
 def sync(fn):
@@ -26,6 +31,19 @@ async def wait_for(pilot, cond, timeout: float = 30.0) -> None:
         await pilot.pause(0.05)
 
 
+async def step(app, pilot, n: int) -> None:
+    """Replay ``n`` ticks by hand, then draw a frame."""
+    for _ in range(n):
+        app.sampler.step()
+    app.frame(force=True)
+    await pilot.pause()
+
+
+def notes(app) -> list[str]:
+    """The messages the app notified, oldest first."""
+    return [str(n.message) for n in app._notifications]
+
+
 async def pick(app, pilot, name: str):
     """Highlight workload ``name`` on the workloads page and wait until its parameter form is mounted
     (the form loads asynchronously: setting an input before that would set the previous form's).
@@ -36,3 +54,18 @@ async def pick(app, pilot, name: str):
     await wait_for(pilot, lambda: form.loaded is not None and form.loaded[0] is spec)
     await pilot.pause()
     return spec
+
+
+def two_gpu_trace(tmp_path: Path) -> Path:
+    """The demo trace with its GPU duplicated (GPU 1 idles) - a multi-GPU trace for the strip."""
+    out = tmp_path / "two.jsonl.gz"
+    with gzip.open(DEMO, "rt") as f, gzip.open(out, "wt") as g:
+        for line in f:
+            row = json.loads(line)
+            if row.get("type") == "header":
+                row["devices"].append(dict(row["devices"][0], index=1, name="NVIDIA H200 (copy)"))
+            elif row.get("type") == "tick":
+                twin = dict(row["gpus"][0], index=1, sm_active_pct=0.0, util_gpu_pct=0.0, power_w=71.0)
+                row["gpus"].append(twin)
+            g.write(json.dumps(row) + "\n")
+    return out

@@ -6,21 +6,23 @@ runner's fault workloads (fault_hang: runs until cancelled).
 
 from __future__ import annotations
 
-import gzip
+import dataclasses
 import json
+import time
 from pathlib import Path
 
+import pynvml
 import pytest
 
+from fake_nvml import FakeNvml
 from gputop.runner.registry import Registry
 from gputop.telemetry.live import LiveSource
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.trace import ReplaySource
 from gputop.tui.app import GputopApp, HelpScreen, TuiConfig
-from pilot_util import pick, sync, wait_for
+from pilot_util import DEMO, notes, pick, step, sync, two_gpu_trace, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "gputop" / "data" / "demo.jsonl.gz"
 FAULTS = Path(__file__).parent / "fault_workloads"
 
 
@@ -34,28 +36,6 @@ def make(path=DEMO, **kw) -> GputopApp:
     kw.setdefault("device", "cpu")
     kw.setdefault("fps", 0)  # no frame timer: the tests draw with frame(), so nothing waits on a timer
     return GputopApp(TuiConfig(ReplaySource(str(path), speed=float("inf")), start_sampler=False, **kw))
-
-
-async def step(app, pilot, n: int) -> None:
-    for _ in range(n):
-        app.sampler.step()
-    app.frame(force=True)
-    await pilot.pause()
-
-
-def two_gpu_trace(tmp_path: Path) -> Path:
-    """The demo trace with its GPU duplicated (GPU 1 idles) - a multi-GPU trace for the strip."""
-    out = tmp_path / "two.jsonl.gz"
-    with gzip.open(DEMO, "rt") as f, gzip.open(out, "wt") as g:
-        for line in f:
-            row = json.loads(line)
-            if row.get("type") == "header":
-                row["devices"].append(dict(row["devices"][0], index=1, name="NVIDIA H200 (copy)"))
-            elif row.get("type") == "tick":
-                twin = dict(row["gpus"][0], index=1, sm_active_pct=0.0, util_gpu_pct=0.0, power_w=71.0)
-                row["gpus"].append(twin)
-            g.write(json.dumps(row) + "\n")
-    return out
 
 
 @sync
@@ -194,7 +174,7 @@ async def test_bad_parameter_is_refused_with_a_message():
         await pilot.press("r")
         await pilot.pause()
         assert app.controller.runs == []
-        assert any("parameter 'n'" in str(n.message) for n in app._notifications)
+        assert any("parameter 'n'" in n for n in notes(app))
 
 
 async def start_hang(app, pilot):
@@ -242,7 +222,8 @@ async def test_opens_without_any_gpu():
     if nvml.available():
         pytest.skip("this machine has a GPU")
     app = GputopApp(TuiConfig(LiveSource(nvml, gpus=[]), start_sampler=False, hostname="nogpu", specs=[],
-                              device="cpu", na_reason=nvml.error))
+                              device="cuda", na_reason=nvml.error, fps=0))
+    assert app.device == "cpu"  # workloads run on the CPU here, whatever the command line said
     async with app.run_test(size=(80, 24)) as pilot:
         await step(app, pilot, 3)
         text = app.screen_text()
@@ -251,8 +232,94 @@ async def test_opens_without_any_gpu():
         assert app.sampler.rate_hz == 20.0
         await pilot.press("minus", "minus")
         assert app.sampler.rate_hz == 5.0 and "5 Hz" in app.screen_text()
-        await pilot.press("g", "p", "2", "r")
+        await pilot.press("g", "p", "2", "r", "d")
         await pilot.pause()
+        assert app.device == "cpu" and notes(app)[-1] == (
+            f"no live GPU in this session: NVML: {nvml.error}; workloads run on the CPU")
+
+
+def fault_specs(monkeypatch):
+    """The workloads of the registry, with the fault workloads found through GPUTOP_WORKLOADS_PATH."""
+    monkeypatch.setenv("GPUTOP_WORKLOADS_PATH", str(FAULTS))
+    return Registry().names()
+
+
+NO_GPU_LINE = "no live GPU in this session: --demo replays a recorded trace; workloads run on the CPU"
+
+
+@sync
+async def test_demo_runs_workloads_on_the_cpu_and_refuses_the_gpu(monkeypatch):
+    assert "fault_ok" in fault_specs(monkeypatch)
+    demo = ReplaySource(str(DEMO), speed=float("inf"), loop=True)  # gputop --demo
+    app = GputopApp(TuiConfig(demo, start_sampler=False, fps=0, device="cuda"))  # --device defaults to cuda
+    assert app.device == "cpu"
+    async with app.run_test(size=(120, 40)) as pilot:
+        await step(app, pilot, 5)
+        await pilot.press("2")
+        await pick(app, pilot, "fault_ok")
+        assert "runs on: CPU (no live GPU)" in app.screen_text()
+        await pilot.press("escape", "d")  # ask for the GPU: refused, with the reason, in one line
+        assert app.device == "cpu" and notes(app)[-1] == NO_GPU_LINE
+        await pilot.press("r")
+        run = app.controller.runs[0].run
+        await wait_for(pilot, lambda: run.finished, 30)
+        app.frame()
+        await pilot.pause()
+        assert run.status == "ok" and run.proc.returncode == 0 and run.document()["device"]["kind"] == "cpu"
+        assert "fault_ok ok" in app.screen_text() and "on CPU" in app.screen_text()
+        t = time.monotonic()
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.return_code is not None, 10)
+    assert app.return_code == 0 and time.monotonic() - t < 3
+
+
+@sync
+async def test_a_workload_without_cpu_mode_says_it_needs_a_gpu(monkeypatch):
+    ok = next(s for s in Registry([FAULTS]) if s.name == "fault_ok")
+    gpu_only = dataclasses.replace(ok, name="gpu_only", params=[p for p in ok.params if p.name != "device"], cpu=None)
+    assert not gpu_only.supports_cpu
+    app = make(specs=[gpu_only], device="cuda")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await step(app, pilot, 5)
+        await pilot.press("2")
+        await pick(app, pilot, "gpu_only")
+        assert "needs a GPU; there is no live GPU in this session" in app.screen_text()
+        await pilot.press("r")
+        assert app.controller.runs == []
+        assert notes(app)[-1] == "gpu_only needs a GPU: no live GPU in this session (--replay plays a recorded trace)"
+
+
+@sync
+async def test_a_run_that_cannot_start_ends_at_once_with_its_error(monkeypatch):
+    """Live NVML with a GPU (a fake at the pynvml boundary), which NVML stops listing before the run
+    starts: the run is over at once with the reason, c finds nothing running, r may run again, q is prompt."""
+    fault_specs(monkeypatch)
+    static = json.loads((Path(__file__).parent / "data" / "static" / "h200_recorded.json").read_text())["static"]
+    fake = FakeNvml(static)
+    app = GputopApp(TuiConfig(LiveSource(Nvml(fake)), start_sampler=False, fps=0, device="cuda"))
+    assert app.no_gpu is None and app.device == "cuda"
+    async with app.run_test(size=(120, 40)) as pilot:
+        await step(app, pilot, 3)
+        await pilot.press("2")
+        await pick(app, pilot, "fault_ok")
+        assert "runs on: GPU 0 " in app.screen_text()
+        fake.fail["nvmlDeviceGetCount"] = pynvml.NVML_ERROR_UNKNOWN
+        await pilot.press("escape", "r")
+        state = app.controller.runs[0]
+        assert state.run.finished and not app.controller.active  # not "running" with no process
+        why = "cannot start the workload: no GPU with NVML index 0 (0 GPU(s))"
+        assert notes(app)[-1] == f"fault_ok did not start: {why}"
+        await pilot.pause()
+        text = app.screen_text()
+        assert "fault_ok error" in text and f"error: {why}" in text and "on GPU 0" in text
+        await pilot.press("c")
+        assert notes(app)[-1] == "nothing is running"
+        await pilot.press("r")  # not refused as "already running"
+        assert len(app.controller.runs) == 2 and notes(app)[-1].startswith("fault_ok did not start")
+        t = time.monotonic()
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.return_code is not None, 10)
+    assert app.return_code == 0 and time.monotonic() - t < 3
 
 
 def test_main_tui_needs_a_terminal():

@@ -21,7 +21,7 @@ from gputop.tui.containers import MainScreen, Pages
 from gputop.tui.help import HelpScreen
 from gputop.tui.monitor_page import CHARTS, HOST_CHART, MonitorPage
 from gputop.tui.panels import GpuStrip, InfoBar
-from gputop.tui.runs import RunController, load_registry
+from gputop.tui.runs import RunController, load_registry, no_live_gpu
 from gputop.tui.workloads_page import WorkloadsPage
 
 __all__ = ["GputopApp", "TuiConfig", "HelpScreen", "make_app", "config_from_args"]
@@ -79,7 +79,8 @@ class GputopApp(App):
         else:
             self.specs, self.spec_errors = config.specs, config.spec_errors
         self.controller = RunController(self.sampler, nvml=getattr(self.source, "nvml", None))
-        self.device = config.device
+        self.no_gpu = no_live_gpu(self.source, self.statics, config.na_reason)  # why runs stay on the CPU
+        self.device = "cpu" if self.no_gpu else config.device  # where workloads run: "cuda" or "cpu"
         self.shown_run: int | None = None  # index into controller.runs; None: the latest
         self._quitting = False
         self.info = InfoBar(id="info")

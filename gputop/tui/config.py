@@ -38,8 +38,6 @@ def config_from_args(args) -> TuiConfig:
     if live and not statics:
         nvml = getattr(src, "nvml", None)
         na = getattr(nvml, "error", None) or "no NVIDIA GPU found"
-    device = getattr(args, "device", "cuda")
-    if live and not statics:
-        device = "cpu"
+    device = getattr(args, "device", "cuda")  # the app runs workloads on the CPU where there is no live GPU
     return TuiConfig(source=src, rate_hz=args.rate, gpus=positions, hostname=host, device=device,
                      timeout=getattr(args, "timeout", None), na_reason=na)

@@ -7,6 +7,7 @@ timer picks the change up (no cross-thread call per event, nothing to deadlock o
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 import time
@@ -14,13 +15,28 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from gputop.runner.document import dumps
-from gputop.runner.process import WorkloadRun, format_value
+from gputop.runner.document import dumps, error_document
+from gputop.runner.process import WorkloadRun, exit_code_for, format_value
 from gputop.runner.registry import Registry
 from gputop.workload_api import ParamError
 
-__all__ = ["format_value", "load_registry", "default_values", "parse_values", "RunState", "RunController",
-           "save_document"]
+__all__ = ["format_value", "load_registry", "default_values", "parse_values", "no_live_gpu", "RunState",
+           "FailedStart", "RunController", "save_document"]
+
+
+def no_live_gpu(source, statics: list[dict], na_reason: str | None = None) -> str | None:
+    """Why workloads cannot run on a GPU in this session, in a few words; None when they can (a live
+    NVML source with a GPU). A replay's GPUs are a recording: a run there would get no telemetry of
+    its own GPU, and on a machine without one it could not start at all."""
+    kind = getattr(source, "kind", "live")
+    if kind == "replay":
+        demo = getattr(source, "loop", False)
+        return "--demo replays a recorded trace" if demo else "--replay plays a recorded trace"
+    if kind != "live":
+        return f"a {kind} source has no live GPU"
+    if not statics:
+        return f"NVML: {na_reason or 'no NVIDIA GPU found'}"
+    return None
 
 
 def load_registry():
@@ -71,6 +87,32 @@ class RunState:
         return doc
 
 
+class FailedStart:
+    """A run whose start raised before its process existed (no such GPU, NVML gone): it is over at
+    once, as an error with the reason, so that nothing waits for a process that never ran."""
+
+    finished = True
+    status = "error"
+    proc = None
+
+    def __init__(self, run, exc: BaseException):
+        self.spec = run.spec
+        self.points: list = []
+        self.ticks: list = []
+        self._doc = error_document(run.spec.name, "launch", f"cannot start the workload: {exc}",
+                                   exit_code_for("error"), params=dict(run.values), device=run.device)
+        self._doc["device"]["nvml_index"] = run.nvml_index
+
+    def document(self) -> dict:
+        return copy.deepcopy(self._doc)
+
+    def cancel(self) -> None:
+        pass
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return True
+
+
 class RunController:
     """Starts runs (one at a time per GPU, one on the CPU) and keeps every run of this session."""
 
@@ -88,7 +130,9 @@ class RunController:
         return [r for r in self.runs if r.active]
 
     def start(self, spec, values: dict, device: str, nvml_index: int | None, timeout: float | None = None) -> RunState:
-        """Start ``spec``; raises RuntimeError if a run is already going on that GPU (or the CPU)."""
+        """Start ``spec``; raises RuntimeError if a run is already going on that GPU (or the CPU).
+
+        A run that fails to start is kept, finished, with its error (see ``FailedStart``)."""
         target = "CPU" if device == "cpu" else f"GPU {nvml_index or 0}"
         busy = self.active_on(target)
         if busy is not None:
@@ -110,7 +154,10 @@ class RunController:
         holder["state"] = state
         with self._lock:
             self.runs.append(state)
-        run.start()
+        try:
+            run.start()
+        except Exception as exc:  # whatever it was, the run is over: never left "running" with no process
+            state.run = FailedStart(run, exc)
         state.events += 1
         return state
 

@@ -107,10 +107,14 @@ class WorkloadsPage(Vertical):
         """Where a run starts now: "CPU" or "GPU n"."""
         return "CPU" if self.app.device == "cpu" else f"GPU {self.app.nvml_index()}"
 
+    def no_gpu_line(self) -> str:
+        return f"no live GPU in this session: {self.app.no_gpu}; workloads run on the CPU"
+
     def draw(self) -> None:
         app = self.app
         spec = self.spec
-        hint = Text(f"runs on: {self.where()}   Enter/r run   c cancel   d cpu/gpu   Esc leave the form", style="dim")
+        where = self.where() + (" (no live GPU)" if app.no_gpu else "")
+        hint = Text(f"runs on: {where}   Enter/r run   c cancel   d cpu/gpu   Esc leave the form", style="dim")
         focused = app.focused
         if spec is not None and focused is not None and (focused.id or "").startswith("param-"):
             p = next((p for p in spec.params if p.name == focused.id[len("param-"):]), None)
@@ -123,7 +127,7 @@ class WorkloadsPage(Vertical):
             if spec.needs:
                 notes.append("needs " + ", ".join(spec.needs))
             if not spec.supports_cpu:
-                notes.append("GPU only")
+                notes.append("needs a GPU; there is no live GPU in this session" if app.no_gpu else "GPU only")
             if notes:
                 desc.append("  (" + "; ".join(notes) + ")", style="dim")
             self._set_static(self.query_one("#wl-desc", Static), desc)
@@ -162,6 +166,10 @@ class WorkloadsPage(Vertical):
     # -- the keys the app routes here --------------------------------------------------------------
     def toggle_device(self) -> None:
         app = self.app
+        if app.no_gpu:
+            app.device = "cpu"
+            app.notify(self.no_gpu_line(), severity="warning")
+            return
         app.device = "cuda" if app.device == "cpu" and app.statics else "cpu"
         spec = self.spec
         if spec is not None:
@@ -176,10 +184,11 @@ class WorkloadsPage(Vertical):
             app.notify("no workload selected", severity="warning")
             return
         if app.device == "cpu" and not spec.supports_cpu:
-            app.notify(f"{spec.name} runs on a GPU only (press d)", severity="warning")
+            why = f"no live GPU in this session ({app.no_gpu})" if app.no_gpu else "press d to run on the GPU"
+            app.notify(f"{spec.name} needs a GPU: {why}", severity="warning")
             return
-        if app.device == "cuda" and not app.statics:
-            app.notify("no GPU here: press d to run on the CPU", severity="warning")
+        if app.device == "cuda" and app.no_gpu:
+            app.notify(self.no_gpu_line(), severity="warning")
             return
         try:
             values = parse_values(spec, self.form.texts())
@@ -189,7 +198,11 @@ class WorkloadsPage(Vertical):
             app.notify(str(exc), severity="error")
             return
         app.shown_run = None
-        app.notify(f"started {state.name} on {state.target}")
+        if state.run.finished and state.run.status == "error":  # it could not start: say why, at once
+            errors = state.document().get("errors") or [{}]
+            app.notify(f"{state.name} did not start: {errors[-1].get('message')}", severity="error")
+        else:
+            app.notify(f"started {state.name} on {state.target}")
         app.redraw()
 
     def cancel_run(self) -> None:
