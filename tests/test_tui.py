@@ -19,6 +19,7 @@ from gputop.runner.registry import Registry
 from gputop.telemetry.live import LiveSource
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.trace import ReplaySource
+from gputop.tui import view
 from gputop.tui.app import GputopApp, HelpScreen, TuiConfig
 from pilot_util import DEMO, notes, pick, step, sync, two_gpu_trace, wait_for
 
@@ -244,6 +245,11 @@ def fault_specs(monkeypatch):
     return Registry().names()
 
 
+def h200_static() -> dict:
+    """Static facts recorded off a real H200 (bench/gpu_foundation.sh), for the fake NVML."""
+    return json.loads((Path(__file__).parent / "data" / "static" / "h200_recorded.json").read_text())["static"]
+
+
 NO_GPU_LINE = "no live GPU in this session: --demo replays a recorded trace; workloads run on the CPU"
 
 
@@ -294,8 +300,7 @@ async def test_a_run_that_cannot_start_ends_at_once_with_its_error(monkeypatch):
     """Live NVML with a GPU (a fake at the pynvml boundary), which NVML stops listing before the run
     starts: the run is over at once with the reason, c finds nothing running, r may run again, q is prompt."""
     fault_specs(monkeypatch)
-    static = json.loads((Path(__file__).parent / "data" / "static" / "h200_recorded.json").read_text())["static"]
-    fake = FakeNvml(static)
+    fake = FakeNvml(h200_static())
     app = GputopApp(TuiConfig(LiveSource(Nvml(fake)), start_sampler=False, fps=0, device="cuda"))
     assert app.no_gpu is None and app.device == "cuda"
     async with app.run_test(size=(120, 40)) as pilot:
@@ -320,6 +325,19 @@ async def test_a_run_that_cannot_start_ends_at_once_with_its_error(monkeypatch):
         await pilot.press("q")
         await wait_for(pilot, lambda: app.return_code is not None, 10)
     assert app.return_code == 0 and time.monotonic() - t < 3
+
+
+@sync
+async def test_gpm_n_a_says_the_reason_nvml_gave():
+    """Live (fake) NVML that refuses GPM (NoPermission): the panel and the charts say so, at 80x24."""
+    fake = FakeNvml(h200_static(), fail={"nvmlGpmQueryDeviceSupport": pynvml.NVML_ERROR_NO_PERMISSION})
+    app = GputopApp(TuiConfig(LiveSource(Nvml(fake)), start_sampler=False, fps=0, specs=[]))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await step(app, pilot, 3)
+        text = app.screen_text()
+        assert "SM activity                             n/a (NVML: NoPermission)" in text
+        assert "SM activity n/a (NVML: NoPermission)" in text  # the chart's title
+        assert view.GPM_NA not in text
 
 
 def test_main_tui_needs_a_terminal():

@@ -68,6 +68,7 @@ class GputopApp(App):
         self.positions = config.gpus if config.gpus is not None else list(range(len(all_static)))
         self.statics = [all_static[p] for p in self.positions]
         self.peaks = [view.peaks_for(st) for st in self.statics]
+        self.na_reasons = view.source_na_reasons(self.source)  # why fields are n/a (live: fills as NVML fails)
         self.selected = 0
         self.page = "monitor"
         self.sticky = view.Sticky()

@@ -84,7 +84,7 @@ class MonitorPage(Box):
         else:
             i = app.selected
             st, pk, s = app.statics[i], app.peaks[i], samples[i]
-            self.device.show(st, pk, s)
+            self.device.show(st, pk, s, view.na_reasons_for(st, app.na_reasons))
             self.update_verdict(tick)
             self.verdict_panel.show(self.verdict if self.diagnosis.available else None)
             if self.procs.display and not app.has_class("-short"):
@@ -136,6 +136,7 @@ class MonitorPage(Box):
         newer = [c.fed_t for _, c in shown if c not in full]
         recent = app.sampler.since(min(newer)) if newer else []
         st = app.statics[app.selected] if app.statics else {}
+        reasons = view.na_reasons_for(st, app.na_reasons)
         for spec, chart in shown:
             if chart in full:
                 chart.reset()
@@ -146,7 +147,7 @@ class MonitorPage(Box):
                 continue
             chart.fed_key, chart.fed_t = pos, ticks[-1]["t"]
             if spec.gpm and not st.get("gpm_supported"):
-                chart.draw(chart.fed_t, note=view.GPM_NA)
+                chart.draw(chart.fed_t, note=view.gpm_na(reasons, spec.field, False))
                 continue
             ts = [t["t"] for t in ticks]
             if spec.field.startswith("host."):

@@ -45,21 +45,21 @@ class DevicePanel(Lines):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.data: tuple[dict, dict, dict | None] | None = None
+        self.data: tuple[dict, dict, dict | None, dict | None] | None = None
         self._shown = None  # (title, rows, bar width) last drawn
         self._texts: dict[tuple, Text] = {}  # each row's Text, by what it shows
 
-    def show(self, static: dict, peaks: dict, sample: dict | None) -> None:
-        self.data = (static, peaks, sample)
+    def show(self, static: dict, peaks: dict, sample: dict | None, na_reasons: dict | None = None) -> None:
+        self.data = (static, peaks, sample, na_reasons)
         self.rebuild(force=False)
 
     def rebuild(self, force: bool = True) -> None:
         if self.data is None:
             return
-        static, peaks, sample = self.data
+        static, peaks, sample, na_reasons = self.data
         width = max(20, self.wh[0] or 80)
         title = view.gpu_title(static)
-        rows = view.device_rows(static, peaks, sample) if sample is not None else None
+        rows = view.device_rows(static, peaks, sample, na_reasons) if sample is not None else None
         bar_w = max(0, min(24, width - self.LABEL_W - 36))
         key = (title, rows, bar_w, bool(sample and sample.get("lost")))
         if not force and key == self._shown:
