@@ -8,7 +8,11 @@ import gzip
 import json
 from pathlib import Path
 
+from gputop.runner.registry import Registry
+from gputop.tui import charts
+
 DEMO = Path(__file__).resolve().parents[1] / "gputop" / "data" / "demo.jsonl.gz"
+FAULTS = Path(__file__).parent / "fault_workloads"
 
 
 def sync(fn):
@@ -69,3 +73,24 @@ def two_gpu_trace(tmp_path: Path) -> Path:
                 row["gpus"].append(twin)
             g.write(json.dumps(row) + "\n")
     return out
+
+
+def chart_rows_from_scratch(app, chart, field):
+    """What a chart shows, computed from the whole window at once (the charts are fed incrementally)."""
+    window = app.sampler.window(chart.span)
+    ts = [t["t"] for t in window]
+    vs = [t["gpus"][app.positions[app.selected]].get(field) for t in window]
+    w, h = chart.wh[0] - chart.EDGE, chart.wh[1]
+    buckets = charts.bucket(ts, vs, ts[-1], chart.span, 2 * w)
+    return charts.braille_area(buckets, w, h - 1, chart.lo, chart.hi)
+
+
+def fault_specs(monkeypatch):
+    """The workloads of the registry, with the fault workloads found through GPUTOP_WORKLOADS_PATH."""
+    monkeypatch.setenv("GPUTOP_WORKLOADS_PATH", str(FAULTS))
+    return Registry().names()
+
+
+def h200_static() -> dict:
+    """Static facts recorded off a real H200 (bench/gpu_foundation.sh), for the fake NVML."""
+    return json.loads((Path(__file__).parent / "data" / "static" / "h200_recorded.json").read_text())["static"]

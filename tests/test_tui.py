@@ -21,10 +21,10 @@ from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.trace import ReplaySource
 from gputop.tui import view
 from gputop.tui.app import GputopApp, HelpScreen, TuiConfig
-from pilot_util import DEMO, notes, pick, step, sync, two_gpu_trace, wait_for
+from pilot_util import (DEMO, FAULTS, chart_rows_from_scratch, fault_specs, h200_static, notes, pick, step, sync,
+                        two_gpu_trace, wait_for)
 
 ROOT = Path(__file__).resolve().parents[1]
-FAULTS = Path(__file__).parent / "fault_workloads"
 
 
 def specs():
@@ -55,18 +55,6 @@ async def test_monitor_shows_the_device_and_survives_resizes():
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
         assert app.has_class("-narrow") and app.has_class("-short")
-
-
-def chart_rows_from_scratch(app, chart, field):
-    """What a chart shows, computed from the whole window at once (the charts are fed incrementally)."""
-    from gputop.tui import charts
-
-    window = app.sampler.window(chart.span)
-    ts = [t["t"] for t in window]
-    vs = [t["gpus"][app.positions[app.selected]].get(field) for t in window]
-    w, h = chart.wh[0] - chart.EDGE, chart.wh[1]
-    buckets = charts.bucket(ts, vs, ts[-1], chart.span, 2 * w)
-    return charts.braille_area(buckets, w, h - 1, chart.lo, chart.hi)
 
 
 @sync
@@ -237,17 +225,6 @@ async def test_opens_without_any_gpu():
         await pilot.pause()
         assert app.device == "cpu" and notes(app)[-1] == (
             f"no live GPU in this session: NVML: {nvml.error}; workloads run on the CPU")
-
-
-def fault_specs(monkeypatch):
-    """The workloads of the registry, with the fault workloads found through GPUTOP_WORKLOADS_PATH."""
-    monkeypatch.setenv("GPUTOP_WORKLOADS_PATH", str(FAULTS))
-    return Registry().names()
-
-
-def h200_static() -> dict:
-    """Static facts recorded off a real H200 (bench/gpu_foundation.sh), for the fake NVML."""
-    return json.loads((Path(__file__).parent / "data" / "static" / "h200_recorded.json").read_text())["static"]
 
 
 NO_GPU_LINE = "no live GPU in this session: --demo replays a recorded trace; workloads run on the CPU"
