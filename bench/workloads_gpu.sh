@@ -91,7 +91,7 @@ for name in names:
         continue
     if doc.get("schema_version") is not None:
         try:
-            from gputop.runner.document import validate
+            from gputop.documents import validate
             validate(doc)
             print("run document: valid against gputop/schema/run.schema.json")
         except Exception as exc:  # noqa: BLE001 - reported, the summary goes on

@@ -6,22 +6,25 @@ runner's fault workloads (fault_hang: runs until cancelled).
 
 from __future__ import annotations
 
-import gzip
+import dataclasses
 import json
+import time
 from pathlib import Path
 
+import pynvml
 import pytest
 
+from fake_nvml import FakeNvml
 from gputop.runner.registry import Registry
 from gputop.telemetry.live import LiveSource
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.trace import ReplaySource
+from gputop.tui import view
 from gputop.tui.app import GputopApp, HelpScreen, TuiConfig
-from pilot_util import sync, wait_for
+from pilot_util import (DEMO, FAULTS, chart_rows_from_scratch, fault_specs, h200_static, notes, pick, step, sync,
+                        two_gpu_trace, wait_for)
 
 ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "gputop" / "data" / "demo.jsonl.gz"
-FAULTS = Path(__file__).parent / "fault_workloads"
 
 
 def specs():
@@ -32,29 +35,8 @@ def make(path=DEMO, **kw) -> GputopApp:
     kw.setdefault("hostname", "test-host")
     kw.setdefault("specs", specs())
     kw.setdefault("device", "cpu")
+    kw.setdefault("fps", 0)  # no frame timer: the tests draw with frame(), so nothing waits on a timer
     return GputopApp(TuiConfig(ReplaySource(str(path), speed=float("inf")), start_sampler=False, **kw))
-
-
-async def step(app, pilot, n: int) -> None:
-    for _ in range(n):
-        app.sampler.step()
-    app.frame(force=True)
-    await pilot.pause()
-
-
-def two_gpu_trace(tmp_path: Path) -> Path:
-    """The demo trace with its GPU duplicated (GPU 1 idles) - a multi-GPU trace for the strip."""
-    out = tmp_path / "two.jsonl.gz"
-    with gzip.open(DEMO, "rt") as f, gzip.open(out, "wt") as g:
-        for line in f:
-            row = json.loads(line)
-            if row.get("type") == "header":
-                row["devices"].append(dict(row["devices"][0], index=1, name="NVIDIA H200 (copy)"))
-            elif row.get("type") == "tick":
-                twin = dict(row["gpus"][0], index=1, sm_active_pct=0.0, util_gpu_pct=0.0, power_w=71.0)
-                row["gpus"].append(twin)
-            g.write(json.dumps(row) + "\n")
-    return out
 
 
 @sync
@@ -75,18 +57,6 @@ async def test_monitor_shows_the_device_and_survives_resizes():
         assert app.has_class("-narrow") and app.has_class("-short")
 
 
-def chart_rows_from_scratch(app, chart, field):
-    """What a chart shows, computed from the whole window at once (the charts are fed incrementally)."""
-    from gputop.tui import charts
-
-    window = app.sampler.window(chart.span)
-    ts = [t["t"] for t in window]
-    vs = [t["gpus"][app.positions[app.selected]].get(field) for t in window]
-    w, h = chart.wh[0] - chart.EDGE, chart.wh[1]
-    buckets = charts.bucket(ts, vs, ts[-1], chart.span, 2 * w)
-    return charts.braille_area(buckets, w, h - 1, chart.lo, chart.hi)
-
-
 @sync
 async def test_incremental_charts_match_a_redraw_from_scratch(tmp_path):
     app = make(two_gpu_trace(tmp_path))
@@ -104,7 +74,7 @@ async def test_incremental_charts_match_a_redraw_from_scratch(tmp_path):
             app.frame()
             await pilot.pause()
             checked = 0
-            for spec, chart in zip(app._chart_specs(), app._charts):
+            for spec, chart in zip(app.monitor.chart_specs, app.monitor.charts):
                 if chart.display and chart.wh[1] > 1 and not chart.stale:
                     shown = [row for row, _style in chart._lines[1:]]
                     assert shown == chart_rows_from_scratch(app, chart, spec.field), (spec.title, n, size)
@@ -161,9 +131,7 @@ async def test_run_roofline_on_cpu_see_points_and_save(tmp_path):
         await step(app, pilot, 30)
         await pilot.press("2")
         await pilot.pause()
-        names = [s.name for s in app.specs]
-        app.query_one("#wl-list").highlighted = names.index("roofline")
-        await pilot.pause(0.1)
+        await pick(app, pilot, "roofline")
         app.query_one("#param-n").value = "65536"
         app.query_one("#param-k").value = "1,4,16,64"
         app.query_one("#param-runs").value = "2"
@@ -190,14 +158,12 @@ async def test_bad_parameter_is_refused_with_a_message():
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("2")
         await pilot.pause()
-        names = [s.name for s in app.specs]
-        app.query_one("#wl-list").highlighted = names.index("roofline")
-        await pilot.pause(0.1)
+        await pick(app, pilot, "roofline")
         app.query_one("#param-n").value = "-5"
         await pilot.press("r")
         await pilot.pause()
         assert app.controller.runs == []
-        assert any("parameter 'n'" in str(n.message) for n in app._notifications)
+        assert any("parameter 'n'" in n for n in notes(app))
 
 
 async def start_hang(app, pilot):
@@ -205,9 +171,7 @@ async def start_hang(app, pilot):
     cancelled). Returns its run state."""
     await pilot.press("2")
     await pilot.pause()
-    names = [s.name for s in app.specs]
-    app.query_one("#wl-list").highlighted = names.index("fault_hang")
-    await pilot.pause(0.1)
+    await pick(app, pilot, "fault_hang")
     await pilot.press("r")
     state = app.controller.runs[0]
     await wait_for(pilot, lambda: len(state.run.points) == 1, 20)
@@ -232,7 +196,7 @@ async def test_cancel_a_running_workload_and_one_run_per_device():
 
 @sync
 async def test_quit_stops_the_running_workload():
-    app = make()
+    app = make(fps=4)  # with the frame timer, as gputop runs: it fires while the app shuts down
     async with app.run_test(size=(100, 30)) as pilot:
         state = await start_hang(app, pilot)
         await pilot.press("escape", "q")  # leave the list, then quit
@@ -247,7 +211,8 @@ async def test_opens_without_any_gpu():
     if nvml.available():
         pytest.skip("this machine has a GPU")
     app = GputopApp(TuiConfig(LiveSource(nvml, gpus=[]), start_sampler=False, hostname="nogpu", specs=[],
-                              device="cpu", na_reason=nvml.error))
+                              device="cuda", na_reason=nvml.error, fps=0))
+    assert app.device == "cpu"  # workloads run on the CPU here, whatever the command line said
     async with app.run_test(size=(80, 24)) as pilot:
         await step(app, pilot, 3)
         text = app.screen_text()
@@ -256,8 +221,100 @@ async def test_opens_without_any_gpu():
         assert app.sampler.rate_hz == 20.0
         await pilot.press("minus", "minus")
         assert app.sampler.rate_hz == 5.0 and "5 Hz" in app.screen_text()
-        await pilot.press("g", "p", "2", "r")
+        await pilot.press("g", "p", "2", "r", "d")
         await pilot.pause()
+        assert app.device == "cpu" and notes(app)[-1] == (
+            f"no live GPU in this session: NVML: {nvml.error}; workloads run on the CPU")
+
+
+NO_GPU_LINE = "no live GPU in this session: --demo replays a recorded trace; workloads run on the CPU"
+
+
+@sync
+async def test_demo_runs_workloads_on_the_cpu_and_refuses_the_gpu(monkeypatch):
+    assert "fault_ok" in fault_specs(monkeypatch)
+    demo = ReplaySource(str(DEMO), speed=float("inf"), loop=True)  # gputop --demo
+    app = GputopApp(TuiConfig(demo, start_sampler=False, fps=0, device="cuda"))  # --device defaults to cuda
+    assert app.device == "cpu"
+    async with app.run_test(size=(120, 40)) as pilot:
+        await step(app, pilot, 5)
+        await pilot.press("2")
+        await pick(app, pilot, "fault_ok")
+        assert "runs on: CPU (no live GPU)" in app.screen_text()
+        await pilot.press("escape", "d")  # ask for the GPU: refused, with the reason, in one line
+        assert app.device == "cpu" and notes(app)[-1] == NO_GPU_LINE
+        await pilot.press("r")
+        run = app.controller.runs[0].run
+        await wait_for(pilot, lambda: run.finished, 30)
+        app.frame()
+        await pilot.pause()
+        assert run.status == "ok" and run.proc.returncode == 0 and run.document()["device"]["kind"] == "cpu"
+        assert "fault_ok ok" in app.screen_text() and "on CPU" in app.screen_text()
+        t = time.monotonic()
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.return_code is not None, 10)
+    assert app.return_code == 0 and time.monotonic() - t < 3
+
+
+@sync
+async def test_a_workload_without_cpu_mode_says_it_needs_a_gpu(monkeypatch):
+    ok = next(s for s in Registry([FAULTS]) if s.name == "fault_ok")
+    gpu_only = dataclasses.replace(ok, name="gpu_only", params=[p for p in ok.params if p.name != "device"], cpu=None)
+    assert not gpu_only.supports_cpu
+    app = make(specs=[gpu_only], device="cuda")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await step(app, pilot, 5)
+        await pilot.press("2")
+        await pick(app, pilot, "gpu_only")
+        assert "needs a GPU; there is no live GPU in this session" in app.screen_text()
+        await pilot.press("r")
+        assert app.controller.runs == []
+        assert notes(app)[-1] == "gpu_only needs a GPU: no live GPU in this session (--replay plays a recorded trace)"
+
+
+@sync
+async def test_a_run_that_cannot_start_ends_at_once_with_its_error(monkeypatch):
+    """Live NVML with a GPU (a fake at the pynvml boundary), which NVML stops listing before the run
+    starts: the run is over at once with the reason, c finds nothing running, r may run again, q is prompt."""
+    fault_specs(monkeypatch)
+    fake = FakeNvml(h200_static())
+    app = GputopApp(TuiConfig(LiveSource(Nvml(fake)), start_sampler=False, fps=0, device="cuda"))
+    assert app.no_gpu is None and app.device == "cuda"
+    async with app.run_test(size=(120, 40)) as pilot:
+        await step(app, pilot, 3)
+        await pilot.press("2")
+        await pick(app, pilot, "fault_ok")
+        assert "runs on: GPU 0 " in app.screen_text()
+        fake.fail["nvmlDeviceGetCount"] = pynvml.NVML_ERROR_UNKNOWN
+        await pilot.press("escape", "r")
+        state = app.controller.runs[0]
+        assert state.run.finished and not app.controller.active  # not "running" with no process
+        why = "cannot start the workload: no GPU with NVML index 0 (0 GPU(s))"
+        assert notes(app)[-1] == f"fault_ok did not start: {why}"
+        await pilot.pause()
+        text = app.screen_text()
+        assert "fault_ok error" in text and f"error: {why}" in text and "on GPU 0" in text
+        await pilot.press("c")
+        assert notes(app)[-1] == "nothing is running"
+        await pilot.press("r")  # not refused as "already running"
+        assert len(app.controller.runs) == 2 and notes(app)[-1].startswith("fault_ok did not start")
+        t = time.monotonic()
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.return_code is not None, 10)
+    assert app.return_code == 0 and time.monotonic() - t < 3
+
+
+@sync
+async def test_gpm_n_a_says_the_reason_nvml_gave():
+    """Live (fake) NVML that refuses GPM (NoPermission): the panel and the charts say so, at 80x24."""
+    fake = FakeNvml(h200_static(), fail={"nvmlGpmQueryDeviceSupport": pynvml.NVML_ERROR_NO_PERMISSION})
+    app = GputopApp(TuiConfig(LiveSource(Nvml(fake)), start_sampler=False, fps=0, specs=[]))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await step(app, pilot, 3)
+        text = app.screen_text()
+        assert "SM activity                             n/a (NVML: NoPermission)" in text
+        assert "SM activity n/a (NVML: NoPermission)" in text  # the chart's title
+        assert view.GPM_NA not in text
 
 
 def test_main_tui_needs_a_terminal():
@@ -323,8 +380,7 @@ async def test_live_gpu_monitor_and_roofline_on_the_gpu():
             return
         await pilot.press("2")
         await pilot.pause()
-        app.query_one("#wl-list").highlighted = [s.name for s in app.specs].index("roofline")
-        await pilot.pause(0.2)
+        await pick(app, pilot, "roofline")
         for k, v in {"k": "1,8,64", "ceilings": "false", "runs": "2", "variants": "fma"}.items():
             app.query_one(f"#param-{k}").value = v
         await pilot.press("r")

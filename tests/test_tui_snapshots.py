@@ -8,14 +8,17 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
-
 from types import SimpleNamespace
+
+from textual.widgets import Static
 
 from gputop.runner.params import format_value
 from gputop.telemetry.trace import ReplaySource
 from gputop.tui.app import GputopApp, TuiConfig
+from gputop.tui.help import HelpScreen
 from gputop.tui.runs import RunState
 from gputop.workload_api import Param
+from pilot_util import wait_for
 
 HERE = Path(__file__).parent
 DEMO = HERE.parent / "gputop" / "data" / "demo.jsonl.gz"
@@ -52,19 +55,33 @@ def spec_from_doc(doc: dict) -> SimpleNamespace:
 
 def make(path: Path = DEMO, runs: tuple[str, ...] = ()) -> GputopApp:
     docs = [json.loads((RUNS / f"{name}.json").read_text()) for name in runs]
-    app = GputopApp(TuiConfig(ReplaySource(str(path), speed=float("inf")), start_sampler=False,
+    app = GputopApp(TuiConfig(ReplaySource(str(path), speed=float("inf")), start_sampler=False, fps=0,
                               hostname="snapshot-host", specs=[spec_from_doc(d) for d in docs], device="cpu"))
     for doc in docs:
         app.controller.runs.append(RunState(run=RecordedRun(doc), name=doc["workload"], target="CPU"))
     return app
 
 
-def at_tick(n: int):
+def at_tick(n: int, keys: tuple[str, ...] = ()):
+    """Replay ``n`` ticks, draw one frame, then press ``keys`` and wait until what they open is there
+    (the workloads page's form, the help screen). No frame timer runs (fps=0): what a snapshot shows
+    is these frames, and the charts' own refill when the layout gives them their size."""
+
     async def run_before(pilot) -> None:
         app = pilot.app
+        await pilot.pause()  # the first layout
         for _ in range(n):
             app.sampler.step()
         app.frame(force=True)
+        await pilot.pause()
+        if keys:
+            await pilot.press(*keys)
+        if "2" in keys:
+            form = app.workloads.form
+            await wait_for(pilot, lambda: form.loaded is not None and form.loaded[0] is app.workloads.spec)
+        if "question_mark" in keys:
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen) and app.screen.query(Static)
+                           and app.screen.query_one(Static).size.height > 0)
         await pilot.pause()
 
     return run_before
@@ -96,7 +113,7 @@ def test_monitor_200x50(snap_compare):
 
 
 def test_help(snap_compare):
-    assert snap_compare(make(), terminal_size=(100, 34), press=["question_mark"], run_before=at_tick(10))
+    assert snap_compare(make(), terminal_size=(100, 34), run_before=at_tick(10, ("question_mark",)))
 
 
 def test_two_gpus(snap_compare, tmp_path):
@@ -107,7 +124,7 @@ def test_two_gpus(snap_compare, tmp_path):
         return [s, dict(s, index=1, sm_active_pct=0.0, util_gpu_pct=0.0, tensor_pct=0.0, power_w=75.0)]
 
     path = rewrite(tmp_path, "two-gpus.jsonl.gz", header, gpus)
-    assert snap_compare(make(path), terminal_size=(120, 40), press=["g"], run_before=at_tick(MATMUL))
+    assert snap_compare(make(path), terminal_size=(120, 40), run_before=at_tick(MATMUL, ("g",)))
 
 
 def test_no_gpm(snap_compare, tmp_path):
@@ -124,23 +141,23 @@ def test_no_gpm(snap_compare, tmp_path):
 
 
 def test_roofline_results(snap_compare):
-    assert snap_compare(make(runs=("roofline_cpu",)), terminal_size=(120, 40), press=["2"],
-                        run_before=at_tick(MATMUL))
+    assert snap_compare(make(runs=("roofline_cpu",)), terminal_size=(120, 40),
+                        run_before=at_tick(MATMUL, ("2",)))
 
 
 def test_roofline_results_80x24(snap_compare):
-    assert snap_compare(make(runs=("roofline_cpu",)), terminal_size=(80, 24), press=["2"],
-                        run_before=at_tick(MATMUL))
+    assert snap_compare(make(runs=("roofline_cpu",)), terminal_size=(80, 24),
+                        run_before=at_tick(MATMUL, ("2",)))
 
 
 def test_throughput_results(snap_compare):
-    assert snap_compare(make(runs=("amp_cpu", "dataloader_cpu")), terminal_size=(120, 40), press=["2"],
-                        run_before=at_tick(MATMUL))
+    assert snap_compare(make(runs=("amp_cpu", "dataloader_cpu")), terminal_size=(120, 40),
+                        run_before=at_tick(MATMUL, ("2",)))
 
 
 def test_cudagraphs_results(snap_compare):
-    assert snap_compare(make(runs=("cudagraphs_cpu",)), terminal_size=(120, 40), press=["2"],
-                        run_before=at_tick(TINY))
+    assert snap_compare(make(runs=("cudagraphs_cpu",)), terminal_size=(120, 40),
+                        run_before=at_tick(TINY, ("2",)))
 
 
 def test_older_runs_stay_viewable_and_save(tmp_path):
@@ -156,7 +173,6 @@ def test_older_runs_stay_viewable_and_save(tmp_path):
             await pilot.pause()
             assert "run 2/2" in app.screen_text() and "dataloader ok" in app.screen_text()
             await pilot.press("escape", "left_square_bracket")
-            app.frame()
             await pilot.pause()
             assert "run 1/2" in app.screen_text() and "amp ok" in app.screen_text()
             await pilot.press("s")

@@ -89,7 +89,7 @@ def test_text_segments_are_what_rich_renders():
     from rich.console import Console
     from rich.text import Text
 
-    from gputop.tui.widgets import text_segments
+    from gputop.tui.lines import text_segments
 
     console = Console(width=80)
     cases = [Text("plain"), Text("styled", style="bold"), Text.assemble(("a", "bold"), " b ", ("c", "red")),
@@ -156,6 +156,23 @@ def test_device_rows_without_gpm_say_why():
     for label in ("SM activity", "SM occupancy", "DRAM bandwidth", "Tensor active"):
         assert rows[label].text == view.GPM_NA and rows[label].fraction is None
     assert rows["Kernel duty"].text != view.GPM_NA  # NVML's own numbers stay
+
+
+def test_device_rows_show_the_recorded_nvml_reason_where_there_is_one():
+    static, ticks = demo()
+    s = dict(ticks[-1]["gpus"][0], sm_active_pct=None, dram_bw_pct=None, tensor_pct=None, sm_occupancy_pct=None)
+    no_gpm = dict(static, gpm_supported=False)
+    rows = {r.label: r.text for r in view.device_rows(no_gpm, {}, s, {"gpm_supported": "NoPermission"})}
+    assert rows["SM activity"] == rows["Tensor active"] == "n/a (NVML: NoPermission)"
+    # a GPU with GPM whose metric failed: the metric's own reason first, then the GPM calls'
+    reasons = {"tensor_pct": "NotSupported", "gpm_sample": "Unknown"}
+    rows = {r.label: r.text for r in view.device_rows(static, {}, s, reasons)}
+    assert rows["Tensor active"] == "n/a (NVML: NotSupported)" and rows["SM activity"] == "n/a (NVML: Unknown)"
+    assert {r.label: r.text for r in view.device_rows(static, {}, s)}["SM activity"] == "n/a"  # none recorded
+    # a static record may carry its own reasons; a long reason is cut to fit an 80-column panel
+    st = dict(no_gpm, na_reasons={"gpm_supported": "ArgumentVersionMismatchAndMore"})
+    text = view.gpm_na(view.na_reasons_for(st, {"gpm_supported": "NoPermission"}), "sm_active_pct", False)
+    assert text == "n/a (NVML: ArgumentVersionMismatch…)" and len(text) <= 36
 
 
 def test_throttle_reasons_in_words():

@@ -29,7 +29,7 @@ from gputop import exitcodes
 from gputop.analysis.timeline import format_timeline
 from gputop.session.command import Session
 from gputop.tui.app import GputopApp, TuiConfig
-from gputop.tui.widgets import Lines
+from gputop.tui.lines import Lines
 
 ANALYSIS_EVERY_S = 2.0  # the live timeline's refresh (longer when the analysis itself takes long)
 ROWS, ROWS_SHORT = 6, 2  # timeline segments shown (the latest)

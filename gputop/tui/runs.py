@@ -7,31 +7,42 @@ timer picks the change up (no cross-thread call per event, nothing to deadlock o
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
 from dataclasses import dataclass, field
 
+import psutil
+
+from gputop.documents import dumps
+from gputop.runner.params import format_value
+from gputop.runner.workload_run import WorkloadRun
+from gputop.runner.registry import Registry
 from gputop.workload_api import ParamError
+
+__all__ = ["format_value", "load_registry", "default_values", "parse_values", "no_live_gpu", "RunState",
+           "RunController", "save_document"]
+
+
+def no_live_gpu(source, statics: list[dict], na_reason: str | None = None) -> str | None:
+    """Why workloads cannot run on a GPU in this session, in a few words; None when they can (a live
+    NVML source with a GPU). A replay's GPUs are a recording: a run there would get no telemetry of
+    its own GPU, and on a machine without one it could not start at all."""
+    kind = getattr(source, "kind", "live")
+    if kind == "replay":
+        demo = getattr(source, "loop", False)
+        return "--demo replays a recorded trace" if demo else "--replay plays a recorded trace"
+    if kind != "live":
+        return f"a {kind} source has no live GPU"
+    if not statics:
+        return f"NVML: {na_reason or 'no NVIDIA GPU found'}"
+    return None
 
 
 def load_registry():
-    """(specs, errors): every workload ``gputop --list`` shows; ([], [why]) if the runner is missing."""
-    try:
-        from gputop.runner.registry import Registry
-    except ImportError as exc:
-        return [], [f"the workload runner is not available ({exc})"]
+    """(specs, errors): every workload ``gputop --list`` shows, and why any failed to load."""
     reg = Registry()
     return list(reg), list(reg.errors)
-
-
-def format_value(value) -> str:
-    try:
-        from gputop.runner.params import format_value as fv
-    except ImportError:
-        return str(value)
-    return fv(value)
 
 
 def default_values(spec, device: str) -> dict:
@@ -60,7 +71,6 @@ class RunState:
     name: str
     target: str  # "GPU 0" or "CPU"
     events: int = 0
-    seen: int = -1  # events already drawn
     progress: dict | None = None
     saved_to: str | None = None
     started: float = field(default_factory=time.monotonic)
@@ -94,9 +104,10 @@ class RunController:
         return [r for r in self.runs if r.active]
 
     def start(self, spec, values: dict, device: str, nvml_index: int | None, timeout: float | None = None) -> RunState:
-        """Start ``spec``; raises RuntimeError if a run is already going on that GPU (or the CPU)."""
-        from gputop.runner.workload_run import WorkloadRun
+        """Start ``spec``; raises RuntimeError if a run is already going on that GPU (or the CPU).
 
+        A run that fails to start ends at once with its error (``WorkloadRun.start`` never leaves it running
+        without a process)."""
         target = "CPU" if device == "cpu" else f"GPU {nvml_index or 0}"
         busy = self.active_on(target)
         if busy is not None:
@@ -134,10 +145,8 @@ class RunController:
                 continue
             pids.add(pid)
             try:
-                import psutil
-
                 pids.update(c.pid for c in psutil.Process(pid).children(recursive=True))
-            except Exception:
+            except psutil.Error:  # it ended meanwhile
                 pass
         return pids
 
@@ -181,12 +190,6 @@ def save_document(doc: dict, folder: str | None = None) -> str:
     while os.path.exists(path):
         n += 1
         path = f"{base}-{n}.json"
-    try:
-        from gputop.runner.document import dumps
-
-        text = dumps(doc)
-    except ImportError:
-        text = json.dumps(doc, indent=2, default=str)
     with open(path, "w") as f:
-        f.write(text + "\n")
+        f.write(dumps(doc) + "\n")
     return path

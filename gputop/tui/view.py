@@ -8,23 +8,51 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gputop.analysis.peaks import compute_peaks
 from gputop.format import NA, gb, pct, si
 
-GPM_NA = "n/a (needs Hopper+ GPM)"
+GPM_NA = "n/a (needs Hopper+ GPM)"  # only where NVML recorded no reason of its own
+# NVML calls a GPM metric depends on (Nvml.na_reasons keys), after the metric's own field.
+GPM_CALLS = ("gpm_metrics", "gpm_sample", "gpm_alloc", "gpm_supported")
+REASON_W = 24  # a recorded reason is cut to this many characters (the device panel fits 80x24)
 # Fields a live source fills only every few ticks (processes; PCIe without GPM): keep the last value.
 STICKY = ("processes", "pcie_tx_bps", "pcie_rx_bps")
 
 
 def peaks_for(static: dict) -> dict:
-    """Theoretical peaks of one GPU (``{}`` if the peaks module is missing or cannot tell)."""
-    try:
-        from gputop.analysis.peaks import compute_peaks
-    except ImportError:
-        return {}
-    try:
-        return compute_peaks(static) or {}
-    except Exception:  # a GPU the peaks table does not know: show n/a rather than crash
-        return {}
+    """Theoretical peaks of one GPU (None for each peak the static facts cannot give)."""
+    return compute_peaks(static)
+
+
+def source_na_reasons(source) -> dict[str, str]:
+    """The n/a reasons a source records (field -> NVML's reason): live NVML's, filled as calls fail
+    (first failure of each field, whichever GPU), or the ones a trace's header carries."""
+    nvml = getattr(source, "nvml", None)
+    if nvml is not None:
+        return nvml.na_reasons
+    return dict((getattr(source, "header", None) or {}).get("na_reasons") or {})
+
+
+def na_reasons_for(static: dict, shared: dict[str, str]) -> dict[str, str]:
+    """The reasons for one GPU: its static record's own (if it carries them) over the source's."""
+    own = static.get("na_reasons")
+    return {**shared, **own} if own else shared
+
+
+def na_text(reasons: dict[str, str] | None, fields: tuple[str, ...], default: str = NA) -> str:
+    """"n/a (NVML: <reason>)" for the first of ``fields`` with a recorded reason, else ``default``."""
+    for f in fields:
+        why = (reasons or {}).get(f)
+        if why:
+            why = str(why)
+            return f"n/a (NVML: {why if len(why) <= REASON_W else why[:REASON_W - 1] + '…'})"
+    return default
+
+
+def gpm_na(reasons: dict[str, str] | None, field: str, gpm_supported: bool) -> str:
+    """Why a GPM metric is n/a: NVML's recorded reason (for the metric, else for the GPM calls), else
+    the generic GPM_NA on a GPU without GPM (plain n/a on one with it)."""
+    return na_text(reasons, (field, *GPM_CALLS), NA if gpm_supported else GPM_NA)
 
 
 class Sticky:
@@ -86,18 +114,17 @@ def _n(v, unit: str = "") -> str:
     return NA if v is None else f"{v:.0f}{unit}"
 
 
-def device_rows(static: dict, peaks: dict, s: dict) -> list[Row]:
-    """The device panel, one Row per metric, in display order."""
+def device_rows(static: dict, peaks: dict, s: dict, na_reasons: dict[str, str] | None = None) -> list[Row]:
+    """The device panel, one Row per metric, in display order (``na_reasons``: why fields are n/a)."""
     gpm = bool(static.get("gpm_supported"))
     rows: list[Row] = []
 
     def gpm_pct(label: str, field: str, extra: str = "") -> None:
         v = s.get(field)
-        if not gpm:
-            rows.append(Row(label, None, GPM_NA, "na"))
+        if not gpm or v is None:
+            rows.append(Row(label, None, gpm_na(na_reasons, field, gpm), "na"))
         else:
-            f = None if v is None else v / 100.0
-            rows.append(Row(label, f, pct(v) + (extra if v is not None else ""), _activity(f)))
+            rows.append(Row(label, v / 100.0, pct(v) + extra, _activity(v / 100.0)))
 
     gpm_pct("SM activity", "sm_active_pct")
     gpm_pct("SM occupancy", "sm_occupancy_pct")

@@ -1,0 +1,43 @@
+"""What the TUI is built from: ``TuiConfig``, and ``config_from_args`` (the command line's source)."""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TuiConfig:
+    source: object
+    rate_hz: float = 10.0
+    gpus: list[int] | None = None  # positions in the source's GPUs to show (default all)
+    hostname: str | None = None
+    start_sampler: bool = True  # tests step the sampler by hand
+    fps: float = 4.0  # the charts move at >= 4 frames a second; each frame costs CPU (0: no frame timer;
+    # the caller draws with frame(): tests, so that nothing they see depends on a timer)
+    span_s: float = 60.0
+    device: str = "cuda"  # where workloads run by default
+    timeout: float | None = None
+    save_dir: str | None = None
+    na_reason: str | None = None  # why there is no GPU (live source without NVML)
+    specs: list | None = None  # workloads (default: the runner's registry)
+    spec_errors: list[str] = field(default_factory=list)
+    sampler: object | None = None  # a sampler made elsewhere (gputop --tui --run: the Monitor's)
+
+
+def config_from_args(args) -> TuiConfig:
+    """Open the source the command line asks for (raises SourceError)."""
+    from gputop.sources import check_gpus, open_source
+
+    src = open_source(args, need_gpu=False, loop_demo=True)
+    statics = src.static()
+    live = getattr(src, "kind", "") == "live"
+    positions = list(range(len(statics))) if live else check_gpus(args.gpu, statics)
+    host = platform.node() if live else getattr(src, "header", {}).get("hostname")
+    na = None
+    if live and not statics:
+        nvml = getattr(src, "nvml", None)
+        na = getattr(nvml, "error", None) or "no NVIDIA GPU found"
+    device = getattr(args, "device", "cuda")  # the app runs workloads on the CPU where there is no live GPU
+    return TuiConfig(source=src, rate_hz=args.rate, gpus=positions, hostname=host, device=device,
+                     timeout=getattr(args, "timeout", None), na_reason=na)

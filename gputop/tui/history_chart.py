@@ -1,0 +1,140 @@
+"""The monitor's history chart: a braille area chart of one series, fed incrementally."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from rich.text import Text
+
+from gputop.format import NA, pct
+from gputop.tui import charts
+from gputop.tui.lines import Lines
+
+
+class HistoryChart(Lines):
+    """A braille area chart of one series over the last ``span`` seconds (title on the first row).
+
+    Its owner (the monitor page) ``reset``s it (after a resize, a GPU switch, or while hidden:
+    ``stale``), ``feed``s it the samples that arrived since the last frame, then calls ``draw``; a frame
+    whose dot levels and title did not change costs a comparison of two short lists of integers. On a
+    resize the chart calls ``fill(self)`` at once, so it never shows an empty or stale window while it
+    waits for the next frame.
+    """
+
+    DEFAULT_CSS = "HistoryChart { height: 1fr; min-height: 2; }"
+    EDGE = 1  # blank cells kept at the right edge
+
+    def __init__(self, title: str, field: str, lo: float = 0.0, hi: float = 100.0, unit: str = "%",
+                 color: str = "green", span: float = 60.0,
+                 fill: Callable[["HistoryChart"], None] | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.title, self.field, self.lo, self.hi, self.unit, self.color, self.span = (
+            title, field, lo, hi, unit, color, span)
+        self.fill = fill  # fill(chart): the owner feeds it the whole window again (called on resize)
+        self.series: charts.BucketSeries | None = None
+        self.stale = True  # needs the whole window again (new width, another GPU, was hidden)
+        self.fed_t: float | None = None  # time of the newest tick fed
+        self.fed_key = None  # what it was fed from (the GPU position)
+        self.last: tuple[float, float] | None = None  # (t, v) of the newest value fed
+        self._t_end: float | None = None
+        self._note = ""
+        self._drawn = None  # (title key, levels) last drawn
+        self._levels: dict[int, int] = {}  # bucket number -> dot level, for the visible buckets
+        self._scale = None  # (height, lo, hi) the levels were computed for
+        self._last_b: int | None = None  # newest bucket shown
+
+    def reset(self) -> None:
+        w = self.wh[0] - self.EDGE
+        self.series = charts.BucketSeries(self.span, 2 * w) if w > 0 else None
+        self.last = None
+        self.stale = False
+        self._levels = {}
+        self._scale = None  # levels are recomputed (and redrawn) from the new series
+
+    def feed(self, ts: list, vs: list) -> None:
+        if self.series is None:
+            return
+        add = self.series.add
+        for t, v in zip(ts, vs):
+            if v is not None:
+                add(t, v)
+                self.last = (t, v)
+
+    def draw(self, t_end: float, hi: float | None = None, note: str = "") -> None:
+        self._t_end, self._note = t_end, note
+        if hi:
+            self.hi = hi
+        self.rebuild(force=False)
+
+    def on_resize(self) -> None:
+        """A new size needs the whole window at the new width: the owner refills it now, in this
+        handler, so that what the chart shows never waits for the next frame of the app's timer."""
+        self.stale = True
+        if self.fill is None:
+            super().on_resize()
+            return
+        self.wh = (self.size.width, self.size.height)
+        self._reset_strips()
+        self._base = self._bg = self._plain = None
+        self.fill(self)
+
+    def _level_row(self, h: int) -> list[int] | None:
+        """The dot levels of the visible buckets, or None when they are what was drawn last.
+
+        Only the buckets fed since the last frame are re-levelled; the list is rebuilt only when one
+        of them changed level or the chart moved on by a bucket."""
+        series = self.series
+        dots, scale = 4 * (h - 1), (h, self.lo, self.hi)
+        levels = self._levels
+        moved = False
+        if scale != self._scale:  # another height or range: every level changes
+            self._scale = scale
+            levels.clear()
+            series.touch_all()
+            moved = True
+        for b in series.dirty:
+            lv = charts.dot_level(series.mean(b), dots, self.lo, self.hi)
+            if levels.get(b, 0) != lv:
+                levels[b] = lv
+                moved = True
+        series.dirty.clear()
+        last = series.index(self._t_end)
+        if last != self._last_b:
+            self._last_b, moved = last, True
+            for b in [b for b in levels if b <= last - series.n]:
+                del levels[b]
+        if not moved:
+            return None
+        get = levels.get
+        return [get(b, 0) for b in range(last - series.n + 1, last + 1)]
+
+    def rebuild(self, force: bool = True) -> None:
+        if self._t_end is None:
+            return
+        w, h = self.wh[0] - self.EDGE, self.wh[1]
+        if w <= 0 or h <= 0:
+            return
+        last = self.last[1] if self.last and self._t_end - self.last[0] <= self.span else None
+        cur = NA if last is None else (pct(last) if self.unit == "%" else f"{last:.0f} {self.unit}")
+        key = (cur, self._note, self.hi, w, h)
+        levels = self._drawn[1] if self._drawn else None
+        if h > 1 and not self._note and self.series is not None:
+            if force:
+                self._scale = None
+            fresh = self._level_row(h)
+            levels = fresh if fresh is not None else levels
+        if not force and self._drawn is not None and self._drawn[0] == key and self._drawn[1] is levels:
+            return
+        self._drawn = (key, levels)
+        title = Text.assemble((f"{self.title} ", "bold"))
+        if self._note:  # no series here: say why
+            title.append(self._note, style="dim")
+        else:
+            title.append(cur, style=self.color)
+            title.append(f"  last {self.span:.0f} s, max {self.hi:g}{self.unit}", style="dim")
+        lines: list = [title]
+        if h > 1:
+            rows = charts.area_rows(levels, h - 1) if levels and not self._note else [" " * w] * (h - 1)
+            lines.extend((row, self.color) for row in rows)
+        self.set_lines(lines)
+

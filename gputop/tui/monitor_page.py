@@ -1,0 +1,165 @@
+"""The monitor page: the selected GPU's device panel, verdict and processes on the left; its history
+charts and a running workload's live results on the right.
+
+The page draws itself when the app's frame asks (``draw``), from the app's sampler and the state the
+two pages share (``self.app``: statics, positions, selected GPU, peaks, the run controller). It owns
+the verdict (the classifier over the last few seconds, once a second) and the feeding of its charts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.app import ComposeResult
+
+from gputop.tui import view
+from gputop.tui.containers import Box, Column
+from gputop.tui.history_chart import HistoryChart
+from gputop.tui.panels import DevicePanel, ProcessTable, ResultsView, VerdictPanel
+from gputop.tui.verdict import Diagnosis
+
+VERDICT_WINDOW_S = 3.0  # the verdict panel classifies the last 3 s, once a second
+
+
+@dataclass
+class ChartSpec:
+    title: str
+    field: str  # sample field, or "host.cpu_pct"
+    unit: str = "%"
+    color: str = "green"
+    gpm: bool = True
+    hi_static: str | None = None  # static field that sets the top (power limit)
+    hi: float = 100.0
+
+
+CHARTS = [
+    ChartSpec("SM activity", "sm_active_pct", color="green"),
+    ChartSpec("DRAM bandwidth", "dram_bw_pct", color="cyan"),
+    ChartSpec("Tensor active", "tensor_pct", color="magenta"),
+    ChartSpec("Kernel duty (NVML util)", "util_gpu_pct", color="blue", gpm=False),
+    ChartSpec("Power", "power_w", unit="W", color="yellow", gpm=False, hi_static="power_limit_w", hi=1000.0),
+]
+HOST_CHART = ChartSpec("Host CPU", "host.cpu_pct", color="green", gpm=False)
+
+
+class MonitorPage(Box):
+    """Device panel, verdict, processes, charts, live results. ``draw`` once per frame of the app."""
+
+    def __init__(self, chart_specs: list[ChartSpec], span_s: float, **kwargs):
+        super().__init__(**kwargs)
+        self.chart_specs = chart_specs
+        self.span_s = span_s
+        self.device = DevicePanel(id="device")
+        self.verdict_panel = VerdictPanel(id="verdict")
+        self.procs = ProcessTable(id="procs")
+        self.live_results = ResultsView(id="live-results")
+        self.charts = [HistoryChart(spec.title, spec.field, hi=spec.hi, unit=spec.unit, color=spec.color,
+                                    span=span_s, fill=self._fill_chart, id=f"chart{i}",
+                                    classes="extra-chart" if i >= 2 else "")
+                       for i, spec in enumerate(chart_specs)]
+        self.diagnosis = Diagnosis()
+        self.verdict = None
+        self.verdict_t: float | None = None  # time of the tick the verdict was computed at
+
+    def compose(self) -> ComposeResult:
+        with Column(id="left"):
+            yield self.device
+            yield self.verdict_panel
+            yield self.procs
+        with Column(id="right"):
+            with Column(id="charts"):
+                yield from self.charts
+            yield self.live_results
+
+    def draw(self, tick: dict | None, samples: list[dict | None], show_results: bool) -> None:
+        app = self.app
+        host = view.host_line(tick.get("host") if tick else None)
+        if not app.statics:
+            why = app.config.na_reason or "no GPU in this source"
+            self.device.set_lines([Text("no GPU", style="bold"), Text(f"NVML: {why}", style="dim"),
+                                   Text("showing host metrics only; try gputop --demo", style="dim")])
+            self.verdict_panel.show(None)
+            self.procs.show(None, set(), host)
+        else:
+            i = app.selected
+            st, pk, s = app.statics[i], app.peaks[i], samples[i]
+            self.device.show(st, pk, s, view.na_reasons_for(st, app.na_reasons))
+            self.update_verdict(tick)
+            self.verdict_panel.show(self.verdict if self.diagnosis.available else None)
+            if self.procs.display and not app.has_class("-short"):
+                self.procs.show((s or {}).get("processes"), app.controller.own_pids(), host, app.tagged_pids())
+        self.feed_charts()
+        if show_results:
+            self.live_results.show_run(app.shown_state())
+
+    # -- the verdict -------------------------------------------------------------------------------
+    def update_verdict(self, tick: dict | None) -> None:
+        """Classify the last VERDICT_WINDOW_S seconds of the selected GPU, at most once a second."""
+        if tick is None or not self.diagnosis.available:
+            return
+        if self.verdict_t is not None and 0 <= tick["t"] - self.verdict_t < 1.0:
+            return
+        app = self.app
+        i = app.selected
+        self.verdict_t = tick["t"]
+        window = app.sampler.window(VERDICT_WINDOW_S)
+        self.verdict = self.diagnosis(window, app.statics[i], app.peaks[i], gpu_pos=app.positions[i],
+                                      watched_pid=app.watched_pid())
+
+    def forget_verdict(self) -> None:
+        """The next frame classifies again (another GPU, another watched process)."""
+        self.verdict_t = None
+
+    # -- the charts --------------------------------------------------------------------------------
+    def feed_charts(self, only: list[HistoryChart] | None = None) -> None:
+        """Feed each visible chart (of ``only``) the ticks it has not seen yet: the whole window after a
+        reset (a new size, another GPU, shown again after being hidden), else the ticks since its last."""
+        app = self.app
+        latest = app.sampler.latest()
+        if latest is None:
+            return
+        pos = app.positions[app.selected] if app.statics else None
+        shown, full = [], []
+        for spec, chart in zip(self.chart_specs, self.charts):
+            if only is not None and chart not in only:
+                continue
+            if not (chart.display and chart.wh[1] > 0):
+                chart.stale = True  # hidden or not laid out: refilled when it shows (its resize)
+                continue
+            shown.append((spec, chart))
+            if chart.stale or chart.fed_key != pos or chart.fed_t is None or latest["t"] < chart.fed_t:
+                full.append(chart)
+        if not shown:
+            return
+        window = app.sampler.window(self.span_s) if full else []
+        newer = [c.fed_t for _, c in shown if c not in full]
+        recent = app.sampler.since(min(newer)) if newer else []
+        st = app.statics[app.selected] if app.statics else {}
+        reasons = view.na_reasons_for(st, app.na_reasons)
+        for spec, chart in shown:
+            if chart in full:
+                chart.reset()
+                ticks = window
+            else:
+                ticks = [t for t in recent if t["t"] > chart.fed_t]
+            if not ticks:
+                continue
+            chart.fed_key, chart.fed_t = pos, ticks[-1]["t"]
+            if spec.gpm and not st.get("gpm_supported"):
+                chart.draw(chart.fed_t, note=view.gpm_na(reasons, spec.field, False))
+                continue
+            ts = [t["t"] for t in ticks]
+            if spec.field.startswith("host."):
+                name = spec.field[5:]
+                vs = [(t.get("host") or {}).get(name) for t in ticks]
+            else:
+                f = spec.field
+                vs = [t["gpus"][pos].get(f) if pos < len(t["gpus"]) else None for t in ticks]
+            chart.feed(ts, vs)
+            chart.draw(chart.fed_t, hi=st.get(spec.hi_static) if spec.hi_static else None)
+
+    def _fill_chart(self, chart: HistoryChart) -> None:
+        """A chart was resized: refill it at its new size now (not at the app's next frame)."""
+        if self.is_attached and self.app.is_running:
+            self.feed_charts(only=[chart])

@@ -1,0 +1,220 @@
+"""The panels of the monitor and the workloads page, each a ``Lines`` widget fed ready-made rows:
+the header (InfoBar), the GPU strip, the device panel, the verdict, the process table, and a run's
+results (ResultsView). What they show is computed in ``view`` and ``results`` (pure functions)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from gputop.tui import charts, results, view
+from gputop.tui.lines import Lines
+
+LEVEL_STYLE = {"": "green", "peak": "bold cyan", "warn": "yellow", "hot": "bold red", "na": "dim"}
+
+
+class InfoBar(Lines):
+    """The header line: host, GPU names, driver, CUDA, rate, mode."""
+
+    DEFAULT_CSS = "InfoBar { height: 1; background: $primary-background; }"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.parts: list[str] = []
+        self.page = ""
+
+    def show(self, parts: list[str], page: str) -> None:
+        if (parts, page) != (self.parts, self.page):
+            self.parts, self.page = parts, page
+            self.rebuild()
+
+    def rebuild(self) -> None:
+        width = self.wh[0] or 80
+        tail = f"  [{self.page}]"
+        t = Text.assemble((" gputop ", "bold reverse"))
+        budget = max(10, width - 9 - len(tail))
+        body = view.fit_parts(self.parts, budget)
+        t.append(" " + (body if len(body) <= budget else body[:budget - 1] + "…"))
+        t.append(tail, style="bold")
+        self.set_lines([t])
+
+
+class DevicePanel(Lines):
+    """Every metric of the selected GPU, with a bar against its peak."""
+
+    LABEL_W = 15
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.data: tuple[dict, dict, dict | None, dict | None] | None = None
+        self._shown = None  # (title, rows, bar width) last drawn
+        self._texts: dict[tuple, Text] = {}  # each row's Text, by what it shows
+
+    def show(self, static: dict, peaks: dict, sample: dict | None, na_reasons: dict | None = None) -> None:
+        self.data = (static, peaks, sample, na_reasons)
+        self.rebuild(force=False)
+
+    def rebuild(self, force: bool = True) -> None:
+        if self.data is None:
+            return
+        static, peaks, sample, na_reasons = self.data
+        width = max(20, self.wh[0] or 80)
+        title = view.gpu_title(static)
+        rows = view.device_rows(static, peaks, sample, na_reasons) if sample is not None else None
+        bar_w = max(0, min(24, width - self.LABEL_W - 36))
+        key = (title, rows, bar_w, bool(sample and sample.get("lost")))
+        if not force and key == self._shown:
+            return
+        self._shown = key
+        lines = [Text(title, style="bold")]
+        if rows is None:
+            lines.append(Text("waiting for the first sample...", style="dim"))
+            self.set_lines(lines)
+            return
+        if sample.get("lost"):
+            lines.append(Text("GPU LOST: NVML says this GPU fell off the bus", style="bold red"))
+        texts: dict[tuple, Text] = {}
+        for r in rows:
+            bar = None
+            if bar_w >= 6:
+                bar = charts.hbar(r.fraction, bar_w) if r.fraction is not None else " " * bar_w
+            style = "dim" if r.level == "na" else ("bold red" if r.level == "hot" and r.fraction is None else "")
+            key = (r.label, bar, r.level, r.text, style)
+            t = self._texts.get(key)  # rows that look the same as last frame keep their Text (and Strip)
+            if t is None:
+                t = Text.assemble((f"{r.label:<{self.LABEL_W}}", "bold"))
+                if bar is not None:
+                    t.append(bar, style=LEVEL_STYLE[r.level] if r.fraction is not None else "")
+                    t.append(" ")
+                t.append(r.text, style=style)
+            texts[key] = t
+            lines.append(t)
+        self._texts = texts
+        self.set_lines(lines)
+
+
+class GpuStrip(Lines):
+    """One line per GPU; the selected one is marked."""
+
+    DEFAULT_CSS = "GpuStrip { height: auto; max-height: 8; }"
+
+    def show(self, statics: list[dict], samples: list[dict | None], selected: int) -> None:
+        lines = []
+        for i, (st, s) in enumerate(zip(statics, samples)):
+            mark = "▶" if i == selected else " "
+            lines.append(Text(f"{mark} {view.strip_line(st, s)}", style="bold reverse" if i == selected else ""))
+        self.set_lines(lines)
+
+class ProcessTable(Lines):
+    """pid, user, name, GPU memory; gputop's own workload is tagged."""
+
+    DEFAULT_CSS = "ProcessTable { height: auto; max-height: 10; }"
+
+    _shown = None
+
+    def show(self, procs: list[dict] | None, own_pids: set[int], host_line: str,
+             tags: dict[int, str] | None = None) -> None:
+        key = (procs, own_pids, host_line, tags)
+        if key == self._shown:
+            return
+        self._shown = key
+        lines = [Text(f"{'PID':>8}  {'USER':<12} {'NAME':<22} {'GPU MEM':>10}  ", style="bold reverse")]
+        rows = view.process_rows(procs, own_pids, tags)
+        if procs is None:
+            lines.append(Text("  processes: n/a", style="dim"))
+        elif not rows:
+            lines.append(Text("  no processes on this GPU", style="dim"))
+        for pid, user, name, mem, tag in rows:
+            t = Text(f"{pid:>8}  {user[:12]:<12} {name[:22]:<22} {mem:>10}  ")
+            if tag:
+                t.append(tag, style="bold cyan")
+            lines.append(t)
+        lines.append(Text(host_line, style="dim"))
+        self.set_lines(lines)
+
+
+class VerdictPanel(Lines):
+    """The bottleneck class, its evidence in numbers, one line of advice (wrapped to the width)."""
+
+    DEFAULT_CSS = "VerdictPanel { height: auto; max-height: 6; }"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.verdict = None
+        self.shown = False
+
+    def show(self, verdict) -> None:
+        if self.shown and verdict == self.verdict:
+            return
+        self.verdict, self.shown = verdict, True
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        if not self.shown:
+            return
+        v = self.verdict
+        if v is None:
+            self.set_lines([Text("diagnosis: n/a", style="dim")])
+            return
+        t = Text.assemble(("verdict: ", "bold"))
+        t.append(v.label, style="bold yellow" if v.bound else "bold green")
+        if v.evidence:
+            t.append(": " + v.evidence)
+        parts = [t]
+        if v.advice:
+            parts.append(Text("advice: " + v.advice, style="italic"))
+        width = max(20, self.wh[0] or 80)
+        compact = self.app.has_class("-short")  # 80x24: two lines of evidence, one of advice
+        lines: list[Text] = []
+        for i, part in enumerate(parts):
+            wrapped = list(part.wrap(self.app.console, width, overflow="fold"))
+            keep = (2 if i == 0 else 1) if compact else 4
+            if len(wrapped) > keep:
+                wrapped = wrapped[:keep]
+                wrapped[-1].truncate(width - 1)
+                wrapped[-1].append("…")
+            lines.extend(wrapped)
+        self.set_lines(lines[:6])
+
+
+class ResultsView(Lines):
+    """The results of one run: roofline plot or throughput bars, sized to the widget."""
+
+    DEFAULT_CSS = "ResultsView { height: 1fr; min-height: 3; }"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.doc: dict | None = None
+        self.progress: dict | None = None
+        self._seen: tuple | None = None  # (run state, its event count) last shown
+
+    def behind(self, state) -> bool:
+        """True when ``state`` (a RunState, or None) has news this view has not shown yet."""
+        return state is not None and (self._seen is None or self._seen[0] is not state
+                                      or self._seen[1] != state.events)
+
+    def show_run(self, state) -> None:
+        """Show a run (a RunState; None: none yet): its document again only after new events, else
+        the same document with the wall time moving while it runs."""
+        if state is None:
+            self._seen = None
+            self.show(None)
+        elif self.doc is None or self.behind(state):
+            self._seen = (state, state.events)
+            self.show(state.document(), state.progress)
+        elif state.active:
+            self.show(self.doc, state.progress)
+
+    def show(self, doc: dict | None, progress: dict | None = None) -> None:
+        self.doc, self.progress = doc, progress
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        w, h = self.wh
+        if w <= 0 or h <= 0:
+            return
+        if self.doc is None:
+            self.set_lines([Text("no run yet: pick a workload and press r (or Enter on its name)", style="dim")])
+            return
+        lines = [results.status_line(self.doc, self.progress)]
+        lines += results.results_lines(self.doc, w, h - 1)
+        self.set_lines(lines)

@@ -1,0 +1,235 @@
+"""The workloads page: the picker (workloads, descriptions, editable parameters), run / cancel,
+and the results of the selected run (live while it runs; finished runs stay and can be saved).
+
+The page draws itself when the app's frame asks (``draw``) and carries out the workload keys the app
+routes to it (r, c, d, [ ], s), with the state the two pages share on the app (``self.app``: the run
+controller, the device workloads run on, the run shown, the selected GPU).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Input, Label, OptionList, Static
+
+from gputop.tui.lines import Lines
+from gputop.tui.panels import ResultsView
+from gputop.tui.runs import default_values, format_value, parse_values, save_document
+from gputop.workload_api import ParamError
+
+
+class ParamForm(VerticalScroll):
+    """One Input per parameter of the selected workload."""
+
+    DEFAULT_CSS = """
+    ParamForm { height: 1fr; }
+    ParamForm Horizontal { height: 1; }
+    ParamForm Label { width: 16; }
+    ParamForm Input { width: 1fr; height: 1; border: none; padding: 0 1; }
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.spec = None
+        self.loaded: tuple | None = None  # (spec, device) whose inputs are mounted
+        self._lock = asyncio.Lock()  # one load at a time (a highlight and a d can overlap)
+
+    async def load(self, spec, device: str) -> None:
+        async with self._lock:
+            self.spec, self.loaded = spec, None
+            await self.remove_children()
+            rows = []
+            for name, value in default_values(spec, device).items():
+                p = next(p for p in spec.params if p.name == name)
+                inp = Input(value=format_value(value), id=f"param-{name}", placeholder=p.allowed())
+                inp.tooltip = f"{p.help} ({p.allowed()})"
+                rows.append(Horizontal(Label(name), inp))
+            if not rows:
+                rows.append(Label("(no parameters)"))
+            await self.mount_all(rows)
+            self.loaded = (spec, device)
+
+    def texts(self) -> dict[str, str]:
+        return {inp.id[len("param-"):]: inp.value for inp in self.query(Input)}
+
+
+class WorkloadsPage(Vertical):
+    DEFAULT_CSS = """
+    WorkloadsPage #wl-top { height: 14; }
+    WorkloadsPage #wl-list { width: 24; height: 100%; }
+    WorkloadsPage #wl-detail { width: 1fr; padding: 0 1; }
+    WorkloadsPage #wl-desc { height: auto; max-height: 3; }
+    WorkloadsPage #wl-hint { height: 1; color: $text-muted; }
+    WorkloadsPage #wl-runs { height: 1; }
+    """
+
+    def __init__(self, specs: list, errors: list[str], *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.specs = specs
+        self.errors = errors
+        self.form = ParamForm(id="wl-params")
+        self.results = ResultsView(id="wl-results")
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="wl-top"):
+            yield OptionList(*[s.name for s in self.specs], id="wl-list")
+            with Vertical(id="wl-detail"):
+                yield Static(id="wl-desc")
+                yield self.form
+                yield Static(id="wl-hint")
+        yield Lines(id="wl-runs")
+        yield self.results
+
+    def on_mount(self) -> None:
+        if not self.specs:
+            why = "; ".join(self.errors[:2]) or "no workloads found"
+            self.query_one("#wl-desc", Static).update(Text(f"no workloads: {why}", style="red"))
+
+    @property
+    def spec(self):
+        ol = self.query_one("#wl-list", OptionList)
+        i = ol.highlighted
+        return self.specs[i] if i is not None and 0 <= i < len(self.specs) else None
+
+    def focus_list(self) -> None:
+        """Shown: the workload list takes the focus (its first entry highlighted)."""
+        if self.specs:
+            ol = self.query_one("#wl-list", OptionList)
+            if ol.highlighted is None:
+                ol.highlighted = 0
+            ol.focus()
+
+    # -- drawing -----------------------------------------------------------------------------------
+    def where(self) -> str:
+        """Where a run starts now: "CPU" or "GPU n"."""
+        return "CPU" if self.app.device == "cpu" else f"GPU {self.app.nvml_index()}"
+
+    def no_gpu_line(self) -> str:
+        return f"no live GPU in this session: {self.app.no_gpu}; workloads run on the CPU"
+
+    def draw(self) -> None:
+        app = self.app
+        spec = self.spec
+        where = self.where() + (" (no live GPU)" if app.no_gpu else "")
+        hint = Text(f"runs on: {where}   Enter/r run   c cancel   d cpu/gpu   Esc leave the form", style="dim")
+        focused = app.focused
+        if spec is not None and focused is not None and (focused.id or "").startswith("param-"):
+            p = next((p for p in spec.params if p.name == focused.id[len("param-"):]), None)
+            if p is not None:
+                hint = Text(f"{p.name}: {p.help} ({p.allowed()}; default {p.default})")
+        self._set_static(self.query_one("#wl-hint", Static), hint)
+        if spec is not None:
+            desc = Text(spec.description)
+            notes = []
+            if spec.needs:
+                notes.append("needs " + ", ".join(spec.needs))
+            if not spec.supports_cpu:
+                notes.append("needs a GPU; there is no live GPU in this session" if app.no_gpu else "GPU only")
+            if notes:
+                desc.append("  (" + "; ".join(notes) + ")", style="dim")
+            self._set_static(self.query_one("#wl-desc", Static), desc)
+        runs = app.controller.runs
+        shown = app.shown_state()
+        line = Text()
+        if runs:
+            line.append(f"run {runs.index(shown) + 1}/{len(runs)} ", style="bold")
+            line.append("([ ] to switch, s to save JSON)", style="dim")
+            if shown.saved_to:
+                line.append(f"  saved: {shown.saved_to}", style="green")
+        self.query_one("#wl-runs", Lines).set_lines([line])
+        self.results.show_run(shown)
+
+    @staticmethod
+    def _set_static(widget: Static, content: Text) -> None:
+        """Update a Static only when its text changed (an update re-lays the page out)."""
+        if getattr(widget, "_gputop_shown", None) != content:
+            widget._gputop_shown = content
+            widget.update(content)
+
+    # -- events ------------------------------------------------------------------------------------
+    async def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        await self.form.load(self.specs[event.option_index], self.app.device)
+        self.app.redraw()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.start_run()
+
+    def on_input_submitted(self) -> None:
+        self.start_run()
+
+    def on_descendant_focus(self) -> None:
+        self.app.redraw()  # the hint follows the focused parameter
+
+    # -- the keys the app routes here --------------------------------------------------------------
+    def toggle_device(self) -> None:
+        app = self.app
+        if app.no_gpu:
+            app.device = "cpu"
+            app.notify(self.no_gpu_line(), severity="warning")
+            return
+        app.device = "cuda" if app.device == "cpu" and app.statics else "cpu"
+        spec = self.spec
+        if spec is not None:
+            self.run_worker(self.form.load(spec, app.device))
+        app.notify(f"workloads run on the {'CPU' if app.device == 'cpu' else 'GPU'}")
+        app.redraw()
+
+    def start_run(self) -> None:
+        app = self.app
+        spec = self.spec
+        if spec is None:
+            app.notify("no workload selected", severity="warning")
+            return
+        if app.device == "cpu" and not spec.supports_cpu:
+            why = f"no live GPU in this session ({app.no_gpu})" if app.no_gpu else "press d to run on the GPU"
+            app.notify(f"{spec.name} needs a GPU: {why}", severity="warning")
+            return
+        if app.device == "cuda" and app.no_gpu:
+            app.notify(self.no_gpu_line(), severity="warning")
+            return
+        try:
+            values = parse_values(spec, self.form.texts())
+            state = app.controller.start(spec, values, app.device, app.nvml_index() if app.device == "cuda" else None,
+                                         timeout=app.config.timeout)
+        except (ParamError, RuntimeError, ValueError, OSError) as exc:
+            app.notify(str(exc), severity="error")
+            return
+        app.shown_run = None
+        if state.run.finished and state.run.status == "error":  # it could not start: say why, at once
+            errors = state.document().get("errors") or [{}]
+            app.notify(f"{state.name} did not start: {errors[-1].get('message')}", severity="error")
+        else:
+            app.notify(f"started {state.name} on {state.target}")
+        app.redraw()
+
+    def cancel_run(self) -> None:
+        app = self.app
+        hit = app.controller.cancel(self.where()) or app.controller.cancel()
+        app.notify("stopping " + ", ".join(r.name for r in hit) if hit else "nothing is running",
+                   severity="information" if hit else "warning")
+
+    def select_run(self, step: int) -> None:
+        app = self.app
+        runs = app.controller.runs
+        if not runs:
+            return
+        cur = len(runs) - 1 if app.shown_run is None else app.shown_run
+        app.shown_run = max(0, min(len(runs) - 1, cur + step))
+        app.redraw()
+
+    def save_shown(self) -> None:
+        app = self.app
+        st = app.shown_state()
+        if st is None:
+            app.notify("no run to save", severity="warning")
+            return
+        try:
+            st.saved_to = save_document(st.document(), app.config.save_dir)
+        except OSError as exc:
+            app.notify(f"cannot save: {exc}", severity="error")
+            return
+        app.notify(f"saved {st.saved_to}" + (" (partial: still running)" if st.active else ""))
+        app.redraw()
