@@ -124,7 +124,7 @@ def test_sms_full_of_warps_with_no_unit_at_a_peak_is_on_chip_memory_bound():
     """An elementwise loop over data that fits in L2: SMs busy, many warps, DRAM and pipes low."""
     v = classify(window(**dict(STALLS, sm_occupancy_pct=75.0, dram_bw_pct=12.0)), H200, PEAKS)
     assert (v.cls, v.subclass) == ("memory-bound", "cache") and v.confidence <= T.CACHE_SCORE
-    assert "on-chip" in v.evidence_text and "75% occupancy" in v.evidence_text
+    assert v.display_name() == "memory-bound (on-chip memory)" and "75% occupancy" in v.evidence_text
 
 
 def test_integer_pipe():

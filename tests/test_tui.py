@@ -248,7 +248,7 @@ async def test_demo_runs_workloads_on_the_cpu_and_refuses_the_gpu(monkeypatch):
         await wait_for(pilot, lambda: run.finished, 30)
         app.frame()
         await pilot.pause()
-        assert run.status == "ok" and run.proc.returncode == 0 and run.document()["device"]["kind"] == "cpu"
+        assert run.status == "ok" and run.child.returncode == 0 and run.document()["device"]["kind"] == "cpu"
         assert "fault_ok ok" in app.screen_text() and "on CPU" in app.screen_text()
         t = time.monotonic()
         await pilot.press("q")

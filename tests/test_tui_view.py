@@ -9,7 +9,8 @@ import pytest
 
 from gputop.telemetry.trace import read_trace
 from gputop.tui import charts, results, view
-from gputop.tui.verdict import Diagnosis, to_verdict
+from gputop.analysis.verdict import Verdict
+from gputop.tui.verdict import Diagnosis
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "gputop" / "data" / "demo.jsonl.gz"
@@ -252,17 +253,16 @@ def test_results_of_recorded_runs_render(name):
 def test_verdict_from_the_classifier_on_the_demo_trace():
     static, ticks = demo()
     diag = Diagnosis()
-    if not diag.available:
-        pytest.skip("gputop.analysis.classify is not there")
     peaks = view.peaks_for(static)
     matmul = [t for t in ticks if (t["gpus"][0].get("tensor_pct") or 0) > 30][:30]
     v = diag(matmul, static, peaks, gpu_pos=0)
-    assert v is not None and "compute" in v.label.lower() and v.advice
-    assert "%" in v.evidence
+    assert isinstance(v, Verdict) and v.cls == "compute-bound" and v.advice
+    assert v.display_name() == "compute-bound (tensor cores)" and "%" in v.evidence_text
+    assert v.window["t_end"] == matmul[-1]["t"]  # the window it judged
 
 
-def test_to_verdict_reads_dicts_and_none():
-    assert to_verdict(None) is None
-    v = to_verdict({"class": "memory-bound", "evidence_text": "DRAM 87% of 4.8 TB/s", "advice": "fuse"})
-    assert v.label == "memory-bound" and v.bound and "DRAM 87%" in v.evidence
-    assert not to_verdict({"class": "idle", "evidence": ["nothing ran"], "advice": ""}).bound
+def test_a_classifier_error_is_n_a_with_its_reason():
+    diag = Diagnosis()
+    assert diag([], {}, {}) is None and diag.error is None
+    assert diag([{"t": 0.0, "gpus": "not a list", "host": {}}], {}, {}) is None and diag.error
+

@@ -194,6 +194,5 @@ def format_timeline(segments: list[dict]) -> list[str]:
     lines = []
     for s in segments:
         name = display_name(s)
-        text = s["evidence_text"].split(": ", 1)[-1]
-        lines.append(f"  {s['t_start']:6.1f}-{s['t_end']:6.1f} s  {name:<44} {s['confidence']:.2f}  {text}")
+        lines.append(f"  {s['t_start']:6.1f}-{s['t_end']:6.1f} s  {name:<44} {s['confidence']:.2f}  {s['evidence_text']}")
     return lines

@@ -9,7 +9,7 @@ from __future__ import annotations
 from gputop.analysis import thresholds as T
 from gputop.analysis.evidence import thermal_reasons_seen
 from gputop.analysis.scoring import ramp
-from gputop.analysis.vocabulary import BASE_CLASSES, PIPE_NAMES, SUBCLASS_LABELS
+from gputop.analysis.vocabulary import BASE_CLASSES, PIPE_NAMES
 from gputop.format import pct, si
 
 
@@ -24,7 +24,8 @@ _p = pct_text  # short, for the dense sentences below
 
 
 def describe(cls: str, sub: str | None, ev: dict) -> str:
-    """The one-line evidence of a verdict, from its numbers."""
+    """The one-line evidence of a verdict, from its numbers. It does not repeat the verdict's name: a
+    reader shows ``display_name(verdict)`` first, then this."""
     gpm = ev.get("sm_active_pct") is not None
     dram = (f"DRAM {_p(ev.get('dram_bw_pct'))} of {si(ev.get('dram_peak_bytes_per_s'), 'B/s')}"
             if ev.get("dram_peak_bytes_per_s") else f"DRAM {_p(ev.get('dram_bw_pct'))}")
@@ -34,7 +35,7 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
         clock = f", SM clock {ev['sm_clock_mhz']:.0f}{top} MHz"
     if cls == "compute-bound":
         if not gpm:
-            return (f"compute-bound: kernels active {_p(ev.get('util_gpu_pct'))}, memory controller "
+            return (f"kernels active {_p(ev.get('util_gpu_pct'))}, memory controller "
                     f"{_p(ev.get('util_mem_pct'))}, power {_p(_pf(ev))} of the limit (no GPM: which pipe is unknown)")
         pipe_pct = {"tensor": ev.get("tensor_pct") if not ev.get("hmma_pct") and not ev.get("imma_pct")
                     else max(ev.get("hmma_pct") or 0, ev.get("imma_pct") or 0),
@@ -42,38 +43,38 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
                     "fp32": ev.get("fp32_pct"), "fp16": ev.get("fp16_pct"), "int": ev.get("int_pct")}.get(sub)
         dmma = sub == "fp64" and (ev.get("dfma_pct") or 0) > (ev.get("fp64_pct") or 0)
         which = "FP64 tensor (DMMA)" if dmma else PIPE_NAMES.get(sub, sub)
-        return (f"compute-bound ({which}): {which} {_p(pipe_pct)} busy, {dram}, "
+        return (f"{which} {_p(pipe_pct)} busy, {dram}, "
                 f"SMs {_p(ev.get('sm_active_pct'))} active{clock}")
     if cls == "memory-bound":
         if not gpm:
-            return (f"memory-bound: memory controller busy {_p(ev.get('util_mem_pct'))}, kernels active "
+            return (f"memory controller busy {_p(ev.get('util_mem_pct'))}, kernels active "
                     f"{_p(ev.get('util_gpu_pct'))} (no GPM: DRAM bandwidth not measured)")
         if sub == "cache":
             pipe_best = max((ev.get(k) or 0) for k in ("tensor_pct", "fp32_pct", "fp64_pct", "fp16_pct", "int_pct"))
-            return (f"memory-bound (on-chip): SMs {_p(ev.get('sm_active_pct'))} active at "
+            return (f"SMs {_p(ev.get('sm_active_pct'))} active at "
                     f"{_p(ev.get('sm_occupancy_pct'))} occupancy, yet no pipe (best {_p(pipe_best)}) and {dram}: "
                     "warps wait on L2/L1 traffic or memory latency (GPM has no cache counters)")
         got = f" ({si(ev['dram_bytes_per_s'], 'B/s')})" if ev.get("dram_bytes_per_s") else ""
-        return (f"memory-bound: {dram}{got}, tensor {_p(ev.get('tensor_pct'))}, FP32 {_p(ev.get('fp32_pct'))}, "
+        return (f"{dram}{got}, tensor {_p(ev.get('tensor_pct'))}, FP32 {_p(ev.get('fp32_pct'))}, "
                 f"SMs {_p(ev.get('sm_active_pct'))} active")
     if cls == "latency-bound":
         if not gpm:
-            return (f"latency/launch-bound: kernels active {_p(ev.get('util_gpu_pct'))} but power only "
+            return (f"kernels active {_p(ev.get('util_gpu_pct'))} but power only "
                     f"{_p(_pf(ev))} of the limit (no GPM: SM activity not measured)")
         if sub == "launch":
-            return (f"latency/launch-bound: kernels active {_p(ev.get('util_gpu_pct'))} of the time but SMs only "
+            return (f"kernels active {_p(ev.get('util_gpu_pct'))} of the time but SMs only "
                     f"{_p(ev.get('sm_active_pct'), 2)} busy (tiny kernels, launches and syncs)")
         pipe_best = max((ev.get(k) or 0) for k in ("tensor_pct", "fp32_pct", "fp64_pct", "fp16_pct"))
         if sub == "stalls":
-            return (f"latency-bound (stalls): SMs {_p(ev.get('sm_active_pct'))} active, yet no pipe (best "
+            return (f"SMs {_p(ev.get('sm_active_pct'))} active, yet no pipe (best "
                     f"{_p(pipe_best)}) nor DRAM ({_p(ev.get('dram_bw_pct'))}) near its peak")
-        return (f"latency-bound (under-filled): kernels active {_p(ev.get('util_gpu_pct'))}, SMs "
+        return (f"kernels active {_p(ev.get('util_gpu_pct'))}, SMs "
                 f"{_p(ev.get('sm_active_pct'))} busy, best pipe {_p(pipe_best)}, DRAM {_p(ev.get('dram_bw_pct'))}")
     if cls == "input-starved":
         sm = f" (SMs {_p(ev.get('sm_active_pct'))})" if gpm else ""
         cpu = (f"the process tree used {_p(ev['feeder_cpu_pct'])} CPU" if ev.get("feeder_cpu_pct") is not None
                else f"the busiest CPU core was {_p(ev.get('host_busiest_core_pct'))} busy")
-        text = (f"input-starved: kernels active {_p(ev.get('util_gpu_pct'))}{sm}, GPU busy in "
+        text = (f"kernels active {_p(ev.get('util_gpu_pct'))}{sm}, GPU busy in "
                 f"{_p(ev.get('busy_sample_pct'))} of samples ({ev.get('bursts', 0):.0f} bursts), while {cpu}")
         if ev.get("data_wait_fraction") is not None:
             text += f"; the workload waited for data {_p(100 * ev['data_wait_fraction'])} of the step"
@@ -82,7 +83,7 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
         rx, tx = ev.get("pcie_rx_bps") or 0, ev.get("pcie_tx_bps") or 0
         way, v = ("host-to-device (rx)", rx) if rx >= tx else ("device-to-host (tx)", tx)
         busy = f"SMs {_p(ev.get('sm_active_pct'))} busy" if gpm else f"kernels active {_p(ev.get('util_gpu_pct'))}"
-        text = (f"PCIe/transfer-bound: {way} {si(v, 'B/s')} = {_p(100 * (ev.get('pcie_link_fraction') or 0))} of the "
+        text = (f"{way} {si(v, 'B/s')} = {_p(100 * (ev.get('pcie_link_fraction') or 0))} of the "
                 f"{si(ev.get('pcie_link_bytes_per_s'), 'B/s')} link, {busy}")
         if sub == "pageable":
             cpu = ev.get("feeder_cpu_pct")
@@ -91,21 +92,21 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
     if cls == "throttled":
         if sub == "power":
             share = _p(100 * (ev.get("power_cap_sample_fraction") or 0))
-            return (f"throttled (power cap): power cap in {share} of busy "
+            return (f"power cap in {share} of busy "
                     f"samples at {_w(ev.get('power_w'))}/{_w(ev.get('power_limit_w'))} W, SM clock "
                     f"{_p(100 * (ev.get('sm_clock_ratio') or 0))} of max{clock}")
         reasons = ", ".join(thermal_reasons_seen(ev)) or "thermal slowdown"
-        return (f"throttled ({SUBCLASS_LABELS.get(sub, sub)}): {reasons} in "
+        return (f"{reasons} in "
                 f"{_p(100 * (ev.get('thermal_sample_fraction') or 0))} of busy samples{clock}")
     if cls == "memory-capacity":
-        text = (f"memory-capacity pressure: {_p(100 * (ev.get('mem_used_fraction') or 0))} of "
+        text = (f"{_p(100 * (ev.get('mem_used_fraction') or 0))} of "
                 f"{si(ev.get('mem_total_bytes'), 'B')} used (max {_p(100 * (ev.get('mem_used_max_fraction') or 0))})")
         if sub == "oom":
             text += "; the command reported an out-of-memory error"
         return text
     if sub == "startup":
-        return "startup: the command had not created a CUDA context on this GPU yet"
-    text = f"idle: kernels active {_p(ev.get('util_gpu_pct'))}"
+        return "the command had not created a CUDA context on this GPU yet"
+    text = f"kernels active {_p(ev.get('util_gpu_pct'))}"
     if gpm:
         text += f", SMs {_p(ev.get('sm_active_pct'))} busy"
     if ev.get("feeder_cpu_pct") is not None:

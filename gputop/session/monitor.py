@@ -13,7 +13,7 @@ from gputop import exitcodes
 from gputop.analysis import thresholds as T
 from gputop.analysis.classify import classify
 from gputop.analysis.timeline import overall, timeline
-from gputop.analysis.verdict import Verdict
+from gputop.analysis.verdict import Verdict, display_name
 from gputop.analysis.wording import advise
 from gputop.analysis.peaks import compute_peaks
 from gputop.analysis.summary import summarize
@@ -172,8 +172,8 @@ def _oom_overall(ov: dict) -> dict:
     out["mixed"] = [ov["class"]] + [c for c in ov.get("mixed", []) if c != "memory-capacity"]
     out.update({"class": "memory-capacity", "label": "memory-capacity pressure", "subclass": "oom",
                 "advice": advise("memory-capacity", "oom"),
-                "evidence_text": "memory-capacity pressure: the command reported an out-of-memory error; "
-                                 "before it: " + ov.get("evidence_text", "")})
+                "evidence_text": f"the command reported an out-of-memory error; before it, {display_name(ov)}: "
+                                 + ov.get("evidence_text", "")})
     return out
 
 
@@ -182,8 +182,8 @@ def _run_verdict(gpus: list[dict], how: str) -> dict:
     used = [g for g in gpus if g["used"] and g["verdict"]]
     if not used:
         ev = {"gpus_watched": len(gpus)}
-        text = ("idle: the command used no GPU gputop could see" if how == "none"
-                else "idle: no samples while the command ran on its GPU")
+        text = ("the command used no GPU gputop could see" if how == "none"
+                else "no samples while the command ran on its GPU")
         return Verdict("idle", None, 0.9 if how == "none" else 0.3, ev, text, advise("idle", None)).to_dict()
 
     def busy_time(g):

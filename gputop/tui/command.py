@@ -27,6 +27,7 @@ from rich.text import Text
 
 from gputop import exitcodes
 from gputop.analysis.timeline import format_timeline
+from gputop.analysis.verdict import display_name
 from gputop.session.command import Session
 from gputop.tui.app import GputopApp, TuiConfig
 from gputop.tui.lines import Lines
@@ -111,7 +112,8 @@ def timeline_lines(analysis: dict | None, gpu_index: int | None, rows: int, fina
     out += [Text(ln) for ln in format_timeline(segs[-rows:])]
     v = analysis.get("verdict")
     if final and v:
-        out.append(Text(f"verdict: {v['evidence_text']}", style="bold yellow" if v["class"] != "idle" else "bold"))
+        out.append(Text(f"verdict: {display_name(v)}: {v['evidence_text']}",
+                        style="bold yellow" if v["class"] != "idle" else "bold"))
     return out
 
 

@@ -86,7 +86,7 @@ class MonitorPage(Box):
             st, pk, s = app.statics[i], app.peaks[i], samples[i]
             self.device.show(st, pk, s, view.na_reasons_for(st, app.na_reasons))
             self.update_verdict(tick)
-            self.verdict_panel.show(self.verdict if self.diagnosis.available else None)
+            self.verdict_panel.show(self.verdict)
             if self.procs.display and not app.has_class("-short"):
                 self.procs.show((s or {}).get("processes"), app.controller.own_pids(), host, app.tagged_pids())
         self.feed_charts()
@@ -96,7 +96,7 @@ class MonitorPage(Box):
     # -- the verdict -------------------------------------------------------------------------------
     def update_verdict(self, tick: dict | None) -> None:
         """Classify the last VERDICT_WINDOW_S seconds of the selected GPU, at most once a second."""
-        if tick is None or not self.diagnosis.available:
+        if tick is None:
             return
         if self.verdict_t is not None and 0 <= tick["t"] - self.verdict_t < 1.0:
             return

@@ -156,9 +156,11 @@ class VerdictPanel(Lines):
             self.set_lines([Text("diagnosis: n/a", style="dim")])
             return
         t = Text.assemble(("verdict: ", "bold"))
-        t.append(v.label, style="bold yellow" if v.bound else "bold green")
-        if v.evidence:
-            t.append(": " + v.evidence)
+        t.append(v.display_name(), style="bold yellow" if v.cls != "idle" else "bold green")
+        if v.evidence_text:
+            t.append(": " + v.evidence_text)
+        if v.confidence is not None:
+            t.append(f"  (confidence {v.confidence:.0%})")
         parts = [t]
         if v.advice:
             parts.append(Text("advice: " + v.advice, style="italic"))
