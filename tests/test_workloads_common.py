@@ -171,8 +171,10 @@ RECORDED = {
 
 
 def recorded(name: str) -> dict:
-    """The recorded H200 run document of ``name`` with its verdicts wiped, then analysed by this checkout."""
+    """The recorded H200 run document of ``name`` with its verdicts wiped, then analysed by this checkout.
+    The recordings are schema 1: what schema 2 added outside the verdicts (``signal``) is filled in."""
     doc = json.loads((RUNS / f"h200_{name}.json").read_text())
+    doc.update(schema_version=documents.SCHEMA_VERSIONS["run"], signal=None)
     doc["verdict"] = None
     for ph in doc["phases"]:
         ph["verdict"] = None

@@ -9,11 +9,15 @@ frame timer. ``make_app`` builds it from command-line args or a ``TuiConfig`` (t
 
 from __future__ import annotations
 
+import asyncio
+
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer
 
+from gputop import exitcodes
+from gputop.runner.child import STOP_SIGNALS
 from gputop.telemetry.sampler import MAX_RATE_HZ, MIN_RATE_HZ, Sampler
 from gputop.tui import view
 from gputop.tui.config import TuiConfig, config_from_args
@@ -84,23 +88,11 @@ class GputopApp(App):
         self.device = "cpu" if self.no_gpu else config.device  # where workloads run: "cuda" or "cpu"
         self.shown_run: int | None = None  # index into controller.runs; None: the latest
         self._quitting = False
+        self.stop_signal: int | None = None  # the first SIGINT/SIGTERM/SIGHUP gputop got, if any
         self.info = InfoBar(id="info")
         self.strip = GpuStrip(id="strip")
         self.monitor = MonitorPage(CHARTS if self.statics else [HOST_CHART], config.span_s, id="monitor")
         self.workloads = WorkloadsPage(self.specs, self.spec_errors, id="workloads")
-
-    # the monitor page's verdict, as the command app and its tests read it
-    @property
-    def verdict(self):
-        return self.monitor.verdict
-
-    @property
-    def _verdict_t(self) -> float | None:
-        return self.monitor.verdict_t
-
-    @_verdict_t.setter
-    def _verdict_t(self, t: float | None) -> None:
-        self.monitor.verdict_t = t
 
     # -- layout ------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -122,7 +114,17 @@ class GputopApp(App):
             self.sampler.start()
         if self.config.fps > 0:
             self.set_interval(1.0 / self.config.fps, self.frame)
+        self._watch_stop_signals()
         self.frame(force=True)
+
+    def _watch_stop_signals(self) -> None:
+        """gputop's SIGINT, SIGTERM and SIGHUP end the TUI as q does: runs stopped through their supervisor,
+        the terminal restored, exit 128+N. (Under a test's headless driver, tests call stop_for_signal.)"""
+        if self.is_headless:
+            return
+        loop = asyncio.get_running_loop()
+        for sig in STOP_SIGNALS:
+            loop.add_signal_handler(sig, self.stop_for_signal, sig)
 
     def on_resize(self, event) -> None:
         self._set_size_classes(event.size.width, event.size.height)
@@ -267,6 +269,18 @@ class GputopApp(App):
     def action_save(self) -> None:
         self.workloads.save_shown()
 
+    def stop_for_signal(self, signum: int) -> None:
+        """A stop signal: stop the runs (a second signal kills them now) and leave with 128+N."""
+        if self.stop_signal is not None:
+            self.controller.kill_all()
+        else:
+            self.stop_signal = signum
+            self.controller.cancel(signum=signum)
+        self.action_quit_clean()
+
+    def exit_code(self) -> int:
+        return exitcodes.for_signal(self.stop_signal) if self.stop_signal is not None else exitcodes.OK
+
     def action_quit_clean(self) -> None:
         if self._quitting:
             return
@@ -275,11 +289,11 @@ class GputopApp(App):
             self.notify("stopping the workload...")
             self.run_worker(self._stop_then_exit, thread=True)
         else:
-            self.exit(0)
+            self.exit(self.exit_code())
 
     def _stop_then_exit(self) -> None:
         self.controller.stop_all()
-        self.call_from_thread(self.exit, 0)
+        self.call_from_thread(self.exit, self.exit_code())
 
     def screen_text(self) -> str:
         """The screen as plain text (tests, and the screenshots script's .txt copies)."""

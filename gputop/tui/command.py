@@ -175,7 +175,7 @@ class CommandApp(GputopApp):
             pos = min(first)
             if pos in self.positions:
                 self.selected = self.positions.index(pos)
-                self._verdict_t = None
+                self.monitor.forget_verdict()
                 self._dirty = True
 
     def _analyse(self) -> None:
@@ -207,9 +207,11 @@ class CommandApp(GputopApp):
         self.run_worker(self._stop_then_exit, thread=True, group="quit")
 
     def stop_for_signal(self, signum: int) -> None:
-        """gputop got SIGINT/SIGTERM/SIGHUP: stop the command (twice: kill it), then leave as q does."""
-        if self.session.stopping and self.session.child is not None:
+        """gputop got SIGINT/SIGTERM/SIGHUP: stop the command (a second signal kills it), then leave as q
+        does; the exit code is 128+N (once the command has ended by itself, its report stands)."""
+        if self.stop_signal is not None and self.session.child is not None:
             self.session.child.kill()
+        self.stop_signal = self.stop_signal or signum
         self.session.stop(signum)
         self.action_quit_clean()
 

@@ -165,19 +165,27 @@ class RunController:
         now = time.monotonic()
         return any(st.active or (st.ended is not None and now - st.ended < keep_s) for st in self.runs)
 
-    def cancel(self, target: str | None = None) -> list[RunState]:
-        """Cancel the active run on ``target`` (all active runs if None)."""
+    def cancel(self, target: str | None = None, signum: int | None = None) -> list[RunState]:
+        """Cancel the active run on ``target`` (all active runs if None); ``signum``: the signal that
+        stopped gputop, for the run's document."""
         hit = [r for r in self.active if target is None or r.target == target]
         for r in hit:
-            r.run.cancel()
+            r.run.cancel(signum)
         return hit
 
+    def kill_all(self) -> None:
+        for r in self.active:
+            r.run.kill()
+
     def stop_all(self, timeout: float = 10.0) -> None:
-        """Cancel every active run and wait for them to end (quitting the TUI)."""
+        """Cancel every active run and wait until each has ended (quitting the TUI): the supervisor kills
+        a run after its grace period; one still there after ``timeout`` is killed now."""
         runs = self.cancel()
         end = time.monotonic() + timeout
         for r in runs:
-            r.run.wait(max(0.1, end - time.monotonic()))
+            if not r.run.wait(max(0.1, end - time.monotonic())):
+                r.run.kill()
+                r.run.wait()
 
 
 def save_document(doc: dict, folder: str | None = None) -> str:
