@@ -24,5 +24,10 @@ def main_tui(args) -> int:
         return fail(exc.code, str(exc))
     except ValueError as exc:  # a sampling rate out of range
         return fail(exitcodes.USAGE, str(exc))
-    code = app.run()
+    try:
+        code = app.run()
+    finally:  # however the app ended (an error, a terminal gone), no run of it outlives gputop
+        app.controller.stop_all()
+    if app.stop_signal is not None:
+        return exitcodes.for_signal(app.stop_signal)
     return code if isinstance(code, int) else exitcodes.OK

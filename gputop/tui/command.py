@@ -268,10 +268,12 @@ def main_command_tui(args, command: list[str]) -> int:
             return exitcodes.fail(failure.code, str(failure))
         config = TuiConfig(source=mon.source, rate_hz=args.rate, hostname=platform.node(),
                            timeout=getattr(args, "timeout", None))
-        CommandApp(config, session).run()
-        if not session.over:  # the app could not start or ended without stopping it
-            session.stop()
-        session.wait()
+        try:
+            CommandApp(config, session).run()
+        finally:  # however the app ended (an error, a terminal gone), the command does not outlive it
+            if not session.over:
+                session.stop()
+            session.wait()
         doc = session.finish()
     finally:
         mon.close()
