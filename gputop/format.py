@@ -22,3 +22,26 @@ def si(v: float | None, unit: str = "", digits: int = 3) -> str:
 def gb(v: float | None) -> str:
     """Bytes as GiB with one decimal."""
     return NA if v is None else f"{v / 2**30:.1f}"
+
+
+# -- why a field is n/a ------------------------------------------------------------------------------
+GPM_NA = "n/a (needs Hopper+ GPM)"  # only where NVML recorded no reason of its own
+# NVML calls a GPM metric depends on (Nvml.na_reasons keys), after the metric's own field.
+GPM_CALLS = ("gpm_metrics", "gpm_sample", "gpm_alloc", "gpm_supported")
+REASON_W = 24  # a recorded reason is cut to this many characters (the device panel fits 80x24)
+
+
+def na_text(reasons: dict[str, str] | None, fields: tuple[str, ...], default: str = NA) -> str:
+    """"n/a (NVML: <reason>)" for the first of ``fields`` with a recorded reason, else ``default``."""
+    for f in fields:
+        why = (reasons or {}).get(f)
+        if why:
+            why = str(why)
+            return f"n/a (NVML: {why if len(why) <= REASON_W else why[:REASON_W - 1] + '…'})"
+    return default
+
+
+def gpm_na(reasons: dict[str, str] | None, field: str, gpm_supported: bool) -> str:
+    """Why a GPM metric is n/a: NVML's recorded reason (for the metric, else for the GPM calls), else
+    the generic GPM_NA on a GPU without GPM (plain n/a on one with it)."""
+    return na_text(reasons, (field, *GPM_CALLS), NA if gpm_supported else GPM_NA)

@@ -19,6 +19,7 @@ from gputop.runner.registry import Registry
 from gputop.telemetry.live import LiveSource
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.trace import ReplaySource
+import gputop.format as fmt
 from gputop.tui import view
 from gputop.tui.app import GputopApp, HelpScreen, TuiConfig
 from pilot_util import (DEMO, FAULTS, chart_rows_from_scratch, fault_specs, h200_static, notes, pick, step, sync,
@@ -314,7 +315,7 @@ async def test_gpm_n_a_says_the_reason_nvml_gave():
         text = app.screen_text()
         assert "SM activity                             n/a (NVML: NoPermission)" in text
         assert "SM activity n/a (NVML: NoPermission)" in text  # the chart's title
-        assert view.GPM_NA not in text
+        assert fmt.GPM_NA not in text
 
 
 def test_main_tui_needs_a_terminal():

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+import gputop.format as fmt
+from gputop.analysis.verdict import Verdict
 from gputop.telemetry.trace import read_trace
 from gputop.tui import charts, results, view
-from gputop.analysis.verdict import Verdict
 from gputop.tui.verdict import Diagnosis
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,8 +156,8 @@ def test_device_rows_without_gpm_say_why():
     s = dict(ticks[-1]["gpus"][0], sm_active_pct=None, dram_bw_pct=None, tensor_pct=None, sm_occupancy_pct=None)
     rows = {r.label: r for r in view.device_rows(old, {}, s)}
     for label in ("SM activity", "SM occupancy", "DRAM bandwidth", "Tensor active"):
-        assert rows[label].text == view.GPM_NA and rows[label].fraction is None
-    assert rows["Kernel duty"].text != view.GPM_NA  # NVML's own numbers stay
+        assert rows[label].text == fmt.GPM_NA and rows[label].fraction is None
+    assert rows["Kernel duty"].text != fmt.GPM_NA  # NVML's own numbers stay
 
 
 def test_device_rows_show_the_recorded_nvml_reason_where_there_is_one():
@@ -172,7 +173,7 @@ def test_device_rows_show_the_recorded_nvml_reason_where_there_is_one():
     assert {r.label: r.text for r in view.device_rows(static, {}, s)}["SM activity"] == "n/a"  # none recorded
     # a static record may carry its own reasons; a long reason is cut to fit an 80-column panel
     st = dict(no_gpm, na_reasons={"gpm_supported": "ArgumentVersionMismatchAndMore"})
-    text = view.gpm_na(view.na_reasons_for(st, {"gpm_supported": "NoPermission"}), "sm_active_pct", False)
+    text = fmt.gpm_na(view.na_reasons_for(st, {"gpm_supported": "NoPermission"}), "sm_active_pct", False)
     assert text == "n/a (NVML: ArgumentVersionMismatch…)" and len(text) <= 36
 
 

@@ -15,7 +15,7 @@ from gputop.analysis.peaks import compute_peaks
 from gputop.documents import check_writable, emit, header
 from gputop.exitcodes import fail
 from gputop.runner.child import StopSignals
-from gputop.format import gb, pct, si
+from gputop.format import gb, gpm_na, pct, si
 from gputop.sources import SourceError, check_gpus, open_source
 from gputop.telemetry.sampler import Sampler
 from gputop.telemetry.trace import Recorder
@@ -83,7 +83,7 @@ def render_text(doc: dict) -> str:
         lines.append(f"GPU {st['index']}  {st.get('name')}  ({st.get('architecture') or 'n/a'}, cc {cc}, "
                      f"{st.get('sm_count') or 'n/a'} SMs, {st.get('cuda_cores') or 'n/a'} CUDA cores)  "
                      f"driver {st.get('driver_version')}  CUDA {st.get('cuda_driver_version')}")
-        gpm = "" if st.get("gpm_supported") else "  (n/a: needs Hopper+ GPM)"
+        gpm = "" if st.get("gpm_supported") else "  (" + gpm_na(doc.get("na_reasons"), "sm_active_pct", False) + ")"
         dram_peak = pk.get("dram_bytes_per_s")
         lines.append(f"  SM activity {pct(s.get('sm_active_pct'))}  SM occupancy {pct(s.get('sm_occupancy_pct'))}  "
                      f"DRAM bandwidth {pct(s.get('dram_bw_pct'))} of {si(dram_peak, 'B/s')}  "

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import ComposeResult
 
+from gputop.format import gpm_na
 from gputop.tui import view
 from gputop.tui.containers import Box, Column
 from gputop.tui.history_chart import HistoryChart
@@ -147,7 +148,7 @@ class MonitorPage(Box):
                 continue
             chart.fed_key, chart.fed_t = pos, ticks[-1]["t"]
             if spec.gpm and not st.get("gpm_supported"):
-                chart.draw(chart.fed_t, note=view.gpm_na(reasons, spec.field, False))
+                chart.draw(chart.fed_t, note=gpm_na(reasons, spec.field, False))
                 continue
             ts = [t["t"] for t in ticks]
             if spec.field.startswith("host."):

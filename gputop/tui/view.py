@@ -9,12 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gputop.analysis.peaks import compute_peaks
-from gputop.format import NA, gb, pct, si
+from gputop.format import NA, gb, gpm_na, pct, si
 
-GPM_NA = "n/a (needs Hopper+ GPM)"  # only where NVML recorded no reason of its own
-# NVML calls a GPM metric depends on (Nvml.na_reasons keys), after the metric's own field.
-GPM_CALLS = ("gpm_metrics", "gpm_sample", "gpm_alloc", "gpm_supported")
-REASON_W = 24  # a recorded reason is cut to this many characters (the device panel fits 80x24)
 # Fields a live source fills only every few ticks (processes; PCIe without GPM): keep the last value.
 STICKY = ("processes", "pcie_tx_bps", "pcie_rx_bps")
 
@@ -37,22 +33,6 @@ def na_reasons_for(static: dict, shared: dict[str, str]) -> dict[str, str]:
     """The reasons for one GPU: its static record's own (if it carries them) over the source's."""
     own = static.get("na_reasons")
     return {**shared, **own} if own else shared
-
-
-def na_text(reasons: dict[str, str] | None, fields: tuple[str, ...], default: str = NA) -> str:
-    """"n/a (NVML: <reason>)" for the first of ``fields`` with a recorded reason, else ``default``."""
-    for f in fields:
-        why = (reasons or {}).get(f)
-        if why:
-            why = str(why)
-            return f"n/a (NVML: {why if len(why) <= REASON_W else why[:REASON_W - 1] + '…'})"
-    return default
-
-
-def gpm_na(reasons: dict[str, str] | None, field: str, gpm_supported: bool) -> str:
-    """Why a GPM metric is n/a: NVML's recorded reason (for the metric, else for the GPM calls), else
-    the generic GPM_NA on a GPU without GPM (plain n/a on one with it)."""
-    return na_text(reasons, (field, *GPM_CALLS), NA if gpm_supported else GPM_NA)
 
 
 class Sticky:
