@@ -105,19 +105,7 @@ def main_command(args, command: list[str]) -> int:
     if not args.json:
         exitcodes.say(f"running `{shlex.join(command)}`, sampling {len(mon.static)} GPU(s) at {args.rate:g} Hz")
     session = Session(mon, command, log=args.log, timeout=args.timeout, json_mode=args.json)
-    try:
-        try:
-            run_session(session)
-        except (OSError, ValueError) as exc:
-            mon.stop()
-            return _refuse(args, "run", start_failure(exc, session), command=command)
-        doc = session.finish()
-    finally:
-        mon.close()
-    code = doc["exit_code"]
-    if not emit(doc, json_mode=args.json, output=args.output, render_text=render_text):
-        code = code or exitcodes.FAILED
-    return code
+    return _run_and_report(args, session, command=command)
 
 
 def main_watch(args) -> int:
@@ -131,16 +119,25 @@ def main_watch(args) -> int:
         until = f" for {args.seconds:g} s" if args.seconds else " until it exits or Ctrl-C"
         exitcodes.say(f"watching pid {args.watch}{until}")
     session = Session(mon, pid=args.watch, seconds=args.seconds)
+    return _run_and_report(args, session, pid=args.watch)
+
+
+def _run_and_report(args, session: Session, **who) -> int:
+    """Run the session to its end, then its report; an error document when it could not start."""
     try:
         try:
             run_session(session)
-        except Exception as exc:  # psutil: the pid ended meanwhile, or is not ours to read
-            mon.stop()
-            return _refuse(args, "watch", start_failure(exc, session), pid=args.watch)
+        except Exception as exc:  # OSError: the command cannot start; psutil.Error: the pid is gone or not ours
+            session.monitor.stop()
+            return _refuse(args, session.mode, start_failure(exc, session), **who)
         doc = session.finish()
     finally:
-        mon.close()
-    code = doc["exit_code"]
+        session.monitor.close()
+    return write_report(args, doc)
+
+
+def write_report(args, doc: dict) -> int:
+    """The report out (``-o`` first, then stdout as JSON or text); gputop's exit code."""
     if not emit(doc, json_mode=args.json, output=args.output, render_text=render_text):
-        code = code or exitcodes.FAILED
-    return code
+        return doc["exit_code"] or exitcodes.FAILED
+    return doc["exit_code"]

@@ -232,10 +232,8 @@ def main_command_tui(args, command: list[str]) -> int:
     """``gputop --tui --run -- CMD ARGS...`` / ``gputop --tui --watch PID``; the exit code as headless."""
     import platform
 
-    from gputop.documents import emit
-    from gputop.headless.command import command_missing, prepare_command, prepare_watch, start_failure
+    from gputop.headless.command import command_missing, prepare_command, prepare_watch, start_failure, write_report
     from gputop.session.monitor import open_monitor
-    from gputop.session.report import render_text
 
     watch = not command
     try:
@@ -277,7 +275,4 @@ def main_command_tui(args, command: list[str]) -> int:
         doc = session.finish()
     finally:
         mon.close()
-    code = doc["exit_code"]
-    if not emit(doc, json_mode=args.json, output=args.output, render_text=render_text):
-        code = code or exitcodes.FAILED
-    return code
+    return write_report(args, doc)
