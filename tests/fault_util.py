@@ -169,7 +169,23 @@ def assert_none_alive(procs: list[Proc], within: float = 0.0, what: str = "") ->
 
 
 # -- gputop itself ----------------------------------------------------------------------------------------
-class Gputop:
+class _Watched:
+    """A gputop process (``pid``) and the processes seen under it (``seen``)."""
+
+    pid: int
+    seen: list
+
+    def snapshot(self) -> None:
+        """Remember every process under gputop now (they must be gone after it)."""
+        known = {(p.pid, p.create_time) for p in self.seen}
+        self.seen += [p for p in descendants(self.pid) if (p.pid, p.create_time) not in known]
+
+    def send(self, sig: int) -> None:
+        self.snapshot()
+        os.kill(self.pid, sig)
+
+
+class Gputop(_Watched):
     """``python -m gputop ARGS`` in its own session, output in files under ``folder``."""
 
     def __init__(self, args: list[str], folder: Path, env: dict, stdout=None, name: str = "gputop"):
@@ -189,15 +205,6 @@ class Gputop:
             self._err.close()
         self.pid = self.proc.pid
         self.seen: list[Proc] = []  # descendants seen while it ran
-
-    def snapshot(self) -> None:
-        """Remember every process under gputop now (they must be gone after it)."""
-        known = {(p.pid, p.create_time) for p in self.seen}
-        self.seen += [p for p in descendants(self.pid) if (p.pid, p.create_time) not in known]
-
-    def send(self, sig: int) -> None:
-        self.snapshot()
-        os.kill(self.pid, sig)
 
     def wait(self, timeout: float = 60.0) -> int:
         try:
@@ -283,7 +290,7 @@ def plain(data: bytes) -> str:
     return _CSI.sub(b"", data).decode("utf-8", errors="replace")
 
 
-class Terminal:
+class Terminal(_Watched):
     """gputop on a pseudo-terminal of ``cols`` x ``rows``; a thread reads everything it writes."""
 
     def __init__(self, args: list[str], env: dict, cols: int = 100, rows: int = 30):
@@ -333,14 +340,6 @@ class Terminal:
 
     def press(self, keys: str | bytes) -> None:
         os.write(self.master, keys.encode() if isinstance(keys, str) else keys)
-
-    def snapshot(self) -> None:
-        known = {(p.pid, p.create_time) for p in self.seen}
-        self.seen += [p for p in descendants(self.pid) if (p.pid, p.create_time) not in known]
-
-    def send(self, sig: int) -> None:
-        self.snapshot()
-        os.kill(self.pid, sig)
 
     def wait(self, timeout: float = 60.0) -> int:
         try:
