@@ -98,8 +98,9 @@ class Child:
         self.timed_out = self.killed = self.stop_asked = False
         self.kill_asked = False  # a second stop() or kill(), not the grace period running out
         self._kill_at: float | None = None
+        self._stop_early = False
         self._watchdog: subprocess.Popen | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: a second signal's handler may interrupt the first's
         self._done = threading.Event()
 
     # -- start ---------------------------------------------------------------------------------------
@@ -109,6 +110,8 @@ class Child:
         self.t_start = time.monotonic()
         self._watchdog = _start_watchdog(self.proc.pid)
         threading.Thread(target=self._supervise, daemon=True, name=f"gputop-child-{self.proc.pid}").start()
+        if self._stop_early:
+            self.stop()
         return self
 
     @property
@@ -119,7 +122,10 @@ class Child:
     def stop(self, grace_s: float | None = None) -> None:
         """SIGINT now, SIGKILL to the group after the grace period; asked again, SIGKILL now."""
         with self._lock:
-            if self.proc is None or self._done.is_set():
+            if self.proc is None:  # asked before the launch: start() stops it at once
+                self._stop_early = True
+                return
+            if self._done.is_set():
                 return
             self.stop_asked = True
             now = time.monotonic()
