@@ -204,3 +204,30 @@ def test_parse_skips_blanks_mig_instances_and_links():
 def test_clock_event_reasons_decode_like_nvml():
     s = to_sample(0, 0.0, {"DCGM_FI_DEV_CLOCKS_EVENT_REASONS": float(0x1 | 0x4)})
     assert s["clock_reasons"] == ["idle", "software power cap"]
+
+
+def test_the_tui_monitor_runs_on_the_source(exporter):
+    """The monitor page on a dcgm-exporter source: the device, its counters and the verdict."""
+    import argparse
+
+    from gputop.tui.app import GputopApp
+    from gputop.tui.config import config_from_args
+    from pilot_util import step, sync, wait_for
+
+    args = argparse.Namespace(source=f"dcgm-exporter={exporter('h200_matmul_bf16.prom')}", demo=False,
+                              replay=None, speed=1.0, gpu=None, rate=10.0, device="cuda", timeout=None)
+    config = config_from_args(args)
+    config.start_sampler, config.fps = False, 0
+
+    @sync
+    async def run():
+        app = GputopApp(config)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await step(app, pilot, 30)
+            await wait_for(pilot, lambda: "compute-bound" in app.screen_text().lower())
+            text = app.screen_text()
+            assert "H200" in text and "DCGM-EXPORTER" in text and "host vm" in text
+            assert "SM activity" in text and "Tensor active" in text and "verdict: compute-bound (tensor cores)" in text
+            await pilot.press("q")
+
+    run()
