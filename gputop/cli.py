@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--replay", metavar="FILE", help="play back a recorded trace instead of live NVML")
     src.add_argument("--speed", type=float, default=1.0, metavar="X", help="replay speed (default 1.0)")
     src.add_argument("--demo", action="store_true", help="replay the real trace that ships with gputop")
+    src.add_argument("--source", metavar="dcgm-exporter=URL",
+                     help="read a running dcgm-exporter's /metrics instead of NVML/GPM (the monitor and --once)")
     src.add_argument("--rate", type=float, default=10.0, metavar="HZ", help="sampling rate (default 10 Hz)")
     modes = ap.add_argument_group("modes")
     modes.add_argument("--once", action="store_true", help="print one snapshot and exit")
@@ -86,6 +88,17 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         ap.error("--tui goes with --run -- CMD or --watch PID (plain gputop opens the TUI)")
     if args.replay and args.demo:
         ap.error("--replay and --demo are two sources; give one")
+    if args.source is not None:
+        from gputop.telemetry.dcgm import url_of
+
+        try:
+            url_of(args.source)
+        except ValueError as exc:
+            ap.error(str(exc))
+        if args.replay or args.demo:
+            ap.error("--source and --replay/--demo are two sources; give one")
+        if args.run is not None or args.watch is not None or args.record:
+            ap.error("--source dcgm-exporter=URL goes with the monitor (plain gputop) or --once")
     if args.gpu and any(g < 0 for g in args.gpu):
         ap.error("--gpu takes an NVML index >= 0")
     from gputop.telemetry.sampler import MAX_RATE_HZ, MIN_RATE_HZ

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gputop import exitcodes
+from gputop.telemetry.dcgm import DcgmError, DcgmExporterSource, url_of
 from gputop.telemetry.live import LiveSource
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.static import device_count
@@ -30,7 +31,7 @@ def check_gpus(wanted: list[int] | None, static: list[dict]) -> list[int]:
 
 
 def open_source(args, need_gpu: bool = True, loop_demo: bool = False, process_every: int = 10):
-    """A source for ``args`` (--demo, --replay FILE, or live NVML with --gpu).
+    """A source for ``args`` (--demo, --replay FILE, --source dcgm-exporter=URL, or live NVML with --gpu).
 
     ``need_gpu``: a live source without NVML/GPUs is an error (exit 3) rather than host-only.
     ``process_every``: a live source lists GPU processes on every n-th read.
@@ -41,6 +42,13 @@ def open_source(args, need_gpu: bool = True, loop_demo: bool = False, process_ev
             src = ReplaySource(path, speed=args.speed, loop=loop_demo and bool(args.demo))
         except TraceError as exc:
             raise SourceError(exitcodes.USAGE, str(exc)) from None
+        check_gpus(args.gpu, src.static())
+        return src
+    if getattr(args, "source", None):  # consumer mode: a running dcgm-exporter's /metrics
+        try:
+            src = DcgmExporterSource(url_of(args.source))
+        except DcgmError as exc:
+            raise SourceError(exc.code, str(exc)) from None
         check_gpus(args.gpu, src.static())
         return src
     nvml = Nvml()

@@ -33,13 +33,13 @@ def snapshot(args) -> dict:
         if src.kind == "live":
             time.sleep(GPM_WINDOW_S)
             tick = src.read()
-        else:  # a replay: the first tick that has GPM numbers, else the first
+        elif src.kind == "replay":  # the first tick that has GPM numbers, else the first
             while tick is not None and tick["gpus"] and tick["gpus"][0].get("sm_active_pct") is None:
                 tick = src.read()
             if tick is None:
                 src = open_source(args, need_gpu=True)
                 tick = src.read()
-        na = getattr(getattr(src, "nvml", None), "na_reasons", {})
+        na = getattr(getattr(src, "nvml", None), "na_reasons", None) or getattr(src, "na_reasons", {})
         gpus = []
         for pos in positions:
             sample = dict(tick["gpus"][pos])
