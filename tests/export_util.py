@@ -65,3 +65,6 @@ def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 10.
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout)
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()

@@ -238,3 +238,23 @@ def test_a_port_alone_binds_localhost_and_a_stop_signal_ends_it_with_0(sig):
         wait_for(lambda: proc.poll() is not None, 5, "the exporter to be gone")
     finally:
         stop(proc)
+
+
+def test_a_real_exporter_labels_its_series_with_the_job_map_and_slurm_job(tmp_path):
+    import os
+
+    (tmp_path / "0").write_text("train-17\n")
+    port = free_port()
+    proc = start_exporter(f"127.0.0.1:{port}", "--demo", "--job-map", str(tmp_path),
+                          env=dict(os.environ, SLURM_JOB_ID="99"))
+    try:
+        text = wait_for_metrics(proc, port)
+        fam = {f.name: f for f in text_string_to_metric_families(text)}
+        assert [s.labels[JOB_LABEL] for s in fam["DCGM_FI_DEV_GPU_TEMP"].samples] == ["train-17"]
+        (tmp_path / "0").unlink()  # read at each scrape: now the Slurm job
+        text = get(f"http://127.0.0.1:{port}/metrics")
+        fam = {f.name: f for f in text_string_to_metric_families(text)}
+        assert [s.labels[JOB_LABEL] for s in fam["DCGM_FI_DEV_GPU_TEMP"].samples] == ["99"]
+    finally:
+        stop(proc)
+

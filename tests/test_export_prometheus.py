@@ -65,9 +65,11 @@ scrape_configs:
     prom = None
     try:
         wait_for_metrics(exporter, exp_port)
-        prom = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                                 f"--web.listen-address=127.0.0.1:{prom_port}"],
-                                stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "w"))
+        with open(tmp_path / "prometheus.log", "w") as log:
+            prom = subprocess.Popen([PROMETHEUS, f"--config.file={config}",
+                                     f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                                     f"--web.listen-address=127.0.0.1:{prom_port}"],
+                                    stdout=subprocess.DEVNULL, stderr=log)
 
         def target_up():
             assert prom.poll() is None, (tmp_path / "prometheus.log").read_text()[-2000:]
