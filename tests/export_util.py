@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -10,6 +9,8 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+
+import fault_util
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,8 +41,9 @@ def get(url: str, timeout: float = 5.0) -> str:
         return r.read().decode()
 
 
-def start_exporter(*args: str, env: dict | None = None) -> subprocess.Popen:
-    e = dict(os.environ if env is None else env, PYTHONPATH=str(ROOT))
+def start_exporter(*args: str, fake_nvml: bool = False, **extra_env: str) -> subprocess.Popen:
+    """``gputop --export ARGS`` as a real process; ``fake_nvml``: live NVML from tests/fake_pynvml (one H200)."""
+    e = fault_util.env(fake_nvml=fake_nvml, **extra_env)
     return subprocess.Popen([sys.executable, "-m", "gputop", "--export", *args], cwd=ROOT, env=e,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

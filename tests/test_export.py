@@ -6,6 +6,8 @@ test_export_prometheus.py."""
 from __future__ import annotations
 
 import csv
+import json
+import platform
 import signal
 import socket
 from pathlib import Path
@@ -210,12 +212,39 @@ def test_a_port_in_use_is_one_line_and_exit_2():
             stop(proc)
 
 
-def test_cuda_visible_devices_without_the_gpu_is_exit_2():
-    import os
+def test_cuda_visible_devices_is_for_live_gpus_and_leaves_a_replay_alone():
+    port = free_port()
+    proc = start_exporter(f"127.0.0.1:{port}", "--demo", CUDA_VISIBLE_DEVICES="3")
+    try:
+        assert "DCGM_FI_DEV_GPU_TEMP{" in wait_for_metrics(proc, port)  # the recorded H200 is not this machine's
+    finally:
+        stop(proc)
 
-    proc = start_exporter("9400", "--demo", env=dict(os.environ, CUDA_VISIBLE_DEVICES="3"))
+
+def test_live_gpus_hidden_by_cuda_visible_devices_are_not_exported():
+    """Live NVML (tests/fake_pynvml: one recorded H200, NVML index 0): named by its UUID's prefix it is
+    exported with this machine's hostname; with CUDA_VISIBLE_DEVICES=1 nothing is left: exit 2."""
+    uuid = json.loads((Path(__file__).parent / "data" / "static" / "h200_recorded.json").read_text())["static"]["uuid"]
+    port = free_port()
+    proc = start_exporter(f"127.0.0.1:{port}", fake_nvml=True, CUDA_VISIBLE_DEVICES=uuid[:12])
+    try:
+        text = wait_for_metrics(proc, port)
+        fam = {f.name: f for f in text_string_to_metric_families(text)}
+        labels = fam["DCGM_FI_DEV_SM_CLOCK"].samples[0].labels
+        assert (labels["UUID"], labels["gpu"], labels["Hostname"]) == (uuid, "0", platform.node())
+    finally:
+        stop(proc)
+    proc = start_exporter(f"127.0.0.1:{port}", fake_nvml=True, CUDA_VISIBLE_DEVICES="1")
     try:
         one_line_exit_2(proc, "no GPU to export")
+    finally:
+        stop(proc)
+
+
+def test_gpu_choice_of_a_replay_that_has_no_such_gpu_is_exit_2():
+    proc = start_exporter("9400", "--demo", "--gpu", "3")
+    try:
+        one_line_exit_2(proc, "--gpu 3: no such GPU")
     finally:
         stop(proc)
 
@@ -241,12 +270,9 @@ def test_a_port_alone_binds_localhost_and_a_stop_signal_ends_it_with_0(sig):
 
 
 def test_a_real_exporter_labels_its_series_with_the_job_map_and_slurm_job(tmp_path):
-    import os
-
     (tmp_path / "0").write_text("train-17\n")
     port = free_port()
-    proc = start_exporter(f"127.0.0.1:{port}", "--demo", "--job-map", str(tmp_path),
-                          env=dict(os.environ, SLURM_JOB_ID="99"))
+    proc = start_exporter(f"127.0.0.1:{port}", "--demo", "--job-map", str(tmp_path), SLURM_JOB_ID="99")
     try:
         text = wait_for_metrics(proc, port)
         fam = {f.name: f for f in text_string_to_metric_families(text)}

@@ -7,7 +7,9 @@ interfaces need an explicit ``0.0.0.0:PORT``. A bad address, or one that cannot 
 is one line on stderr and exit 2. SIGINT, SIGTERM and SIGHUP end it cleanly with exit 0: that is its
 normal end, as for ``--record``.
 
-Only the GPUs CUDA_VISIBLE_DEVICES names (by index or UUID) are exported, and of those only ``--gpu``'s.
+Live, only the GPUs CUDA_VISIBLE_DEVICES names (by index or UUID) are exported, and of those only ``--gpu``'s;
+a replay's GPUs are the recording machine's, so there only ``--gpu`` picks. A replay's ``Hostname`` label is
+the recording machine's too (the trace header's).
 """
 
 from __future__ import annotations
@@ -88,14 +90,14 @@ def main_export(args) -> int:
         wanted = check_gpus(args.gpu, static)
     except SourceError as exc:
         return fail(exc.code, str(exc))
-    visible = visible_positions(static)
+    live = src.kind == "live"
+    visible = visible_positions(static) if live else range(len(static))  # a replay's GPUs are another machine's
     positions = [p for p in wanted if p in visible]
     if not positions:
         src.close()
         return fail(exitcodes.USAGE, f"no GPU to export: CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}"
                     + (f" and --gpu {args.gpu}" if args.gpu else "") + " leave none of "
                     + (", ".join(f"{s.get('index')} ({s.get('uuid')})" for s in static) or "no GPUs"))
-    live = src.kind == "live"
     hostname = platform.node() if live else (getattr(src, "header", {}).get("hostname") or platform.node())
     gpus = [ExportedGpu(pos, static[pos], compute_peaks(static[pos]), gpu_labels(static[pos], hostname))
             for pos in positions]
