@@ -21,6 +21,7 @@ modes:
   gputop --run -- CMD ARGS...     run your own command and diagnose its GPU bottlenecks
   gputop --watch PID              diagnose a process that is already running
   gputop --tui --run -- CMD ...   the same, live in the TUI (also --tui --watch PID)
+  gputop --export [HOST:]PORT     Prometheus metrics (dcgm-exporter's names) at 127.0.0.1:9400 by default
 
 exit codes: 0 ok; 1 failed (partial results written); 2 bad usage or input; 3 no GPU / no NVML;
 4 missing dependency; 5 workload crashed; 6 timeout; 128+N stopped by signal N (130 SIGINT,
@@ -55,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     modes.add_argument("--run", nargs="?", const="", metavar="NAME",
                        help="run workload NAME; or, with nothing after it but `-- CMD`, your command")
     modes.add_argument("--watch", type=int, metavar="PID", help="diagnose a running process")
+    modes.add_argument("--export", nargs="?", const="127.0.0.1:9400", metavar="[HOST:]PORT",
+                       help="serve Prometheus metrics until stopped (default 127.0.0.1:9400; 0.0.0.0:PORT for all "
+                       "interfaces); --job-map DIR, --export-cmdline")
+    modes.add_argument("--job-map", metavar="DIR", help="with --export: dcgm-exporter's HPC job mapping directory")
+    modes.add_argument("--export-cmdline", action="store_true",
+                       help="with --export: processes' command lines as a label (they may hold secrets)")
     run = ap.add_argument_group("workload options")
     run.add_argument("--param", action="append", default=[], metavar="K=V", help="set a workload parameter")
     run.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="where the workload runs")
@@ -86,6 +93,11 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         ap.error("--run needs a workload NAME (see gputop --list) or `-- CMD ...`")
     if args.tui and not (command or args.watch is not None):
         ap.error("--tui goes with --run -- CMD or --watch PID (plain gputop opens the TUI)")
+    if args.export is not None and (args.once or args.record or args.list or args.run is not None
+                                    or args.watch is not None or args.tui):
+        ap.error("--export is a mode of its own (with --demo, --replay FILE, --gpu N, --rate HZ)")
+    if (args.job_map or args.export_cmdline) and args.export is None:
+        ap.error("--job-map and --export-cmdline go with --export")
     if args.replay and args.demo:
         ap.error("--replay and --demo are two sources; give one")
     if args.source is not None:
@@ -125,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
             from gputop.runner.listing import main_list
 
             return main_list(args)
+        if args.export is not None:
+            from gputop.export.server import main_export
+
+            return main_export(args)
         if args.tui:
             from gputop.tui.command import main_command_tui
 

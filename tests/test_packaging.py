@@ -88,13 +88,15 @@ def test_wheel_in_a_fresh_venv(source_copy, tmp_path):
     wheel = next(dist.glob("gputop-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     for must in ("gputop/workloads/roofline.py", "gputop/kernels/roofline.cu", "gputop/data/demo.jsonl.gz",
-                 "gputop/schema/once.schema.json", "gputop/schema/run.schema.json", "gputop/cli.py"):
+                 "gputop/schema/once.schema.json", "gputop/schema/run.schema.json", "gputop/cli.py",
+                 "gputop/export/server.py", "gputop/export/dcgm_names.py"):
         assert must in names, must
     assert not any(n.startswith(("tests/", "bench/", "workloads/", "kernels/")) for n in names)
     # what pip resolves when it installs the wheel: numpy comes with gputop, not only with an extra
     meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     requires = [ln.split(":", 1)[1].strip() for ln in meta.splitlines() if ln.startswith("Requires-Dist:")]
     assert any(r.startswith("numpy") and "extra ==" not in r for r in requires), requires
+    assert any(r.startswith("prometheus-client") and "extra ==" not in r for r in requires), requires  # --export
     py = fresh_venv(tmp_path / "venv")
     pip(py, str(wheel), cwd=tmp_path)
     site = Path(run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path).strip())

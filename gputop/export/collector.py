@@ -1,0 +1,209 @@
+"""The Prometheus collector of ``gputop --export``: reads the sampler's latest tick when scraped.
+
+Nothing happens per tick beyond sampling (and remembering the last process list a tick carried): a
+scrape turns the newest tick into dcgm-exporter's series (:mod:`.dcgm_names`) and gputop's own
+(``gputop_bottleneck``, ``gputop_verdict_confidence``, the theoretical peaks, per-process GPU memory).
+The verdict is the classifier over the last ``VERDICT_WINDOW_S`` seconds of ticks, computed at most once
+a second however often Prometheus scrapes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from gputop.analysis.classify import classify
+from gputop.analysis.vocabulary import CLASSES
+from gputop.export.dcgm_names import GPU_LABELS, JOB_LABEL, SERIES, value
+
+VERDICT_WINDOW_S = 3.0  # as the TUI's verdict panel: the last 3 s
+VERDICT_EVERY_S = 1.0
+CMDLINE_MAX = 200  # characters of a command line kept in a label
+
+PEAKS = (  # (series, peaks key, help)
+    ("gputop_peak_dram_bytes_per_second", "dram_bytes_per_s", "Theoretical DRAM bandwidth (bytes/s)."),
+    ("gputop_peak_fp32_flops", "fp32_flops", "Theoretical FP32 (non-tensor) FLOP/s at the max SM clock."),
+    ("gputop_peak_fp64_flops", "fp64_flops", "Theoretical FP64 (non-tensor) FLOP/s at the max SM clock."),
+    ("gputop_peak_fp16_flops", "fp16_flops", "Theoretical FP16 (non-tensor) FLOP/s at the max SM clock."),
+    ("gputop_peak_pcie_bytes_per_second", "pcie_bytes_per_s_per_dir",
+     "Theoretical PCIe bandwidth per direction at the current link (bytes/s)."),
+)
+
+
+@dataclass
+class ExportedGpu:
+    """One GPU as exported: its position in the source's ticks, static facts, peaks and labels."""
+
+    pos: int
+    static: dict
+    peaks: dict
+    labels: dict  # GPU_LABELS -> value
+
+
+@dataclass
+class ExportOptions:
+    cmdline: bool = False  # per-process command lines as a label (may hold secrets)
+    job_map: str | None = None  # a dcgm-exporter-style HPC job mapping directory
+    slurm_job: str | None = None  # SLURM_JOB_ID: the job of every exported GPU
+    live: bool = True  # False for a replay: its pids are another machine's
+
+
+def gpu_labels(static: dict, hostname: str) -> dict:
+    """dcgm-exporter's labels of one GPU."""
+    i = static.get("index", 0)
+    return {"gpu": str(i), "UUID": static.get("uuid") or "", "pci_bus_id": static.get("pci_bus_id") or "",
+            "device": f"nvidia{i}", "modelName": static.get("name") or "", "Hostname": hostname}
+
+
+def read_job_map(directory: str | None) -> dict[str, list[str]]:
+    """dcgm-exporter's HPC job mapping: files named by GPU index (``0``, ``1``; ``2.0`` for a MIG
+    instance, not exported here), each line a job id. A missing or unreadable directory maps nothing."""
+    if not directory:
+        return {}
+    out: dict[str, list[str]] = {}
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return {}
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as f:
+                jobs = [ln.strip() for ln in f if ln.strip()]
+        except OSError:  # a directory named 0, or a file removed meanwhile
+            continue
+        if jobs:
+            out[name] = jobs
+    return out
+
+
+class GputopCollector(Collector):
+    def __init__(self, sampler, gpus: list[ExportedGpu], options: ExportOptions):
+        self.sampler, self.gpus, self.options = sampler, gpus, options
+        self.procs: dict[int, list[dict]] = {}  # position -> the last process list a tick carried
+        self._verdicts: dict[int, object] = {}
+        self._verdict_at: float | None = None
+        self._lock = threading.Lock()
+        self.scrapes = 0
+        sampler.listeners.append(self._remember_processes)
+
+    def _remember_processes(self, tick: dict) -> None:  # processes are listed on every n-th tick only
+        for pos, g in enumerate(tick["gpus"]):
+            if g.get("processes") is not None:
+                self.procs[pos] = g["processes"]
+
+    # -- the verdicts, at most once a second --------------------------------------------------------
+    def verdicts(self) -> dict[int, object]:
+        now = time.monotonic()
+        with self._lock:
+            if self._verdict_at is None or now - self._verdict_at >= VERDICT_EVERY_S:
+                self._verdict_at = now
+                window = self.sampler.window(VERDICT_WINDOW_S)
+                out = {}
+                for g in self.gpus:
+                    try:
+                        out[g.pos] = classify(window, g.static, g.peaks, gpu=g.pos) if window else None
+                    except Exception:  # a classifier bug on odd data: no verdict series, the exporter goes on
+                        out[g.pos] = None
+                self._verdicts = out
+            return self._verdicts
+
+    # -- a scrape -------------------------------------------------------------------------------------
+    def _jobs(self) -> dict[str, list[str]]:
+        jobs = read_job_map(self.options.job_map)
+        if self.options.slurm_job:
+            for g in self.gpus:
+                jobs.setdefault(g.labels["gpu"], [self.options.slurm_job])
+        return jobs
+
+    def collect(self):
+        self.scrapes += 1
+        tick = self.sampler.latest()
+        jobs = self._jobs()
+        with_job = bool(jobs)
+        names = list(GPU_LABELS) + ([JOB_LABEL] if with_job else [])
+
+        def rows(g: ExportedGpu):  # one label set per job (as dcgm-exporter), or one without a job
+            base = [g.labels[k] for k in GPU_LABELS]
+            if not with_job:
+                return [base]
+            return [base + [j] for j in jobs.get(g.labels["gpu"], [""])]
+
+        samples = {g.pos: tick["gpus"][g.pos] for g in self.gpus if tick and g.pos < len(tick["gpus"])}
+        for s in SERIES:
+            fam = GaugeMetricFamily(s.name, s.help, labels=names)
+            for g in self.gpus:
+                v = value(s, samples[g.pos]) if g.pos in samples else None
+                if v is not None:
+                    for labels in rows(g):
+                        fam.add_metric(labels, v)
+            yield fam
+        yield from self._verdict_families(rows, names)
+        yield from self._peak_families(rows, names)
+        yield self._process_family()
+
+    def _verdict_families(self, rows, names):
+        verdicts = self.verdicts()
+        bott = GaugeMetricFamily("gputop_bottleneck", "gputop's bottleneck class over the last few seconds: 1 for "
+                                 "the current class, 0 for the others.", labels=names + ["class", "subclass"])
+        conf = GaugeMetricFamily("gputop_verdict_confidence", "Confidence (0-1) of gputop's current bottleneck "
+                                 "class.", labels=names + ["class"])
+        for g in self.gpus:
+            v = verdicts.get(g.pos)
+            if v is None:
+                continue
+            for labels in rows(g):
+                for c in CLASSES:
+                    current = c == v.cls
+                    bott.add_metric(labels + [c, (v.subclass or "") if current else ""], 1.0 if current else 0.0)
+                if v.confidence is not None:
+                    conf.add_metric(labels + [v.cls], float(v.confidence))
+        yield bott
+        yield conf
+
+    def _peak_families(self, rows, names):
+        for name, key, help_text in PEAKS:
+            fam = GaugeMetricFamily(name, help_text, labels=names)
+            for g in self.gpus:
+                if g.peaks.get(key) is not None:
+                    for labels in rows(g):
+                        fam.add_metric(labels, float(g.peaks[key]))
+            yield fam
+        fam = GaugeMetricFamily("gputop_peak_tensor_flops", "Theoretical dense tensor-core FLOP/s (OP/s for int8) "
+                                "per data type.", labels=names + ["dtype"])
+        for g in self.gpus:
+            for dtype, v in sorted((g.peaks.get("tensor_dense_flops") or {}).items()):
+                if v is not None:
+                    for labels in rows(g):
+                        fam.add_metric(labels + [dtype], float(v))
+        yield fam
+
+    def _process_family(self):
+        names = ["gpu", "UUID", "pid", "user", "name"] + (["cmdline"] if self.options.cmdline else [])
+        fam = GaugeMetricFamily("gputop_process_gpu_memory_bytes", "GPU memory used by a process (bytes).",
+                                labels=names)
+        for g in self.gpus:
+            for p in self.procs.get(g.pos) or []:
+                if p.get("gpu_memory_bytes") is None:
+                    continue
+                labels = [g.labels["gpu"], g.labels["UUID"], str(p["pid"]), p.get("user") or "", p.get("name") or ""]
+                if self.options.cmdline:
+                    labels.append(self._cmdline(p))
+                fam.add_metric(labels, float(p["gpu_memory_bytes"]))
+        return fam
+
+    def _cmdline(self, p: dict) -> str:
+        if not self.options.live:  # a recording's pids belong to the machine it was recorded on
+            return p.get("name") or ""
+        try:
+            import psutil
+
+            return " ".join(psutil.Process(p["pid"]).cmdline())[:CMDLINE_MAX]
+        except Exception:  # gone, another PID namespace, no permission
+            return p.get("name") or ""

@@ -1,0 +1,131 @@
+"""``gputop --export [HOST:]PORT``: serve the telemetry as OpenMetrics/Prometheus text until stopped.
+
+Headless: a sampler on the chosen source (live NVML, ``--demo`` or ``--replay FILE``; the demo loops, a
+replay keeps serving its last tick once it ends) and prometheus-client's HTTP server with
+:class:`gputop.export.collector.GputopCollector`. It binds 127.0.0.1:9400 unless told otherwise; all
+interfaces need an explicit ``0.0.0.0:PORT``. A bad address, or one that cannot be bound (port in use),
+is one line on stderr and exit 2. SIGINT, SIGTERM and SIGHUP end it cleanly with exit 0: that is its
+normal end, as for ``--record``.
+
+Live, only the GPUs CUDA_VISIBLE_DEVICES names (by index or UUID) are exported, and of those only ``--gpu``'s;
+a replay's GPUs are the recording machine's, so there only ``--gpu`` picks. A replay's ``Hostname`` label is
+the recording machine's too (the trace header's).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import platform
+import threading
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from gputop import exitcodes
+from gputop.analysis.peaks import compute_peaks
+from gputop.exitcodes import fail
+from gputop.export.collector import ExportedGpu, ExportOptions, GputopCollector, gpu_labels
+from gputop.runner.child import StopSignals
+from gputop.sources import SourceError, check_gpus, open_source
+from gputop.telemetry.devices import nvml_index_for_cuda, visible_entries
+from gputop.telemetry.sampler import Sampler
+
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 9400
+DEFAULT_ADDRESS = f"{DEFAULT_HOST}:{DEFAULT_PORT}"
+
+
+class AddressError(ValueError):
+    pass
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``[HOST:]PORT`` -> (host, port); HOST defaults to 127.0.0.1; ``[::1]:9400`` for IPv6."""
+    text = text.strip()
+    if not text:
+        raise AddressError("--export: empty address; give [HOST:]PORT, e.g. 127.0.0.1:9400")
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = DEFAULT_HOST, text
+    elif host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        _check_ipv6(host, text)
+    elif ":" in host:
+        raise AddressError(f"--export {text}: write an IPv6 address in brackets, e.g. [::1]:9400")
+    if not host:
+        raise AddressError(f"--export {text}: no host before ':'; give HOST:PORT, or PORT alone for 127.0.0.1")
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise AddressError(f"--export {text}: the port must be a number from 1 to 65535")
+    return host, int(port)
+
+
+def _check_ipv6(host: str, text: str) -> None:
+    try:
+        ipaddress.IPv6Address(host)
+    except ValueError:
+        raise AddressError(f"--export {text}: {host!r} is not an IPv6 address") from None
+
+
+def visible_positions(static: list[dict], env: dict | None = None) -> list[int]:
+    """Positions in ``static`` of the GPUs CUDA_VISIBLE_DEVICES leaves visible (all when it is unset)."""
+    if visible_entries(env) is None:
+        return list(range(len(static)))
+    size = max((s.get("index", 0) for s in static), default=-1) + 1
+    uuids = [""] * size
+    for s in static:
+        uuids[s.get("index", 0)] = s.get("uuid") or ""
+    visible = {nvml_index_for_cuda(c, uuids, env) for c in range(size)} - {None}
+    return [pos for pos, s in enumerate(static) if s.get("index", 0) in visible]
+
+
+def main_export(args) -> int:
+    try:
+        host, port = parse_address(args.export)
+    except AddressError as exc:
+        return fail(exitcodes.USAGE, str(exc))
+    if args.job_map and not os.path.isdir(args.job_map):
+        return fail(exitcodes.USAGE, f"--job-map {args.job_map}: not a directory")
+    try:
+        src = open_source(args, need_gpu=True, loop_demo=True)
+        static = src.static()
+        wanted = check_gpus(args.gpu, static)
+    except SourceError as exc:
+        return fail(exc.code, str(exc))
+    live = src.kind == "live"
+    visible = visible_positions(static) if live else range(len(static))  # a replay's GPUs are another machine's
+    positions = [p for p in wanted if p in visible]
+    if not positions:
+        src.close()
+        return fail(exitcodes.USAGE, f"no GPU to export: CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}"
+                    + (f" and --gpu {args.gpu}" if args.gpu else "") + " leave none of "
+                    + (", ".join(f"{s.get('index')} ({s.get('uuid')})" for s in static) or "no GPUs"))
+    hostname = platform.node() if live else (getattr(src, "header", {}).get("hostname") or platform.node())
+    gpus = [ExportedGpu(pos, static[pos], compute_peaks(static[pos]), gpu_labels(static[pos], hostname))
+            for pos in positions]
+    options = ExportOptions(cmdline=args.export_cmdline, job_map=args.job_map,
+                            slurm_job=os.environ.get("SLURM_JOB_ID") or None, live=live)
+    sampler = Sampler(src, rate_hz=args.rate)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(GputopCollector(sampler, gpus, options))
+    stop = threading.Event()
+    stops = StopSignals(lambda signum: stop.set())
+    with stops:  # before the server: a signal as soon as it answers is a clean stop too
+        try:
+            server, thread = start_http_server(port, addr=host, registry=registry)
+        except OSError as exc:  # in use, no such address on this machine, a privileged port
+            src.close()
+            return fail(exitcodes.USAGE, f"--export {args.export}: cannot listen on {host}:{port}: "
+                        f"{exc.strerror or exc}")
+        shown = f"[{host}]" if ":" in host else host
+        exitcodes.say(f"exporting {len(gpus)} GPU(s) ({src.kind}) at http://{shown}:{port}/metrics; Ctrl-C stops")
+        try:
+            sampler.start()
+            while not stop.wait(1.0):
+                pass
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(2.0)
+            sampler.stop()
+            src.close()
+    exitcodes.say(f"stopped by {exitcodes.signal_name(stops.first)}" if stops.first else "stopped")
+    return exitcodes.OK

@@ -1,0 +1,72 @@
+"""Helpers for the ``gputop --export`` tests: a free port, a real exporter process, waiting on conditions."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import fault_util
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(condition, timeout: float, what: str, step: float = 0.05):
+    """``condition()``'s first truthy value, polled until ``timeout`` seconds pass (then AssertionError)."""
+    deadline = time.monotonic() + timeout
+    last_exc = None
+    while time.monotonic() < deadline:
+        try:
+            got = condition()
+            if got:
+                return got
+        except OSError as exc:  # not up yet (refused, reset); an AssertionError goes up at once
+            last_exc = exc
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what} (last error: {last_exc!r})")
+
+
+def get(url: str, timeout: float = 5.0) -> str:
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read().decode()
+
+
+def start_exporter(*args: str, fake_nvml: bool = False, **extra_env: str) -> subprocess.Popen:
+    """``gputop --export ARGS`` as a real process; ``fake_nvml``: live NVML from tests/fake_pynvml (one H200)."""
+    e = fault_util.env(fake_nvml=fake_nvml, **extra_env)
+    return subprocess.Popen([sys.executable, "-m", "gputop", "--export", *args], cwd=ROOT, env=e,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_metrics(proc: subprocess.Popen, port: int, timeout: float = 30.0) -> str:
+    """The first /metrics text that holds a GPU series (the sampler has ticked)."""
+    def ready():
+        if proc.poll() is not None:
+            raise AssertionError(f"gputop --export exited {proc.returncode}: {proc.stderr.read()}")
+        text = get(f"http://127.0.0.1:{port}/metrics", timeout=2.0)
+        return text if "DCGM_FI_DEV_SM_CLOCK{" in text else None
+    return wait_for(ready, timeout, "gputop --export to serve a tick")
+
+
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
+    """Stop a process a test started (SIGKILL after ``timeout``), whatever state it is in."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout)
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
