@@ -1,4 +1,5 @@
-"""The one table from gputop's sample fields to dcgm-exporter's series: name, type, help, unit conversion.
+"""The series gputop --export writes in dcgm-exporter's names, from the one DCGM <-> sample table
+(``gputop/telemetry/dcgm_fields.py``, which consumer mode reads the other way): name, type, help, conversion.
 
 Names, Prometheus types and help texts are dcgm-exporter's own (``etc/default-counters.csv`` and
 ``etc/dcp-metrics-included.csv``; copies and their commit in ``tests/data/dcgm/``, checked by
@@ -17,14 +18,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from gputop.telemetry.dcgm_fields import FIELDS, HELP, LABEL_DEVICE, LABEL_GPU, LABEL_MODEL_NAME, LABEL_PCI_BUS_ID, MIB
 from gputop.telemetry.sample import fields
 
-MIB = 1024 * 1024
-
 # The labels dcgm-exporter puts on every per-GPU series (internal/pkg/collector), in its spelling.
-GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")
+GPU_LABELS = (LABEL_GPU, "UUID", LABEL_PCI_BUS_ID, LABEL_DEVICE, LABEL_MODEL_NAME, "Hostname")
 # The label its HPC job mapping adds (internal/pkg/transformation/const.go: hpcJobAttribute).
 JOB_LABEL = "hpc_job"
+# The rows of telemetry/dcgm_fields.FIELDS (the one DCGM <-> sample table) that gputop --export writes.
+EXPORTED = ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+            "DCGM_FI_PROF_PIPE_FP64_ACTIVE", "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
+            "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES",
+            "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE",
+            "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_FB_USED")
 
 
 @dataclass(frozen=True)
@@ -36,52 +42,25 @@ class DcgmSeries:
     convert: Callable[..., float]  # sample values (in ``fields`` order, none of them None) -> the series value
 
 
-def _ratio(pct: float) -> float:
-    return pct / 100.0
-
-
-def _same(v: float) -> float:
-    return float(v)
-
-
-def _mib(b: float) -> float:
-    return float(int(b) // MIB)
+def _scaled(scale: float) -> Callable[[float], float]:
+    """sample value -> DCGM value (FIELDS: sample = dcgm * scale); framebuffer MiB are whole, as DCGM's."""
+    if scale == MIB:
+        return lambda v: float(int(v) // MIB)
+    return lambda v: float(v) / scale
 
 
 def _free_mib(total: float, used: float) -> float:
     return float(max(0, int(total) - int(used)) // MIB)
 
 
-def _prof(name: str, field: str, help_text: str) -> DcgmSeries:
-    return DcgmSeries(name, "gauge", help_text, fields(field), _ratio)
-
+_ROWS = {name: (field, scale) for name, field, scale, kind in FIELDS if kind == "gauge"}
 
 SERIES: tuple[DcgmSeries, ...] = (
-    # Datacenter profiling (GPM on Hopper and newer): ratios 0..1
-    _prof("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "util_gpu_pct", "Ratio of time the graphics engine is active."),
-    _prof("DCGM_FI_PROF_SM_ACTIVE", "sm_active_pct", "The ratio of cycles an SM has at least 1 warp assigned."),
-    _prof("DCGM_FI_PROF_SM_OCCUPANCY", "sm_occupancy_pct", "The ratio of number of warps resident on an SM."),
-    _prof("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "tensor_pct", "Ratio of cycles the tensor (HMMA) pipe is active."),
-    _prof("DCGM_FI_PROF_PIPE_FP64_ACTIVE", "fp64_pct", "Ratio of cycles the fp64 pipes are active."),
-    _prof("DCGM_FI_PROF_PIPE_FP32_ACTIVE", "fp32_pct", "Ratio of cycles the fp32 pipes are active."),
-    _prof("DCGM_FI_PROF_PIPE_FP16_ACTIVE", "fp16_pct", "Ratio of cycles the fp16 pipes are active."),
-    _prof("DCGM_FI_PROF_DRAM_ACTIVE", "dram_bw_pct",
-          "Ratio of cycles the device memory interface is active sending or receiving data."),
-    DcgmSeries("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge",
-               "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads "
-               "- in bytes per second.", fields("pcie_tx_bps"), _same),
-    DcgmSeries("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge",
-               "The rate of data received over the PCIe bus - including both protocol headers and data payloads "
-               "- in bytes per second.", fields("pcie_rx_bps"), _same),
-    # Device fields
-    DcgmSeries("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", fields("sm_clock_mhz"), _same),
-    DcgmSeries("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", fields("mem_clock_mhz"), _same),
-    DcgmSeries("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", fields("temp_c"), _same),
-    DcgmSeries("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", fields("power_w"), _same),
-    DcgmSeries("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", fields("util_gpu_pct"), _same),
-    DcgmSeries("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", fields("util_mem_pct"), _same),
-    DcgmSeries("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", fields("mem_used_bytes"), _mib),
-    DcgmSeries("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).",
+    # NVML's kernel duty cycle: NVML has no graphics-engine-active counter of its own (see the module text)
+    DcgmSeries("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active.",
+               fields("util_gpu_pct"), _scaled(100.0)),
+    *(DcgmSeries(name, "gauge", HELP[name], fields(_ROWS[name][0]), _scaled(_ROWS[name][1])) for name in EXPORTED),
+    DcgmSeries("DCGM_FI_DEV_FB_FREE", "gauge", HELP["DCGM_FI_DEV_FB_FREE"],
                fields("mem_total_bytes", "mem_used_bytes"), _free_mib),
 )
 
