@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 import subprocess
 import urllib.parse
 
@@ -29,6 +30,21 @@ def query(port: int, promql: str) -> list[dict]:
     body = json.loads(get(f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": promql})))
     assert body["status"] == "success", body
     return body["data"]["result"]
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    """(panel title, PromQL) of every target of the Grafana dashboard, its variables set to match all."""
+    dash = json.loads((Path(__file__).resolve().parents[1] / "docs" / "grafana" / "gputop.json").read_text())
+    out = []
+
+    def walk(panels):
+        for p in panels:
+            out.extend((p.get("title"), t["expr"].replace("$Hostname", ".*").replace("$gpu", ".*"))
+                       for t in p.get("targets", []) if t.get("expr"))
+            walk(p.get("panels", []))
+
+    walk(dash["panels"])
+    return out
 
 
 def trace_values() -> dict[str, set[float]]:
@@ -107,6 +123,11 @@ scrape_configs:
         assert 0 < float(conf[0]["value"][1]) <= 1
         peak = query(prom_port, 'gputop_peak_tensor_flops{dtype="bf16"}')
         assert len(peak) == 1 and float(peak[0]["value"][1]) > 1e14
+        # every query of the Grafana dashboard (docs/grafana/gputop.json) returns data, variables at "All"
+        for title, expr in dashboard_queries():
+            if "gputop_process_gpu_memory_bytes" in expr and not query(prom_port, "gputop_process_gpu_memory_bytes"):
+                continue  # no GPU process at this tick of the demo: that panel is empty by rights
+            assert query(prom_port, expr), (title, expr)
     finally:
         if prom is not None:
             stop(prom)
