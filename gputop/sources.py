@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gputop import exitcodes
 from gputop.telemetry.dcgm import DcgmError, DcgmExporterSource, url_of
-from gputop.telemetry.live import LiveSource
+from gputop.telemetry.live import HOST_PERIOD_S, LiveSource
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.static import device_count
 from gputop.telemetry.trace import ReplaySource, TraceError, demo_trace_path
@@ -30,11 +30,13 @@ def check_gpus(wanted: list[int] | None, static: list[dict]) -> list[int]:
     return [known.index(g) for g in wanted]
 
 
-def open_source(args, need_gpu: bool = True, loop_demo: bool = False, process_every: int = 10):
+def open_source(args, need_gpu: bool = True, loop_demo: bool = False, process_every: int = 10,
+                host_period_s: float | None = None):
     """A source for ``args`` (--demo, --replay FILE, --source dcgm-exporter=URL, or live NVML with --gpu).
 
     ``need_gpu``: a live source without NVML/GPUs is an error (exit 3) rather than host-only.
-    ``process_every``: a live source lists GPU processes on every n-th read.
+    ``process_every``: a live source lists GPU processes on every n-th read; ``host_period_s``: how often it
+    reads host metrics (default ``telemetry.live.HOST_PERIOD_S``).
     """
     if getattr(args, "demo", False) or getattr(args, "replay", None):
         path = args.replay or demo_trace_path()
@@ -64,4 +66,5 @@ def open_source(args, need_gpu: bool = True, loop_demo: bool = False, process_ev
 
             names = ", ".join(f"{i} ({read_static(nvml, i)['name']})" for i in range(n))
             raise SourceError(exitcodes.USAGE, f"--gpu {bad[0]}: no such GPU (valid: {names})")
-    return LiveSource(nvml, gpus=args.gpu or None, process_every=process_every)
+    return LiveSource(nvml, gpus=args.gpu or None, process_every=process_every,
+                      host_period_s=HOST_PERIOD_S if host_period_s is None else host_period_s)

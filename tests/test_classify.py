@@ -454,3 +454,25 @@ def test_a_verdict_knows_the_window_it_judged():
         assert w["seconds"] == pytest.approx(seg["t_end"] - seg["t_start"])
     ov = overall(segs)
     assert ov["window"]["t_start"] == pytest.approx(t0 + 3.0) and ov["window"]["t_end"] == pytest.approx(t0 + 9.0)
+
+
+def test_the_per_sample_memo_changes_no_verdict():
+    """A monitor classifies overlapping windows every second; the memo of each sample's own class must give
+    the verdicts a fresh classifier gives, window after window of the demo trace."""
+    import gputop.analysis.classify as C
+    from gputop.analysis.peaks import compute_peaks
+    from gputop.telemetry.sampler import Sampler
+    from gputop.telemetry.trace import ReplaySource, demo_trace_path
+
+    src = ReplaySource(demo_trace_path(), speed=float("inf"))
+    sampler = Sampler(src, rate_hz=10)
+    static = src.static()[0]
+    peaks = compute_peaks(static)
+    C._sample_classes.clear()
+    for _ in range(30):
+        for _ in range(10):
+            sampler.step()
+        window = sampler.window(3.0)
+        warm = C.classify(window, static, peaks, gpu=0).to_dict()
+        C._sample_classes.clear()
+        assert C.classify(window, static, peaks, gpu=0).to_dict() == warm

@@ -11,6 +11,8 @@ window by window.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from gputop.analysis import thresholds as T
 from gputop.analysis.evidence import is_busy, measure, number, rounded, split_window
 from gputop.analysis.scoring import pick, score
@@ -113,19 +115,44 @@ def one_busy_stretch(samples: list[dict]) -> tuple[int, int] | None:
     return None
 
 
+SAMPLE_CLASS_CACHE = 4096  # per-sample classes kept: a live monitor judges each tick in ~3 windows in a row
+_sample_classes: OrderedDict = OrderedDict()
+
+
 def sample_split(samples: list[dict], static: dict, peaks: dict, ev: dict) -> dict:
     """Share of the window's samples whose own GPU-side class (no CPU, no bursts) is each class."""
     fill = {k: ev.get(k) for k in ("pcie_rx_bps", "pcie_tx_bps")}
     counts: dict[str, int] = {}
     for smp in samples:
-        one = dict(smp)
-        for k, v in fill.items():
-            if one.get(k) is None:
-                one[k] = v
-        sc, _, facts = score(measure([one], static, peaks))
-        strength = facts.get("strength", {})
-        c = max(("pcie-bound", "memory-bound", "compute-bound", "latency-bound", "idle"),
-                key=lambda k: (sc[k], strength.get(k, 0.0), -PRIORITY[k]))
+        c = _sample_class(smp, static, peaks, fill)
         counts[c] = counts.get(c, 0) + 1
     n = sum(counts.values())
     return {c: k / n for c, k in counts.items()}
+
+
+def _sample_class(smp: dict, static: dict, peaks: dict, fill: dict) -> str:
+    """One sample's GPU-side class, remembered by the sample's values (its process list aside), the PCIe fill
+    and the GPU's static facts and peaks: a monitor that judges the last few seconds every second meets each
+    sample again, and the answer cannot change."""
+    filled = tuple(v if smp.get(k) is None else None for k, v in fill.items())  # only what fills a gap counts
+    key = (tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in smp.items() if k != "processes"
+                 and not isinstance(v, dict)), filled, id(static), id(peaks))
+    try:
+        hit = _sample_classes.get(key)
+    except TypeError:  # a value that cannot be hashed (a list of dicts): no memo
+        key, hit = None, None
+    if hit is not None and hit[1] is static and hit[2] is peaks:
+        return hit[0]
+    one = dict(smp)
+    for k, v in fill.items():
+        if one.get(k) is None:
+            one[k] = v
+    sc, _, facts = score(measure([one], static, peaks))
+    strength = facts.get("strength", {})
+    c = max(("pcie-bound", "memory-bound", "compute-bound", "latency-bound", "idle"),
+            key=lambda k: (sc[k], strength.get(k, 0.0), -PRIORITY[k]))
+    if key is not None:
+        _sample_classes[key] = (c, static, peaks)  # the objects too: an id is only unique while they live
+        if len(_sample_classes) > SAMPLE_CLASS_CACHE:
+            _sample_classes.popitem(last=False)
+    return c

@@ -34,6 +34,9 @@ DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 9400
 DEFAULT_ADDRESS = f"{DEFAULT_HOST}:{DEFAULT_PORT}"
 
 
+EXPORT_HOST_PERIOD_S = 1.0
+
+
 class AddressError(ValueError):
     pass
 
@@ -85,7 +88,8 @@ def main_export(args) -> int:
     if args.job_map and not os.path.isdir(args.job_map):
         return fail(exitcodes.USAGE, f"--job-map {args.job_map}: not a directory")
     try:
-        src = open_source(args, need_gpu=True, loop_demo=True)
+        # host metrics feed only the verdict's host-side evidence: once per (1 s) scrape is enough
+        src = open_source(args, need_gpu=True, loop_demo=True, host_period_s=EXPORT_HOST_PERIOD_S)
         static = src.static()
         wanted = check_gpus(args.gpu, static)
     except SourceError as exc:

@@ -24,7 +24,7 @@ class LiveSource:
     finished = False
 
     def __init__(self, nvml: Nvml | None = None, gpus: list[int] | None = None, gpm: bool = True,
-                 process_every: int = 10):
+                 process_every: int = 10, host_period_s: float = HOST_PERIOD_S):
         self.nvml = nvml or Nvml()
         n = device_count(self.nvml) if self.nvml.available() else 0
         self.indices = list(range(n)) if gpus is None else [i for i in gpus if 0 <= i < n]
@@ -33,6 +33,7 @@ class LiveSource:
         self.host = HostReader()
         self._host: dict | None = None
         self._host_t = 0.0
+        self.host_period_s = host_period_s
 
     def static(self) -> list[dict]:
         if self._static is None:
@@ -42,7 +43,7 @@ class LiveSource:
     def read(self) -> dict:
         t = time.monotonic()
         gpus = [r.read(t) for r in self.readers]
-        if self._host is None or t - self._host_t >= 0.95 * HOST_PERIOD_S:
+        if self._host is None or t - self._host_t >= 0.95 * self.host_period_s:
             self._host, self._host_t = self.host.read(), t
         return {"t": t, "gpus": gpus, "host": self._host}
 
