@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from gputop import exitcodes
 from gputop.telemetry.dcgm import DcgmError, DcgmExporterSource, url_of
-from gputop.telemetry.live import HOST_PERIOD_S, LiveSource
+from gputop.telemetry.host import HOST_PERIOD_S
+from gputop.telemetry.live import LiveSource
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.static import device_count
 from gputop.telemetry.trace import ReplaySource, TraceError, demo_trace_path
@@ -36,7 +37,7 @@ def open_source(args, need_gpu: bool = True, loop_demo: bool = False, process_ev
 
     ``need_gpu``: a live source without NVML/GPUs is an error (exit 3) rather than host-only.
     ``process_every``: a live source lists GPU processes on every n-th read; ``host_period_s``: how often it
-    reads host metrics (default ``telemetry.live.HOST_PERIOD_S``).
+    reads host metrics (default ``telemetry.host.HOST_PERIOD_S``).
     """
     if getattr(args, "demo", False) or getattr(args, "replay", None):
         path = args.replay or demo_trace_path()

@@ -21,8 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gputop import exitcodes
 from gputop.telemetry import dcgm_fields as F
-from gputop.telemetry.host import HostReader
-from gputop.telemetry.live import HOST_PERIOD_S
+from gputop.telemetry.host import HostReader, PeriodicHost
 from gputop.telemetry.sample import SAMPLE_FIELDS, decode_clock_reasons
 
 KIND = "dcgm-exporter"
@@ -169,8 +168,7 @@ class DcgmExporterSource:
         self.header = {"hostname": _label(first, *F.LABELS_HOSTNAME), "na_reasons": na, "rate_hz": None}
         self.error: str | None = None  # the last failed fetch, while the exporter is unreachable
         self.host = HostReader()
-        self._host: dict | None = None
-        self._host_t = 0.0
+        self._host = PeriodicHost(self.host)
 
     def static(self) -> list[dict]:
         return self._static
@@ -189,16 +187,14 @@ class DcgmExporterSource:
         t = time.monotonic()
         self._refresh(t)
         gpus = [to_sample(i, t, self._gpus[i]["values"] if i in self._gpus else None) for i in self.indices]
-        if self._host is None or t - self._host_t >= 0.95 * HOST_PERIOD_S:
-            self._host, self._host_t = self.host.read(), t
-        return {"t": t, "gpus": gpus, "host": self._host}
+        return {"t": t, "gpus": gpus, "host": self._host.read(t)}
 
     def delay(self, interval: float) -> float:
         return interval
 
     def watch(self, pid: int) -> None:
         self.host.watch(pid)
-        self._host = None
+        self._host.again()
 
     def close(self) -> None:
         pass

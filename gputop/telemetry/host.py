@@ -69,3 +69,25 @@ class HostReader:
             return p.cpu_percent(None)
         except psutil.Error:
             return None
+
+
+HOST_PERIOD_S = 0.5  # Linux counts CPU time in 10 ms jiffies: a shorter window shows a core's CPU% in coarse steps
+
+
+class PeriodicHost:
+    """A source's host metrics: read at most every ``period_s``; the ticks in between carry the last reading
+    (a dict the consumers must not modify)."""
+
+    def __init__(self, reader: HostReader, period_s: float = HOST_PERIOD_S):
+        self.reader, self.period_s = reader, period_s
+        self._last: dict | None = None
+        self._t = 0.0
+
+    def read(self, t: float) -> dict:
+        if self._last is None or t - self._t >= 0.95 * self.period_s:
+            self._last, self._t = self.reader.read(), t
+        return self._last
+
+    def again(self) -> None:
+        """The next tick reads the host again (a process tree was just added)."""
+        self._last = None

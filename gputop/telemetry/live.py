@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import time
 
-from gputop.telemetry.host import HostReader
+from gputop.telemetry.host import HOST_PERIOD_S, HostReader, PeriodicHost
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.sample import GpuReader
 from gputop.telemetry.static import device_count, read_static
-
-HOST_PERIOD_S = 0.5
 
 
 class LiveSource:
@@ -31,9 +29,7 @@ class LiveSource:
         self._static: list[dict] | None = None
         self.readers = [GpuReader(self.nvml, i, gpm=gpm, process_every=process_every) for i in self.indices]
         self.host = HostReader()
-        self._host: dict | None = None
-        self._host_t = 0.0
-        self.host_period_s = host_period_s
+        self._host = PeriodicHost(self.host, host_period_s)
 
     def static(self) -> list[dict]:
         if self._static is None:
@@ -43,16 +39,14 @@ class LiveSource:
     def read(self) -> dict:
         t = time.monotonic()
         gpus = [r.read(t) for r in self.readers]
-        if self._host is None or t - self._host_t >= 0.95 * self.host_period_s:
-            self._host, self._host_t = self.host.read(), t
-        return {"t": t, "gpus": gpus, "host": self._host}
+        return {"t": t, "gpus": gpus, "host": self._host.read(t)}
 
     def delay(self, interval: float) -> float:
         return interval
 
     def watch(self, pid: int) -> None:
         self.host.watch(pid)
-        self._host = None  # the next tick reads the host again, with this process tree in it
+        self._host.again()  # the next tick reads the host again, with this process tree in it
 
     def close(self) -> None:
         for r in self.readers:
