@@ -35,12 +35,18 @@ def clean(obj):
         return obj if math.isfinite(obj) else None
     if obj is None or isinstance(obj, (str, int, bool)):
         return obj
+    return clean(jsonable(obj))
+
+
+def jsonable(obj):
+    """A value JSON has no type for, as one it has (``json.dumps(default=jsonable)``): a Verdict's dict,
+    a numpy scalar's number, an array's list, else its text."""
     if hasattr(obj, "to_dict"):
-        return clean(obj.to_dict())
+        return obj.to_dict()
     if hasattr(obj, "item"):  # numpy scalars
-        return clean(obj.item())
+        return obj.item()
     if hasattr(obj, "tolist"):
-        return clean(obj.tolist())
+        return obj.tolist()
     return str(obj)
 
 

@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from gputop import exitcodes
+from gputop.documents import jsonable
 
 # Exit codes of a workload child: names for gputop.exitcodes (the one place that defines them).
 EXIT_OK = exitcodes.OK
@@ -245,7 +246,7 @@ class Emitter:
     def _send(self, event: str, **fields) -> None:
         if self.events:
             fields = {"event": event, "t": time.monotonic(), **fields}
-            self.stream.write(json.dumps(fields, default=_jsonable) + "\n")
+            self.stream.write(json.dumps(fields, default=jsonable) + "\n")
             self.stream.flush()
 
     def started(self, workload: str, params: dict, device: dict) -> None:
@@ -272,7 +273,7 @@ class Emitter:
     def result(self, data: dict) -> None:
         self._send("result", data=data)
         if not self.events:
-            print(json.dumps(data, indent=2, default=_jsonable), file=self.stream)
+            print(json.dumps(data, indent=2, default=jsonable), file=self.stream)
 
     def log(self, message: str) -> None:
         self._send("log", message=message)
@@ -308,14 +309,6 @@ def _short(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     return str(v)
-
-
-def _jsonable(o: Any):
-    if hasattr(o, "item"):  # numpy scalars
-        return o.item()
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    return str(o)
 
 
 def is_oom(exc: BaseException) -> bool:
