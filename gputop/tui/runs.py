@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 import psutil
 
 from gputop.documents import dumps
-from gputop.runner.params import format_value
 from gputop.runner.workload_run import WorkloadRun
 from gputop.runner.registry import Registry
 from gputop.workload_api import ParamError
 
-__all__ = ["format_value", "load_registry", "default_values", "parse_values", "no_live_gpu", "RunState",
+__all__ = ["load_registry", "default_values", "parse_values", "no_live_gpu", "RunState",
            "RunController", "save_document"]
 
 

@@ -17,7 +17,8 @@ from textual.widgets import Input, Label, OptionList, Static
 
 from gputop.tui.lines import Lines
 from gputop.tui.panels import ResultsView
-from gputop.tui.runs import default_values, format_value, parse_values, save_document
+from gputop.runner.params import format_value
+from gputop.tui.runs import default_values, parse_values, save_document
 from gputop.workload_api import ParamError
 
 
