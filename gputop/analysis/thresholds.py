@@ -22,6 +22,8 @@ from __future__ import annotations
 
 # -- window and sample handling --------------------------------------------------------------------
 WINDOW_S = 2.0  # timeline window: 20 samples at the default 10 Hz, long enough to average GPM noise
+LIVE_WINDOW_S = 3.0  # a live verdict (TUI panel, --export) judges the last 3 s: 30 samples, a little inertia
+LIVE_EVERY_S = 1.0  # ... and is computed again at most once a second (classifying costs about a millisecond)
 MIN_SAMPLES = 5  # fewer samples than this in a window: halve the confidence (one burst can dominate)
 MIN_LAST_WINDOW_FRACTION = 0.5  # a final window shorter than half a window joins the one before it
 

@@ -3,7 +3,7 @@
 Nothing happens per tick beyond sampling (and remembering the last process list a tick carried): a
 scrape turns the newest tick into dcgm-exporter's series (:mod:`.dcgm_names`) and gputop's own
 (``gputop_bottleneck``, ``gputop_verdict_confidence``, the theoretical peaks, per-process GPU memory).
-The verdict is the classifier over the last ``VERDICT_WINDOW_S`` seconds of ticks, computed at most once
+The verdict is the classifier over the last ``thresholds.LIVE_WINDOW_S`` seconds of ticks, computed at most once
 a second however often Prometheus scrapes.
 """
 
@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from gputop.analysis import thresholds as T
 from gputop.analysis.classify import classify
 from gputop.analysis.vocabulary import CLASSES
 from gputop.export.dcgm_names import GPU_LABELS, JOB_LABEL, SERIES, value
 
-VERDICT_WINDOW_S = 3.0  # as the TUI's verdict panel: the last 3 s
-VERDICT_EVERY_S = 1.0
 CMDLINE_MAX = 200  # characters of a command line kept in a label
 
 PEAKS = (  # (series, peaks key, help)
@@ -102,9 +101,9 @@ class GputopCollector(Collector):
     def verdicts(self) -> dict[int, object]:
         now = time.monotonic()
         with self._lock:
-            if self._verdict_at is None or now - self._verdict_at >= VERDICT_EVERY_S:
+            if self._verdict_at is None or now - self._verdict_at >= T.LIVE_EVERY_S:
                 self._verdict_at = now
-                window = self.sampler.window(VERDICT_WINDOW_S)
+                window = self.sampler.window(T.LIVE_WINDOW_S)
                 out = {}
                 for g in self.gpus:
                     try:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import ComposeResult
 
+from gputop.analysis import thresholds as T
 from gputop.format import gpm_na
 from gputop.tui import view
 from gputop.tui.containers import Box, Column
@@ -20,7 +21,6 @@ from gputop.tui.history_chart import HistoryChart
 from gputop.tui.panels import DevicePanel, ProcessTable, ResultsView, VerdictPanel
 from gputop.tui.verdict import Diagnosis
 
-VERDICT_WINDOW_S = 3.0  # the verdict panel classifies the last 3 s, once a second
 
 
 @dataclass
@@ -96,15 +96,15 @@ class MonitorPage(Box):
 
     # -- the verdict -------------------------------------------------------------------------------
     def update_verdict(self, tick: dict | None) -> None:
-        """Classify the last VERDICT_WINDOW_S seconds of the selected GPU, at most once a second."""
+        """Classify the last LIVE_WINDOW_S seconds of the selected GPU, at most every LIVE_EVERY_S."""
         if tick is None:
             return
-        if self.verdict_t is not None and 0 <= tick["t"] - self.verdict_t < 1.0:
+        if self.verdict_t is not None and 0 <= tick["t"] - self.verdict_t < T.LIVE_EVERY_S:
             return
         app = self.app
         i = app.selected
         self.verdict_t = tick["t"]
-        window = app.sampler.window(VERDICT_WINDOW_S)
+        window = app.sampler.window(T.LIVE_WINDOW_S)
         self.verdict = self.diagnosis(window, app.statics[i], app.peaks[i], gpu_pos=app.positions[i],
                                       watched_pid=app.watched_pid())
 
