@@ -391,3 +391,27 @@ async def test_live_gpu_monitor_and_roofline_on_the_gpu():
         app.frame()
         await pilot.pause()
         assert "roofline ok" in app.screen_text() and "theoretical" in app.screen_text()
+
+
+def test_quitting_after_a_stop_signal_keeps_the_runs_grace_period(tmp_path, monkeypatch):
+    """A signal cancels the runs; the quit that follows (stop_all) must not cancel them a second time,
+    which the supervisor would take as "kill now"."""
+    import signal as sig
+
+    from gputop.runner.registry import Registry
+    from gputop.tui.runs import RunController
+
+    monkeypatch.setenv("GPUTOP_WORKLOADS_PATH", str(Path(__file__).parent / "fault_workloads"))
+    spec = Registry().get("fault_hang")
+    ready = tmp_path / "ready"
+    controller = RunController()
+    state = controller.start(spec, {"obey": True, "ready_file": str(ready)}, "cpu", None)
+    end = time.monotonic() + 30
+    while not ready.exists():
+        assert time.monotonic() < end and not state.run.finished, state.run.document()["errors"]
+        time.sleep(0.02)
+    controller.cancel(signum=sig.SIGTERM)
+    controller.stop_all()
+    assert state.run.finished and not state.run.child.killed and not state.run.child.kill_asked
+    doc = state.run.document()
+    assert doc["status"] == "interrupted" and doc["signal"] == "SIGTERM" and doc["exit_code"] == 143

@@ -179,3 +179,20 @@ def test_cli_tui_needs_a_command_or_pid(capsys):
         main(["--tui"])
     assert exc.value.code == exitcodes.USAGE
     assert "--tui goes with --run -- CMD or --watch PID" in capsys.readouterr().err
+
+
+@sync
+async def test_a_stop_signal_gives_the_command_its_grace_period(tmp_path):
+    """SIGTERM to gputop, then the quit that follows it: one stop (SIGINT, then the grace period), not two
+    (a second stop would kill at once). The command takes 0.5 s to shut down and exits 42."""
+    code = ("import signal, sys, time\n"
+            "def bye(*a):\n    time.sleep(0.5)\n    sys.exit(42)\n"
+            "signal.signal(signal.SIGINT, bye)\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    app = command_app(tmp_path, code, grace_s=5.0)
+    log = tmp_path / "cmd.log"
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: log.exists() and "ready" in log.read_text())
+        app.stop_for_signal(signal.SIGTERM)
+        await wait_for(pilot, lambda: app.return_code is not None)
+    assert app.session.child.returncode == 42 and not app.session.child.killed
+    assert app.session.exit_code() == 128 + signal.SIGTERM

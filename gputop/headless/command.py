@@ -74,13 +74,11 @@ def _refuse(args, mode: str, exc: exitcodes.Failure, command=None, pid=None) -> 
 
 def run_session(session: Session) -> None:
     """Start ``session`` and poll it until it ends; gputop's SIGINT/SIGTERM/SIGHUP stop it (twice: kill)."""
-    def on_stop(signum):
+    def on_stop(signum):  # a second one: the supervisor kills the command at once
         if not session.stopping:
             exitcodes.say(f"{exitcodes.signal_name(signum)}: stopping (again to kill it now)"
                           if session.mode == "run" else f"{exitcodes.signal_name(signum)}: watch ended")
-            session.stop(signum)
-        elif session.child is not None:
-            session.child.kill()
+        session.stop(signum)
 
     with StopSignals(on_stop):
         session.start()

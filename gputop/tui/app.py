@@ -270,12 +270,9 @@ class GputopApp(App):
         self.workloads.save_shown()
 
     def stop_for_signal(self, signum: int) -> None:
-        """A stop signal: stop the runs (a second signal kills them now) and leave with 128+N."""
-        if self.stop_signal is not None:
-            self.controller.kill_all()
-        else:
-            self.stop_signal = signum
-            self.controller.cancel(signum=signum)
+        """A stop signal: stop the runs (the supervisor kills them on a second one) and leave with 128+N."""
+        self.stop_signal = self.stop_signal or signum
+        self.controller.cancel(signum=signum)
         self.action_quit_clean()
 
     def exit_code(self) -> int:

@@ -207,16 +207,15 @@ class CommandApp(GputopApp):
         self.run_worker(self._stop_then_exit, thread=True, group="quit")
 
     def stop_for_signal(self, signum: int) -> None:
-        """gputop got SIGINT/SIGTERM/SIGHUP: stop the command (a second signal kills it), then leave as q
-        does; the exit code is 128+N (once the command has ended by itself, its report stands)."""
-        if self.stop_signal is not None and self.session.child is not None:
-            self.session.child.kill()
+        """gputop got SIGINT/SIGTERM/SIGHUP: stop the command (the supervisor kills it on a second signal),
+        then leave as q does; the exit code is 128+N (once the command has ended by itself, its report stands)."""
         self.stop_signal = self.stop_signal or signum
         self.session.stop(signum)
         self.action_quit_clean()
 
     def _stop_then_exit(self) -> None:
-        self.session.stop()
+        if not self.session.stopping:  # a signal may have stopped it already: a second stop would kill at once
+            self.session.stop()
         self.session.wait()
         self.session.finish()
         self.controller.stop_all()

@@ -172,14 +172,13 @@ class RunController:
             r.run.cancel(signum)
         return hit
 
-    def kill_all(self) -> None:
-        for r in self.active:
-            r.run.kill()
-
     def stop_all(self, timeout: float = 10.0) -> None:
         """Cancel every active run and wait until each has ended (quitting the TUI): the supervisor kills
         a run after its grace period; one still there after ``timeout`` is killed now."""
-        runs = self.cancel()
+        runs = self.active
+        for r in runs:
+            if not r.run.cancelled:  # one a signal already stopped keeps its grace period (a second cancel kills)
+                r.run.cancel()
         end = time.monotonic() + timeout
         for r in runs:
             if not r.run.wait(max(0.1, end - time.monotonic())):
