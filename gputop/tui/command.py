@@ -223,7 +223,8 @@ class CommandApp(GputopApp):
 
     def on_unmount(self) -> None:  # before GputopApp.on_unmount closes the source
         if not self.session.over:  # the app ended without q (an error): do not leave the command running
-            self.session.stop()
+            if not self.session.stopping:
+                self.session.stop()
             self.session.wait()
 
 
@@ -268,7 +269,7 @@ def main_command_tui(args, command: list[str]) -> int:
         try:
             CommandApp(config, session).run()
         finally:  # however the app ended (an error, a terminal gone), the command does not outlive it
-            if not session.over:
+            if not session.stopping:  # one already stopping keeps its grace period
                 session.stop()
             session.wait()
         doc = session.finish()
