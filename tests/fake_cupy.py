@@ -1,7 +1,7 @@
 """A fake ``cupy`` module for driving the roofline workload's GPU code path on a CPU-only machine.
 
-It implements only what workloads/roofline.py calls, with NumPy arrays as device arrays and the
-kernels of kernels/roofline.cu emulated in NumPy: a launch checks its argument types the way the
+It implements only what workloads/roofline.py and gputop/measure/ceilings.py call, with NumPy arrays as device arrays and the
+kernels of kernels/roofline.cu and kernels/ceilings.cu emulated in NumPy: a launch checks its argument types the way the
 real kernel signature needs them (np.int32 / np.int64 / np.float32 scalars), that the kernel name
 exists as an ``extern "C" __global__`` function in the compiled source, and computes only the elements
 the launch's grid really covers. Events read ``time.perf_counter()`` (the fake kernels run
@@ -46,21 +46,27 @@ class FakeKernel:
                 for _ in range(int(k)):
                     r = r * x + x
             out[:m] = r
-        elif self.name.startswith("stream_copy_u"):
+        elif self.name == "stream_copy":
             src, dst, n4 = args
             assert isinstance(n4, np.int64), "n4 must be np.int64 (long long in the kernel)"
             assert src.size == dst.size == int(n4) * 4
-            dst[:] = src  # the grid-stride loop covers every tile for any grid >= 1
-        elif self.name.startswith("stream_read_u"):
+            dst[:] = src  # the grid-stride loop covers every element for any grid >= 1
+        elif self.name == "stream_read":
             src, sink, n4, never = args
             assert isinstance(n4, np.int64) and isinstance(never, np.float32)
             assert src.size == int(n4) * 4 and sink.size >= threads
             if float(src.sum()) == float(never):  # the data never sums to ``never``: nothing is written
                 sink[:threads] = never
-        elif self.name == "fma_peak":
+        elif self.name == "l2_read":
+            src, sink, mask, iters, never = args
+            assert isinstance(mask, np.int64) and isinstance(iters, np.int32) and isinstance(never, np.float32)
+            assert src.size == (int(mask) + 1) * 4 and (int(mask) & (int(mask) + 1)) == 0, "n4 a power of two"
+            assert sink.size >= threads and int(iters) % 8 == 0
+        elif self.name in ("fma_peak", "fma_peak_f64"):
             out, x, y, iters = args
-            assert isinstance(x, np.float32) and isinstance(y, np.float32) and isinstance(iters, np.int32)
-            assert out.size >= threads
+            want = np.float32 if self.name == "fma_peak" else np.float64
+            assert type(x) is want and type(y) is want and isinstance(iters, np.int32)
+            assert out.size >= threads and out.dtype == want
             out[:threads] = 1.0
         else:
             raise AssertionError(f"no emulation for {self.name}")
@@ -76,10 +82,6 @@ class RawModule:
 
     def get_function(self, name: str) -> FakeKernel:
         declared = set(re.findall(r'extern "C" __global__ void (\w+)\s*\(', self.code))
-        suffixes = re.findall(r"STREAM_COPY_ONE\(stream_copy_u##U(?:##(\w+))?,", self.code)
-        declared |= {f"stream_copy_u{u}{s}" for u in re.findall(r"^STREAM_COPY\((\d+)\)", self.code, re.M)
-                     for s in suffixes}
-        declared |= {f"stream_read_u{u}" for u in re.findall(r"^STREAM_READ\((\d+)\)", self.code, re.M)}
         if name not in declared:
             raise RuntimeError(f"CUDA_ERROR_NOT_FOUND: named symbol not found: {name}")
         return FakeKernel(self, name)
@@ -129,6 +131,7 @@ def make_module() -> types.ModuleType:
     cp = types.ModuleType("cupy")
     cp.__version__ = "0.0-fake"
     cp.float32 = np.float32
+    cp.float64 = np.float64
     cp.full = lambda n, v, dtype=np.float32: np.full(n, v, dtype=dtype)
     cp.zeros = lambda n, dtype=np.float32: np.zeros(n, dtype=dtype)
     cp.empty = lambda n, dtype=np.float32: np.empty(n, dtype=dtype)

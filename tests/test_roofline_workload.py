@@ -13,6 +13,8 @@ import pytest
 import fake_cupy
 from fake_nvml import FakeNvml
 from gputop.analysis.peaks import compute_peaks
+from gputop.measure import ceilings
+from gputop.measure.probe import ClockProbe, gpu_context
 from gputop.telemetry.nvml import Nvml
 from gputop.workload_api import EXIT_MISSING_DEPENDENCY, Emitter, resolve_params
 
@@ -98,7 +100,7 @@ def test_cpu_sweep_analysis(cpu_run):
         assert p["hint"]
     v = doc["verdict"]
     assert v["class"] == "memory-bound" and v["advice"]
-    assert "theoretical host roofs are n/a" in v["evidence_text"]
+    assert "host roofs measured (no datasheet)" in v["evidence_text"]
 
 
 def test_standalone_cpu_prints_a_table_and_the_seed_csv(tmp_path):
@@ -157,6 +159,7 @@ def fake_cp(monkeypatch):
     cp = fake_cupy.make_module()
     monkeypatch.setitem(sys.modules, "cupy", cp)
     monkeypatch.setattr(roofline, "_module_cache", {})
+    monkeypatch.setattr(ceilings, "_cache", {})
     fake_cupy.RawModule.instances = 0
     return cp
 
@@ -187,8 +190,13 @@ def test_gpu_path_on_fake_cupy(fake_cp):
     assert roofs == res[0]["measured_roofs"]
     dram = roofs["details"]["dram"]
     assert dram["buffer_bytes"] >= 8 * fake_cupy.L2_BYTES
-    assert len(dram["shapes_tried"]) >= 8 and dram["kernel"].startswith(("stream_copy_u", "stream_read_u"))
+    assert [t["kernel"] for t in dram["tried"]] == ["stream_read"] * 3 + ["stream_copy"] * 2
+    assert dram["bytes_per_s"] == max(dram["read_bytes_per_s"], dram["copy_bytes_per_s"])
+    l2 = roofs["details"]["l2"]
+    assert l2["working_set_bytes"] <= fake_cupy.L2_BYTES // 4 and l2["iters"] % 8 == 0
+    assert roofs["l2_bytes_per_s"] == l2["bytes_per_s"] > 0
     assert roofs["fp32_flops"] > 0 and roofs["details"]["fp32"]["iters"] >= 64
+    assert roofs["fp64_flops"] > 0 and "fp64" in roofs["details"]["fp64"]["how"]
     assert "tensor_dense_flops" not in roofs  # tensor_s=0
     assert ev[-1] == {**ev[-1], "event": "done", "status": "ok"}
 
@@ -220,18 +228,18 @@ def test_stop_between_points_keeps_the_partial_result(fake_cp):
 def test_clock_probe_reads_nvml_through_the_choke_point():
     static = json.loads((DATA / "h100_sxm_published.json").read_text())["static"]
     nvml = Nvml(lib=FakeNvml(static))
-    probe = roofline.ClockProbe(nvml, "handle0", period_s=0.001)
+    probe = ClockProbe(nvml, "handle0", period_s=0.001)
     with probe:
         sum(range(200000))
     s = probe.summary()
     assert s["samples"] >= 1 and s["sm_clock_mhz"] > 0 and s["power_w"] > 0
     assert isinstance(s["clock_reasons"], list)
-    assert roofline.ClockProbe().summary()["sm_clock_mhz"] is None  # no NVML: n/a, not an error
+    assert ClockProbe().summary()["sm_clock_mhz"] is None  # no NVML: n/a, not an error
 
 
 def test_gpu_context_maps_to_nvml_and_fills_peaks(fake_cp):
     static = json.loads((DATA / "h100_sxm_published.json").read_text())["static"]
-    info, probe = roofline.gpu_context(fake_cp, nvml=Nvml(lib=FakeNvml(static)))
+    info, probe = gpu_context(fake_cp, nvml=Nvml(lib=FakeNvml(static)))
     assert info["nvml_index"] == 0 and probe.available
     assert info["peaks"]["fp32_flops"] == pytest.approx(66.9e12, rel=1e-3)
 
