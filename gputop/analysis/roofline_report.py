@@ -108,8 +108,8 @@ def _verdict(kind, points, measured, peaks, static, meas, theo, ridge, flagged) 
     if theo.complete:
         ev.update(fp32_theoretical_flops=theo.flops, dram_theoretical_bytes_per_s=theo.bw,
                   ridge_theoretical=theo.ridge)
-    roofs = [("DRAM", meas.bw, theo.bw, "B/s", "dram"), ("L2", measured.get("l2_bytes_per_s"), None, "B/s", "l2"),
-             ("FP32", meas.flops, theo.flops, "FLOP/s", "fp32"),
+    roofs = [("DRAM", meas.bw, theo.bw, "B/s", "dram"), ("FP32", meas.flops, theo.flops, "FLOP/s", "fp32"),
+             ("L2", measured.get("l2_bytes_per_s"), None, "B/s", "l2"),
              ("FP64", measured.get("fp64_flops"), peaks.get("fp64_flops") if kind == "cuda" else None, "FLOP/s", "fp64")]
     for name, m_, t_, unit, key in roofs:
         if not m_:
@@ -132,7 +132,7 @@ def _verdict(kind, points, measured, peaks, static, meas, theo, ridge, flagged) 
         t = (peaks.get("tensor_dense_flops") or {}).get(name)
         said.append(f"{name} tensor {_fmt_rate(v, 'FLOP/s')}" + (f" ({100 * v / t:.0f}%)" if t else ""))
     ev.update(ridge_flop_per_byte=rd, ridge_k=4 * rd)
-    said.append(f"ridge {rd:.1f} FLOP/byte = k {4 * rd:.0f}")
+    said.insert(min(2, len(said)), f"ridge {rd:.1f} FLOP/byte = k {4 * rd:.0f}")  # the class's evidence first
     if kind == "cpu" and not theo.complete:
         said.append("host roofs measured (no datasheet)")
 

@@ -206,10 +206,17 @@ def _short(v: float) -> str:
 
 
 class Roof:
-    """A roof y = min(peak, bandwidth * x): FLOP/s against FLOP/byte."""
+    """A roof y = min(peak, bandwidth * x): FLOP/s against FLOP/byte.
 
-    def __init__(self, label: str, bandwidth: float, peak: float, style: str):
+    ``name`` labels it on the plot (at the right end of its flat part, or along its slope when
+    ``slope_label``); ``dotted`` draws one dot column in three (the theoretical roofs), ``ridge`` marks
+    its ridge point with ◆.
+    """
+
+    def __init__(self, label: str, bandwidth: float, peak: float, style: str, name: str | None = None,
+                 dotted: bool = False, ridge: bool = True, slope_label: bool = False):
         self.label, self.bandwidth, self.peak, self.style = label, bandwidth, peak, style
+        self.name, self.dotted, self.mark_ridge, self.slope_label = name, dotted, ridge, slope_label
 
     @property
     def ridge(self) -> float:
@@ -219,23 +226,33 @@ class Roof:
         return min(self.peak, self.bandwidth * x)
 
 
-def roofline_plot(width: int, height: int, roofs: Sequence[Roof], points: Iterable[tuple[float, float]],
+class Mark:
+    """A measured point: marker character, style, and a short label (k) written beside it if there is room."""
+
+    def __init__(self, x: float, y: float, marker: str = "●", style: str = "bold", label: str = ""):
+        self.x, self.y, self.marker, self.style, self.label = x, y, marker, style, label
+
+
+def roofline_plot(width: int, height: int, roofs: Sequence[Roof], points: Iterable,
                   x_range: tuple[float, float] | None = None, point_style: str = "bold") -> list[Text]:
-    """A log-log roofline on a character grid: roofs in braille dots, measured points as ●,
-    each roof's ridge point as ◆, decade labels on both axes. Returns ``height`` lines."""
-    pts = [(x, y) for x, y in points if x and y and x > 0 and y > 0]
+    """A log-log roofline on a character grid: roofs in braille dots (dotted: one column in three),
+    their names beside them, ridge points as ◆, measured points as their markers (● by default) with
+    their labels where the cells are free, decade labels on both axes. ``points`` are :class:`Mark` or
+    (x, y) pairs. Returns ``height`` lines."""
+    marks = [p if isinstance(p, Mark) else Mark(p[0], p[1], style=point_style) for p in points]
+    marks = [m for m in marks if m.x and m.y and m.x > 0 and m.y > 0]
     roofs = [r for r in roofs if r.bandwidth and r.peak]
     ylab_w = 6
     pw, ph = width - ylab_w - 1, height - 1  # plot area (one row of x labels)
-    if pw < 8 or ph < 3 or not (roofs or pts):
-        return [Text("roofline: too small" if roofs or pts else "roofline: no data yet")] + [Text("")] * max(0, height - 1)
-    xs = [p[0] for p in pts] + [r.ridge for r in roofs]
-    x_lo, x_hi = x_range or (min(xs) / 8, max(xs) * 8)
-    x_lo, x_hi = 10 ** math.floor(math.log10(x_lo)), 10 ** math.ceil(math.log10(x_hi))
-    ys = [p[1] for p in pts] + [r.peak for r in roofs] + [r.at(x_lo) for r in roofs]
-    y_hi = 10 ** math.ceil(math.log10(max(ys) * 1.05))
-    y_lo = max(min(ys), y_hi / 1e6)
-    y_lo = 10 ** math.floor(math.log10(y_lo))
+    if pw < 8 or ph < 3 or not (roofs or marks):
+        return [Text("roofline: too small" if roofs or marks else "roofline: no data yet")] + [Text("")] * max(0, height - 1)
+    xs = [m.x for m in marks] + [r.ridge for r in roofs]
+    x_lo, x_hi = x_range or (min(xs) / 4, max(xs) * 4)
+    if x_range is None and x_hi / x_lo < 1e3:  # at least three decades: the slopes need room
+        x_lo, x_hi = 10 ** math.floor(math.log10(x_lo)), 10 ** math.ceil(math.log10(x_hi))
+    ys = [m.y for m in marks] + [r.peak for r in roofs] + [r.at(x_lo) for r in roofs]
+    y_hi = max(ys) * 1.6
+    y_lo = max(min(ys) / 1.6, y_hi / 1e6)
     lx_lo, lx_hi, ly_lo, ly_hi = map(math.log10, (x_lo, x_hi, y_lo, y_hi))
 
     def col(x: float) -> float:  # fractional column in dots (2 per cell)
@@ -248,6 +265,8 @@ def roofline_plot(width: int, height: int, roofs: Sequence[Roof], points: Iterab
     styles: list[list[str | None]] = [[None] * pw for _ in range(ph)]
     for roof in roofs:  # later roofs (measured) draw over earlier (theoretical)
         for dx in range(pw * 2):
+            if roof.dotted and dx % 3:
+                continue
             x = 10 ** (lx_lo + dx / (pw * 2 - 1) * (lx_hi - lx_lo))
             dy = int(round(row(roof.at(x))))
             if 0 <= dy < ph * 4:
@@ -257,12 +276,41 @@ def roofline_plot(width: int, height: int, roofs: Sequence[Roof], points: Iterab
     grid = [[chr(_BRAILLE + c) if c else " " for c in line] for line in codes]
     for roof in roofs:  # each roof's ridge point
         cx, cy = int(round(col(roof.ridge))) // 2, int(round(row(roof.peak))) // 4
-        if 0 <= cx < pw and 0 <= cy < ph:
+        if roof.mark_ridge and 0 <= cx < pw and 0 <= cy < ph:
             grid[cy][cx], styles[cy][cx] = "◆", roof.style
-    for x, y in pts:
-        cx, cy = int(round(col(x))) // 2, int(round(row(y))) // 4
+    for m in marks:
+        cx, cy = int(round(col(m.x))) // 2, int(round(row(m.y))) // 4
         if 0 <= cx < pw and 0 <= cy < ph:
-            grid[cy][cx], styles[cy][cx] = "●", point_style
+            grid[cy][cx], styles[cy][cx] = m.marker, m.style
+
+    def put(r: int, c: int, text: str, style: str) -> bool:  # text at (r, c) if every cell is free
+        if r < 0 or r >= ph or c < 0 or c + len(text) > pw:
+            return False
+        if any(grid[r][c + i] != " " for i in range(len(text))):
+            return False
+        for i, ch in enumerate(text):
+            grid[r][c + i], styles[r][c + i] = ch, style
+        return True
+
+    for roof in roofs:  # names: flat roofs at their right end (above, else below), sloped ones along the slope
+        if not roof.name:
+            continue
+        if roof.slope_label:  # from the middle of the slope outwards: left of the line, else right of it
+            top = min(pw - 1, int(col(roof.ridge)) // 2)
+            order = sorted(range(1, top), key=lambda c: abs(c - top * 0.6))
+            for c in order:
+                x = 10 ** (lx_lo + (2 * c) / (pw * 2 - 1) * (lx_hi - lx_lo))
+                r = int(round(row(roof.at(x)))) // 4
+                if put(r, c - len(roof.name) - 1, roof.name, roof.style) or put(r, c + 2, roof.name, roof.style):
+                    break
+        else:
+            r = int(round(row(roof.peak))) // 4
+            c = pw - len(roof.name)
+            put(r - 1, c, roof.name, roof.style) or put(r + 1, c, roof.name, roof.style)
+    for m in marks:  # labels (k) right of the marker, else left
+        if m.label:
+            cx, cy = int(round(col(m.x))) // 2, int(round(row(m.y))) // 4
+            put(cy, cx + 1, m.label, "dim") or put(cy, cx - len(m.label), m.label, "dim")
     # y labels at the rows where decades fall
     ylabels = {}
     for d in _decades(y_lo, y_hi):

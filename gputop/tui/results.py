@@ -10,6 +10,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
+from gputop.analysis.verdict import display_name
 from gputop.format import si
 from gputop.tui import charts
 
@@ -88,9 +89,24 @@ def is_roofline(workload: str, points: list[dict]) -> bool:
     return workload == "roofline" or bool(roofline_points(points[:5]))
 
 
-def roofline_view(doc: dict, width: int, height: int) -> list[Text]:
-    """Theoretical roof (the GPU's peaks), measured roof (results.measured_roofs), ridge, points."""
-    points = doc.get("points") or []
+VARIANT_MARKS = {"mul+add": ("●", "bold white"), "fma": ("▲", "bold green")}  # marker, style per variant
+OTHER_MARKS = [("■", "bold magenta"), ("✚", "bold blue"), ("★", "bold red")]
+TABLE_W = 48  # the side table of points (variant, k, AI, GFLOP/s, GB/s, % of roof, bound)
+
+
+def _variant_marks(points: list[dict]) -> dict:
+    marks: dict = {}
+    for p in points:
+        v = str(p.get("variant") or "")
+        if v not in marks:
+            others = [m for m in marks if m not in VARIANT_MARKS and m]
+            marks[v] = VARIANT_MARKS.get(v) or (OTHER_MARKS[len(others) % len(OTHER_MARKS)] if v else ("●", "bold"))
+    return marks
+
+
+def roofline_roofs(doc: dict) -> list[charts.Roof]:
+    """Theoretical roofs (dotted: the peaks of device.peaks) and measured ones (solid: results.measured_roofs):
+    DRAM and L2 slopes, FP32, FP64 and bf16 tensor flats."""
     device = doc.get("device") or {}
     peaks = device.get("peaks") or {}
     results_ = doc.get("results") or {}
@@ -98,30 +114,102 @@ def roofline_view(doc: dict, width: int, height: int) -> list[Text]:
     roofs = []
     bw, fp = peaks.get("dram_bytes_per_s"), peaks.get("fp32_flops")
     if bw and fp and device.get("kind", "cuda") == "cuda":
-        roofs.append(charts.Roof("theoretical", bw, fp, "cyan"))
+        roofs.append(charts.Roof("theoretical", bw, fp, "cyan", dotted=True))
+        tb = (peaks.get("tensor_dense_flops") or {}).get("bf16")
+        if tb and measured.get("tensor_dense_flops"):
+            roofs.append(charts.Roof("theoretical bf16", bw, tb, "green", dotted=True, ridge=False))
     mbw, mfp = measured.get("dram_bytes_per_s"), measured.get("fp32_flops")
     if not (mbw and mfp):
         mbw, mfp = measured_roof(results_)
-    if mbw and mfp:
-        roofs.append(charts.Roof("measured", mbw, mfp, "bold yellow"))
-    pts = roofline_points(points)
+    if not (mbw and mfp):
+        return roofs
+    l2 = measured.get("l2_bytes_per_s")
+    if l2 and l2 > mbw:
+        roofs.append(charts.Roof("L2", l2, mfp, "magenta", name=f"L2 {si(l2, 'B/s')}", ridge=False, slope_label=True))
+    f64 = measured.get("fp64_flops")
+    if f64:
+        roofs.append(charts.Roof("FP64", mbw, f64, "blue", name=f"FP64 {si(f64, '')}", ridge=False))
+    tensor = (measured.get("tensor_dense_flops") or {}).get("bf16")
+    if tensor:
+        roofs.append(charts.Roof("bf16 tensor", mbw, tensor, "bold green", name=f"bf16 {si(tensor, '')}", ridge=False))
+    roofs.append(charts.Roof("measured", mbw, mfp, "bold yellow", name=f"FP32 {si(mfp, '')}"))
+    roofs.append(charts.Roof("DRAM", mbw, tensor or mfp, "bold yellow", name=f"DRAM {si(mbw, 'B/s')}", ridge=False,
+                             slope_label=True))
+    return roofs
+
+
+def _pct_roof(p: dict):
+    v = p.get("pct_roof_measured")
+    return p.get("pct_roof_theoretical") if v is None else v
+
+
+def points_table(points: list[dict], marks: dict, rows: int) -> list[Text]:
+    """variant, k, AI, GFLOP/s, GB/s, % of the roof at that AI (measured, else theoretical), bound."""
+    lines = [Text(f"  {'k':>5} {'AI':>6} {'GFLOP/s':>8} {'GB/s':>7} {'%roof':>5} bound", style="dim")]
+    for p in points[:max(0, rows - 1)]:
+        m, st = marks.get(str(p.get("variant") or ""), ("●", "bold"))
+        pct = _pct_roof(p)
+        t = Text(m + " ", style=st)
+        t.append(f"{p.get('k', ''):>5} {p.get('ai', 0):>6.3g} {p.get('gflops', 0):>8.4g} {p.get('gbs', 0):>7.4g} "
+                 f"{'' if pct is None else f'{pct:.0f}':>5} {(p.get('bound') or '').split('-')[0].split(' ')[0]}")
+        lines.append(t)
+    return lines
+
+
+def pct_lines(points: list[dict], marks: dict, width: int) -> list[Text]:
+    """The small-screen form of the table: one line per variant, ``k:% of roof`` per point."""
+    out = []
+    for v, (m, st) in marks.items():
+        t = Text(f"{m} ", style=st)
+        t.append("k:% of roof", style="dim")
+        for p in points:
+            pct = _pct_roof(p)
+            if str(p.get("variant") or "") == v and pct is not None:
+                t.append(f" {p.get('k')}:{pct:.0f}")
+        t.truncate(max(1, width))
+        out.append(t)
+    return out
+
+
+def roofline_view(doc: dict, width: int, height: int) -> list[Text]:
+    """The roofs, the points (a marker per variant, k beside them), a legend and the % of roof per point:
+    a table beside the plot when the panel is wide, under it when tall, one line per variant when small."""
+    points = [p for p in (doc.get("points") or []) if isinstance(p, dict)]
+    roofs = roofline_roofs(doc)
+    marks = _variant_marks(points)
+    pts = []
+    for p, (x, y) in zip(points, roofline_points(points)):
+        m, st = marks.get(str(p.get("variant") or ""), ("●", "bold"))
+        pts.append(charts.Mark(x, y, m, st, str(p.get("k", ""))))
     legend = Text()
-    for r in roofs:
-        legend.append(f"⣿ {r.label} ", style=r.style)
-        legend.append(f"{si(r.bandwidth, 'B/s')} · {si(r.peak, 'FLOP/s')} FP32 · ridge {r.ridge:.3g} FLOP/B  ")
-    if roofs:
-        legend.append("◆ ridge  ")
-    legend.append("● ", style="bold")
-    legend.append(f"{len(pts)} points")
-    if pts:
-        x, y = pts[-1]
-        legend.append(f" (last {x:.3g} FLOP/B, {si(y, 'FLOP/s')})", style="dim")
-    if not measured and doc.get("status") == "running":
-        legend.append("  measured roofs: at the end", style="dim")
+    for v, (m, st) in marks.items():
+        legend.append(f"{m} {v or 'point'}  ", style=st)
+    full = height >= 20  # the roofs' figures in the legend (small panels: on the plot only)
+    theo = next((r for r in roofs if r.label == "theoretical"), None)
+    meas = next((r for r in roofs if r.label == "measured"), None)
+    for r, mark, style in ((theo, "⠁⠈", "cyan"), (meas, "⣿", "bold yellow")):
+        if r is not None:
+            legend.append(f"{mark} {r.label}", style=style)
+            legend.append(f" {si(r.bandwidth, 'B/s')} · {si(r.peak, 'FLOP/s')}  " if full else "  ")
+    if meas is not None:
+        legend.append("◆ ridge", style="bold yellow")
+        legend.append(f" {meas.ridge:.3g} FLOP/B = k {4 * meas.ridge:.0f}" if full else f" k {4 * meas.ridge:.0f}")
+    if not any(not r.dotted for r in roofs) and doc.get("status") == "running":
+        legend.append("  measured roofs: coming", style="dim")
     legend_lines = legend.wrap(_CONSOLE, max(20, width)) if width > 0 else [legend]
-    plot_h = max(0, height - len(legend_lines))
-    lines = charts.roofline_plot(width, plot_h, roofs, pts, point_style="bold") if plot_h >= 4 else []
-    return lines + list(legend_lines)
+    side = width >= 110 and points
+    plot_w = width - TABLE_W - 1 if side else width
+    below: list[Text] = []
+    if not side and points:
+        room = height - len(legend_lines) - 10  # keep at least 10 rows for the plot
+        below = points_table(points, marks, room) if room >= len(points) + 1 else pct_lines(points, marks, width)
+    plot_h = max(0, height - len(legend_lines) - len(below))
+    lines = charts.roofline_plot(plot_w, plot_h, roofs, pts) if plot_h >= 4 else []
+    if side:
+        table = points_table(points, marks, plot_h)
+        lines = [Text.assemble(line, " " * max(0, plot_w - line.cell_len), " ", table[i] if i < len(table) else "")
+                 for i, line in enumerate(lines)]
+    return lines + list(legend_lines) + below
 
 
 def bar_items(points: list[dict]) -> list[tuple[str, float | None, str, float | None]]:
@@ -212,23 +300,31 @@ def _text(v) -> str:
     return str(v)
 
 
+def _wrapped(label: str, text: str, width: int, n: int, style: str = "") -> list[Text]:
+    """``label: text`` in at most ``n`` lines of ``width``, the last one cut with … when it runs over."""
+    t = Text.assemble((label, "bold"), (text, style))
+    lines = list(t.wrap(_CONSOLE, max(20, width)))
+    if len(lines) > n:
+        lines = lines[:n]
+        lines[-1].truncate(max(1, width - 1))
+        lines[-1].append("…")
+    return lines
+
+
 def results_lines(doc: dict, width: int, height: int) -> list[Text]:
-    """The whole results panel for one run: a status line, then the plot or the bars."""
+    """The whole results panel for one run: a status line, then the plot or the bars, then the verdict
+    as short lines: class, evidence, advice."""
     body_h = max(0, height - 1)
     verdict = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else None
     tail: list[Text] = []
     if verdict and (verdict.get("evidence_text") or verdict.get("evidence")):
-        t = Text.assemble(("verdict: ", "bold"))
-        if verdict.get("class"):
-            t.append(_text(verdict["class"]) + ": ", style="bold yellow")
-        t.append(_text(verdict.get("evidence_text") or verdict.get("evidence")))
-        small = body_h < 18  # 80x24: the plot first, one line of verdict
-        tail = list(t.wrap(_CONSOLE, max(20, width)))[:1 if small else 3]
-        if small and len(t.plain) > width:
-            tail[0].truncate(max(1, width - 1))
-            tail[0].append("…")
-        if verdict.get("advice") and not small:
-            tail += list(Text("advice: " + _text(verdict["advice"]), style="italic").wrap(_CONSOLE, max(20, width)))[:2]
+        small = body_h < 18  # 80x24: the plot first, a line each
+        name = display_name(verdict) if verdict.get("class") else ""
+        tail = _wrapped("verdict: ", name, width, 1, "bold yellow")
+        tail += _wrapped("evidence: ", _text(verdict.get("evidence_text") or verdict.get("evidence")), width,
+                         1 if small else 2)
+        if verdict.get("advice"):
+            tail += _wrapped("advice: ", _text(verdict["advice"]), width, 1 if small else 2, "italic")
     room = max(0, body_h - len(tail))
     if is_roofline(doc.get("workload", ""), doc.get("points") or []):
         body = roofline_view(doc, width, room)
