@@ -15,16 +15,16 @@ log="$OUT/roofline_gpu.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit,temperature.gpu --format=csv | tee "$log"
 cache=$(mktemp -d)
 t0=$(date +%s.%N)
-CUPY_CACHE_DIR=$cache PYTHONPATH=$PWD $py -m gputop --run roofline --json -o "$OUT/roofline-$gpu.json" 2>"$OUT/roofline-stderr.txt"
+CUPY_CACHE_DIR=$cache PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} $py -m gputop --run roofline --json -o "$OUT/roofline-$gpu.json" 2>"$OUT/roofline-stderr.txt"
 rc=$?
 t1=$(date +%s.%N)
 rm -rf "$cache"
 echo "gputop --run roofline --json (cold CuPy cache): exit $rc, $($py -c "print(round($t1 - $t0, 1))") s wall" | tee -a "$log"
-PYTHONPATH=$PWD $py bench/roofline_peers.py "$OUT/roofline-$gpu.json" 2>&1 | tee -a "$log"
+PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} $py bench/roofline_peers.py "$OUT/roofline-$gpu.json" 2>&1 | tee -a "$log"
 if $py -c "import textual" 2>/dev/null; then
   for size in 80x24 160x48; do
     d=$(mktemp -d)
-    PYTHONPATH=$PWD timeout 100 $py bench/tui_screens.py --out "$d" --workloads roofline --size "$size" --settle 2 >>"$log" 2>&1
+    PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} timeout 100 $py bench/tui_screens.py --out "$d" --workloads roofline --size "$size" --settle 2 >>"$log" 2>&1
     cp "$d/tui_screens.tar.gz" "$OUT/tui_screens_$size.tar.gz" 2>/dev/null || echo "no screenshots at $size" | tee -a "$log"
     rm -rf "$d"
   done
