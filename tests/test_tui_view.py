@@ -267,3 +267,46 @@ def test_a_classifier_error_is_n_a_with_its_reason():
     assert diag([], {}, {}) is None and diag.error is None
     assert diag([{"t": 0.0, "gpus": "not a list", "host": {}}], {}, {}) is None and diag.error
 
+
+
+def _h100_roofline_doc(with_tensor=True):
+    measured = {"dram_bytes_per_s": 3.15e12, "fp32_flops": 65.3e12, "l2_bytes_per_s": 8.0e12, "fp64_flops": 33.4e12}
+    if with_tensor:
+        measured["tensor_dense_flops"] = {"bf16": 824e12, "fp16": 791e12}
+    pts = [{"variant": v, "k": k, "ai": k / 4, "gflops": g, "gbs": g / (k / 4), "pct_roof_measured": pct}
+           for v, k, g, pct in (("mul+add", 1, 570.0, 72.0), ("mul+add", 1000, 29180.0, 45.0),
+                                ("fma", 1, 580.0, 74.0), ("fma", 1000, 59170.0, 91.0))]
+    return {"workload": "roofline", "status": "ok",
+            "device": {"kind": "cuda", "peaks": {"dram_bytes_per_s": 3.35e12, "fp32_flops": 66.9e12,
+                                                 "tensor_dense_flops": {"bf16": 989e12}}},
+            "points": pts, "results": {"measured_roofs": measured}}
+
+
+def test_roofline_view_names_every_roof_and_marks_each_variant():
+    doc = _h100_roofline_doc()
+    roofs = {r.label: r for r in results.roofline_roofs(doc)}
+    assert {"theoretical", "theoretical bf16", "measured", "DRAM", "L2", "FP64", "bf16 tensor"} <= set(roofs)
+    assert roofs["theoretical"].dotted and not roofs["measured"].dotted  # theoretical vs measured distinct
+    text = "\n".join(t.plain for t in results.roofline_view(doc, 150, 30))
+    for name in ("DRAM 3.15 TB/s", "L2 8 TB/s", "FP32 65.3 T", "bf16 824 T", "FP64 33.4 T"):
+        assert name in text, name
+    assert "● mul+add" in text and "▲ fma" in text  # the legend: a marker per variant
+    assert text.count("▲") >= 2 + 2  # the fma points (plot and table) besides the legend
+    assert "%roof" in text and "  250 5.917e+04   236.7    91" in text  # the table: % of roof per point
+
+
+def test_roofline_view_small_keeps_percent_of_roof_per_variant():
+    lines = [t.plain for t in results.roofline_view(_h100_roofline_doc(with_tensor=False), 78, 12)]
+    assert lines[-2].startswith("● mul+add k:%roof 1:72 1000:45")
+    assert lines[-1].startswith("▲ fma k:%roof 1:74 1000:91")
+    assert len(lines) == 12
+
+
+def test_roofline_plot_labels_points_with_k_where_there_is_room():
+    roofs = [charts.Roof("measured", 3e12, 6e13, "yellow", name="FP32 60 T")]
+    lines = charts.roofline_plot(70, 14, roofs, [charts.Mark(0.25, 7e11, "●", "bold", "1"),
+                                                 charts.Mark(250.0, 5.5e13, "▲", "bold", "1000")])
+    text = "\n".join(t.plain for t in lines[:-1])  # without the x axis
+    assert "1000" in text and "FP32 60 T" in text
+    r = next(i for i, t in enumerate(lines) if "●" in t.plain)
+    assert any("1" in lines[i].plain[7:] for i in (r - 1, r, r + 1))  # k=1 beside its point

@@ -54,7 +54,8 @@ def kernels(cp) -> dict:
 
 
 def prefetch_torch() -> None:
-    """Start importing torch on a thread (it takes seconds), to overlap with the CuPy work."""
+    """Start importing torch on a thread (it takes seconds), to overlap with CuPy's start and the kernel
+    compilation (NVRTC runs without the GIL); :func:`wait_torch` before any timing."""
     if "torch_thread" not in _cache:
         def imp():
             try:
@@ -65,10 +66,18 @@ def prefetch_torch() -> None:
         _cache["torch_thread"].start()
 
 
+def wait_torch() -> None:
+    """Wait for :func:`prefetch_torch`'s import to finish. Call it before timing anything: while a thread
+    imports torch (loading its CUDA libraries holds the GIL for long stretches), the host can stall
+    between a start event and its launch, and a timed kernel looks slower than it is."""
+    if "torch_thread" in _cache:
+        _cache["torch_thread"].join()
+
+
 def torch_module(emit):
     """torch with a usable CUDA device, or None (and one log line saying why)."""
     prefetch_torch()
-    _cache["torch_thread"].join()
+    wait_torch()
     try:
         import torch
     except Exception as exc:

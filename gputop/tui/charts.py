@@ -283,10 +283,10 @@ def roofline_plot(width: int, height: int, roofs: Sequence[Roof], points: Iterab
         if 0 <= cx < pw and 0 <= cy < ph:
             grid[cy][cx], styles[cy][cx] = m.marker, m.style
 
-    def put(r: int, c: int, text: str, style: str) -> bool:  # text at (r, c) if every cell is free
+    def put(r: int, c: int, text: str, style: str, pad: int = 0) -> bool:  # text at (r, c) if its cells are free
         if r < 0 or r >= ph or c < 0 or c + len(text) > pw:
             return False
-        if any(grid[r][c + i] != " " for i in range(len(text))):
+        if any(grid[r][i] != " " for i in range(max(0, c - pad), min(pw, c + len(text) + pad))):
             return False
         for i, ch in enumerate(text):
             grid[r][c + i], styles[r][c + i] = ch, style
@@ -307,10 +307,17 @@ def roofline_plot(width: int, height: int, roofs: Sequence[Roof], points: Iterab
             r = int(round(row(roof.peak))) // 4
             c = pw - len(roof.name)
             put(r - 1, c, roof.name, roof.style) or put(r + 1, c, roof.name, roof.style)
-    for m in marks:  # labels (k) right of the marker, else left
+    labelled: dict[str, list[int]] = {}  # label -> columns of points already labelled (one label per spot)
+    for m in marks:  # labels (k): right of the marker, else left, else in the row below or above
         if m.label:
             cx, cy = int(round(col(m.x))) // 2, int(round(row(m.y))) // 4
-            put(cy, cx + 1, m.label, "dim") or put(cy, cx - len(m.label), m.label, "dim")
+            if any(abs(cx - c) <= 2 for c in labelled.get(m.label, ())):
+                continue
+            labelled.setdefault(m.label, []).append(cx)
+            n = len(m.label)
+            spots = ((cy, cx + 1, 0), (cy, cx - n, 0), (cy + 1, cx + 1, 1), (cy - 1, cx + 1, 1), (cy + 1, cx - n, 1),
+                     (cy - 1, cx - n, 1))  # beside the marker; a blank cell between labels in the other rows
+            any(put(r, c, m.label, "dim", pad) for r, c, pad in spots)
     # y labels at the rows where decades fall
     ylabels = {}
     for d in _decades(y_lo, y_hi):

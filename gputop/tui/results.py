@@ -157,11 +157,12 @@ def points_table(points: list[dict], marks: dict, rows: int) -> list[Text]:
 
 
 def pct_lines(points: list[dict], marks: dict, width: int) -> list[Text]:
-    """The small-screen form of the table: one line per variant, ``k:% of roof`` per point."""
+    """The small-screen form of the table (and the markers' legend): one line per variant,
+    ``k:% of roof`` per point."""
     out = []
     for v, (m, st) in marks.items():
-        t = Text(f"{m} ", style=st)
-        t.append("k:% of roof", style="dim")
+        t = Text(f"{m} {v or 'point'} ", style=st)
+        t.append("k:%roof", style="dim")
         for p in points:
             pct = _pct_roof(p)
             if str(p.get("variant") or "") == v and pct is not None:
@@ -181,10 +182,10 @@ def roofline_view(doc: dict, width: int, height: int) -> list[Text]:
     for p, (x, y) in zip(points, roofline_points(points)):
         m, st = marks.get(str(p.get("variant") or ""), ("●", "bold"))
         pts.append(charts.Mark(x, y, m, st, str(p.get("k", ""))))
+    full = height >= 20  # the roofs' figures and the markers in the legend (small panels: see pct_lines)
     legend = Text()
-    for v, (m, st) in marks.items():
+    for v, (m, st) in marks.items() if full else ():
         legend.append(f"{m} {v or 'point'}  ", style=st)
-    full = height >= 20  # the roofs' figures in the legend (small panels: on the plot only)
     theo = next((r for r in roofs if r.label == "theoretical"), None)
     meas = next((r for r in roofs if r.label == "measured"), None)
     for r, mark, style in ((theo, "⠁⠈", "cyan"), (meas, "⣿", "bold yellow")):
