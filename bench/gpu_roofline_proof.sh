@@ -5,7 +5,7 @@ set -u
 OUT=${OUT:-/tmp/gputop-out}; W=$OUT/r; mkdir -p "$W"
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
-OUT="$W" python3 bench/roofline_bench.py 2>&1 | tee "$W/roofline_bench.txt" | tail -45
+OUT="$W" bash bench/roofline_gpu.sh 2>&1 | tail -30
 OUT="$W" python3 bench/sampler_cpu.py --seconds 20
 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_live.py tests/test_runner_gpu.py tests/test_roofline_workload.py 2>&1 | tail -15
 python3 bench/proof/record_all.py --out "$W/proof" --seconds 8 2>&1 | tail -30
