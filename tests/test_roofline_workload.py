@@ -310,3 +310,24 @@ def test_gpu_sweep_real():
     best = {p["variant"]: p["gflops"] for p in doc["points"] if p["k"] == 1000}
     assert best["fma"] > best["mul+add"]
     assert all(p["sm_clock_mhz"] for p in doc["points"])
+
+
+def test_tensor_phase_without_a_cuda_torch_is_one_log_line(fake_cp):
+    """CI's torch is a CPU build: the tensor roofs are skipped with a reason, the run is still ok."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch not installed")
+    out = io.StringIO()
+    emit = Emitter(events=True, stream=out)
+    roofline.run(_gpu_params(k=[1], tensor_s=0.1), emit)
+    emit.done()
+    ev = _events(out.getvalue())
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("torch sees a GPU here")
+    logs = [e["message"] for e in ev if e["event"] == "log"]
+    assert any("no tensor roof" in m for m in logs), logs
+    assert "ceilings: tensor (torch matmul)" in [e["name"] for e in ev if e["event"] == "phase"]
+    roofs = [e["data"] for e in ev if e["event"] == "result"][-1]["measured_roofs"]
+    assert "tensor_dense_flops" not in roofs and roofs["dram_bytes_per_s"] > 0
+    assert ev[-1]["status"] == "ok"

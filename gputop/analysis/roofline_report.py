@@ -130,6 +130,8 @@ def _verdict(kind, points, measured, peaks, static, meas, theo, ridge, flagged) 
     for name, v in (measured.get("tensor_dense_flops") or {}).items():
         ev[f"{name}_tensor_measured_flops"] = v
         t = (peaks.get("tensor_dense_flops") or {}).get(name)
+        if t:
+            ev[f"{name}_tensor_measured_pct_of_theoretical"] = 100 * v / t
         said.append(f"{name} tensor {_fmt_rate(v, 'FLOP/s')}" + (f" ({100 * v / t:.0f}%)" if t else ""))
     ev.update(ridge_flop_per_byte=rd, ridge_k=4 * rd)
     said.insert(min(2, len(said)), f"ridge {rd:.1f} FLOP/byte = k {4 * rd:.0f}")  # the class's evidence first
