@@ -133,8 +133,8 @@ def roofline_roofs(doc: dict) -> list[charts.Roof]:
     if tensor:
         roofs.append(charts.Roof("bf16 tensor", mbw, tensor, "bold green", name=f"bf16 {si(tensor, '')}", ridge=False))
     roofs.append(charts.Roof("measured", mbw, mfp, "bold yellow", name=f"FP32 {si(mfp, '')}"))
-    roofs.append(charts.Roof("DRAM", mbw, tensor or mfp, "bold yellow", name=f"DRAM {si(mbw, 'B/s')}", ridge=False,
-                             slope_label=True))
+    roofs.append(charts.Roof("DRAM", mbw, mfp, "bold yellow", name=f"DRAM {si(mbw, 'B/s')}", ridge=False,
+                             slope_label=True))  # the slope's name (the bf16 roof draws its upper part in green)
     return roofs
 
 
