@@ -171,8 +171,8 @@ def run_gpu(p: dict, emit: Emitter, variants: list[str], ks: list[int]) -> tuple
         points = run_sweep(emit, variants, ks, n, time_point)
         if p["ceilings"] and p["tensor_s"] > 0 and not emit.should_stop():
             emit.phase("ceilings: tensor (torch matmul)")
-            ceilings.measure_with_torch(probe, p["runs"], p["runs"] < 10, p["tensor_s"], emit,
-                                        results["measured_roofs"])
+            quick = p["runs"] < 10  # --quick: three matmul shapes instead of six
+            ceilings.measure_with_torch(probe, p["runs"], quick, p["tensor_s"], emit, results["measured_roofs"])
     finally:
         if emit.events:
             emit.result(results)

@@ -326,6 +326,13 @@ def measure_with_torch(probe: ClockProbe, runs: int, quick: bool, sustained_s: f
     torch = torch_module(emit)
     if torch is None or emit.should_stop():
         return
+    try:  # a torch/CUDA mismatch, or no memory left, must not cost the sweep
+        _with_torch(torch, probe, runs, quick, sustained_s, emit, roofs)
+    except Exception as exc:
+        emit.warning(f"torch roofs skipped: {type(exc).__name__}: {exc}", code="tensor_roof")
+
+
+def _with_torch(torch, probe: ClockProbe, runs: int, quick: bool, sustained_s: float, emit, roofs: dict) -> None:
     peers = torch_stream_peers(torch, max(runs, 10))
     if peers:
         best = max(v["bytes_per_s"] for v in peers.values())
