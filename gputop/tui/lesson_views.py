@@ -195,6 +195,9 @@ def streams_timeline(results: dict, width: int, height: int) -> list[Text]:
     modes = {m: v for m, v in modes.items() if v.get("timeline")}
     if not modes or height < 2:
         return []
+    rows = 1 + sum(len({s["stream"] for s in v["timeline"]}) for v in modes.values())
+    if rows > height and len(modes) > 2:  # short of room: the seed's version looks like the serial one
+        modes.pop("seed", None)
     t_end = max(s["end_ms"] for v in modes.values() for s in v["timeline"]) or 1.0
     label_w = 18
     bar_w = max(8, width - label_w - 12)

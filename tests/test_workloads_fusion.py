@@ -1,0 +1,107 @@
+"""workloads/fusion.py: eager, torch.compile and torch.jit.script on the CPU end to end through gputop
+(tiny sizes; the cold torch.compile of the first function costs most of this file's time), the bytes
+model, the verdicts and the bars view."""
+
+from __future__ import annotations
+
+import pytest
+
+import lesson_docs
+from gputop.tui import lesson_views
+from gputop.tui.results import results_lines
+from gputop.workload_api import ParamError
+from test_workloads_common import check_verdict, load, run_gputop
+
+fusion = load("fusion")
+
+
+@pytest.fixture(scope="module")
+def cpu_doc():
+    pytest.importorskip("torch")
+    rc, doc, err = run_gputop("fusion", "--device", "cpu", "--quick", timeout=600)
+    assert rc == 0, err
+    return doc
+
+
+def test_module_shape_and_lists():
+    assert fusion.NAME == "fusion" and "torch" in fusion.NEEDS and callable(fusion.analyze)
+    names = {p.name for p in fusion.PARAMS}
+    assert "device" in names and set(fusion.QUICK) <= names and set(fusion.CPU) <= names
+    assert fusion.parse_list("variants", "jit, eager", fusion.VARIANTS) == ["jit", "eager"]
+    with pytest.raises(ParamError, match="'variants'"):
+        fusion.parse_list("variants", "eager,xla", fusion.VARIANTS)
+
+
+def test_bytes_model_counts_each_eager_op_once():
+    torch = pytest.importorskip("torch")
+    fns = fusion.make_functions(torch)
+    x = torch.rand(1000)
+    assert fusion.bytes_per_call(torch, fns["nested_sin"], x) == 4 * 2 * 4 * 1000  # 4 sines, read + write each
+    # gelu: x*0.5, x/c, erf, 1+, and the product of two tensors (two reads, one write)
+    assert fusion.bytes_per_call(torch, fns["gelu"], x) == (4 * 2 + 3) * 4 * 1000
+    assert torch.allclose(fns["gelu"](x), torch.nn.functional.gelu(x), atol=1e-4)
+
+
+@pytest.mark.slow
+def test_cpu_run_eager_compile_jit(cpu_doc):
+    doc = cpu_doc
+    assert doc["status"] == "ok" and doc["device"]["kind"] == "cpu"
+    sizes = sorted(doc["params"]["sizes_log2"])
+    by = {}
+    for q in doc["points"]:
+        by.setdefault(q["phase"], []).append(q)
+    assert set(by) == {f"{f} {v}" for f in ("nested_sin", "gelu") for v in ("eager", "compile", "jit")}
+    for name, pts in by.items():
+        if pts[0].get("skipped"):  # only torch.compile may be missing something here (a C++ compiler)
+            assert name.endswith("compile") and pts[0]["reason"]
+            assert any("skipped" in w["message"] for w in doc["warnings"])
+            continue
+        assert [q["log2"] for q in pts] == sizes
+        for q in pts:
+            assert q["ms"] > 0 and q["kernels_per_call"] >= 1 and q["first_call_s"] > 0
+            assert q["min_bytes"] == 8 * q["n"]
+            if not name.endswith("eager"):
+                assert q["speedup_vs_eager"] > 0
+    assert by["nested_sin eager"][0]["kernels_per_call"] == 4 and by["gelu eager"][0]["kernels_per_call"] == 5
+    assert by["nested_sin eager"][0]["bytes_moved"] == 32 * by["nested_sin eager"][0]["n"]
+    if not by["nested_sin compile"][0].get("skipped"):
+        assert by["nested_sin compile"][0]["kernels_per_call"] == 1  # one compiled graph for four sines
+        assert by["nested_sin compile"][0]["bytes_moved"] == 8 * by["nested_sin compile"][0]["n"]
+    # no DRAM roof to judge a CPU's bandwidth against: no verdicts rather than made-up ones
+    assert doc["verdict"] is None and all(p["verdict"] is None for p in doc["phases"])
+    text = "\n".join(t.plain for t in results_lines(doc, 110, 30))
+    assert "nested_sin eager" in text and "4 kernels" in text and "x eager" in text
+
+
+def test_analyze_gpu_shaped_document():
+    doc = fusion.analyze(lesson_docs.fusion())
+    by = {p["name"]: p["verdict"] for p in doc["phases"]}
+    for v in by.values():
+        check_verdict(v)
+    assert (by["nested_sin eager"]["class"], by["nested_sin eager"]["subclass"]) == ("memory-bound", "unfused")
+    assert (by["nested_sin compile"]["class"], by["nested_sin compile"]["subclass"]) == ("memory-bound", "fused")
+    assert by["nested_sin compile"]["evidence"]["kernels_per_call"] == 1
+    assert by["nested_sin compile"]["evidence"]["dram_roof_fraction"] > 0.5
+    v = doc["verdict"]
+    check_verdict(v)
+    assert (v["class"], v["subclass"]) == ("memory-bound", "fusion speedup")
+    assert v["evidence"]["nested_sin_speedup"] > 3.5 and "still memory-bound" in v["evidence_text"]
+
+
+def test_slow_fused_kernels_are_math_bound():
+    doc = fusion.analyze(lesson_docs.fusion(fused_bps=1.0e12))  # fused kernels at 30% of the roof
+    v = next(p["verdict"] for p in doc["phases"] if p["name"] == "nested_sin compile")
+    assert v["class"] == "compute-bound" and v["subclass"] == "fused"
+    assert doc["verdict"]["class"] == "compute-bound" and "the math sets the pace" in doc["verdict"]["evidence_text"]
+
+
+def test_bars_view_shows_speedups_and_skips():
+    doc = lesson_docs.fusion()
+    doc["points"].append({"phase": "gelu jit", "fn": "gelu", "variant": "jit", "skipped": True,
+                          "reason": "UnsupportedNodeError: something"})
+    doc["points"] = [q for q in doc["points"] if not (q["phase"] == "gelu jit" and not q.get("skipped"))]
+    lines = [t.plain for t in lesson_views.fusion_view(doc, 110, 20)]
+    text = "\n".join(lines)
+    assert "DRAM roof 3.35 TB/s" in text and "4.00x eager" in text and "skipped: UnsupportedNodeError" in text
+    row = next(t for t in lines if t.startswith("nested_sin eager"))
+    assert "4 kernels" in row and "% of roof" in row
