@@ -182,6 +182,7 @@ def run(p: dict, emit) -> None:
             label = f"{name} {variant}"
             emit.progress(done, total, label)
             done += 1
+            emit.phase(label)  # before the first call: its compilation is part of this phase
             try:
                 f = build(torch, fn, variant)
                 x0 = torch.rand(1 << sizes[0], device=dev, generator=g)
@@ -196,7 +197,6 @@ def run(p: dict, emit) -> None:
                 emit.warning(f"{label} skipped: {reason}", code="skipped")
                 emit.point({"phase": label, "fn": name, "variant": variant, "skipped": True, "reason": reason})
                 continue
-            emit.phase(label)
             results["first_call_s"][label] = first_s
             pt, kernels = {}, None
             for k in sizes:
