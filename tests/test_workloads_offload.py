@@ -106,7 +106,7 @@ def test_gpu_shaped_view_shows_four_curves_and_the_crossovers():
     doc = offload.analyze(lesson_docs.offload())
     lines = lesson_views.offload_view(doc, 110, 40)
     text = "\n".join(t.plain for t in lines)
-    assert "GPU wins with copies from n=256, without from n=128" in text
+    assert "GPU wins from n=256 with copies, n=128 without" in text
     assert all(m in text for m in ("●", "◆", "▲", "×")) and "times the launch only" in text
     assert len(lines) <= 40
     small = lesson_views.offload_view(doc, 80, 14)  # one op only when there is no room for two plots

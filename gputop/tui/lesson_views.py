@@ -111,34 +111,56 @@ def _crossover_text(pts: list[dict], key: str) -> str:
     return "never" if n is None else f"n={n}"
 
 
+def _offload_block(mine: list[dict], op: str, width: int, height: int) -> tuple[list[Text], list[Series]]:
+    """The title and plot of one op (``height`` lines in all), and its series."""
+    series = [(label, style, marker, [(float(q["n"]), q[key]) for q in mine if q.get(key)])
+              for label, key, style, marker in OFFLOAD_CURVES]
+    series = [s for s in series if s[3]]
+    head = Text(f"{op}: ms vs n {'(n x n)' if op == 'matmul' else '(elements)'}", style="bold")
+    info = Text()
+    if any(q.get("gpu_copies_ms") is not None for q in mine):
+        info.append(f"GPU wins from {_crossover_text(mine, 'gpu_copies_ms')} with copies, "
+                    f"{_crossover_text(mine, 'gpu_ms')} without")
+        big = max(mine, key=lambda q: q["n"])
+        if big.get("copy_share") is not None:
+            info.append(f"; copies {100 * big['copy_share']:.0f}% at n={big['n']}")
+    else:
+        info.append("CPU only (no GPU in this run)", style="dim")
+    for t in (head, info):
+        t.truncate(width, overflow="ellipsis")
+    return [head, info] + loglog_plot(width, max(0, height - 2), series), series
+
+
 def offload_view(doc: dict, width: int, height: int) -> list[Text]:
     pts = [q for q in _points(doc) if q.get("op") and q.get("cpu_ms") is not None]
     ops = list(dict.fromkeys(q["op"] for q in pts))
     if not ops:
         return [Text("no results yet", style="dim")]
-    shown = ops if height >= 12 * len(ops) else ops[-1:]
-    out: list[Text] = []
-    each = max(4, height // len(shown))
+    blocks, series = [], []
+    stacked = height >= 12 * len(ops) or len(ops) == 1
+    side = not stacked and width >= 100  # two plots side by side when they do not fit one above the other
+    shown = ops if stacked or side else ops[-1:]
     for op in shown:
-        mine = [q for q in pts if q["op"] == op]
-        series = [(label, style, marker, [(float(q["n"]), q[key]) for q in mine if q.get(key)])
-                  for label, key, style, marker in OFFLOAD_CURVES]
-        series = [s for s in series if s[3]]
-        head = Text.assemble((f"{op}: ms vs n {'(n x n)' if op == 'matmul' else '(elements)'}  ", "bold"))
-        if any(q.get("gpu_copies_ms") is not None for q in mine):
-            head.append(f"GPU wins with copies from {_crossover_text(mine, 'gpu_copies_ms')}, "
-                        f"without from {_crossover_text(mine, 'gpu_ms')}")
-            big = max(mine, key=lambda q: q["n"])
-            if big.get("copy_share") is not None:
-                head.append(f"; copies {100 * big['copy_share']:.0f}% at n={big['n']}")
-        else:
-            head.append("CPU only (no GPU in this run)", style="dim")
-        legend = _legend(series)
-        if any(s[0].startswith("GPU naive") for s in series):
-            legend.append("naive = no synchronize: times the launch only, flat at every size", style="dim")
-        body = loglog_plot(width, max(0, each - 2), series)
-        out += [head] + body + [legend]
-    return out[:height]
+        w = (width - 2) // 2 if side else width
+        h = height - 1 if side else max(4, (height - 1) // len(shown))
+        lines, ser = _offload_block([q for q in pts if q["op"] == op], op, w, h)
+        blocks.append(lines)
+        series = series or ser
+    if side:
+        w = (width - 2) // 2
+        body = []
+        for i in range(max(len(b) for b in blocks)):
+            left = blocks[0][i] if i < len(blocks[0]) else Text("")
+            row = left.copy()
+            row.pad_right(w + 2 - len(left.plain))
+            row.append_text(blocks[1][i] if i < len(blocks[1]) else Text(""))
+            body.append(row)
+    else:
+        body = [line for b in blocks for line in b]
+    legend = _legend(series)
+    if any(s[0].startswith("GPU naive") for s in series):
+        legend.append("naive = no synchronize: times the launch only, flat at every size", style="dim")
+    return body[:max(0, height - 1)] + [legend]
 
 
 # -- fusion --------------------------------------------------------------------------------------------
