@@ -166,6 +166,8 @@ def run(p: dict, emit) -> None:
     dev, info = torch_device(torch, p["device"])
     cuda = dev.type == "cuda"
     emit.started(NAME, p, info)
+    if not emit.events:
+        emit.on_point = print_row
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     results: dict = {"speedup_vs_eager": {}, "kernels_per_call": {}, "first_call_s": {},
                      "kernel_count_method": "torch.profiler: CUDA kernels" if cuda else
@@ -229,6 +231,17 @@ def run(p: dict, emit) -> None:
                 results["speedup_vs_eager"][label] = pt["speedup_vs_eager"]  # at the largest size
     emit.progress(total, total, "done")
     emit.result(results)
+
+
+def print_row(pt: dict) -> None:
+    """One line per measurement when the script runs on its own."""
+    if pt.get("skipped"):
+        print(f"  {pt['phase']}: skipped ({pt['reason']})", flush=True)
+        return
+    bw = f"{pt['gb_per_s']:8.1f} GB/s" if pt.get("gb_per_s") else "       ? GB/s"
+    gain = f"  {pt['speedup_vs_eager']:.2f}x eager" if pt.get("speedup_vs_eager") else ""
+    print(f"  {pt['phase']:<20} n=2^{pt['log2']:<3} {pt['ms']:9.4f} ms  {pt['kernels_per_call']} kernel(s)  {bw}{gain}",
+          flush=True)
 
 
 # -- the verdict (in the gputop process, after the run) -------------------------------------------------

@@ -202,6 +202,8 @@ def run(p: dict, emit) -> None:
     dev, info = torch_device(torch, p["device"])
     cuda = dev.type == "cuda"
     emit.started(NAME, p, info)
+    if not emit.events:
+        emit.on_point = print_row
     results: dict = {"ops": ops, "matmul_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
                      "note": "gpu naive: perf_counter around the call with no synchronize -- only the launch"}
     if cuda:
@@ -233,6 +235,19 @@ def run(p: dict, emit) -> None:
     if cuda:
         results["crossover_n"] = {op: crossovers([q for q in measured if q["op"] == op]) for op in ops}
     emit.result(results)
+
+
+def print_row(pt: dict) -> None:
+    """One line per measurement when the script runs on its own."""
+    if "cpu_ms" not in pt:
+        warm = f" (warm: {pt['warm_ms']:.3f} ms)" if "warm_ms" in pt else ""
+        print(f"  {pt['what']}: {pt['first_ms']:.2f} ms{warm}", flush=True)
+        return
+    row = f"  {pt['op']:<6} n={pt['n']:<10} cpu {pt['cpu_ms']:10.3f} ms"
+    if "gpu_ms" in pt:
+        row += (f"  gpu+copies {pt['gpu_copies_ms']:9.3f} ms (copies {100 * (pt['copy_share'] or 0):3.0f}%)"
+                f"  gpu {pt['gpu_ms']:8.3f} ms  naive {pt['gpu_naive_ms']:6.3f} ms")
+    print(row, flush=True)
 
 
 # -- crossovers (in the run and in analyze) --------------------------------------------------------------

@@ -238,6 +238,8 @@ def run(p: dict, emit) -> None:
     dev, info = torch_device(torch, p["device"])
     cuda = dev.type == "cuda"
     emit.started(NAME, p, info)
+    if not emit.events:
+        emit.on_point = print_row
     results: dict = {"sizes_bytes": nbytes}
     memcpy = host_memcpy(p, emit, nbytes)
     if memcpy:
@@ -255,6 +257,18 @@ def run(p: dict, emit) -> None:
     if not emit.should_stop():
         results["streams"] = streams_part(torch, p, emit)
     emit.result(results)
+
+
+def print_row(pt: dict) -> None:
+    """One line per measurement when the script runs on its own."""
+    if pt.get("skipped"):
+        print(f"  {pt['phase']}: skipped ({pt['reason']})", flush=True)
+    elif pt["kind"] == "streams":
+        gain = f"  {pt['speedup_vs_serial']:.2f}x serial" if pt.get("speedup_vs_serial") else ""
+        print(f"  {pt['mode']:<8} {pt['total_ms']:8.2f} ms  (GPU time: upload {pt['upload_ms']:.2f}, compute "
+              f"{pt['compute_ms']:.2f}, download {pt['download_ms']:.2f} ms){gain}", flush=True)
+    else:
+        print(f"  {pt['kind']:<13} {pt['bytes']:>11} B  {1e3 * pt['ms']:10.1f} us  {pt['gb_per_s']:7.2f} GB/s", flush=True)
 
 
 # -- the verdict (in the gputop process, after the run) -------------------------------------------------
