@@ -105,3 +105,32 @@ def test_bars_view_shows_speedups_and_skips():
     assert "DRAM roof 3.35 TB/s" in text and "4.00x eager" in text and "skipped: UnsupportedNodeError" in text
     row = next(t for t in lines if t.startswith("nested_sin eager"))
     assert "4 kernels" in row and "% of roof" in row
+
+
+def test_a_variant_this_torch_cannot_build_is_skipped_with_its_reason(monkeypatch):
+    """As without a C++ compiler for torch.compile on the CPU: the variant is reported skipped, never faked."""
+    import io
+    import json
+
+    pytest.importorskip("torch")
+    from gputop.workload_api import Emitter
+
+    real = fusion.build
+
+    def build(torch, fn, variant):
+        if variant == "compile":
+            raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found in torch._inductor.config.cpp.cxx")
+        return real(torch, fn, variant)
+
+    monkeypatch.setattr(fusion, "build", build)
+    out = io.StringIO()
+    fusion.run({"device": "cpu", "functions": "nested_sin", "variants": "eager,compile", "sizes_log2": [8],
+                "target_ms": 1.0, "max_reps": 3}, Emitter(events=True, stream=out))
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    pts = [e["data"] for e in events if e["event"] == "point"]
+    skipped = [q for q in pts if q.get("skipped")]
+    assert len(skipped) == 1 and skipped[0]["variant"] == "compile" and "C++ compiler" in skipped[0]["reason"]
+    assert any(e["event"] == "warning" and e["code"] == "skipped" for e in events)
+    assert [q["variant"] for q in pts if not q.get("skipped")] == ["eager"]
+    lines = [t.plain for t in lesson_views.fusion_view({"points": pts, "device": {"kind": "cpu"}}, 100, 10)]
+    assert any(ln.startswith("nested_sin compile") and "skipped: RuntimeError" in ln for ln in lines)
