@@ -36,8 +36,8 @@ def _log_range(vals: list[float]) -> tuple[float, float]:
 
 def loglog_plot(width: int, height: int, series: list[Series], hlines: list[tuple[str, float, str]] = (),
                 x_label=_fmt) -> list[Text]:
-    """A log-log scatter on a character grid: each series' points as its marker (a later series draws
-    over an earlier one), horizontal reference lines as dashes, decade labels on both axes."""
+    """A log-log plot on a character grid: each series' points as its marker, joined by dots (a later
+    series draws over an earlier one), horizontal reference lines as dashes, decade labels on both axes."""
     pts = [(x, y) for _, _, _, ps in series for x, y in ps if x and y and x > 0 and y > 0]
     ylab_w = 6
     pw, ph = width - ylab_w - 1, height - 1
@@ -59,6 +59,15 @@ def loglog_plot(width: int, height: int, series: list[Series], hlines: list[tupl
             r = row(y)
             for c in range(pw):
                 grid[r][c], styles[r][c] = "╌", style
+    for _, style, _, ps in series:  # each curve joined by dots, in log space, under the markers
+        good = sorted((x, y) for x, y in ps if x and y and x > 0 and y > 0)
+        for (x0, y0), (x1, y1) in zip(good, good[1:]):
+            c0, c1 = col(x0), col(x1)
+            for c in range(c0 + 1, c1):
+                f = (c - c0) / (c1 - c0)
+                r = row(10 ** (math.log10(y0) + f * (math.log10(y1) - math.log10(y0))))
+                if grid[r][c] in (" ", "╌"):
+                    grid[r][c], styles[r][c] = "·", style
     for _, style, marker, ps in series:
         for x, y in ps:
             if x and y and x > 0 and y > 0:
@@ -207,7 +216,7 @@ def fusion_view(doc: dict, width: int, height: int) -> list[Text]:
 # -- transfer ------------------------------------------------------------------------------------------
 
 BW_CURVES = (("h2d pageable", "yellow", "○"), ("d2h pageable", "magenta", "□"), ("h2d pinned", "bold cyan", "●"),
-             ("d2h pinned", "bold blue", "■"), ("host memcpy", "green", "·"))
+             ("d2h pinned", "bold blue", "■"), ("host memcpy", "green", "+"))
 SPAN_STYLE = {"upload": ("▆", "cyan"), "compute": ("█", "magenta"), "download": ("▆", "yellow")}
 
 
