@@ -40,9 +40,11 @@ _DOCS: dict = {}
 
 def doc_of(name: str) -> dict:
     if name not in _DOCS:
-        given = sorted(Path(os.environ["GPUTOP_LESSON_DOCS"]).glob(f"{name}-*.json")) \
-            if os.environ.get("GPUTOP_LESSON_DOCS") else []
-        if given:
+        where = os.environ.get("GPUTOP_LESSON_DOCS")
+        if where:  # the bench's documents; none there means its run failed (see NAME-*.err beside them)
+            given = sorted(Path(where).glob(f"{name}-*.json"))
+            if not given:
+                pytest.fail(f"no {name}-*.json in {where}")
             doc = json.loads(given[-1].read_text())
         else:
             env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
