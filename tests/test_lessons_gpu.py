@@ -69,11 +69,11 @@ def points(doc: dict, **match) -> list[dict]:
 
 def test_offload_gpu_loses_small_with_copies_and_wins_large():
     doc = doc_of("offload")
-    mat = points(doc, op="matmul")
+    mat = points(doc, phase="matmul")
     assert mat[0]["gpu_copies_ms"] > mat[0]["cpu_ms"]  # 1 x 1: a launch, a sync and copies against 1 FLOP
     assert mat[-1]["gpu_copies_ms"] < mat[-1]["cpu_ms"]  # 4096 x 4096: the GPU wins, copies included
     assert doc["results"]["crossover_n"]["matmul"]["with_copies"] is not None
-    sin = points(doc, op="sin")
+    sin = points(doc, phase="sin")
     assert sin[0]["gpu_copies_ms"] > sin[0]["cpu_ms"] and sin[-1]["gpu_ms"] < sin[-1]["cpu_ms"]
     small = next(q for q in doc["points"] if q.get("op") == "matmul" and q["n"] == 1)
     assert small["verdict"]["class"] == "latency-bound"
@@ -81,7 +81,7 @@ def test_offload_gpu_loses_small_with_copies_and_wins_large():
 
 def test_offload_naive_timing_is_flat_and_said_why():
     doc = doc_of("offload")
-    mat = points(doc, op="matmul")
+    mat = points(doc, phase="matmul")
     naive = [q["gpu_naive_ms"] for q in mat]
     assert mat[-1]["gpu_ms"] > 100 * mat[0]["gpu_ms"]  # the real GPU time grows by orders of magnitude ...
     assert max(naive) < 5 * min(naive)  # ... the unsynchronised one does not: it times the launch
