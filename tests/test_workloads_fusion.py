@@ -4,13 +4,16 @@ model, the verdicts and the bars view."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 import lesson_docs
 from gputop.tui import lesson_views
 from gputop.tui.results import results_lines
 from gputop.workload_api import ParamError
-from test_workloads_common import check_verdict, load, run_gputop
+from test_workloads_common import ROOT, check_verdict, env, load, run_gputop
 
 fusion = load("fusion")
 
@@ -134,3 +137,15 @@ def test_a_variant_this_torch_cannot_build_is_skipped_with_its_reason(monkeypatc
     assert [q["variant"] for q in pts if not q.get("skipped")] == ["eager"]
     lines = [t.plain for t in lesson_views.fusion_view({"points": pts, "device": {"kind": "cpu"}}, 100, 10)]
     assert any(ln.startswith("nested_sin compile") and "skipped: RuntimeError" in ln for ln in lines)
+
+
+def test_listing_needs_no_torch_and_running_without_it_is_exit_4():
+    path = str(ROOT / "workloads" / "fusion.py")
+    r = subprocess.run([sys.executable, "-c", f"import sys; sys.modules['torch'] = None; import runpy; "
+                        f"runpy.run_path({path!r})"], capture_output=True, text=True, env=env(), cwd=ROOT, timeout=60)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([sys.executable, "-c", f"import sys; sys.modules['torch'] = None; import runpy; "
+                        f"sys.argv = ['fusion.py', '--device', 'cpu']; runpy.run_path({path!r}, run_name='__main__')"],
+                       capture_output=True, text=True, env=env(), cwd=ROOT, timeout=60)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 4 and len(lines) == 1 and "needs torch" in lines[0], r.stderr

@@ -111,3 +111,15 @@ def test_gpu_shaped_view_shows_four_curves_and_the_crossovers():
     assert len(lines) <= 40
     small = lesson_views.offload_view(doc, 80, 14)  # one op only when there is no room for two plots
     assert len(small) <= 14 and sum("ms vs n" in t.plain for t in small) == 1
+
+
+def test_listing_needs_no_torch_and_running_without_it_is_exit_4():
+    path = str(ROOT / "workloads" / "offload.py")
+    r = subprocess.run([sys.executable, "-c", f"import sys; sys.modules['torch'] = None; import runpy; "
+                        f"runpy.run_path({path!r})"], capture_output=True, text=True, env=env(), cwd=ROOT, timeout=60)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([sys.executable, "-c", f"import sys; sys.modules['torch'] = None; import runpy; "
+                        f"sys.argv = ['offload.py', '--device', 'cpu']; runpy.run_path({path!r}, run_name='__main__')"],
+                       capture_output=True, text=True, env=env(), cwd=ROOT, timeout=60)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 4 and len(lines) == 1 and "needs torch" in lines[0], r.stderr

@@ -97,3 +97,15 @@ def test_view_draws_the_link_and_the_streams_timeline():
     seed_cells = [lines[seed_up + i].split("│")[1] for i in range(3)]
     assert not any(seed_cells[0][c] != " " and seed_cells[2][c] != " " for c in range(len(seed_cells[0])))
     assert len(lesson_views.transfer_view(doc, 80, 14)) <= 14
+
+
+def test_listing_needs_no_torch_and_running_without_it_is_exit_4():
+    path = str(ROOT / "workloads" / "transfer.py")
+    r = subprocess.run([sys.executable, "-c", f"import sys; sys.modules['torch'] = None; import runpy; "
+                        f"runpy.run_path({path!r})"], capture_output=True, text=True, env=env(), cwd=ROOT, timeout=60)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([sys.executable, "-c", f"import sys; sys.modules['torch'] = None; import runpy; "
+                        f"sys.argv = ['transfer.py', '--device', 'cpu']; runpy.run_path({path!r}, run_name='__main__')"],
+                       capture_output=True, text=True, env=env(), cwd=ROOT, timeout=60)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 4 and len(lines) == 1 and "needs torch" in lines[0], r.stderr
