@@ -68,6 +68,9 @@ def test_analyze_gpu_shaped_document():
     assert pageable["evidence"]["pinned_speedup"] == pytest.approx(5.0, rel=0.01)
     assert "pin_memory" in pageable["advice"] and "latency-bound" in pageable["evidence_text"]
     assert (pinned["class"], pinned["subclass"]) == ("pcie-bound", "link")
+    regimes = [q["regime"] for q in doc["points"] if q["phase"] == "h2d pinned"]
+    assert regimes[0] == "latency-bound" and regimes[-1] == "bandwidth-bound"
+    assert regimes == sorted(regimes, key=lambda r: r == "bandwidth-bound")  # one switch, small to large
     assert pinned["evidence"]["link_fraction"] == pytest.approx(55e9 / 63e9, rel=0.01)
     assert by["streams seed"]["subclass"] == "serial" and "nothing overlaps" in by["streams seed"]["evidence_text"]
     assert by["streams chunked"]["subclass"] == "overlapped" and by["streams chunked"]["evidence"]["speedup_vs_serial"] > 1.5

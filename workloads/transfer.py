@@ -308,6 +308,8 @@ def half_bandwidth(pts: list[dict]) -> dict | None:
 def copy_verdict(ph: dict, pts: list[dict], link: float | None, by_phase: dict) -> dict:
     big, small = max(pts, key=lambda q: q["bytes"]), min(pts, key=lambda q: q["bytes"])
     half = half_bandwidth(pts)
+    for q in pts:  # each size's regime: below the half-bandwidth size the fixed cost per copy dominates
+        q["regime"] = "latency-bound" if half and q["bytes"] < half["bytes"] else "bandwidth-bound"
     bps = big["gb_per_s"] * 1e9
     memory = big.get("memory")
     ev = {"bytes": big["bytes"], "bytes_per_s": bps, "link_bytes_per_s": link,
