@@ -36,7 +36,7 @@ try:
 except ImportError:  # run as a script from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gputop.analysis.verdict import Verdict
+from gputop.analysis.verdict import Verdict, display_name
 from gputop.workload_api import Param, ParamError, main, require_torch
 from gputop.workload_util import phase_points, phase_window, tele_numbers, tele_text, throttle_warnings, torch_device
 
@@ -202,8 +202,9 @@ def run(p: dict, emit) -> None:
     dev, info = torch_device(torch, p["device"])
     cuda = dev.type == "cuda"
     emit.started(NAME, p, info)
+    kept: list[dict] = []  # run on its own: the points, for the verdicts at the end
     if not emit.events:
-        emit.on_point = print_row
+        emit.on_point = lambda pt: (kept.append(pt), print_row(pt))
     results: dict = {"ops": ops, "matmul_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
                      "note": "gpu naive: perf_counter around the call with no synchronize -- only the launch"}
     if cuda:
@@ -235,6 +236,8 @@ def run(p: dict, emit) -> None:
     if cuda:
         results["crossover_n"] = {op: crossovers([q for q in measured if q["op"] == op]) for op in ops}
     emit.result(results)
+    if kept:
+        print_verdicts(p, info, kept, results)
 
 
 def print_row(pt: dict) -> None:
@@ -387,6 +390,19 @@ def csv_rows(doc: dict) -> list[dict]:
     cols = ("op", "log2", "n", "cpu_ms", "gpu_copies_ms", "gpu_ms", "gpu_naive_ms", "h2d_ms", "compute_ms", "d2h_ms",
             "copy_share")
     return [{c: q.get(c) for c in cols} for q in doc.get("points") or [] if q.get("cpu_ms") is not None]
+
+
+def print_verdicts(p: dict, info: dict, points: list[dict], results: dict) -> None:
+    """Run on its own (no gputop): the verdicts of ``analyze`` at the end, without telemetry or peaks."""
+    doc = {"params": p, "device": {"kind": info.get("kind"), "peaks": None}, "points": [dict(q) for q in points],
+           "results": results, "warnings": [],
+           "phases": [{"name": name, "telemetry": None} for name in dict.fromkeys(q["phase"] for q in points)]}
+    analyze(doc)
+    judged = [ph for ph in doc["phases"] if ph.get("verdict")]
+    if judged:
+        print("\nverdicts (gputop --run adds the GPU's telemetry and peaks):")
+    for ph in judged:
+        print(f"  {ph['name']}: {display_name(ph['verdict'])}: {ph['verdict']['evidence_text']}")
 
 
 if __name__ == "__main__":

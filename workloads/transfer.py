@@ -38,7 +38,7 @@ try:
 except ImportError:  # run as a script from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gputop.analysis.verdict import Verdict
+from gputop.analysis.verdict import Verdict, display_name
 from gputop.workload_api import Param, ParamError, main, require_torch
 from gputop.workload_util import phase_points, phase_window, tele_numbers, tele_text, throttle_warnings, torch_device
 
@@ -238,8 +238,9 @@ def run(p: dict, emit) -> None:
     dev, info = torch_device(torch, p["device"])
     cuda = dev.type == "cuda"
     emit.started(NAME, p, info)
+    kept: list[dict] = []  # run on its own: the points, for the verdicts at the end
     if not emit.events:
-        emit.on_point = print_row
+        emit.on_point = lambda pt: (kept.append(pt), print_row(pt))
     results: dict = {"sizes_bytes": nbytes}
     memcpy = host_memcpy(p, emit, nbytes)
     if memcpy:
@@ -251,12 +252,16 @@ def run(p: dict, emit) -> None:
             emit.point({"phase": label, "kind": label.split()[0] if "streams" in label else label, "skipped": True,
                         "reason": "needs a CUDA GPU"})
         emit.result(results)
+        if kept:
+            print_verdicts(p, info, kept, results)
         return
     if not emit.should_stop():
         results["largest_copy_gb_per_s"] = copies(torch, p, emit, nbytes)
     if not emit.should_stop():
         results["streams"] = streams_part(torch, p, emit)
     emit.result(results)
+    if kept:
+        print_verdicts(p, info, kept, results)
 
 
 def print_row(pt: dict) -> None:
@@ -392,6 +397,19 @@ def csv_rows(doc: dict) -> list[dict]:
     cols = ("kind", "bytes", "ms", "gb_per_s", "mode", "total_ms", "upload_ms", "compute_ms", "download_ms",
             "speedup_vs_serial")
     return [{c: q.get(c) for c in cols} for q in doc.get("points") or [] if not q.get("skipped")]
+
+
+def print_verdicts(p: dict, info: dict, points: list[dict], results: dict) -> None:
+    """Run on its own (no gputop): the verdicts of ``analyze`` at the end, without telemetry or peaks."""
+    doc = {"params": p, "device": {"kind": info.get("kind"), "peaks": None}, "points": [dict(q) for q in points],
+           "results": results, "warnings": [],
+           "phases": [{"name": name, "telemetry": None} for name in dict.fromkeys(q["phase"] for q in points)]}
+    analyze(doc)
+    judged = [ph for ph in doc["phases"] if ph.get("verdict")]
+    if judged:
+        print("\nverdicts (gputop --run adds the GPU's telemetry and peaks):")
+    for ph in judged:
+        print(f"  {ph['name']}: {display_name(ph['verdict'])}: {ph['verdict']['evidence_text']}")
 
 
 if __name__ == "__main__":
