@@ -317,8 +317,8 @@ def size_verdict(q: dict, link_bps: float | None) -> dict:
     return Verdict(cls, sub, None, ev, text, ADVICE[cls]).to_dict()
 
 
-def _n(v) -> str:
-    return "never" if v is None else f"from n={v}"
+def _wins(v) -> str:
+    return "never wins" if v is None else f"wins from n={v}"
 
 
 def op_verdict(ph: dict, pts: list[dict], link_bps: float | None) -> dict | None:
@@ -334,8 +334,8 @@ def op_verdict(ph: dict, pts: list[dict], link_bps: float | None) -> dict | None
           "largest_n": big["n"], "gpu_copies_ms": big["gpu_copies_ms"], "cpu_ms": big["cpu_ms"],
           "gpu_ms": big["gpu_ms"], "copy_share": big.get("copy_share"), "naive_min_ms": min(naive),
           "naive_max_ms": max(naive), "smallest_n": small["n"]}
-    text = (f"{big['op']}: with copies the GPU wins {_n(cross['with_copies'])}, without copies "
-            f"{_n(cross['without_copies'])}; at n={big['n']} GPU+copies {big['gpu_copies_ms']:.3f} ms, "
+    text = (f"{big['op']}: with copies the GPU {_wins(cross['with_copies'])}, without copies it "
+            f"{_wins(cross['without_copies'])}; at n={big['n']} GPU+copies {big['gpu_copies_ms']:.3f} ms, "
             f"GPU alone {big['gpu_ms']:.3f} ms, CPU {big['cpu_ms']:.3f} ms")
     if big.get("copy_share") is not None:
         text += f", copies {100 * big['copy_share']:.0f}% of the GPU time"

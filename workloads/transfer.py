@@ -337,8 +337,8 @@ def copy_verdict(ph: dict, pts: list[dict], link: float | None, by_phase: dict) 
         cls, sub = "memory-bound", "host memcpy"
     elif memory == "pageable" or (link and ev["link_fraction"] < NEAR_LINK):
         cls, sub = "pcie-bound", "pageable" if memory == "pageable" else "below link"
-    else:
-        cls, sub = "pcie-bound", "link"
+    else:  # pinned: near the link's peak, or pinned against a link of unknown peak (no NVML)
+        cls, sub = "pcie-bound", "link" if link else "pinned"
     if tele_text(ph):
         ev.update(tele_numbers(ph))
         text += "; GPU " + tele_text(ph)
