@@ -355,9 +355,10 @@ def streams_verdict(ph: dict, q: dict) -> dict:
         text += f" ({q['speedup_vs_serial']:.2f}x the one-stream version)"
     if q["mode"] == "seed":
         text += "; the seed's three streams synchronize after every stage, so nothing overlaps"
-    if q["mode"] == "chunked":
-        text += f"; {q['chunks']} chunks on three streams overlap their uploads, sines and downloads"
     sub = "overlapped" if q["mode"] == "chunked" and (q.get("speedup_vs_serial") or 0) > 1 else "serial"
+    if q["mode"] == "chunked":
+        text += (f"; {q['chunks']} chunks on three streams overlap their uploads, sines and downloads"
+                 if sub == "overlapped" else f"; {q['chunks']} chunks on three streams gained nothing here")
     if tele_text(ph):
         ev.update(tele_numbers(ph))
         text += "; GPU " + tele_text(ph)
