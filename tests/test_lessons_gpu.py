@@ -54,6 +54,7 @@ def doc_of(name: str) -> dict:
             doc = json.loads(r.stdout)
         validate(doc)
         assert doc["status"] == "ok" and doc["device"]["kind"] == "cuda", doc.get("errors")
+        assert not [w for w in doc["warnings"] if w["code"] in ("analyze_failed", "wrong_result")], doc["warnings"]
         for v in [doc["verdict"]] + [ph["verdict"] for ph in doc["phases"] if ph["verdict"]]:
             check_verdict(v)
         _DOCS[name] = doc

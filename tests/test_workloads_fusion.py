@@ -54,6 +54,7 @@ def test_cpu_run_eager_compile_jit(cpu_doc):
     for q in doc["points"]:
         by.setdefault(q["phase"], []).append(q)
     assert set(by) == {f"{f} {v}" for f in ("nested_sin", "gelu") for v in ("eager", "compile", "jit")}
+    assert not [w for w in doc["warnings"] if w["code"] == "analyze_failed"], doc["warnings"]
     for name, pts in by.items():
         if pts[0].get("skipped"):  # only torch.compile may be missing something here (a C++ compiler)
             assert name.endswith("compile") and pts[0]["reason"]

@@ -61,6 +61,7 @@ def test_cpu_run_measures_the_cpu_curve(cpu_doc):
         assert q["cpu_ms"] > 0 and "gpu_ms" not in q and "verdict" not in q
         assert q["bytes_copied"] == 4 * (3 * q["n"] ** 2 if q["op"] == "matmul" else 2 * q["n"])
     assert {w["code"] for w in doc["warnings"]} >= {"skipped"}
+    assert not [w for w in doc["warnings"] if w["code"] == "analyze_failed"], doc["warnings"]
     # no GPU curve, nothing to judge: no verdict rather than a made-up one
     assert doc["verdict"] is None and all(p["verdict"] is None for p in doc["phases"])
     rows = offload.csv_rows(doc)

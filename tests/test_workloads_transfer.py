@@ -50,6 +50,7 @@ def test_cpu_run_is_the_host_memcpy_baseline(cpu_doc):
     skipped = {q["phase"] for q in doc["points"] if q.get("skipped")}
     assert skipped == set(transfer.COPY_PHASES) | {f"streams {m}" for m in transfer.STREAM_MODES}
     assert any(w["code"] == "skipped" and "PCIe" in w["message"] for w in doc["warnings"])
+    assert not [w for w in doc["warnings"] if w["code"] == "analyze_failed"], doc["warnings"]
     v = doc["phases"][0]["verdict"]
     check_verdict(v)
     assert (v["class"], v["subclass"]) == ("memory-bound", "host memcpy") and v["evidence"]["link_fraction"] is None
