@@ -6,9 +6,16 @@
 # then the physics tests (tests/test_lessons_gpu.py) on those documents, and prints the key figures:
 # crossover sizes, pinned / pageable GB/s and % of the PCIe link, fusion speed-ups, the streams speed-up.
 # Files in $OUT: NAME-<gpu>.json (3), NAME-<gpu>.err (3), lessons-<gpu>.txt (this output). Target: under 3 min.
+#   bash bench/lessons_gpu.sh screens
+# instead: TUI screenshots of the three results views from real full-size runs (bench/tui_screens.py:
+# $OUT/tui_screens.tar.gz with NAME_results.svg/.txt/.json, and tui_screens.log; ~2 min).
 set -u
 OUT=${OUT:-/tmp/gputop-lessons}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
+if [ "${1:-}" = screens ]; then
+  exec timeout 400 python3 bench/tui_screens.py --out "$OUT" --workloads offload,fusion,transfer --full \
+    --size 160x48 --timeout 120 --settle 3
+fi
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null | head -1 | awk '{print tolower($2)}')
 gpu=${gpu:-gpu}
 {
