@@ -209,7 +209,7 @@ def fusion_view(doc: dict, width: int, height: int) -> list[Text]:
         if q.get("speedup_vs_eager"):
             t.append(f"  {q['speedup_vs_eager']:.2f}x eager", style="bold")
         lines.append(t)
-    lines.append(Text("fused (1 kernel) in green: the data is read and written once; still memory-bound", style="dim"))
+    lines.append(Text("fused (1 kernel) in green: the data is read from and written to memory once", style="dim"))
     return lines[:height]
 
 
