@@ -12,7 +12,7 @@ from rich.text import Text
 
 from gputop.analysis.verdict import display_name
 from gputop.format import si
-from gputop.tui import charts
+from gputop.tui import charts, lesson_views
 
 _CONSOLE = Console(width=400, color_system=None, file=None, legacy_windows=False)
 # Unit multipliers recognised in key names (checked in order).
@@ -327,7 +327,9 @@ def results_lines(doc: dict, width: int, height: int) -> list[Text]:
         if verdict.get("advice"):
             tail += _wrapped("advice: ", _text(verdict["advice"]), width, 1 if small else 2, "italic")
     room = max(0, body_h - len(tail))
-    if is_roofline(doc.get("workload", ""), doc.get("points") or []):
+    if doc.get("workload") in lesson_views.VIEWS:  # offload, fusion, transfer: their own plots
+        body = lesson_views.VIEWS[doc["workload"]](doc, width, room)
+    elif is_roofline(doc.get("workload", ""), doc.get("points") or []):
         body = roofline_view(doc, width, room)
     else:
         body = bars_view(doc, width, room)

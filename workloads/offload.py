@@ -1,0 +1,409 @@
+"""offload: when does the GPU beat the CPU? matmul and a nested sine, with and without the copies.
+
+The seed blog's experiment (seeds/001), size by size from 2^0 up:
+
+  cpu           the op on host tensors (torch on the CPU's cores)
+  gpu+copies    host tensors in, host tensor out: x.cuda(), the op, .cpu() -- what a program that keeps
+                its data on the host pays; the copies come from pageable memory, as in the seed
+  gpu           the data already on the GPU: the op alone, timed with CUDA events
+  gpu naive     the same call timed with time.perf_counter() and no synchronize: the GPU is asynchronous,
+                so this measures only the submission (the launch), and it is flat whatever the size --
+                the seed's pitfall, kept as a curve of its own so it can be seen to be wrong
+
+Each gpu+copies call is split by CUDA events into upload / compute / download (the seed 004 nvprof
+breakdown, where [CUDA memcpy HtoD] was 32% of GPU time): the copy share of the GPU time. The first
+call is reported apart: the CUDA context (the first CUDA call of the process), and the first call of
+each op (kernel load, cuBLAS set-up), against the same call warm.
+
+The crossover of each curve is the smallest size from which the GPU stays faster than the CPU. Small
+sizes lose: a launch, a synchronize and two copies cost ~10-50 us however little work there is
+(latency-bound). The matmul does n^3 work on n^2 data, so the GPU wins from a modest n; the nested
+sine does 4 sines per element moved, so with the copies the link can eat the gain (transfer-bound).
+
+Run it: ``python workloads/offload.py`` (or ``--device cpu --quick``: only the CPU side), or
+``gputop --run offload``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+try:
+    import gputop  # noqa: F401
+except ImportError:  # run as a script from a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gputop.analysis.verdict import Verdict, display_name
+from gputop.workload_api import Param, ParamError, main, require_torch
+from gputop.workload_util import phase_points, phase_window, tele_numbers, tele_text, throttle_warnings, torch_device
+
+NAME = "offload"
+DESCRIPTION = "CPU vs GPU crossover: matmul and nested sine, with and without copies; naive vs synchronised timing"
+NEEDS = ["torch"]
+TIMEOUT = 300
+
+OPS = ["matmul", "sin"]
+PARAMS = [
+    Param("device", "choice", "cuda", choices=["cuda", "cpu"], help="cuda: CPU and GPU curves; cpu: the CPU curve only"),
+    Param("ops", "str", ",".join(OPS), help=f"comma-separated subset of {', '.join(OPS)}"),
+    Param("matmul_max_log2", "int", 12, lo=0, hi=15, help="matmul sizes n x n for n = 2^0 .. 2^this"),
+    Param("sin_max_log2", "int", 26, lo=0, hi=31, help="nested-sine sizes 2^0 .. 2^this elements"),
+    Param("step_log2", "int", 1, lo=1, hi=8, help="step of the size exponent (matmul; the sine uses twice this)"),
+    Param("target_ms", "float", 40.0, lo=0.0, hi=10000.0, help="each timing repeats for about this long"),
+    Param("max_reps", "int", 50, lo=3, hi=100000, help="and at most this many times (at least 3)"),
+]
+QUICK = {"matmul_max_log2": 10, "sin_max_log2": 22, "target_ms": 15.0, "max_reps": 20}
+CPU = {"matmul_max_log2": 7, "sin_max_log2": 14, "step_log2": 2, "target_ms": 2.0, "max_reps": 5}
+
+
+def parse_ops(text: str) -> list[str]:
+    ops = [o.strip() for o in text.split(",") if o.strip()]
+    if not ops or any(o not in OPS for o in ops):
+        raise ParamError(f"bad value for parameter 'ops': {text!r} (allowed: comma-separated {', '.join(OPS)})")
+    return ops
+
+
+# -- the two ops of the seed --------------------------------------------------------------------------
+
+def nested_sin(x):
+    """The seed's nested sine: four elementwise kernels, one read and one write of x each."""
+    import torch
+
+    x = torch.sin(x)
+    x = torch.sin(x)
+    x = torch.sin(x)
+    x = torch.sin(x)
+    return x
+
+
+def make_inputs(torch, op: str, k: int):
+    """Host tensors of size 2^k: two n x n matrices, or one vector of n elements."""
+    n = 1 << k
+    g = torch.Generator().manual_seed(k)
+    if op == "matmul":
+        return n, (torch.rand(n, n, generator=g), torch.rand(n, n, generator=g))
+    return n, (torch.rand(n, generator=g),)
+
+
+def apply(torch, op: str, args):
+    return torch.matmul(*args) if op == "matmul" else nested_sin(args[0])
+
+
+# -- timing -------------------------------------------------------------------------------------------
+
+def repeat(fn, target_s: float, max_reps: int) -> list:
+    """Call ``fn`` (which returns its own measurement) at least 3 times, until ``target_s`` or max_reps."""
+    out = []
+    start = time.perf_counter()
+    while len(out) < 3 or (time.perf_counter() - start < target_s and len(out) < max_reps):
+        out.append(fn())
+    return out
+
+
+def time_cpu(torch, op, args, p) -> float:
+    apply(torch, op, args)  # warm-up (the thread pool, the allocator)
+
+    def once():
+        t0 = time.perf_counter()
+        apply(torch, op, args)
+        return time.perf_counter() - t0
+
+    return 1e3 * statistics.median(repeat(once, p["target_ms"] / 1e3, p["max_reps"]))
+
+
+def time_gpu(torch, op, host_args, p) -> dict:
+    """gpu+copies (host wall clock, split by events), gpu (events), gpu naive (wall clock, no sync)."""
+    dev = torch.device("cuda")
+    sync = torch.cuda.synchronize
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+
+    def with_copies():  # the seed's x.cuda() ... .cpu(); .cpu() into pageable memory waits for the GPU
+        sync()
+        t0 = time.perf_counter()
+        ev[0].record()
+        dev_args = [a.to(dev) for a in host_args]
+        ev[1].record()
+        out = apply(torch, op, dev_args)
+        ev[2].record()
+        out.cpu()
+        ev[3].record()
+        wall = time.perf_counter() - t0
+        ev[3].synchronize()
+        return wall, ev[0].elapsed_time(ev[1]), ev[1].elapsed_time(ev[2]), ev[2].elapsed_time(ev[3])
+
+    dev_args = [a.to(dev) for a in host_args]
+
+    def on_gpu():
+        ev[0].record()
+        apply(torch, op, dev_args)
+        ev[1].record()
+        ev[1].synchronize()
+        return ev[0].elapsed_time(ev[1])
+
+    def naive():  # the pitfall: the clock stops when the call returns, not when the GPU is done
+        sync()
+        t0 = time.perf_counter()
+        apply(torch, op, dev_args)
+        t = time.perf_counter() - t0
+        sync()  # outside the timing, so that the queue does not fill up
+        return t
+
+    target, reps = p["target_ms"] / 1e3, p["max_reps"]
+    with_copies()  # warm-up
+    copies = repeat(with_copies, target, reps)
+    gpu = repeat(on_gpu, target, reps)
+    naive_s = repeat(naive, target, reps)
+    h2d, comp, d2h = (statistics.median(c[i] for c in copies) for i in (1, 2, 3))
+    return {"gpu_copies_ms": 1e3 * statistics.median(c[0] for c in copies), "gpu_ms": statistics.median(gpu),
+            "gpu_naive_ms": 1e3 * statistics.median(naive_s), "h2d_ms": h2d, "compute_ms": comp, "d2h_ms": d2h,
+            "copy_share": (h2d + d2h) / (h2d + comp + d2h) if h2d + comp + d2h > 0 else None}
+
+
+def cuda_context_ms(torch) -> float | None:
+    """The first CUDA call of the process: it creates the CUDA context (and loads the first kernel)."""
+    if not torch.cuda.is_available():
+        return None
+    t0 = time.perf_counter()
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    return 1e3 * (time.perf_counter() - t0)
+
+
+def first_calls(torch, ops, ctx_ms: float, emit) -> dict:
+    """The CUDA context (measured before anything else touched CUDA), then each op's first call against
+    the same call warm."""
+    emit.phase("first call")
+    emit.point({"phase": "first call", "what": "cuda context", "first_ms": ctx_ms})
+    out = {"context_ms": ctx_ms}
+    for op in ops:
+        n, args = make_inputs(torch, op, 6)
+        dev_args = [a.cuda() for a in args]
+        times = []
+        for _ in range(3):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            apply(torch, op, dev_args)
+            torch.cuda.synchronize()
+            times.append(1e3 * (time.perf_counter() - t0))
+        pt = {"phase": "first call", "what": f"{op} first call", "op": op, "n": n, "first_ms": times[0],
+              "warm_ms": min(times[1:])}
+        emit.point(pt)
+        out[op] = {"first_ms": times[0], "warm_ms": pt["warm_ms"]}
+    return out
+
+
+def run(p: dict, emit) -> None:
+    torch = require_torch()
+    ops = parse_ops(p["ops"])
+    ctx_ms = cuda_context_ms(torch) if p["device"] == "cuda" else None
+    dev, info = torch_device(torch, p["device"])
+    cuda = dev.type == "cuda"
+    emit.started(NAME, p, info)
+    kept: list[dict] = []  # run on its own: the points, for the verdicts at the end
+    if not emit.events:
+        emit.on_point = lambda pt: (kept.append(pt), print_row(pt))
+    results: dict = {"ops": ops, "matmul_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+                     "note": "gpu naive: perf_counter around the call with no synchronize -- only the launch"}
+    if cuda:
+        results["first_call"] = first_calls(torch, ops, ctx_ms, emit)
+    else:
+        emit.warning("the GPU curves need a CUDA device: only the CPU curve is measured", code="skipped")
+    sizes = {"matmul": range(0, p["matmul_max_log2"] + 1, p["step_log2"]),
+             "sin": range(0, p["sin_max_log2"] + 1, 2 * p["step_log2"])}
+    total = sum(len(sizes[op]) for op in ops)
+    done = 0
+    measured: list[dict] = []
+    for op in ops:
+        emit.phase(op)
+        for k in sizes[op]:
+            if emit.should_stop():
+                break
+            emit.progress(done, total, f"{op} 2^{k}")
+            done += 1
+            n, args = make_inputs(torch, op, k)
+            pt = {"phase": op, "op": op, "log2": k, "n": n,
+                  "flops": 2 * n ** 3 if op == "matmul" else 4 * n,
+                  "bytes_copied": 4 * (3 * n * n if op == "matmul" else 2 * n),
+                  "cpu_ms": time_cpu(torch, op, args, p)}
+            if cuda:
+                pt.update(time_gpu(torch, op, args, p))
+            measured.append(pt)
+            emit.point(pt)
+    emit.progress(done, total, "done")
+    if cuda:
+        results["crossover_n"] = {op: crossovers([q for q in measured if q["op"] == op]) for op in ops}
+    emit.result(results)
+    if kept:
+        print_verdicts(p, info, kept, results)
+
+
+def print_row(pt: dict) -> None:
+    """One line per measurement when the script runs on its own."""
+    if "cpu_ms" not in pt:
+        warm = f" (warm: {pt['warm_ms']:.3f} ms)" if "warm_ms" in pt else ""
+        print(f"  {pt['what']}: {pt['first_ms']:.2f} ms{warm}", flush=True)
+        return
+    row = f"  {pt['op']:<6} n={pt['n']:<10} cpu {pt['cpu_ms']:10.3f} ms"
+    if "gpu_ms" in pt:
+        row += (f"  gpu+copies {pt['gpu_copies_ms']:9.3f} ms (copies {100 * (pt['copy_share'] or 0):3.0f}%)"
+                f"  gpu {pt['gpu_ms']:8.3f} ms  naive {pt['gpu_naive_ms']:6.3f} ms")
+    print(row, flush=True)
+
+
+# -- crossovers (in the run and in analyze) --------------------------------------------------------------
+
+CURVES = {"with_copies": "gpu_copies_ms", "without_copies": "gpu_ms", "naive": "gpu_naive_ms"}
+
+
+def crossover(points: list[dict], key: str) -> int | None:
+    """The smallest n from which the GPU (``key``) stays faster than the CPU; None if it never does."""
+    pts = sorted((q for q in points if q.get(key) is not None and q.get("cpu_ms") is not None), key=lambda q: q["n"])
+    best = None
+    for q in reversed(pts):
+        if q[key] < q["cpu_ms"]:
+            best = q["n"]
+        else:
+            break
+    return best
+
+
+def crossovers(points: list[dict]) -> dict:
+    return {name: crossover(points, key) for name, key in CURVES.items()}
+
+
+# -- the verdict (in the gputop process, after the run) -------------------------------------------------
+# Per size, the GPU-with-copies call is judged: transfer-bound when the copies are most of its time and
+# move real bandwidth; latency-bound when the copies are tiny (fixed per-call costs: launch, synchronize,
+# copy set-up); otherwise the GPU's own work sets the pace (compute-bound matmul, memory-bound sine).
+
+COPY_SHARE = 0.5  # copies at least half the GPU time: transfer-bound
+SMALL_COPY_FRACTION = 0.1  # copies moving under 10% of the link's peak are paying latency, not bandwidth
+SMALL_COPY_BYTES = 1 << 20  # without a known link peak (CPU docs, no NVML): under 1 MiB is "small"
+
+ADVICE = {
+    "latency-bound": "at this size the fixed cost of a launch, a synchronize and two copies outweighs the work: "
+                     "keep small work on the CPU, or batch many small ops into one GPU call",
+    "pcie-bound": "the copies dominate: keep the data on the GPU across ops, copy from pinned memory and overlap "
+                  "copies with compute (see the transfer workload)",
+    "compute-bound": "the GPU wins: the work (n^3) grows faster than the data copied (n^2)",
+    "memory-bound": "the GPU's kernels win but are memory-bound: fusing the four sines cuts the traffic (see the "
+                    "fusion workload)",
+}
+
+
+def classify_size(q: dict, link_bps: float | None) -> tuple[str, str | None]:
+    """(class, subclass) of one size's GPU-with-copies call."""
+    copy_ms = (q.get("h2d_ms") or 0) + (q.get("d2h_ms") or 0)
+    bw = q["bytes_copied"] / (copy_ms / 1e3) if copy_ms > 0 else 0.0
+    small = bw < SMALL_COPY_FRACTION * link_bps if link_bps else q["bytes_copied"] < SMALL_COPY_BYTES
+    if not small and (q.get("copy_share") or 0) >= COPY_SHARE:
+        return "pcie-bound", "pageable"
+    if small or q["gpu_copies_ms"] >= q["cpu_ms"]:
+        return "latency-bound", "launch"
+    return ("compute-bound", "gpu wins") if q["op"] == "matmul" else ("memory-bound", "gpu wins")
+
+
+def size_verdict(q: dict, link_bps: float | None) -> dict:
+    cls, sub = classify_size(q, link_bps)
+    wins = q["gpu_copies_ms"] < q["cpu_ms"]
+    ev = {"n": q["n"], "gpu_copies_ms": q["gpu_copies_ms"], "cpu_ms": q["cpu_ms"], "copy_share": q.get("copy_share")}
+    text = (f"n={q['n']}: the GPU {'wins' if wins else 'loses'} with copies ({q['gpu_copies_ms']:.3f} ms "
+            f"vs CPU {q['cpu_ms']:.3f} ms)")
+    if q.get("copy_share") is not None:
+        text += f"; copies are {100 * q['copy_share']:.0f}% of the GPU time"
+    return Verdict(cls, sub, None, ev, text, ADVICE[cls]).to_dict()
+
+
+def _wins(v) -> str:
+    return "never wins" if v is None else f"wins from n={v}"
+
+
+def op_verdict(ph: dict, pts: list[dict], link_bps: float | None) -> dict | None:
+    gpu = sorted((q for q in pts if q.get("gpu_copies_ms") is not None), key=lambda q: q["n"])
+    if not gpu:
+        return None
+    big, small = gpu[-1], gpu[0]
+    cross = crossovers(gpu)
+    naive = [q["gpu_naive_ms"] for q in gpu]
+    cls, sub = classify_size(big, link_bps)
+    small_cls, _ = classify_size(small, link_bps)
+    ev = {"crossover_with_copies_n": cross["with_copies"], "crossover_without_copies_n": cross["without_copies"],
+          "largest_n": big["n"], "gpu_copies_ms": big["gpu_copies_ms"], "cpu_ms": big["cpu_ms"],
+          "gpu_ms": big["gpu_ms"], "copy_share": big.get("copy_share"), "naive_min_ms": min(naive),
+          "naive_max_ms": max(naive), "smallest_n": small["n"]}
+    text = (f"{big['op']}: with copies the GPU {_wins(cross['with_copies'])}, without copies it "
+            f"{_wins(cross['without_copies'])}; at n={big['n']} GPU+copies {big['gpu_copies_ms']:.3f} ms, "
+            f"GPU alone {big['gpu_ms']:.3f} ms, CPU {big['cpu_ms']:.3f} ms")
+    if big.get("copy_share") is not None:
+        text += f", copies {100 * big['copy_share']:.0f}% of the GPU time"
+    text += (f"; at n={small['n']} {'latency-bound (launch and sync)' if small_cls == 'latency-bound' else small_cls}"
+             f"; the naive timing stays between {min(naive):.3f} and {max(naive):.3f} ms at every size: it times "
+             f"only the launch, not the work")
+    notes = ["gpu naive = perf_counter around the call without torch.cuda.synchronize(): the GPU runs "
+             "asynchronously, so the clock stops when the launch returns"]
+    return Verdict(cls, sub, None, ev, text, ADVICE[cls], notes=notes,
+                   **phase_window(ph)).to_dict()
+
+
+def first_call_verdict(ph: dict, pts: list[dict]) -> dict | None:
+    ctx = next((q for q in pts if q.get("what") == "cuda context"), None)
+    ops = [q for q in pts if q.get("op")]
+    if ctx is None:
+        return None
+    ev = {"context_ms": ctx["first_ms"]}
+    parts = [f"the CUDA context took {ctx['first_ms']:.0f} ms"]
+    for q in ops:
+        ev[f"{q['op']}_first_ms"], ev[f"{q['op']}_warm_ms"] = q["first_ms"], q["warm_ms"]
+        parts.append(f"the first {q['op']} {q['first_ms']:.2f} ms against {q['warm_ms']:.3f} ms warm")
+    advice = "warm up (a few untimed calls) before timing or serving: the first call pays context and kernel load"
+    return Verdict("latency-bound", "startup", None, ev, "; ".join(parts), advice, **phase_window(ph)).to_dict()
+
+
+def analyze(doc: dict) -> dict:
+    link = ((doc.get("device") or {}).get("peaks") or {}).get("pcie_bytes_per_s_per_dir")
+    by_phase = phase_points(doc)
+    for q in doc.get("points") or []:
+        if q.get("gpu_copies_ms") is not None and q.get("cpu_ms") is not None:
+            q["verdict"] = size_verdict(q, link)
+    verdicts = {}
+    for ph in doc.get("phases") or []:
+        pts = by_phase.get(ph.get("name")) or []
+        v = first_call_verdict(ph, pts) if ph.get("name") == "first call" else op_verdict(ph, pts, link)
+        if v and tele_text(ph):
+            v["evidence"].update(tele_numbers(ph))
+            v["evidence_text"] += "; GPU " + tele_text(ph)
+        ph["verdict"] = v
+        if v and ph.get("name") in OPS:
+            verdicts[ph["name"]] = v
+    throttle_warnings(doc)
+    pcie = [v for v in verdicts.values() if v["class"] == "pcie-bound"]
+    overall = pcie[0] if pcie else verdicts.get("matmul") or next(iter(verdicts.values()), None)
+    doc["verdict"] = dict(overall, window=None) if overall else None
+    return doc
+
+
+def csv_rows(doc: dict) -> list[dict]:
+    """One row per op and size: the four curves and the copy split."""
+    cols = ("op", "log2", "n", "cpu_ms", "gpu_copies_ms", "gpu_ms", "gpu_naive_ms", "h2d_ms", "compute_ms", "d2h_ms",
+            "copy_share")
+    return [{c: q.get(c) for c in cols} for q in doc.get("points") or [] if q.get("cpu_ms") is not None]
+
+
+def print_verdicts(p: dict, info: dict, points: list[dict], results: dict) -> None:
+    """Run on its own (no gputop): the verdicts of ``analyze`` at the end, without telemetry or peaks."""
+    doc = {"params": p, "device": {"kind": info.get("kind"), "peaks": None}, "points": [dict(q) for q in points],
+           "results": results, "warnings": [],
+           "phases": [{"name": name, "telemetry": None} for name in dict.fromkeys(q["phase"] for q in points)]}
+    analyze(doc)
+    judged = [ph for ph in doc["phases"] if ph.get("verdict")]
+    if judged:
+        print("\nverdicts (gputop --run adds the GPU's telemetry and peaks):")
+    for ph in judged:
+        print(f"  {ph['name']}: {display_name(ph['verdict'])}: {ph['verdict']['evidence_text']}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.modules[__name__]))

@@ -1,0 +1,417 @@
+"""transfer: host<->device copies over PCIe -- pageable vs pinned, small vs large, one stream vs three.
+
+Part 1, bandwidth against size (4 kB .. 1 GB), each direction from two kinds of host memory:
+
+  pageable   ordinary host memory (torch.empty): the driver cannot DMA from memory the OS may move, so it
+             copies it through a pinned bounce buffer first -- a host memcpy on the way
+  pinned     page-locked memory (pin_memory=True): the GPU's copy engine reads it directly
+
+Small copies are latency-bound: ~10 us of fixed cost each, whatever their size. Large pinned copies
+approach the link's peak (the run's PCIe generation and width, read through NVML; gen5 x16 is 63 GB/s
+per direction). A host memcpy of the same sizes is measured too: the ceiling of the staging step.
+
+Part 2, the seed's upload / compute (four sines) / download (seeds/001), on pinned buffers:
+
+  serial     all on one stream: upload everything, compute, download everything
+  seed       the seed's "three streams": one stream per stage, but it synchronizes after each stage, so the
+             stages still run one after another -- nothing overlaps (the seed saw no gain, and this is why)
+  chunked    the work split into chunks, each chunk's stages chained with events across three streams: while
+             chunk i computes, chunk i+1 uploads and chunk i-1 downloads (H2D and D2H use separate copy engines)
+
+Every span is recorded with CUDA events; the TUI draws them as a timeline, one row per stream.
+
+On ``--device cpu`` there is no PCIe link: the run measures the host memcpy baseline alone (the staging
+cost every pageable copy pays) and reports the GPU parts as skipped.
+
+Run it: ``python workloads/transfer.py`` (or ``--device cpu --quick``), or ``gputop --run transfer``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+try:
+    import gputop  # noqa: F401
+except ImportError:  # run as a script from a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gputop.analysis.verdict import Verdict, display_name
+from gputop.workload_api import Param, ParamError, main, require_torch
+from gputop.workload_util import phase_points, phase_window, tele_numbers, tele_text, throttle_warnings, torch_device
+
+NAME = "transfer"
+DESCRIPTION = "PCIe copies: pageable vs pinned bandwidth from 4 kB to 1 GB; upload/compute/download on 1 vs 3 streams"
+NEEDS = ["torch", "numpy"]
+TIMEOUT = 300
+
+COPY_PHASES = ["h2d pageable", "h2d pinned", "d2h pageable", "d2h pinned"]
+STREAM_MODES = ["serial", "seed", "chunked"]
+PARAMS = [
+    Param("device", "choice", "cuda", choices=["cuda", "cpu"], help="cuda: copies and streams; cpu: host memcpy only"),
+    Param("min_log2", "int", 12, lo=0, hi=34, help="smallest copy: 2^this bytes (4 kB)"),
+    Param("max_log2", "int", 30, lo=0, hi=34, help="largest copy: 2^this bytes (1 GB)"),
+    Param("step_log2", "int", 2, lo=1, hi=8, help="step of the size exponent"),
+    Param("streams_mb", "int", 512, lo=1, hi=65536, help="MB of float32 data through upload/compute/download"),
+    Param("chunks", "int", 8, lo=1, hi=1024, help="chunks of the chunked three-stream version"),
+    Param("target_ms", "float", 40.0, lo=0.0, hi=10000.0, help="each timing repeats for about this long"),
+    Param("max_reps", "int", 50, lo=3, hi=100000, help="and at most this many times (at least 3)"),
+]
+QUICK = {"max_log2": 26, "streams_mb": 128, "target_ms": 10.0, "max_reps": 20}
+CPU = {"max_log2": 22, "target_ms": 2.0, "max_reps": 10}
+
+
+def sizes(p: dict) -> list[int]:
+    if p["min_log2"] > p["max_log2"]:
+        raise ParamError(f"min_log2 ({p['min_log2']}) must not be above max_log2 ({p['max_log2']})")
+    return [1 << k for k in range(p["min_log2"], p["max_log2"] + 1, p["step_log2"])]
+
+
+def repeat_ms(fn, p) -> float:
+    """Median of ``fn()`` (which returns ms): at least 3 calls, for about target_ms, at most max_reps."""
+    out = []
+    start = time.perf_counter()
+    while len(out) < 3 or (time.perf_counter() - start < p["target_ms"] / 1e3 and len(out) < p["max_reps"]):
+        out.append(fn())
+    return statistics.median(out)
+
+
+# -- part 1: bandwidth against size ---------------------------------------------------------------------
+
+def host_memcpy(p, emit, nbytes: list[int]) -> list[dict]:
+    """The staging step alone: one thread copying host memory to host memory (as the driver stages a
+    pageable copy), the same sizes. NumPy's copyto is a plain memcpy."""
+    import numpy as np
+
+    emit.phase("host memcpy")
+    src = np.ones(nbytes[-1], dtype=np.uint8)  # written, so every page is really there
+    dst = np.zeros(nbytes[-1], dtype=np.uint8)
+    out = []
+    for b in nbytes:
+        if emit.should_stop():
+            break
+
+        def once():
+            t0 = time.perf_counter()
+            np.copyto(dst[:b], src[:b])
+            return 1e3 * (time.perf_counter() - t0)
+
+        once()
+        ms = repeat_ms(once, p)
+        pt = {"phase": "host memcpy", "kind": "host memcpy", "bytes": b, "ms": ms, "gb_per_s": b / ms / 1e6}
+        emit.point(pt)
+        out.append(pt)
+    return out
+
+
+def copies(torch, p, emit, nbytes: list[int]) -> dict:
+    """H2D and D2H from pageable and pinned host memory, timed with CUDA events around each copy."""
+    top = nbytes[-1]
+    dev = torch.empty(top, dtype=torch.uint8, device="cuda")
+    host = {"pageable": torch.ones(top, dtype=torch.uint8),
+            "pinned": torch.ones(top, dtype=torch.uint8).pin_memory()}
+    a, b_ = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    best = {}
+    for label in COPY_PHASES:
+        direction, memory = label.split()
+        emit.phase(label)
+        for b in nbytes:
+            if emit.should_stop():
+                return best
+            h, d = host[memory][:b], dev[:b]
+            src, dst = (h, d) if direction == "h2d" else (d, h)
+
+            def once():
+                a.record()
+                dst.copy_(src, non_blocking=True)  # from pageable memory it is synchronous all the same
+                b_.record()
+                b_.synchronize()
+                return a.elapsed_time(b_)
+
+            once()
+            ms = repeat_ms(once, p)
+            pt = {"phase": label, "kind": label, "direction": direction, "memory": memory, "bytes": b, "ms": ms,
+                  "gb_per_s": b / ms / 1e6}
+            emit.point(pt)
+            best[label] = pt
+    del dev, host
+    return {k: v["gb_per_s"] for k, v in best.items()}
+
+
+# -- part 2: upload / compute / download on one stream or three ----------------------------------------
+
+def nested_sin_(torch, x):
+    for _ in range(4):
+        torch.sin(x, out=x)  # in place: the same four kernels as the seed, no extra buffers
+    return x
+
+
+def streams_part(torch, p, emit) -> dict:
+    n = p["streams_mb"] * (1 << 20) // 4
+    x_h = torch.rand(n).pin_memory()
+    ref_h = torch.empty(n).pin_memory()
+    y_h = torch.empty(n).pin_memory()
+    x_d = torch.empty(n, device="cuda")
+    main_s = torch.cuda.current_stream()
+    up, comp, down = torch.cuda.Stream(), torch.cuda.Stream(), torch.cuda.Stream()
+    spans: list = []
+
+    def span(stream, name, op, chunk, body):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(stream)
+        body()
+        e.record(stream)
+        spans.append((name, op, chunk, s, e))
+        return e
+
+    def serial(out):
+        span(main_s, "stream 0", "upload", 0, lambda: x_d.copy_(x_h, non_blocking=True))
+        span(main_s, "stream 0", "compute", 0, lambda: nested_sin_(torch, x_d))
+        span(main_s, "stream 0", "download", 0, lambda: out.copy_(x_d, non_blocking=True))
+
+    def seed(out):  # the seed's code: a stream per stage, and a synchronize after each stage
+        with torch.cuda.stream(up):
+            span(up, "upload", "upload", 0, lambda: x_d.copy_(x_h, non_blocking=True))
+        up.synchronize()
+        with torch.cuda.stream(comp):
+            span(comp, "compute", "compute", 0, lambda: nested_sin_(torch, x_d))
+        comp.synchronize()
+        with torch.cuda.stream(down):
+            span(down, "download", "download", 0, lambda: out.copy_(x_d, non_blocking=True))
+        down.synchronize()
+
+    def chunked(out):  # chunk i: upload -> (event) -> compute -> (event) -> download, streams overlap
+        bounds = [(i * n // p["chunks"], (i + 1) * n // p["chunks"]) for i in range(p["chunks"])]
+        for i, (lo, hi) in enumerate(bounds):
+            with torch.cuda.stream(up):
+                e_up = span(up, "upload", "upload", i, lambda: x_d[lo:hi].copy_(x_h[lo:hi], non_blocking=True))
+            comp.wait_event(e_up)
+            with torch.cuda.stream(comp):
+                e_c = span(comp, "compute", "compute", i, lambda: nested_sin_(torch, x_d[lo:hi]))
+            down.wait_event(e_c)
+            with torch.cuda.stream(down):
+                span(down, "download", "download", i, lambda: out[lo:hi].copy_(x_d[lo:hi], non_blocking=True))
+
+    fns = {"serial": serial, "seed": seed, "chunked": chunked}
+    out: dict = {"bytes": 4 * n, "chunks": p["chunks"], "modes": {}}
+    for mode in STREAM_MODES:
+        if emit.should_stop():
+            break
+        emit.phase(f"streams {mode}")
+        target = ref_h if mode == "serial" else y_h
+        walls = []
+        for rep in range(4):  # the first is a warm-up (streams, kernels); the spans of the last are kept
+            spans.clear()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            start = torch.cuda.Event(enable_timing=True)
+            start.record(main_s)
+            fns[mode](target)
+            torch.cuda.synchronize()
+            if rep:
+                walls.append(1e3 * (time.perf_counter() - t0))
+        timeline = [{"stream": name, "op": op, "chunk": c, "start_ms": start.elapsed_time(s),
+                     "end_ms": start.elapsed_time(e)} for name, op, c, s, e in spans]
+        busy = {op: sum(t["end_ms"] - t["start_ms"] for t in timeline if t["op"] == op)
+                for op in ("upload", "compute", "download")}
+        pt = {"phase": f"streams {mode}", "kind": "streams", "mode": mode, "bytes": 4 * n, "total_ms": min(walls),
+              "span_ms": max(t["end_ms"] for t in timeline), "upload_ms": busy["upload"],
+              "compute_ms": busy["compute"], "download_ms": busy["download"],
+              "chunks": p["chunks"] if mode == "chunked" else 1}
+        if mode != "serial":
+            pt["matches_serial"] = bool(torch.allclose(target, ref_h, rtol=1e-5, atol=1e-6))
+            if not pt["matches_serial"]:
+                emit.warning(f"streams {mode}: the result differs from the serial version's", code="wrong_result")
+        if "serial" in out["modes"]:
+            pt["speedup_vs_serial"] = out["modes"]["serial"]["total_ms"] / pt["total_ms"]
+        emit.point(pt)
+        out["modes"][mode] = {k: pt[k] for k in ("total_ms", "span_ms", "upload_ms", "compute_ms", "download_ms")}
+        out["modes"][mode]["timeline"] = timeline
+    return out
+
+
+def run(p: dict, emit) -> None:
+    torch = require_torch()
+    nbytes = sizes(p)
+    dev, info = torch_device(torch, p["device"])
+    cuda = dev.type == "cuda"
+    emit.started(NAME, p, info)
+    kept: list[dict] = []  # run on its own: the points, for the verdicts at the end
+    if not emit.events:
+        emit.on_point = lambda pt: (kept.append(pt), print_row(pt))
+    results: dict = {"sizes_bytes": nbytes}
+    memcpy = host_memcpy(p, emit, nbytes)
+    if memcpy:
+        results["host_memcpy_gb_per_s"] = memcpy[-1]["gb_per_s"]
+    if not cuda:
+        emit.warning("no PCIe link on the CPU device: the host->device copies and the streams need a CUDA GPU; "
+                     "measured the host memcpy baseline only", code="skipped")
+        for label in COPY_PHASES + [f"streams {m}" for m in STREAM_MODES]:
+            emit.point({"phase": label, "kind": label.split()[0] if "streams" in label else label, "skipped": True,
+                        "reason": "needs a CUDA GPU"})
+        emit.result(results)
+        if kept:
+            print_verdicts(p, info, kept, results)
+        return
+    if not emit.should_stop():
+        results["largest_copy_gb_per_s"] = copies(torch, p, emit, nbytes)
+    if not emit.should_stop():
+        results["streams"] = streams_part(torch, p, emit)
+    emit.result(results)
+    if kept:
+        print_verdicts(p, info, kept, results)
+
+
+def print_row(pt: dict) -> None:
+    """One line per measurement when the script runs on its own."""
+    if pt.get("skipped"):
+        print(f"  {pt['phase']}: skipped ({pt['reason']})", flush=True)
+    elif pt["kind"] == "streams":
+        gain = f"  {pt['speedup_vs_serial']:.2f}x serial" if pt.get("speedup_vs_serial") else ""
+        print(f"  {pt['mode']:<8} {pt['total_ms']:8.2f} ms  (GPU time: upload {pt['upload_ms']:.2f}, compute "
+              f"{pt['compute_ms']:.2f}, download {pt['download_ms']:.2f} ms){gain}", flush=True)
+    else:
+        print(f"  {pt['kind']:<13} {pt['bytes']:>11} B  {1e3 * pt['ms']:10.1f} us  {pt['gb_per_s']:7.2f} GB/s", flush=True)
+
+
+# -- the verdict (in the gputop process, after the run) -------------------------------------------------
+# Copies are PCIe-bound by nature; the subclass says what limits them: pageable memory (the staging
+# memcpy), or the link itself (pinned, near its peak). Below the half-bandwidth size a copy is
+# latency-bound: its fixed cost outweighs the bytes.
+
+NEAR_LINK = 0.5  # the same bar as the live classifier's "link" subclass (thresholds.PCIE_NEAR_LINK_FRACTION)
+
+ADVICE = {
+    "pageable": "copy from pinned memory (pin_memory=True, DataLoader(pin_memory=True)) with non_blocking=True: the "
+                "copy engine then reads it directly instead of through a staging memcpy",
+    "link": "the link is the limit: move fewer bytes (keep data on the GPU, send bf16/uint8), or overlap the copies "
+            "with compute on other streams",
+    "host memcpy": "this is the staging cost every pageable copy pays on top of the PCIe transfer; pinned buffers "
+                   "skip it",
+    "serial": "split the work into chunks and chain upload -> compute -> download with events on three streams, "
+              "from pinned memory, so the stages of different chunks overlap",
+    "overlapped": "the stages overlap: the slowest stage (a copy direction) now sets the time",
+}
+
+
+def _size(b: float) -> str:
+    """Bytes in decimal units, as the verdict sentences quote them."""
+    for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if b >= scale:
+            return f"{b / scale:.3g} {unit}"
+    return f"{b:.0f} B"
+
+
+def half_bandwidth(pts: list[dict]) -> dict | None:
+    """The smallest copy that reaches half the phase's best bandwidth: below it, copies are latency-bound."""
+    best = max(q["gb_per_s"] for q in pts)
+    return next((q for q in sorted(pts, key=lambda q: q["bytes"]) if q["gb_per_s"] >= best / 2), None)
+
+
+def copy_verdict(ph: dict, pts: list[dict], link: float | None, by_phase: dict) -> dict:
+    big, small = max(pts, key=lambda q: q["bytes"]), min(pts, key=lambda q: q["bytes"])
+    half = half_bandwidth(pts)
+    for q in pts:  # each size's regime: below the half-bandwidth size the fixed cost per copy dominates
+        q["regime"] = "latency-bound" if half and q["bytes"] < half["bytes"] else "bandwidth-bound"
+    bps = big["gb_per_s"] * 1e9
+    memory = big.get("memory")
+    ev = {"bytes": big["bytes"], "bytes_per_s": bps, "link_bytes_per_s": link,
+          "link_fraction": bps / link if link else None, "small_bytes": small["bytes"], "small_us": 1e3 * small["ms"],
+          "half_bandwidth_bytes": half["bytes"] if half else None}
+    what = "host memcpy" if big["kind"] == "host memcpy" else f"{big['direction'].upper()} from {memory} memory"
+    text = f"{what} at {_size(big['bytes'])}: {bps / 1e9:.1f} GB/s"
+    if link and big["kind"] != "host memcpy":
+        text += f" = {100 * ev['link_fraction']:.0f}% of the {link / 1e9:.1f} GB/s link"
+    if memory == "pageable":
+        other = (by_phase.get(f"{big['direction']} pinned") or [])
+        pin = max((q for q in other if q["bytes"] == big["bytes"]), key=lambda q: q["gb_per_s"], default=None)
+        if pin:
+            ev["pinned_bytes_per_s"], ev["pinned_speedup"] = pin["gb_per_s"] * 1e9, pin["gb_per_s"] / big["gb_per_s"]
+            text += f"; pinned {pin['gb_per_s']:.1f} GB/s ({ev['pinned_speedup']:.1f}x)"
+    text += f"; a {_size(small['bytes'])} copy takes {ev['small_us']:.1f} us"
+    if half:
+        text += f", and copies under {_size(half['bytes'])} are latency-bound (fixed cost per copy)"
+    if big["kind"] == "host memcpy":
+        cls, sub = "memory-bound", "host memcpy"
+    elif memory == "pageable" or (link and ev["link_fraction"] < NEAR_LINK):
+        cls, sub = "pcie-bound", "pageable" if memory == "pageable" else "below link"
+    else:  # pinned: near the link's peak, or pinned against a link of unknown peak (no NVML)
+        cls, sub = "pcie-bound", "link" if link else "pinned"
+    if tele_text(ph):
+        ev.update(tele_numbers(ph))
+        text += "; GPU " + tele_text(ph)
+    advice = ADVICE.get(sub, ADVICE["link"])
+    return Verdict(cls, sub, None, ev, text, advice, **phase_window(ph)).to_dict()
+
+
+def streams_verdict(ph: dict, q: dict) -> dict:
+    ev = {"total_ms": q["total_ms"], "upload_ms": q["upload_ms"], "compute_ms": q["compute_ms"],
+          "download_ms": q["download_ms"], "chunks": q["chunks"], "speedup_vs_serial": q.get("speedup_vs_serial")}
+    text = (f"upload {q['upload_ms']:.2f} ms, compute {q['compute_ms']:.2f} ms, download {q['download_ms']:.2f} ms "
+            f"of GPU time; {q['total_ms']:.2f} ms end to end")
+    if q.get("speedup_vs_serial"):
+        text += f" ({q['speedup_vs_serial']:.2f}x the one-stream version)"
+    if q["mode"] == "seed":
+        text += "; the seed's three streams synchronize after every stage, so nothing overlaps"
+    sub = "overlapped" if q["mode"] == "chunked" and (q.get("speedup_vs_serial") or 0) > 1 else "serial"
+    if q["mode"] == "chunked":
+        text += (f"; {q['chunks']} chunks on three streams overlap their uploads, sines and downloads"
+                 if sub == "overlapped" else f"; {q['chunks']} chunks on three streams gained nothing here")
+    if tele_text(ph):
+        ev.update(tele_numbers(ph))
+        text += "; GPU " + tele_text(ph)
+    return Verdict("pcie-bound", sub, None, ev, text, ADVICE[sub], **phase_window(ph)).to_dict()
+
+
+def analyze(doc: dict) -> dict:
+    link = ((doc.get("device") or {}).get("peaks") or {}).get("pcie_bytes_per_s_per_dir")
+    by_phase = {k: [q for q in v if not q.get("skipped")] for k, v in phase_points(doc).items()}
+    verdicts = {}
+    for ph in doc.get("phases") or []:
+        pts = by_phase.get(ph.get("name")) or []
+        ph["verdict"] = None
+        if pts and pts[0].get("kind") == "streams":
+            ph["verdict"] = streams_verdict(ph, pts[-1])
+        elif pts and pts[0].get("gb_per_s") is not None:
+            ph["verdict"] = copy_verdict(ph, pts, link, by_phase)
+        if ph["verdict"]:
+            verdicts[ph["name"]] = ph["verdict"]
+    throttle_warnings(doc)
+    main_v = verdicts.get("h2d pageable") or verdicts.get("h2d pinned") or verdicts.get("host memcpy")
+    if main_v is None:
+        doc["verdict"] = None
+        return doc
+    v = dict(main_v, window=None, evidence=dict(main_v["evidence"]))
+    chunked = (by_phase.get("streams chunked") or [None])[-1]
+    if chunked and chunked.get("speedup_vs_serial"):
+        v["evidence"]["streams_speedup"] = chunked["speedup_vs_serial"]
+        v["evidence_text"] += (f"; upload/compute/download in chunks on three streams ran "
+                               f"{chunked['speedup_vs_serial']:.2f}x the serial version")
+    doc["verdict"] = v
+    return doc
+
+
+def csv_rows(doc: dict) -> list[dict]:
+    """One row per copy size (bandwidth part), then one per streams mode."""
+    cols = ("kind", "bytes", "ms", "gb_per_s", "mode", "total_ms", "upload_ms", "compute_ms", "download_ms",
+            "speedup_vs_serial")
+    return [{c: q.get(c) for c in cols} for q in doc.get("points") or [] if not q.get("skipped")]
+
+
+def print_verdicts(p: dict, info: dict, points: list[dict], results: dict) -> None:
+    """Run on its own (no gputop): the verdicts of ``analyze`` at the end, without telemetry or peaks."""
+    doc = {"params": p, "device": {"kind": info.get("kind"), "peaks": None}, "points": [dict(q) for q in points],
+           "results": results, "warnings": [],
+           "phases": [{"name": name, "telemetry": None} for name in dict.fromkeys(q["phase"] for q in points)]}
+    analyze(doc)
+    judged = [ph for ph in doc["phases"] if ph.get("verdict")]
+    if judged:
+        print("\nverdicts (gputop --run adds the GPU's telemetry and peaks):")
+    for ph in judged:
+        print(f"  {ph['name']}: {display_name(ph['verdict'])}: {ph['verdict']['evidence_text']}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.modules[__name__]))
