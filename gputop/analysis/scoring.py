@@ -139,10 +139,16 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
     return {k: round(v, 3) for k, v in s.items()}, sub, facts
 
 
-def pick(s: dict, ev: dict, facts: dict, hints: dict) -> str:
-    """The main class: throttling or capacity when they score high enough, else the best base class."""
+def pick(s: dict, ev: dict, facts: dict, hints: dict, prefer: str | None = None) -> str:
+    """The main class: throttling or capacity when they score high enough, else the best base class.
+
+    ``prefer``: the class shown so far for this segment (hysteresis): it stays while it scores within
+    ``STICKY_MARGIN`` of the best base class and fits (>= ``MIXED_MIN_SCORE``)."""
     strength = facts.get("strength", {})
     base = max(BASE_CLASSES, key=lambda c: (s[c], strength.get(c, 0.0), -PRIORITY[c]))
+    if (prefer in BASE_CLASSES and prefer != base and s.get(prefer, 0.0) >= T.MIXED_MIN_SCORE
+            and s[prefer] >= s[base] - T.STICKY_MARGIN):
+        base = prefer
     if s["throttled"] >= T.MIXED_MIN_SCORE:
         return "throttled"
     if s["memory-capacity"] >= T.MIXED_MIN_SCORE:

@@ -158,3 +158,32 @@ OVERALL_MIXED_FRACTION = 0.20
 MEM_RISE_BYTES = 200 * 2**20
 # Or SM activity / kernel duty cycle rising from idle to above these.
 ACTIVITY_RISE_PCT = 10.0
+
+# -- change detection (gputop.analysis.segments) ----------------------------------------------------------
+# A change of regime: a feature (kernel duty, SM activity, DRAM, a pipe; 0..100) moves by at least 20
+# points from its segment's mean, and by more than 3 standard deviations of the segment (a bursty segment
+# tolerates its own swings), in 3 samples in a row (0.3 s at 10 Hz: one odd sample is not a change). The
+# demo's phases move these by 40-90 points; the sample-to-sample noise of a steady phase is under 2 points.
+CHANGE_DELTA_PCT = 20.0
+# PCIe as % of the link's per-direction peak: pageable copies read 14%, a training loop's batches 1-2%.
+CHANGE_PCIE_DELTA_PCT = 5.0
+# The watched process tree's CPU (100 = one core, capped at 200): a change of half a core.
+CHANGE_CPU_DELTA_PCT = 50.0
+CHANGE_CPU_CAP_PCT = 200.0
+CHANGE_Z = 3.0
+CONFIRM_SAMPLES = 3
+CHANGE_MIN_REF_SAMPLES = 3  # a segment's mean is not judged on fewer samples
+# The slow test: the mean of the last 20 samples (2 s) differs from the segment's mean before them by
+# more than max(delta, 3 x std / sqrt(20)) (a bursty segment turning steady, or the reverse).
+CHANGE_SLOW_SAMPLES = 20
+CHANGE_Z_SLOW = 3.0
+
+# -- the live verdict (gputop.analysis.live) ----------------------------------------------------------------
+# The live verdict judges the current segment (since the last change of regime), at most its last 30 s,
+# again every second, and at once when a change is confirmed. A segment younger than 0.5 s (5 samples)
+# is not judged yet: the previous verdict stays, marked as the previous segment's.
+LIVE_MAX_S = 30.0
+LIVE_MIN_S = 0.5
+# Hysteresis within a segment: the class shown stays while its score is within 0.15 of the best class's
+# (and fits at all, >= MIXED_MIN_SCORE), so a window near a boundary does not flip label every second.
+STICKY_MARGIN = 0.15
