@@ -4,7 +4,8 @@
 change detector (:mod:`.segments`) over the ticks it has not seen and judges the current segment (since
 the last change, at most its last ``LIVE_MAX_S``): again once every ``LIVE_EVERY_S``, and at once when a
 change is confirmed. A segment younger than ``LIVE_MIN_S`` is not judged yet (the previous verdict stays,
-marked ``previous``). Within a segment the class shown is sticky (hysteresis, ``prefer`` of
+marked ``previous``); the first sample after a change is left out (its counters average the two
+regimes). Within a segment the class shown is sticky (hysteresis, ``prefer`` of
 :func:`.classify.classify`). The verdict's window (``t_start``/``t_end``) is the ticks it judged: a frontend
 says so and marks it on its charts, and every number of its evidence is a mean over exactly those ticks.
 
@@ -71,6 +72,8 @@ class LiveVerdict:
             return self.verdict
         lo = max(start, now - T.LIVE_MAX_S)
         ticks = [t for t in window if t["t"] >= lo]
+        if start in self.detector.changes and len(ticks) > T.MIN_SAMPLES:
+            ticks = ticks[1:]  # the first sample of a change straddles it (its counters average both regimes)
         prefer = self.verdict.cls if self.verdict is not None and start == self.segment_start else None
         self.verdict = classify(ticks, static, peaks, gpu=gpu_pos, watched_pid=watched_pid, prefer=prefer)
         self.judged_t, self.segment_start, self.previous = now, start, False
