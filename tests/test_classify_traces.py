@@ -26,7 +26,7 @@ LABELLED = sorted(TRACES.glob("*.jsonl.gz")) + sorted(TRACES.glob("*.jsonl"))
 
 # The demo trace's phase labels (bench/record_demo.py) -> (class, subclass).
 DEMO = {
-    "idle": ("idle", None),
+    "idle": ("idle", "waiting"),  # the recording process holds its CUDA context and sleeps
     "matmul bf16": ("compute-bound", "tensor"),
     "device copy": ("memory-bound", None),
     "tiny kernels": ("latency-bound", "launch"),

@@ -91,6 +91,22 @@ HOST_CORE_BUSY_PCT = (70.0, 95.0)
 # it is the main one.
 DATA_WAIT_FRACTION = (0.05, 0.15)
 
+# -- host-bound (issue 11) ----------------------------------------------------------------------------
+# The GPU is nearly idle: kernel duty cycle under 5% (at 15% kernels run often enough to be launch- or
+# input-bound instead) and SMs under 2% active (10%: real work) ...
+HOST_GPU_UTIL_PCT = (5.0, 15.0)
+HOST_GPU_SM_PCT = (2.0, 10.0)
+# ... while the process holding a CUDA context on it (in NVML's process list in at least half the window's
+# samples) keeps a core busy: 80% of one core is busy, 50% is not yet. An H100 training loop preparing data
+# on the CPU read "process tree CPU 99%" with SMs 0.1% busy (issue 11). A process that holds the context
+# but uses little CPU is waiting (sleep, I/O, a lock): idle, subclass "waiting".
+HOST_FEEDER_CPU_PCT = (50.0, 80.0)
+HOST_CONTEXT_FRACTION = 0.5
+# Launch-bound vs input-starved: kernels in (nearly) every sample (no idle gap at 10 Hz) with the SMs busy
+# for a small part of the kernels' time is a steady trickle of tiny kernels (a decode loop), not a GPU
+# waiting for input between bursts. Share of busy samples: 80% has gaps, 95% has none.
+CONTINUOUS_BUSY_PCT = (80.0, 95.0)
+
 # -- PCIe / transfer-bound -----------------------------------------------------------------------------
 # PCIe throughput (busier direction) as a fraction of the link's per-direction peak. Measured on an
 # H200 (gen5 x16, 63 GB/s per direction) [H200]: pageable host-to-device copies run at ~9 GB/s (14%),
