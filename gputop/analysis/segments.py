@@ -7,7 +7,9 @@ window). The detector here splits a stream of ticks into segments of one regime 
 begin where the work changed.
 
 Each tick becomes a few features on a 0..100 scale (:func:`features`): NVML's kernel duty cycle, GPM's SM
-activity, DRAM bandwidth and busiest pipes, the PCIe link share and the watched process tree's CPU. A sample
+activity, DRAM bandwidth and busiest pipes, the PCIe link share, the share of device memory used, whether the GPU did work in the sample
+(0 or 100: the share of busy samples tells bursts from idleness), the watched process tree's CPU and
+whether that process holds a CUDA context on the GPU. A sample
 *deviates* from the current segment on a feature when it is further from the segment's mean than
 ``max(delta, Z x the segment's standard deviation)`` (a bursty segment, whose samples swing between idle and
 busy, tolerates its own swings). A change is confirmed when ``CONFIRM_SAMPLES`` samples in a row deviate on
@@ -25,18 +27,20 @@ from __future__ import annotations
 import math
 
 from gputop.analysis import thresholds as T
-from gputop.analysis.evidence import number
+from gputop.analysis.evidence import is_busy, number
 
 # feature -> the smallest change (on its 0..100 scale) that counts as a change of regime
 DELTAS = {
     "util": T.CHANGE_DELTA_PCT, "sm": T.CHANGE_DELTA_PCT, "dram": T.CHANGE_DELTA_PCT,
     "tensor": T.CHANGE_DELTA_PCT, "fp32": T.CHANGE_DELTA_PCT, "fp64": T.CHANGE_DELTA_PCT,
     "fp16": T.CHANGE_DELTA_PCT, "pcie": T.CHANGE_PCIE_DELTA_PCT, "cpu": T.CHANGE_CPU_DELTA_PCT,
+    "busy": T.CHANGE_DELTA_PCT, "context": T.CHANGE_CONTEXT_DELTA, "mem": T.CHANGE_MEM_DELTA_PCT,
 }
 
 
 NAMES = {"util": "kernel duty", "sm": "SM activity", "dram": "DRAM", "tensor": "tensor", "fp32": "FP32",
-         "fp64": "FP64", "fp16": "FP16", "pcie": "PCIe link", "cpu": "process CPU"}
+         "fp64": "FP64", "fp16": "FP16", "pcie": "PCIe link", "cpu": "process CPU", "busy": "busy samples",
+         "context": "process on the GPU", "mem": "memory used"}
 
 
 def features(tick: dict, gpu_pos: int, peaks: dict | None = None, watched_pid=None) -> dict:
@@ -54,11 +58,18 @@ def features(tick: dict, gpu_pos: int, peaks: dict | None = None, watched_pid=No
     flows = [v for v in (number(g.get("pcie_rx_bps")), number(g.get("pcie_tx_bps"))) if v is not None]
     if link and flows:
         out["pcie"] = 100.0 * max(flows) / link
+    used, total = number(g.get("mem_used_bytes")), number(g.get("mem_total_bytes"))
+    if used is not None and total:
+        out["mem"] = 100.0 * used / total
+    if g:
+        out["busy"] = 100.0 if is_busy(g) else 0.0  # bursts: their share moves, one sample's flag does not confirm
     procs = (tick.get("host") or {}).get("procs") or {}
-    entry = procs.get(str(watched_pid)) if watched_pid is not None else (
-        next(iter(procs.values())) if len(procs) == 1 else None)
+    pid = str(watched_pid) if watched_pid is not None else (next(iter(procs)) if len(procs) == 1 else None)
+    entry = procs.get(pid) if pid is not None else None
     if entry and number(entry.get("cpu_pct")) is not None:
         out["cpu"] = min(T.CHANGE_CPU_CAP_PCT, entry["cpu_pct"] + (entry.get("children_cpu_pct") or 0.0))
+    if pid is not None and g.get("processes") is not None:  # the process gets (or drops) its CUDA context
+        out["context"] = 100.0 if any(str(p.get("pid")) == pid for p in g["processes"]) else 0.0
     return out
 
 
@@ -107,6 +118,9 @@ class ChangeDetector:
         self._n += 1
         self._recent = (self._recent + [(t, f)])[-T.CHANGE_SLOW_SAMPLES:]
         dev = self._deviations(f)
+        if self._pending and not dev and not any(k in f for k, _ in self._keys):
+            self._pending.append((t, f))  # this sample lacks the feature that moved (a process list every
+            return False                  # other tick): it neither confirms the change nor breaks it
         if dev:
             keys = dev if not self._pending else self._keys & dev
             if not keys:  # deviates, but another way: the pending run was noise
@@ -114,7 +128,7 @@ class ChangeDetector:
                 keys = dev
             self._pending.append((t, f))
             self._keys = keys
-            if len(self._pending) >= T.CONFIRM_SAMPLES:
+            if sum(1 for _, p in self._pending if any(k in p for k, _ in keys)) >= T.CONFIRM_SAMPLES:
                 self._change(list(self._pending), sorted(self._keys)[0][0])
                 return True
             return False

@@ -189,10 +189,14 @@ CHANGE_CPU_CAP_PCT = 200.0
 CHANGE_Z = 3.0
 CONFIRM_SAMPLES = 3
 CHANGE_MIN_REF_SAMPLES = 3  # a segment's mean is not judged on fewer samples
-# The slow test: the mean of the last 20 samples (2 s) differs from the segment's mean before them by
-# more than max(delta, 3 x std / sqrt(20)) (a bursty segment turning steady, or the reverse).
-CHANGE_SLOW_SAMPLES = 20
+# The slow test: the mean of the last 10 samples (1 s) differs from the segment's mean before them by
+# more than max(delta, 3 x std / sqrt(10)) (a bursty segment turning steady, idle turning bursty, or the
+# reverse). A steady bursty segment (busy in 30% of samples: std 46) moves its 10-sample mean by 15
+# points (1 std), well under the 44 that the test asks.
+CHANGE_SLOW_SAMPLES = 10
 CHANGE_Z_SLOW = 3.0
+CHANGE_MEM_DELTA_PCT = 10.0  # device memory used, % of the total: a model loaded, a batch size doubled
+CHANGE_CONTEXT_DELTA = 50.0  # the watched process gets or drops its CUDA context on the GPU (0 or 100)
 
 # -- the live verdict (gputop.analysis.live) ----------------------------------------------------------------
 # The live verdict judges the current segment (since the last change of regime), at most its last 30 s,
