@@ -502,3 +502,14 @@ def test_a_steady_trickle_of_tiny_kernels_is_launch_bound_not_input_starved():
     v = classify(window(**decode), H200, PEAKS, host=host(100.0), watched_pid="4242")
     assert (v.cls, v.subclass) == ("latency-bound", "launch") and v.confidence >= 0.7, (v.cls, v.scores)
     assert v.scores["input-starved"] < 0.3 and v.scores["host-bound"] < 0.3
+
+
+def test_a_process_driving_another_gpu_is_not_host_bound_on_the_one_it_only_holds():
+    on_gpu = dict(processes=[{"pid": 4242}])
+    busy = window(**dict(MATMUL, **on_gpu))
+    held = window(**on_gpu)
+    ticks = [{"t": a["t"], "gpus": [a, dict(b, index=1)], "host": h}
+             for a, b, h in zip(busy, held, host(100.0))]
+    v = classify(ticks, H200, PEAKS, watched_pid="4242", gpu=1)
+    assert v.cls == "idle" and v.evidence["feeder_busy_elsewhere_fraction"] == 1.0, (v.cls, v.scores)
+    assert classify(ticks, H200, PEAKS, watched_pid="4242", gpu=0).cls == "compute-bound"

@@ -77,6 +77,25 @@ def on_gpu_fraction(samples: list[dict], hosts: list[dict], watched_pid) -> floa
     return sum(1 for ps in listed if any(str(p.get("pid")) == pid for p in ps)) / len(listed)
 
 
+def busy_elsewhere(window: list[dict], gpu: int, hosts: list[dict], watched_pid) -> float | None:
+    """Share of the ticks in which another GPU that the feeding process holds is busy (None: a window of
+    samples of one GPU, or no feeding process). A process that drives one GPU and merely holds another is
+    not host-bound on the idle one."""
+    pid = feeder_pid(hosts, watched_pid)
+    if pid is None or not window or not isinstance(window[0], dict) or "gpus" not in window[0]:
+        return None
+    hit = 0
+    held: dict[int, bool] = {}  # GPU position -> the process was in its last known process list
+    for t in window:
+        busy = False
+        for i, g in enumerate(t.get("gpus") or []):
+            if g.get("processes") is not None:  # NVML's process list is read every few ticks: the last one holds
+                held[i] = any(str(p.get("pid")) == pid for p in g["processes"])
+            busy = busy or (i != gpu and held.get(i, False) and is_busy(g))
+        hit += busy
+    return hit / len(window)
+
+
 def is_busy(s: dict) -> bool:
     """A sample in which the GPU did work (for bursts, stretches and busy-only statistics)."""
     return ((number(s.get("util_gpu_pct")) or 0) >= T.BUSY_UTIL_PCT

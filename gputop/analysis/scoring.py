@@ -158,7 +158,8 @@ def host_bound(ev: dict, facts: dict, gpm: bool, launch: float, pcie_raw: float)
     context = (ev.get("feeder_on_gpu_fraction") or 0.0) >= T.HOST_CONTEXT_FRACTION
     cpu = ramp(ev.get("feeder_cpu_pct"), T.HOST_FEEDER_CPU_PCT)
     facts["context"], facts["host_cpu_busy"] = context, cpu
-    return (quiet * cpu * (1 - launch) * (1 - pcie_raw) if context else 0.0), None
+    elsewhere = ramp(ev.get("feeder_busy_elsewhere_fraction"), T.HOST_BUSY_ELSEWHERE_FRACTION)
+    return (quiet * cpu * (1 - launch) * (1 - pcie_raw) * (1 - elsewhere) if context else 0.0), None
 
 
 def pick(s: dict, ev: dict, facts: dict, hints: dict, prefer: str | None = None) -> str:

@@ -102,6 +102,9 @@ HOST_GPU_SM_PCT = (2.0, 10.0)
 # but uses little CPU is waiting (sleep, I/O, a lock): idle, subclass "waiting".
 HOST_FEEDER_CPU_PCT = (50.0, 80.0)
 HOST_CONTEXT_FRACTION = 0.5
+# ... unless it drives another GPU meanwhile (busy there in 5% of the window: a little; 25%: it is working,
+# this GPU is merely held).
+HOST_BUSY_ELSEWHERE_FRACTION = (0.05, 0.25)
 # Launch-bound vs input-starved: kernels in (nearly) every sample (no idle gap at 10 Hz) with the SMs busy
 # for a small part of the kernels' time is a steady trickle of tiny kernels (a decode loop), not a GPU
 # waiting for input between bursts. Share of busy samples: 80% has gaps, 95% has none.

@@ -253,9 +253,23 @@ def notes(ev: dict, s: dict, facts: dict, main: str) -> list[str]:
 
 
 def decided(ev: dict, s: dict, main: str) -> list[str]:
-    """Which evidence told launch-bound, input-starved and host-bound apart (they share a GPU that is not
-    busy), as one note; empty for the other classes."""
+    """Which evidence decided, as one note: for launch-bound, input-starved and host-bound (they share a GPU
+    that is not busy) what told them apart; for memory- and compute-bound which unit is the busiest relative
+    to its peak; empty for the other classes."""
     rivals = ("latency-bound", "input-starved", "host-bound")
+    if main in ("memory-bound", "compute-bound") and ev.get("sm_active_pct") is not None:
+        pipes = {PIPE_NAMES.get(k[:-4], k): ev.get(k) for k in ("tensor_pct", "fp32_pct", "fp64_pct", "fp16_pct")
+                 if ev.get(k) is not None}
+        best = max(pipes, key=pipes.get) if pipes else None
+        if best is None or ev.get("dram_bw_pct") is None:
+            return []
+        if main == "memory-bound" and ev["dram_bw_pct"] >= pipes[best]:
+            return [f"decided by: DRAM at {_p(ev['dram_bw_pct'])} of its peak is the busiest unit relative to its "
+                    f"peak (the busiest pipe, {best}, at {_p(pipes[best])})"]
+        if main == "compute-bound" and pipes[best] >= ev["dram_bw_pct"]:
+            return [f"decided by: the {best} pipe at {_p(pipes[best])} is the busiest unit relative to its peak "
+                    f"(DRAM at {_p(ev['dram_bw_pct'])})"]
+        return []
     if main not in rivals:
         return []
     ratio, busy = ev.get("sm_active_per_util"), ev.get("busy_sample_pct")
