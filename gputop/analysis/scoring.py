@@ -118,7 +118,7 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
         s["input-starved"] = max(s["input-starved"], ramp(dwf, T.DATA_WAIT_FRACTION))
         facts["hinted_input"] = ramp(dwf, T.DATA_WAIT_FRACTION) > 0
 
-    s["host-bound"], sub["host-bound"] = host_bound(ev, facts, gpm, launch, pcie_raw)
+    s["host-bound"], sub["host-bound"] = host_bound(ev, facts, gpm, launch, pcie_raw, hints)
 
     idle = 1 - ramp(util, T.IDLE_UTIL_PCT)
     if gpm:
@@ -146,16 +146,19 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
     return {k: round(v, 3) for k, v in s.items()}, sub, facts
 
 
-def host_bound(ev: dict, facts: dict, gpm: bool, launch: float, pcie_raw: float) -> tuple[float, str | None]:
+def host_bound(ev: dict, facts: dict, gpm: bool, launch: float, pcie_raw: float,
+               hints: dict | None = None) -> tuple[float, str | None]:
     """(score, subclass) of host-bound: the GPU nearly idle while the process holding its CUDA context keeps
-    a CPU core busy (issue 11). Sets facts["context"] and facts["host_cpu_busy"]."""
+    a CPU core busy (issue 11). Sets facts["context"] and facts["host_cpu_busy"]. Without process lists in
+    the window (a run's stored ticks drop them), ``hints["on_gpu"]`` says the process holds a context."""
     util, sm = ev.get("util_gpu_pct"), ev.get("sm_active_pct")
     if util is None and sm is None:
         return 0.0, None
     quiet = 1 - ramp(util, T.HOST_GPU_UTIL_PCT)
     if gpm:
         quiet *= 1 - ramp(sm, T.HOST_GPU_SM_PCT)
-    context = (ev.get("feeder_on_gpu_fraction") or 0.0) >= T.HOST_CONTEXT_FRACTION
+    frac = ev.get("feeder_on_gpu_fraction")
+    context = frac >= T.HOST_CONTEXT_FRACTION if frac is not None else bool((hints or {}).get("on_gpu"))
     cpu = ramp(ev.get("feeder_cpu_pct"), T.HOST_FEEDER_CPU_PCT)
     facts["context"], facts["host_cpu_busy"] = context, cpu
     elsewhere = ramp(ev.get("feeder_busy_elsewhere_fraction"), T.HOST_BUSY_ELSEWHERE_FRACTION)

@@ -105,6 +105,8 @@ def timeline(ticks: list[dict], gpu_pos: int, static: dict, peaks: dict, window_
     for i, w in enumerate(wins):
         a, b = _span(w, wins[i + 1][0] if i + 1 < len(wins) else None)
         h = hints(a, b) if callable(hints) else hints
+        if t_on_gpu is not None:  # after it showed up on this GPU the command holds a CUDA context there
+            h = dict(h or {}, on_gpu=True)
         v = classify(w, static, peaks, watched_pid=watched_pid, hints=h, gpu=gpu_pos)
         items.append((a, b, dataclasses.replace(v, t_start=a, t_end=b, window_s=b - a)))
     _smooth(items)
