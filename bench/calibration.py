@@ -10,7 +10,8 @@ one second after its command showed up on the GPU to one second before it exited
 ``expect=<class>`` labels its phase (one second trimmed at each end); the demo trace's phases are labelled
 by what bench/record_demo.py ran. A window labelled with a class of work (not idle, not memory capacity)
 begins at its first half second of GPU work (the CPU set-up before it is not the labelled work); a trace
-labelled by an out-of-memory error at its end is a run-level label only. Three kinds of verdict are scored against the labels:
+labelled by an out-of-memory error at its end is a run-level label only. Three kinds of verdict are scored
+against the labels:
 
   window  gputop's classifier over each labelled window as a whole
   run     the run's overall verdict (gputop --run's), for traces labelled as a whole
@@ -202,7 +203,8 @@ def calibration_table(cases: dict) -> list[str]:
 
 
 def comparison_table(cases: dict) -> list[str]:
-    lines = ["| labelled window | label | gputop | KempnerPulse (-> ours) | nvsonar (-> ours) |", "|---|---|---|---|---|"]
+    lines = ["| labelled window | label | gputop | KempnerPulse (-> ours) | nvsonar (-> ours) |",
+             "|---|---|---|---|---|"]
     agree = {"gputop": 0, "kp": 0, "nvs": 0}
     for c in cases["window"]:
         agree["gputop"] += c["got"] == c["want"]

@@ -26,7 +26,8 @@ else:
 
     def step():
         cp.fft.fft(x)
-    label, why = "memory-bound", "1-D complex64 FFT of 2^27 points (cuFFT): O(5 log2 N) flops per 16 bytes, bandwidth-bound"
+    label = "memory-bound"
+    why = "1-D complex64 FFT of 2^27 points (cuFFT): O(5 log2 N) flops per 16 bytes, bandwidth-bound"
 step()
 sync()
 n = loop(step, a.seconds, sync)

@@ -7,7 +7,8 @@ window). The detector here splits a stream of ticks into segments of one regime 
 begin where the work changed.
 
 Each tick becomes a few features on a 0..100 scale (:func:`features`): NVML's kernel duty cycle, GPM's SM
-activity, DRAM bandwidth and busiest pipes, the PCIe link share, the share of device memory used, whether the GPU did work in the sample
+activity, DRAM bandwidth and busiest pipes, the PCIe link share, the share of device memory used,
+whether the GPU did work in the sample
 (0 or 100: the share of busy samples tells bursts from idleness), the watched process tree's CPU and
 whether that process holds a CUDA context on the GPU. A sample
 *deviates* from the current segment on a feature when it is further from the segment's mean than

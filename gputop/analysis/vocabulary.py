@@ -50,5 +50,6 @@ SUBCLASS_LABELS = {
     "cache": "on-chip memory",
     "launch": "launch/sync", "stalls": "stalls", "underfilled": "under-filled kernels",
     "thermal": "thermal", "hardware": "hardware slowdown", "power": "power cap", "oom": "out of memory",
-    "startup": "startup", "waiting": "waiting: sleep, I/O or a lock", "link": "link near its peak", "pageable": "pageable host memory",
+    "startup": "startup", "waiting": "waiting: sleep, I/O or a lock",
+    "link": "link near its peak", "pageable": "pageable host memory",
 }
