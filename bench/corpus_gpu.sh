@@ -15,7 +15,7 @@
 set -u
 OUT=${OUT:-/tmp/gputop-corpus}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-SECONDS_PER_CASE=${SECONDS_PER_CASE:-10}
+SECONDS_PER_CASE=${SECONDS_PER_CASE:-8}
 CASE_TIMEOUT=${CASE_TIMEOUT:-75}
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null | head -1 | tr ' /' '__')
 GPU=${GPU:-unknown}

@@ -513,3 +513,13 @@ def test_a_process_driving_another_gpu_is_not_host_bound_on_the_one_it_only_hold
     v = classify(ticks, H200, PEAKS, watched_pid="4242", gpu=1)
     assert v.cls == "idle" and v.evidence["feeder_busy_elsewhere_fraction"] == 1.0, (v.cls, v.scores)
     assert classify(ticks, H200, PEAKS, watched_pid="4242", gpu=0).cls == "compute-bound"
+
+
+def test_a_nearly_idle_gpu_with_rare_bursts_and_a_busy_feeder_is_host_bound():
+    """Heavy CPU transforms with num_workers=0: one short burst a second, the GPU idle 97% of the time."""
+    samples = window(n=40, processes=[{"pid": 4242}])
+    for i in (5, 15, 25, 35):
+        samples[i] = dict(samples[i], util_gpu_pct=30.0, sm_active_pct=25.0, tensor_pct=10.0)
+    v = classify(samples, H200, PEAKS, host=host(100.0, n=40), watched_pid="4242")
+    assert v.cls == "host-bound", (v.cls, v.scores)
+    assert v.scores["input-starved"] > 0.5  # it fits too (the GPU waits on its input): listed as mixed

@@ -119,6 +119,8 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
         facts["hinted_input"] = ramp(dwf, T.DATA_WAIT_FRACTION) > 0
 
     s["host-bound"], sub["host-bound"] = host_bound(ev, facts, gpm, launch, pcie_raw, hints)
+    if s["host-bound"] > 0 and not facts.get("hinted_input"):  # a GPU idle nearly all the time: the host is the
+        s["input-starved"] *= 1 - T.HOST_OVER_STARVED * facts["quiet"]  # story, not the bursts it feeds
 
     idle = 1 - ramp(util, T.IDLE_UTIL_PCT)
     if gpm:
@@ -160,7 +162,7 @@ def host_bound(ev: dict, facts: dict, gpm: bool, launch: float, pcie_raw: float,
     frac = ev.get("feeder_on_gpu_fraction")
     context = frac >= T.HOST_CONTEXT_FRACTION if frac is not None else bool((hints or {}).get("on_gpu"))
     cpu = ramp(ev.get("feeder_cpu_pct"), T.HOST_FEEDER_CPU_PCT)
-    facts["context"], facts["host_cpu_busy"] = context, cpu
+    facts["context"], facts["host_cpu_busy"], facts["quiet"] = context, cpu, quiet
     elsewhere = ramp(ev.get("feeder_busy_elsewhere_fraction"), T.HOST_BUSY_ELSEWHERE_FRACTION)
     return (quiet * cpu * (1 - launch) * (1 - pcie_raw) * (1 - elsewhere) if context else 0.0), None
 

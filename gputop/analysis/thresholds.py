@@ -105,6 +105,10 @@ HOST_CONTEXT_FRACTION = 0.5
 # ... unless it drives another GPU meanwhile (busy there in 5% of the window: a little; 25%: it is working,
 # this GPU is merely held).
 HOST_BUSY_ELSEWHERE_FRACTION = (0.05, 0.25)
+# A nearly idle GPU fed in rare bursts fits input-starved too; the more idle the GPU, the more the host is the
+# whole story: input-starved's score is scaled by 1 - 0.5 x (how nearly idle the GPU is), so it stays listed
+# as mixed while host-bound wins.
+HOST_OVER_STARVED = 0.5
 # Launch-bound vs input-starved: kernels in (nearly) every sample (no idle gap at 10 Hz) with the SMs busy
 # for a small part of the kernels' time is a steady trickle of tiny kernels (a decode loop), not a GPU
 # waiting for input between bursts. Share of busy samples: 80% has gaps, 95% has none.

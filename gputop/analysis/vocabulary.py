@@ -37,7 +37,7 @@ LABELS = {
 }
 CLASSES = tuple(LABELS)
 # The "what is the GPU doing" classes, one of which always fits; throttling and capacity overlay them.
-BASE_CLASSES = ("pcie-bound", "memory-bound", "compute-bound", "input-starved", "host-bound", "latency-bound", "idle")
+BASE_CLASSES = ("pcie-bound", "memory-bound", "compute-bound", "host-bound", "input-starved", "latency-bound", "idle")
 PRIORITY = {c: i for i, c in enumerate(("throttled", "memory-capacity") + BASE_CLASSES)}  # ties: first wins
 GPM_CLASSES = ("compute-bound", "memory-bound", "latency-bound")
 # Main classes whose window is also judged sample by sample (to spot a mixed window). Not input
