@@ -9,7 +9,7 @@ The labelled cases are the recorded traces in tests/data/traces (and any --trace
 one second after its command showed up on the GPU to one second before it exited); a mark labelled
 ``expect=<class>`` labels its phase (one second trimmed at each end); the demo trace's phases are labelled
 by what bench/record_demo.py ran. A window labelled with a class of work (not idle, not memory capacity)
-begins at its first half second of GPU work (the CPU set-up before it is not the labelled work); a trace
+spans its first to its last half second of GPU work (the CPU set-up before it is not the labelled work); a trace
 labelled by an out-of-memory error at its end is a run-level label only. Three kinds of verdict are scored
 against the labels:
 
@@ -82,7 +82,7 @@ def labelled_windows(path: str):
         if oom and label == "steady part":
             continue  # labelled by an event at its end (the OOM), not by its steady part: a run-level label
         if cls not in ("idle", "memory-capacity"):  # the labelled work begins with its first kernel
-            t0 = first_work(ticks, t0, t1)
+            t0, t1 = first_work(ticks, t0, t1), last_work(ticks, t0, t1)
         win = [t for t in ticks if t0 + EDGE_S <= t["t"] <= t1 - EDGE_S]
         if len(win) >= MIN_TICKS:
             yield f"{name}: {label.split(' expect=')[0][:28]}", cls, win, static, peaks, pid, ticks
@@ -95,6 +95,15 @@ def first_work(ticks, t0: float, t1: float, run: int = 5) -> float:
         if all(is_busy(t["gpus"][0]) for t in span[i:i + run]):
             return span[i]["t"]
     return t0
+
+
+def last_work(ticks, t0: float, t1: float, run: int = 5) -> float:
+    """The end of the last run of ``run`` samples in a row with GPU work in [t0, t1) (else t1)."""
+    span = [t for t in ticks if t0 <= t["t"] < t1]
+    for i in range(len(span) - run, -1, -1):
+        if all(is_busy(t["gpus"][0]) for t in span[i:i + run]):
+            return span[i + run - 1]["t"] + 0.1
+    return t1
 
 
 def live_frames(win, ticks, static, peaks, pid):
