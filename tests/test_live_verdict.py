@@ -248,3 +248,17 @@ def test_the_tui_panel_shows_the_window_and_agrees_with_it_at_every_frame(size):
             assert frames > 1.5 * len(one)
 
     run()
+
+
+def test_the_json_timeline_begins_its_segments_where_the_work_changed():
+    """The run's timeline (gputop --run's JSON) uses the live verdict's change detection: each demo phase's
+    segment starts within half a second of the phase's mark, not on a 2 s window edge."""
+    from gputop.session.labelled import diagnose_trace
+
+    _, _, ticks, marks = load(demo_trace_path())
+    a = diagnose_trace(demo_trace_path())
+    t0 = ticks[0]["t"]
+    starts = [s["t_start"] for s in a["gpus"][0]["timeline"]]
+    for t, label in marks:
+        if any(label.startswith(k) for k in DEMO_PHASES if k != "idle"):
+            assert any(-0.2 <= s - (t - t0) <= 0.5 for s in starts), (label, round(t - t0, 2), starts)
