@@ -375,6 +375,8 @@ def every_kind_of_verdict() -> dict:
         "capacity": classify(window(mem_used_bytes=0.95 * full), H200, PEAKS),
         "oom": classify(window(), H200, PEAKS, hints={"oom": True}),
         "idle": classify(window(), H200, PEAKS, host=host(100.0), watched_pid="4242"),
+        "host-bound": classify(window(processes=[{"pid": 4242}]), H200, PEAKS, host=host(99.0), watched_pid="4242"),
+        "waiting": classify(window(processes=[{"pid": 4242}]), H200, PEAKS, host=host(2.0), watched_pid="4242"),
         "no-gpm compute": classify(nogpm(window(**dict(MATMUL, power_w=380.0, sm_clock_mhz=1410))), A100, A100_PEAKS),
         "no-gpm memory": classify(nogpm(window(**dict(COPY, power_w=330.0, sm_clock_mhz=1410))), A100, A100_PEAKS),
         "no-gpm latency": classify(nogpm(window(**dict(TINY, power_w=70.0, sm_clock_mhz=1410))), A100, A100_PEAKS),
@@ -476,3 +478,48 @@ def test_the_per_sample_memo_changes_no_verdict():
         warm = C.classify(window, static, peaks, gpu=0).to_dict()
         C._sample_classes.clear()
         assert C.classify(window, static, peaks, gpu=0).to_dict() == warm
+
+
+# -- host-bound (issue 11) ---------------------------------------------------------------------------------
+def test_a_busy_process_holding_an_idle_gpu_is_host_bound_and_a_waiting_one_is_idle():
+    on_gpu = dict(processes=[{"pid": 4242}])
+    v = classify(window(**dict(on_gpu, util_gpu_pct=1.0, sm_active_pct=0.1)), H200, PEAKS, host=host(99.0),
+                 watched_pid="4242")
+    assert v.cls == "host-bound" and v.confidence >= 0.8, (v.cls, v.scores)
+    assert v.evidence["feeder_cpu_pct"] == 99.0 and v.evidence["gpu_idle_pct"] == 99.0
+    assert "99% CPU" in v.evidence_text and "idle 99%" in v.evidence_text and "DataLoader" in v.advice
+    w = classify(window(**on_gpu), H200, PEAKS, host=host(3.0), watched_pid="4242")
+    assert (w.cls, w.subclass) == ("idle", "waiting") and "waits" in w.evidence_text
+    # the same busy CPU without a CUDA context on this GPU (start-up, another GPU): not host-bound
+    x = classify(window(), H200, PEAKS, host=host(99.0), watched_pid="4242")
+    assert x.cls == "idle" and x.subclass is None
+
+
+def test_a_steady_trickle_of_tiny_kernels_is_launch_bound_not_input_starved():
+    """A decode loop: kernels in every sample, SMs busy for a few % of the kernels' time, the Python loop at
+    one core; kernel duty only 9%. One label, confident: latency-bound (launch)."""
+    decode = dict(util_gpu_pct=9.0, sm_active_pct=0.4, sm_occupancy_pct=0.2, dram_bw_pct=0.5, processes=[{"pid": 4242}])
+    v = classify(window(**decode), H200, PEAKS, host=host(100.0), watched_pid="4242")
+    assert (v.cls, v.subclass) == ("latency-bound", "launch") and v.confidence >= 0.7, (v.cls, v.scores)
+    assert v.scores["input-starved"] < 0.3 and v.scores["host-bound"] < 0.3
+
+
+def test_a_process_driving_another_gpu_is_not_host_bound_on_the_one_it_only_holds():
+    on_gpu = dict(processes=[{"pid": 4242}])
+    busy = window(**dict(MATMUL, **on_gpu))
+    held = window(**on_gpu)
+    ticks = [{"t": a["t"], "gpus": [a, dict(b, index=1)], "host": h}
+             for a, b, h in zip(busy, held, host(100.0))]
+    v = classify(ticks, H200, PEAKS, watched_pid="4242", gpu=1)
+    assert v.cls == "idle" and v.evidence["feeder_busy_elsewhere_fraction"] == 1.0, (v.cls, v.scores)
+    assert classify(ticks, H200, PEAKS, watched_pid="4242", gpu=0).cls == "compute-bound"
+
+
+def test_a_nearly_idle_gpu_with_rare_bursts_and_a_busy_feeder_is_host_bound():
+    """Heavy CPU transforms with num_workers=0: one short burst a second, the GPU idle 97% of the time."""
+    samples = window(n=40, processes=[{"pid": 4242}])
+    for i in (5, 15, 25, 35):
+        samples[i] = dict(samples[i], util_gpu_pct=30.0, sm_active_pct=25.0, tensor_pct=10.0)
+    v = classify(samples, H200, PEAKS, host=host(100.0, n=40), watched_pid="4242")
+    assert v.cls == "host-bound", (v.cls, v.scores)
+    assert v.scores["input-starved"] > 0.5  # it fits too (the GPU waits on its input): listed as mixed

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from gputop.analysis import thresholds as T
-from gputop.analysis.evidence import is_busy, measure, number, rounded, split_window
+from gputop.analysis.evidence import busy_elsewhere, is_busy, measure, number, rounded, split_window
 from gputop.analysis.scoring import pick, score
 from gputop.analysis.verdict import Verdict
 from gputop.analysis.vocabulary import BASE_CLASSES, CLASSES, GPM_CLASSES, LABELS, PRIORITY, SPLIT_CLASSES
@@ -23,11 +23,12 @@ from gputop.analysis.wording import advise, describe, missing, notes, pct_text
 
 def classify(window: list[dict], static: dict | None = None, peaks: dict | None = None,
              host: list[dict] | dict | None = None, watched_pid=None, hints: dict | None = None,
-             gpu: int = 0) -> Verdict:
+             gpu: int = 0, prefer: str | None = None) -> Verdict:
     """Verdict for a window of samples of one GPU (or of whole ticks: then GPU position ``gpu``).
 
     ``host``: host dicts of the same ticks (``procs`` gives the watched tree's CPU%); ``watched_pid``
-    picks the tree; ``hints``: a workload's own numbers (``data_wait_fraction``) or events (``oom``).
+    picks the tree; ``hints``: a workload's own numbers (``data_wait_fraction``) or events (``oom``);
+    ``prefer``: the class shown so far for this stretch of work (hysteresis, :func:`.scoring.pick`).
     """
     hints = hints or {}
     samples, hosts = split_window(window, gpu, host)
@@ -35,7 +36,7 @@ def classify(window: list[dict], static: dict | None = None, peaks: dict | None 
     if stretch is not None:  # set-up on the CPU, then the work: judge the work, say the rest was idle
         lo, hi = stretch
         inner = classify(samples[lo:hi], static, peaks, hosts[lo:hi] if len(hosts) == len(samples) else hosts,
-                         watched_pid, hints)
+                         watched_pid, hints, prefer=prefer)
         if inner.cls not in ("idle", "input-starved"):
             share = (hi - lo) / len(samples)
             inner.notes.insert(0, f"the GPU worked in one stretch of {pct_text(100 * share)} of this window and was "
@@ -43,8 +44,9 @@ def classify(window: list[dict], static: dict | None = None, peaks: dict | None 
             inner.confidence = round(inner.confidence * (0.5 + 0.5 * share), 2)
             return inner
     ev = measure(samples, static or {}, peaks or {}, hosts, watched_pid)
+    ev["feeder_busy_elsewhere_fraction"] = busy_elsewhere(window, gpu, hosts, watched_pid)
     s, sub, facts = score(ev, hints)
-    main = pick(s, ev, facts, hints)
+    main = pick(s, ev, facts, hints, prefer)
     weak = main in BASE_CLASSES and max(s[c] for c in BASE_CLASSES) < T.WEAK_SCORE
     split = {}
     if facts["gpm"] and len(samples) >= T.MIN_SAMPLES and (weak or main in SPLIT_CLASSES):

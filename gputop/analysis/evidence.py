@@ -59,6 +59,43 @@ def feeder_cpu(hosts: list[dict], watched_pid) -> float | None:
     return mean(vals)
 
 
+def feeder_pid(hosts: list[dict], watched_pid) -> str | None:
+    """The watched pid, or the only process a trace or source watches (as :func:`feeder_cpu`)."""
+    if watched_pid is not None:
+        return str(watched_pid)
+    pids = {k for h in hosts for k in (h.get("procs") or {})}
+    return next(iter(pids)) if len(pids) == 1 else None
+
+
+def on_gpu_fraction(samples: list[dict], hosts: list[dict], watched_pid) -> float | None:
+    """Share of the samples (with a process list) in which the feeding process holds a CUDA context on
+    this GPU (is in NVML's process list); None: no feeding process or no process lists."""
+    pid = feeder_pid(hosts, watched_pid)
+    listed = [s.get("processes") for s in samples if s.get("processes") is not None]
+    if pid is None or not listed:
+        return None
+    return sum(1 for ps in listed if any(str(p.get("pid")) == pid for p in ps)) / len(listed)
+
+
+def busy_elsewhere(window: list[dict], gpu: int, hosts: list[dict], watched_pid) -> float | None:
+    """Share of the ticks in which another GPU that the feeding process holds is busy (None: a window of
+    samples of one GPU, or no feeding process). A process that drives one GPU and merely holds another is
+    not host-bound on the idle one."""
+    pid = feeder_pid(hosts, watched_pid)
+    if pid is None or not window or not isinstance(window[0], dict) or "gpus" not in window[0]:
+        return None
+    hit = 0
+    held: dict[int, bool] = {}  # GPU position -> the process was in its last known process list
+    for t in window:
+        busy = False
+        for i, g in enumerate(t.get("gpus") or []):
+            if g.get("processes") is not None:  # NVML's process list is read every few ticks: the last one holds
+                held[i] = any(str(p.get("pid")) == pid for p in g["processes"])
+            busy = busy or (i != gpu and held.get(i, False) and is_busy(g))
+        hit += busy
+    return hit / len(window)
+
+
 def is_busy(s: dict) -> bool:
     """A sample in which the GPU did work (for bursts, stretches and busy-only statistics)."""
     return ((number(s.get("util_gpu_pct")) or 0) >= T.BUSY_UTIL_PCT
@@ -132,6 +169,8 @@ def measure(samples: list[dict], static: dict, peaks: dict, hosts: list[dict] | 
     ev["mem_used_max_fraction"] = max(fracs) if fracs else None
 
     ev["feeder_cpu_pct"] = feeder_cpu(hosts, watched_pid)
+    ev["gpu_idle_pct"] = 100.0 - ev["util_gpu_pct"] if ev["util_gpu_pct"] is not None else None
+    ev["feeder_on_gpu_fraction"] = on_gpu_fraction(samples, hosts, watched_pid)
     cores = [max(h["cpu_per_core_pct"]) for h in hosts if h.get("cpu_per_core_pct")]
     ev["host_busiest_core_pct"] = mean(cores)
     return ev

@@ -67,7 +67,10 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
         if cache > s["memory-bound"]:
             s["memory-bound"], sub["memory-bound"] = cache, "cache"
         ratio = ev.get("sm_active_per_util")
-        launch = ramp(util, T.LAUNCH_UTIL_PCT) * (1 - ramp(ratio, T.LAUNCH_SM_PER_UTIL)) if ratio is not None else 0.0
+        # kernels resident often (duty cycle), or in nearly every sample (a steady trickle: a decode loop)
+        often = max(ramp(util, T.LAUNCH_UTIL_PCT), ramp(ev.get("busy_sample_pct"), T.CONTINUOUS_BUSY_PCT))
+        launch = often * (1 - ramp(ratio, T.LAUNCH_SM_PER_UTIL)) if ratio is not None else 0.0
+        facts["continuous"] = ramp(ev.get("busy_sample_pct"), T.CONTINUOUS_BUSY_PCT)
     else:
         busy = ramp(util, T.FALLBACK_BUSY_UTIL_PCT)
         pf = ev.get("power_fraction")
@@ -115,10 +118,16 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
         s["input-starved"] = max(s["input-starved"], ramp(dwf, T.DATA_WAIT_FRACTION))
         facts["hinted_input"] = ramp(dwf, T.DATA_WAIT_FRACTION) > 0
 
+    s["host-bound"], sub["host-bound"] = host_bound(ev, facts, gpm, launch, pcie_raw, hints)
+    if s["host-bound"] > 0 and not facts.get("hinted_input"):  # a GPU idle nearly all the time: the host is the
+        s["input-starved"] *= 1 - T.HOST_OVER_STARVED * facts["quiet"]  # story, not the bursts it feeds
+
     idle = 1 - ramp(util, T.IDLE_UTIL_PCT)
     if gpm:
         idle *= 1 - ramp(sm, T.IDLE_SM_ACTIVE_PCT)
-    s["idle"] = idle * (1 - pcie_raw) if util is not None or gpm else 0.0
+    s["idle"] = idle * (1 - pcie_raw) * (1 - s["host-bound"]) if util is not None or gpm else 0.0
+    if facts.get("context") and ev.get("feeder_cpu_pct") is not None and facts.get("host_cpu_busy", 0) < 0.5:
+        sub["idle"] = "waiting"  # holds a CUDA context, uses little CPU: sleeps, waits on I/O or a lock
 
     thermal = ramp(ev.get("thermal_sample_fraction"), T.THERMAL_SAMPLE_FRACTION)
     ratio_clk = ev.get("sm_clock_ratio")
@@ -139,10 +148,35 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
     return {k: round(v, 3) for k, v in s.items()}, sub, facts
 
 
-def pick(s: dict, ev: dict, facts: dict, hints: dict) -> str:
-    """The main class: throttling or capacity when they score high enough, else the best base class."""
+def host_bound(ev: dict, facts: dict, gpm: bool, launch: float, pcie_raw: float,
+               hints: dict | None = None) -> tuple[float, str | None]:
+    """(score, subclass) of host-bound: the GPU nearly idle while the process holding its CUDA context keeps
+    a CPU core busy (issue 11). Sets facts["context"] and facts["host_cpu_busy"]. Without process lists in
+    the window (a run's stored ticks drop them), ``hints["on_gpu"]`` says the process holds a context."""
+    util, sm = ev.get("util_gpu_pct"), ev.get("sm_active_pct")
+    if util is None and sm is None:
+        return 0.0, None
+    quiet = 1 - ramp(util, T.HOST_GPU_UTIL_PCT)
+    if gpm:
+        quiet *= 1 - ramp(sm, T.HOST_GPU_SM_PCT)
+    frac = ev.get("feeder_on_gpu_fraction")
+    context = frac >= T.HOST_CONTEXT_FRACTION if frac is not None else bool((hints or {}).get("on_gpu"))
+    cpu = ramp(ev.get("feeder_cpu_pct"), T.HOST_FEEDER_CPU_PCT)
+    facts["context"], facts["host_cpu_busy"], facts["quiet"] = context, cpu, quiet
+    elsewhere = ramp(ev.get("feeder_busy_elsewhere_fraction"), T.HOST_BUSY_ELSEWHERE_FRACTION)
+    return (quiet * cpu * (1 - launch) * (1 - pcie_raw) * (1 - elsewhere) if context else 0.0), None
+
+
+def pick(s: dict, ev: dict, facts: dict, hints: dict, prefer: str | None = None) -> str:
+    """The main class: throttling or capacity when they score high enough, else the best base class.
+
+    ``prefer``: the class shown so far for this segment (hysteresis): it stays while it scores within
+    ``STICKY_MARGIN`` of the best base class and fits (>= ``MIXED_MIN_SCORE``)."""
     strength = facts.get("strength", {})
     base = max(BASE_CLASSES, key=lambda c: (s[c], strength.get(c, 0.0), -PRIORITY[c]))
+    if (prefer in BASE_CLASSES and prefer != base and s.get(prefer, 0.0) >= T.MIXED_MIN_SCORE
+            and s[prefer] >= s[base] - T.STICKY_MARGIN):
+        base = prefer
     if s["throttled"] >= T.MIXED_MIN_SCORE:
         return "throttled"
     if s["memory-capacity"] >= T.MIXED_MIN_SCORE:

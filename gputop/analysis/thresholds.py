@@ -91,6 +91,29 @@ HOST_CORE_BUSY_PCT = (70.0, 95.0)
 # it is the main one.
 DATA_WAIT_FRACTION = (0.05, 0.15)
 
+# -- host-bound (issue 11) ----------------------------------------------------------------------------
+# The GPU is nearly idle: kernel duty cycle under 5% (at 15% kernels run often enough to be launch- or
+# input-bound instead) and SMs under 2% active (10%: real work) ...
+HOST_GPU_UTIL_PCT = (5.0, 15.0)
+HOST_GPU_SM_PCT = (2.0, 10.0)
+# ... while the process holding a CUDA context on it (in NVML's process list in at least half the window's
+# samples) keeps a core busy: 80% of one core is busy, 50% is not yet. An H100 training loop preparing data
+# on the CPU read "process tree CPU 99%" with SMs 0.1% busy (issue 11). A process that holds the context
+# but uses little CPU is waiting (sleep, I/O, a lock): idle, subclass "waiting".
+HOST_FEEDER_CPU_PCT = (50.0, 80.0)
+HOST_CONTEXT_FRACTION = 0.5
+# ... unless it drives another GPU meanwhile (busy there in 5% of the window: a little; 25%: it is working,
+# this GPU is merely held).
+HOST_BUSY_ELSEWHERE_FRACTION = (0.05, 0.25)
+# A nearly idle GPU fed in rare bursts fits input-starved too; the more idle the GPU, the more the host is the
+# whole story: input-starved's score is scaled by 1 - 0.5 x (how nearly idle the GPU is), so it stays listed
+# as mixed while host-bound wins.
+HOST_OVER_STARVED = 0.5
+# Launch-bound vs input-starved: kernels in (nearly) every sample (no idle gap at 10 Hz) with the SMs busy
+# for a small part of the kernels' time is a steady trickle of tiny kernels (a decode loop), not a GPU
+# waiting for input between bursts. Share of busy samples: 80% has gaps, 95% has none.
+CONTINUOUS_BUSY_PCT = (80.0, 95.0)
+
 # -- PCIe / transfer-bound -----------------------------------------------------------------------------
 # PCIe throughput (busier direction) as a fraction of the link's per-direction peak. Measured on an
 # H200 (gen5 x16, 63 GB/s per direction) [H200]: pageable host-to-device copies run at ~9 GB/s (14%),
@@ -158,3 +181,36 @@ OVERALL_MIXED_FRACTION = 0.20
 MEM_RISE_BYTES = 200 * 2**20
 # Or SM activity / kernel duty cycle rising from idle to above these.
 ACTIVITY_RISE_PCT = 10.0
+
+# -- change detection (gputop.analysis.segments) ----------------------------------------------------------
+# A change of regime: a feature (kernel duty, SM activity, DRAM, a pipe; 0..100) moves by at least 20
+# points from its segment's mean, and by more than 3 standard deviations of the segment (a bursty segment
+# tolerates its own swings), in 3 samples in a row (0.3 s at 10 Hz: one odd sample is not a change). The
+# demo's phases move these by 40-90 points; the sample-to-sample noise of a steady phase is under 2 points.
+CHANGE_DELTA_PCT = 20.0
+# PCIe as % of the link's per-direction peak: pageable copies read 14%, a training loop's batches 1-2%.
+CHANGE_PCIE_DELTA_PCT = 5.0
+# The watched process tree's CPU (100 = one core, capped at 200): a change of half a core.
+CHANGE_CPU_DELTA_PCT = 50.0
+CHANGE_CPU_CAP_PCT = 200.0
+CHANGE_Z = 3.0
+CONFIRM_SAMPLES = 3
+CHANGE_MIN_REF_SAMPLES = 3  # a segment's mean is not judged on fewer samples
+# The slow test: the mean of the last 10 samples (1 s) differs from the segment's mean before them by
+# more than max(delta, 3 x std / sqrt(10)) (a bursty segment turning steady, idle turning bursty, or the
+# reverse). A steady bursty segment (busy in 30% of samples: std 46) moves its 10-sample mean by 15
+# points (1 std), well under the 44 that the test asks.
+CHANGE_SLOW_SAMPLES = 10
+CHANGE_Z_SLOW = 3.0
+CHANGE_MEM_DELTA_PCT = 10.0  # device memory used, % of the total: a model loaded, a batch size doubled
+CHANGE_CONTEXT_DELTA = 50.0  # the watched process gets or drops its CUDA context on the GPU (0 or 100)
+
+# -- the live verdict (gputop.analysis.live) ----------------------------------------------------------------
+# The live verdict judges the current segment (since the last change of regime), at most its last 30 s,
+# again every second, and at once when a change is confirmed. A segment younger than 0.5 s (5 samples)
+# is not judged yet: the previous verdict stays, marked as the previous segment's.
+LIVE_MAX_S = 30.0
+LIVE_MIN_S = 0.5
+# Hysteresis within a segment: the class shown stays while its score is within 0.15 of the best class's
+# (and fits at all, >= MIXED_MIN_SCORE), so a window near a boundary does not flip label every second.
+STICKY_MARGIN = 0.15

@@ -15,9 +15,40 @@ from gputop.analysis import thresholds as T
 from gputop.analysis.classify import classify
 from gputop.analysis.evidence import rounded
 from gputop.analysis.scoring import ramp
+from gputop.analysis.segments import segment_starts, split
 from gputop.analysis.verdict import Verdict, display_name
 from gputop.analysis.vocabulary import CLASSES, PRIORITY
 from gputop.analysis.wording import advise, describe
+
+
+def _segments(ticks: list[dict], gpu_pos: int, peaks: dict, watched_pid, window_s: float) -> list[list[dict]]:
+    """The ticks cut where the work changed (:mod:`.segments`, the live verdict's detector). A piece
+    shorter than ``LIVE_MIN_S`` (the onset of a change) joins the piece after it (the last: the one before);
+    a piece longer than ``window_s`` is judged in about equal windows of about ``window_s`` (their equal
+    neighbours merge again into one segment), so a segment begins where the work changed."""
+    pieces = split(ticks, segment_starts(ticks, gpu_pos, peaks, watched_pid))
+    out: list[list[dict]] = []
+    carry: list[dict] = []
+    for p in pieces:
+        p = carry + p
+        carry = []
+        if p[-1]["t"] - p[0]["t"] < T.LIVE_MIN_S and p is not pieces[-1]:
+            carry = p
+            continue
+        out.append(p)
+    if carry:
+        if out:
+            out[-1].extend(carry)
+        else:
+            out.append(carry)
+    if len(out) > 1 and out[-1][-1]["t"] - out[-1][0]["t"] < T.LIVE_MIN_S:
+        out[-2].extend(out.pop())
+    chunks: list[list[dict]] = []  # a long piece of one regime: judged in windows of about window_s
+    for p in out:
+        n = max(1, round((p[-1]["t"] - p[0]["t"]) / window_s))
+        size = -(-len(p) // n)
+        chunks += [p[i:i + size] for i in range(0, len(p), size)]
+    return chunks
 
 
 def _windows(ticks: list[dict], window_s: float) -> list[list[dict]]:
@@ -49,8 +80,11 @@ def _startup_verdict(ticks: list[dict], t_end: float) -> Verdict:
 
 
 def timeline(ticks: list[dict], gpu_pos: int, static: dict, peaks: dict, window_s: float = T.WINDOW_S,
-             watched_pid=None, hints=None, t_on_gpu: float | None = None, t0: float | None = None) -> list[dict]:
-    """Classify consecutive ``window_s`` windows of ``ticks`` (GPU position ``gpu_pos``) into segments.
+             watched_pid=None, hints=None, t_on_gpu: float | None = None, t0: float | None = None,
+             fixed: bool = False) -> list[dict]:
+    """Classify ``ticks`` (GPU position ``gpu_pos``) piece by piece into segments: the pieces begin where
+    the work changed (:mod:`.segments`, the same detector as the live verdict's), or with ``fixed``
+    every ``window_s``. Equal neighbours are merged.
 
     ``hints``: a dict for every window, or ``f(t_start, t_end) -> dict``. ``t_on_gpu``: when the command
     first showed up on this GPU; the ticks before it form one "startup" segment. Segment times are
@@ -67,10 +101,12 @@ def timeline(ticks: list[dict], gpu_pos: int, static: dict, peaks: dict, window_
         if before:
             end = ticks[0]["t"] if ticks else _span(before, None)[1]
             items.append((before[0]["t"], end, _startup_verdict(before, end)))
-    wins = _windows(ticks, window_s)
+    wins = _windows(ticks, window_s) if fixed else _segments(ticks, gpu_pos, peaks, watched_pid, window_s)
     for i, w in enumerate(wins):
         a, b = _span(w, wins[i + 1][0] if i + 1 < len(wins) else None)
         h = hints(a, b) if callable(hints) else hints
+        if t_on_gpu is not None:  # after it showed up on this GPU the command holds a CUDA context there
+            h = dict(h or {}, on_gpu=True)
         v = classify(w, static, peaks, watched_pid=watched_pid, hints=h, gpu=gpu_pos)
         items.append((a, b, dataclasses.replace(v, t_start=a, t_end=b, window_s=b - a)))
     _smooth(items)

@@ -12,6 +12,8 @@ Classes (``class`` in the JSON, ``label`` for people):
                    near its peak (stalls / underfilled)
   input-starved    GPU idle between bursts while the feeding process tree is busy on the CPU (or,
                    with recurring bursts, waits on I/O / sleeps: lower score)
+  host-bound       the GPU nearly idle while the process holding its CUDA context keeps a CPU core busy
+                   (input preparation or CPU-side overhead: the GPU waits on the host)
   pcie-bound       PCIe traffic high while the SMs wait
   throttled        clocks held down by heat, hardware slowdown, or a power cap far below normal
   memory-capacity  device memory near full, or an out-of-memory error
@@ -28,13 +30,14 @@ LABELS = {
     "memory-bound": "memory-bound",
     "latency-bound": "latency/launch-bound",
     "input-starved": "input-starved",
+    "host-bound": "host-bound",  # issue 11
     "pcie-bound": "PCIe/transfer-bound",
     "throttled": "power/thermal-throttled",
     "memory-capacity": "memory-capacity pressure",
 }
 CLASSES = tuple(LABELS)
 # The "what is the GPU doing" classes, one of which always fits; throttling and capacity overlay them.
-BASE_CLASSES = ("pcie-bound", "memory-bound", "compute-bound", "input-starved", "latency-bound", "idle")
+BASE_CLASSES = ("pcie-bound", "memory-bound", "compute-bound", "host-bound", "input-starved", "latency-bound", "idle")
 PRIORITY = {c: i for i, c in enumerate(("throttled", "memory-capacity") + BASE_CLASSES)}  # ties: first wins
 GPM_CLASSES = ("compute-bound", "memory-bound", "latency-bound")
 # Main classes whose window is also judged sample by sample (to spot a mixed window). Not input
@@ -47,5 +50,6 @@ SUBCLASS_LABELS = {
     "cache": "on-chip memory",
     "launch": "launch/sync", "stalls": "stalls", "underfilled": "under-filled kernels",
     "thermal": "thermal", "hardware": "hardware slowdown", "power": "power cap", "oom": "out of memory",
-    "startup": "startup", "link": "link near its peak", "pageable": "pageable host memory",
+    "startup": "startup", "waiting": "waiting: sleep, I/O or a lock",
+    "link": "link near its peak", "pageable": "pageable host memory",
 }

@@ -79,6 +79,11 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
         if ev.get("data_wait_fraction") is not None:
             text += f"; the workload waited for data {_p(100 * ev['data_wait_fraction'])} of the step"
         return text
+    if cls == "host-bound":
+        sm = f", SMs {_p(ev.get('sm_active_pct'))} busy" if gpm else ""
+        return (f"the GPU idle {_p(ev.get('gpu_idle_pct'))} of the time (kernels active "
+                f"{_p(ev.get('util_gpu_pct'))}{sm}) while the process holding its CUDA context used "
+                f"{_p(ev.get('feeder_cpu_pct'))} CPU")
     if cls == "pcie-bound":
         rx, tx = ev.get("pcie_rx_bps") or 0, ev.get("pcie_tx_bps") or 0
         way, v = ("host-to-device (rx)", rx) if rx >= tx else ("device-to-host (tx)", tx)
@@ -111,6 +116,8 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
         text += f", SMs {_p(ev.get('sm_active_pct'))} busy"
     if ev.get("feeder_cpu_pct") is not None:
         text += f", process tree CPU {_p(ev['feeder_cpu_pct'])}"
+    if sub == "waiting":
+        text += " while it holds a CUDA context: it waits (sleep, I/O, a lock), not computing on the CPU"
     return text
 
 
@@ -160,6 +167,15 @@ ADVICE = {
         "prefetch_factor), move preprocessing to the GPU, cache decoded data; if the busy CPU time is the "
         "training loop itself (Python and kernel launches, no data work), use a larger batch, CUDA graphs or "
         "torch.compile instead",
+    ("host-bound", None):
+        "the GPU waits on the host: if the busy CPU time is input preparation (decoding, augmenting, "
+        "tokenising), move it off the training loop (DataLoader(num_workers>0, pin_memory=True), GPU-side "
+        "transforms, cached pre-processed data); if it is the loop itself (Python, launches, .item() syncs), "
+        "do more per step (larger batch, torch.compile, CUDA graphs); profile the CPU side (py-spy, "
+        "torch.profiler) to see which",
+    ("idle", "waiting"):
+        "the process holds the GPU but waits (sleep, I/O, a lock, another process): check what it waits on "
+        "(py-spy dump, strace); the GPU itself is not the problem",
     ("pcie-bound", None):
         "host-device copies are the limit: pin host memory (pin_memory=True) and copy with non_blocking=True, "
         "overlap copies with compute, keep data on the GPU, send less (lower precision)",
@@ -227,9 +243,47 @@ def notes(ev: dict, s: dict, facts: dict, main: str) -> list[str]:
     if main == "idle" and facts.get("cpu_busy", 0) >= 0.5 and facts.get("feeder") == "process":
         out.append(f"the process tree was busy on the CPU ({_p(ev['feeder_cpu_pct'])}) while the GPU did nothing: "
                    "if it was preparing GPU input, the GPU is starved")
+    out += decided(ev, s, main)
     best = max(s[c] for c in BASE_CLASSES)
     if best < T.WEAK_SCORE and main in BASE_CLASSES:
         out.append("no class fits this window well; the verdict is a best guess")
     if ev["samples"] < T.MIN_SAMPLES:
         out.append(f"only {ev['samples']} samples in this window")
     return out
+
+
+def decided(ev: dict, s: dict, main: str) -> list[str]:
+    """Which evidence decided, as one note: for launch-bound, input-starved and host-bound (they share a GPU
+    that is not busy) what told them apart; for memory- and compute-bound which unit is the busiest relative
+    to its peak; empty for the other classes."""
+    rivals = ("latency-bound", "input-starved", "host-bound")
+    if main in ("memory-bound", "compute-bound") and ev.get("sm_active_pct") is not None:
+        pipes = {PIPE_NAMES.get(k[:-4], k): ev.get(k) for k in ("tensor_pct", "fp32_pct", "fp64_pct", "fp16_pct")
+                 if ev.get(k) is not None}
+        best = max(pipes, key=pipes.get) if pipes else None
+        if best is None or ev.get("dram_bw_pct") is None:
+            return []
+        if main == "memory-bound" and ev["dram_bw_pct"] >= pipes[best]:
+            return [f"decided by: DRAM at {_p(ev['dram_bw_pct'])} of its peak is the busiest unit relative to its "
+                    f"peak (the busiest pipe, {best}, at {_p(pipes[best])})"]
+        if main == "compute-bound" and pipes[best] >= ev["dram_bw_pct"]:
+            return [f"decided by: the {best} pipe at {_p(pipes[best])} is the busiest unit relative to its peak "
+                    f"(DRAM at {_p(ev['dram_bw_pct'])})"]
+        return []
+    if main not in rivals:
+        return []
+    ratio, busy = ev.get("sm_active_per_util"), ev.get("busy_sample_pct")
+    if main == "latency-bound" and ratio is not None:
+        return [f"decided by: the SMs were busy {_p(100 * ratio)} of the kernels' time (tiny kernels) with kernels "
+                f"in {_p(busy)} of the samples (no idle gaps between bursts): launch-bound, not input-starved "
+                f"(input-starved scored {s.get('input-starved', 0):.2f})"]
+    if main == "input-starved":
+        fill = f", the kernels filled the SMs ({_p(100 * ratio)} of their time)" if ratio is not None else ""
+        return [f"decided by: the GPU idled between {ev.get('bursts', 0):.0f} bursts (busy in {_p(busy)} of the "
+                f"samples){fill}: it waits for input, not on launches (launch-bound scored "
+                f"{s.get('latency-bound', 0):.2f})"]
+    if main == "host-bound":
+        return [f"decided by: kernels active only {_p(ev.get('util_gpu_pct'))} while the process holding the GPU "
+                f"kept {_p(ev.get('feeder_cpu_pct'))} CPU busy: the host is the bottleneck (a process that "
+                "only waits would use little CPU)"]
+    return []

@@ -23,6 +23,7 @@ class HistoryChart(Lines):
 
     DEFAULT_CSS = "HistoryChart { height: 1fr; min-height: 2; }"
     EDGE = 1  # blank cells kept at the right edge
+    MARK_STYLE = "on grey23"  # the columns of the window the verdict judged (``draw(mark=...)``)
 
     def __init__(self, title: str, field: str, lo: float = 0.0, hi: float = 100.0, unit: str = "%",
                  color: str = "green", span: float = 60.0,
@@ -38,6 +39,7 @@ class HistoryChart(Lines):
         self.last: tuple[float, float] | None = None  # (t, v) of the newest value fed
         self._t_end: float | None = None
         self._note = ""
+        self._mark: tuple[float, float] | None = None  # (t_start, t_end) the verdict judged
         self._drawn = None  # (title key, levels) last drawn
         self._levels: dict[int, int] = {}  # bucket number -> dot level, for the visible buckets
         self._scale = None  # (height, lo, hi) the levels were computed for
@@ -60,8 +62,10 @@ class HistoryChart(Lines):
                 add(t, v)
                 self.last = (t, v)
 
-    def draw(self, t_end: float, hi: float | None = None, note: str = "") -> None:
-        self._t_end, self._note = t_end, note
+    def draw(self, t_end: float, hi: float | None = None, note: str = "",
+             mark: tuple[float, float] | None = None) -> None:
+        """Draw up to ``t_end``; ``mark``: the (t_start, t_end) the verdict judged, shaded on the chart."""
+        self._t_end, self._note, self._mark = t_end, note, mark
         if hi:
             self.hi = hi
         self.rebuild(force=False)
@@ -116,7 +120,8 @@ class HistoryChart(Lines):
             return
         last = self.last[1] if self.last and self._t_end - self.last[0] <= self.span else None
         cur = NA if last is None else (pct(last) if self.unit == "%" else f"{last:.0f} {self.unit}")
-        key = (cur, self._note, self.hi, w, h)
+        cols = self.mark_columns(w)
+        key = (cur, self._note, self.hi, w, h, cols)
         levels = self._drawn[1] if self._drawn else None
         if h > 1 and not self._note and self.series is not None:
             if force:
@@ -132,9 +137,28 @@ class HistoryChart(Lines):
         else:
             title.append(cur, style=self.color)
             title.append(f"  last {self.span:.0f} s, max {self.hi:g}{self.unit}", style="dim")
+            if cols is not None:
+                title.append("  ", style="dim")
+                title.append("  ", style=self.MARK_STYLE)
+                title.append(" verdict's window", style="dim")
         lines: list = [title]
         if h > 1:
             rows = charts.area_rows(levels, h - 1) if levels and not self._note else [" " * w] * (h - 1)
-            lines.extend((row, self.color) for row in rows)
+            if cols is None or self._note:
+                lines.extend((row, self.color) for row in rows)
+            else:
+                for row in rows:
+                    t = Text(row, style=self.color)
+                    t.stylize(self.MARK_STYLE, *cols)
+                    lines.append(t)
         self.set_lines(lines)
+
+    def mark_columns(self, w: int) -> tuple[int, int] | None:
+        """The columns [c0, c1) of the verdict's window on a chart ``w`` cells wide (None: not shown)."""
+        if self._mark is None or self.series is None or not self.series.dt or self._t_end is None:
+            return None
+        first = self.series.index(self._t_end) - self.series.n + 1  # two buckets per cell (braille)
+        c0 = max(0, (self.series.index(self._mark[0]) - first) // 2)
+        c1 = min(w, (self.series.index(self._mark[1]) - first) // 2 + 1)
+        return (c0, c1) if c1 > c0 else None
 

@@ -87,7 +87,7 @@ class MonitorPage(Box):
             st, pk, s = app.statics[i], app.peaks[i], samples[i]
             self.device.show(st, pk, s, view.na_reasons_for(st, app.na_reasons))
             self.update_verdict(tick)
-            self.verdict_panel.show(self.verdict)
+            self.verdict_panel.show(self.verdict, self.diagnosis.words())
             if self.procs.display and not app.has_class("-short"):
                 self.procs.show((s or {}).get("processes"), app.controller.own_pids(), host, app.tagged_pids())
         self.feed_charts()
@@ -96,21 +96,21 @@ class MonitorPage(Box):
 
     # -- the verdict -------------------------------------------------------------------------------
     def update_verdict(self, tick: dict | None) -> None:
-        """Classify the last LIVE_WINDOW_S seconds of the selected GPU, at most every LIVE_EVERY_S."""
-        if tick is None:
-            return
-        if self.verdict_t is not None and 0 <= tick["t"] - self.verdict_t < T.LIVE_EVERY_S:
+        """The live verdict of the selected GPU (gputop/tui/verdict.py: it follows the changes of the work
+        and judges again when due)."""
+        if tick is None or self.verdict_t == tick["t"]:
             return
         app = self.app
         i = app.selected
         self.verdict_t = tick["t"]
-        window = app.sampler.window(T.LIVE_WINDOW_S)
+        window = app.sampler.window(T.LIVE_MAX_S)
         self.verdict = self.diagnosis(window, app.statics[i], app.peaks[i], gpu_pos=app.positions[i],
                                       watched_pid=app.watched_pid())
 
     def forget_verdict(self) -> None:
         """The next frame classifies again (another GPU, another watched process)."""
         self.verdict_t = None
+        self.diagnosis.reset()
 
     # -- the charts --------------------------------------------------------------------------------
     def feed_charts(self, only: list[HistoryChart] | None = None) -> None:
@@ -158,7 +158,8 @@ class MonitorPage(Box):
                 f = spec.field
                 vs = [t["gpus"][pos].get(f) if pos < len(t["gpus"]) else None for t in ticks]
             chart.feed(ts, vs)
-            chart.draw(chart.fed_t, hi=st.get(spec.hi_static) if spec.hi_static else None)
+            chart.draw(chart.fed_t, hi=st.get(spec.hi_static) if spec.hi_static else None,
+                       mark=self.diagnosis.span())
 
     def _fill_chart(self, chart: HistoryChart) -> None:
         """A chart was resized: refill it at its new size now (not at the app's next frame)."""

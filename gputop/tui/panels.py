@@ -133,19 +133,22 @@ class ProcessTable(Lines):
 
 
 class VerdictPanel(Lines):
-    """The bottleneck class, its evidence in numbers, one line of advice (wrapped to the width)."""
+    """The bottleneck class, the window it judged, its evidence in numbers (that window's means, not the
+    instantaneous bars above), one line of advice (wrapped to the width)."""
 
     DEFAULT_CSS = "VerdictPanel { height: auto; max-height: 6; }"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.verdict = None
+        self.words = ""
         self.shown = False
 
-    def show(self, verdict) -> None:
-        if self.shown and verdict == self.verdict:
+    def show(self, verdict, words: str = "") -> None:
+        """``words``: which window the verdict judged ('last 5.1 s')."""
+        if self.shown and verdict == self.verdict and words == self.words:
             return
-        self.verdict, self.shown = verdict, True
+        self.verdict, self.words, self.shown = verdict, words, True
         self.rebuild()
 
     def rebuild(self) -> None:
@@ -155,13 +158,7 @@ class VerdictPanel(Lines):
         if v is None:
             self.set_lines([Text("diagnosis: n/a", style="dim")])
             return
-        t = Text.assemble(("verdict: ", "bold"))
-        t.append(v.display_name(), style="bold yellow" if v.cls != "idle" else "bold green")
-        if v.evidence_text:
-            t.append(": " + v.evidence_text)
-        if v.confidence is not None:
-            t.append(f"  (confidence {v.confidence:.0%})")
-        parts = [t]
+        parts = [verdict_text(v, self.words)]
         if v.advice:
             parts.append(Text("advice: " + v.advice, style="italic"))
         width = max(20, self.wh[0] or 80)
@@ -176,6 +173,21 @@ class VerdictPanel(Lines):
                 wrapped[-1].append("…")
             lines.extend(wrapped)
         self.set_lines(lines[:6])
+
+
+def verdict_text(v, words: str = "") -> Text:
+    """'verdict: NAME 95% · last 5.1 s, means: EVIDENCE': the class, its confidence, the window it judged
+    (shaded on the charts) and the numbers of that window (the bars beside it are instantaneous)."""
+    t = Text.assemble(("verdict: ", "bold"))
+    t.append(v.display_name(), style="bold yellow" if v.cls != "idle" else "bold green")
+    if v.confidence is not None:
+        t.append(f" {v.confidence:.0%}")
+    if words:
+        t.append(f" · {words}", style="reverse")
+    if v.evidence_text:
+        t.append(", means: " if words else ": ")
+        t.append(v.evidence_text)
+    return t
 
 
 class ResultsView(Lines):
