@@ -84,8 +84,11 @@ def test_offload_naive_timing_is_flat_and_said_why():
     doc = doc_of("offload")
     mat = points(doc, phase="matmul")
     naive = [q["gpu_naive_ms"] for q in mat]
-    assert mat[-1]["gpu_ms"] > 100 * mat[0]["gpu_ms"]  # the real GPU time grows by orders of magnitude ...
+    real_growth = mat[-1]["gpu_ms"] / mat[0]["gpu_ms"]  # n = 1 -> 4096 (H100, 2026-11-23: 67x)
+    naive_spread = max(naive) / min(naive)  # (same run: 3.8x, launch jitter)
+    assert real_growth > 30  # the real GPU time grows by well over an order of magnitude ...
     assert max(naive) < 5 * min(naive)  # ... the unsynchronised one does not: it times the launch
+    assert real_growth > 10 * naive_spread
     assert mat[-1]["gpu_naive_ms"] < 0.1 * mat[-1]["gpu_ms"]
     text = "\n".join(t.plain for t in lesson_views.offload_view(doc, 120, 40))
     assert "times the launch only" in text
