@@ -13,6 +13,8 @@ Classes (``class`` in the JSON, ``label`` for people):
   input-starved    GPU idle between bursts while the feeding process tree is busy on the CPU (or,
                    with recurring bursts, waits on I/O / sleeps: lower score)
   pcie-bound       PCIe traffic high while the SMs wait
+  comms-bound      NVLink traffic high while the SMs wait: the GPUs of a job wait for each other's data
+                   (subclass link: the link near its peak; exposed: an all-reduce not hidden by compute)
   throttled        clocks held down by heat, hardware slowdown, or a power cap far below normal
   memory-capacity  device memory near full, or an out-of-memory error
 
@@ -29,12 +31,13 @@ LABELS = {
     "latency-bound": "latency/launch-bound",
     "input-starved": "input-starved",
     "pcie-bound": "PCIe/transfer-bound",
+    "comms-bound": "communication-bound",
     "throttled": "power/thermal-throttled",
     "memory-capacity": "memory-capacity pressure",
 }
 CLASSES = tuple(LABELS)
 # The "what is the GPU doing" classes, one of which always fits; throttling and capacity overlay them.
-BASE_CLASSES = ("pcie-bound", "memory-bound", "compute-bound", "input-starved", "latency-bound", "idle")
+BASE_CLASSES = ("comms-bound", "pcie-bound", "memory-bound", "compute-bound", "input-starved", "latency-bound", "idle")
 PRIORITY = {c: i for i, c in enumerate(("throttled", "memory-capacity") + BASE_CLASSES)}  # ties: first wins
 GPM_CLASSES = ("compute-bound", "memory-bound", "latency-bound")
 # Main classes whose window is also judged sample by sample (to spot a mixed window). Not input
@@ -48,4 +51,5 @@ SUBCLASS_LABELS = {
     "launch": "launch/sync", "stalls": "stalls", "underfilled": "under-filled kernels",
     "thermal": "thermal", "hardware": "hardware slowdown", "power": "power cap", "oom": "out of memory",
     "startup": "startup", "link": "link near its peak", "pageable": "pageable host memory",
+    "exposed": "exposed all-reduce", "collective latency": "collective latency",
 }
