@@ -1,0 +1,125 @@
+"""The allreduce workload on the CPU: real torchrun, 2 gloo ranks, through gputop (as CI runs it).
+
+One quick run gives the document the first tests read; the others stop a run with a real signal and check
+that torchrun and both of its ranks (each in a session of its own) are gone with gputop.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import psutil
+import pytest
+
+from tests.fault_util import PY, ROOT, Gputop, Proc, assert_none_alive, env, one_json, reaper, wait_until  # noqa: F401
+
+pytest.importorskip("torch")
+
+RUN_SCHEMA = json.loads((ROOT / "gputop" / "schema" / "run.schema.json").read_text())
+WORKLOAD = ROOT / "workloads" / "allreduce.py"
+
+
+@pytest.fixture(scope="module")
+def doc(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("allreduce")
+    g = Gputop(["--run", "allreduce", "--device", "cpu", "--quick", "--json"], folder, env())
+    try:
+        code = g.wait(180)
+    finally:
+        g.kill()
+    assert code == 0, g.stderr[-3000:]
+    return one_json(g.stdout, "gputop --run allreduce --json")
+
+
+def test_the_cpu_run_is_a_valid_run_document_of_two_gloo_ranks(doc):
+    jsonschema.validate(doc, RUN_SCHEMA)
+    assert doc["status"] == "ok" and doc["exit_code"] == 0
+    reported = doc["device"]["reported"]
+    assert reported["world_size"] == 2 and reported["backend"] == "gloo"
+    assert [ph["name"] for ph in doc["phases"]] == ["bus bandwidth", "ddp step"]
+
+
+def test_busbw_follows_nccl_tests_definitions(doc):
+    sweep = [q for q in doc["points"] if q["phase"] == "bus bandwidth"]
+    assert [q["size_bytes"] for q in sweep] == [4096, 65536, 1048576]  # the CPU sizes, one point per size
+    n = doc["device"]["reported"]["world_size"]
+    for q in sweep:
+        assert q["algbw_gbps"] == pytest.approx(q["size_bytes"] / (q["time_us"] * 1e-6) / 1e9)
+        assert q["busbw_gbps"] == pytest.approx(q["algbw_gbps"] * 2 * (n - 1) / n)
+        assert q["verdict"]["class"] in ("latency-bound", "comms-bound")
+        assert q["bound"] == ("latency" if q["verdict"]["class"] == "latency-bound" else "bandwidth")
+
+
+def test_the_ddp_step_says_how_much_communication_was_exposed(doc):
+    steps = {q["mode"]: q for q in doc["points"] if q["phase"] == "ddp step"}
+    assert set(steps) == {"compute only", "overlap", "no overlap"}
+    base = steps["compute only"]["step_ms"]
+    for q in steps.values():
+        assert q["exposed_comm_ms"] == pytest.approx(max(0.0, q["step_ms"] - base))
+        assert q["grad_bytes"] > 0 and q["comm_ms"] > 0
+    v = doc["verdict"]
+    assert v["class"] in ("comms-bound", "compute-bound")
+    assert v["evidence"]["no_overlap_step_ms"] == pytest.approx(steps["no overlap"]["step_ms"])
+    assert (v["class"] == "comms-bound") == (steps["no overlap"]["exposed_share"] >= 0.2)
+
+
+def test_on_a_machine_with_fewer_than_two_gpus_the_script_says_so_and_exits_2(tmp_path):
+    out = subprocess.run([PY, str(WORKLOAD), "--device", "cuda"], capture_output=True, text=True, env=env(),
+                         timeout=120, cwd=ROOT)
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert out.returncode == 2, out.stderr
+    assert len(lines) == 1 and "needs at least 2 GPUs" in lines[0]
+
+
+def _ranks(g: Gputop) -> list[psutil.Process]:
+    """torchrun and its ranks under gputop (each has allreduce.py on its command line)."""
+    try:
+        kids = psutil.Process(g.pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    out = []
+    for k in kids:
+        try:
+            if any("allreduce.py" in a for a in k.cmdline()):
+                out.append(k)
+        except psutil.Error:
+            pass
+    return out
+
+
+def _running(reaper, tmp_path) -> Gputop:
+    """A long CPU run, once torchrun and both ranks are up."""
+    g = Gputop(["--run", "allreduce", "--device", "cpu", "--json", "--param", "iters=100000"], tmp_path, env())
+    reaper.gputops.append(g)
+    wait_until(lambda: len(_ranks(g)) >= 3, 60, "torchrun and its 2 ranks", g.proc)
+    g.snapshot()
+    return g
+
+
+def test_sigint_stops_torchrun_and_both_ranks(reaper, tmp_path):
+    g = _running(reaper, tmp_path)
+    ranks = [Proc.of(p.pid, "rank") for p in _ranks(g)]
+    g.send(signal.SIGINT)
+    assert g.wait(60) == 130, g.stderr[-2000:]
+    assert_none_alive([p for p in ranks if p] + g.seen, within=5.0, what="after SIGINT")
+    d = one_json(g.stdout, "the interrupted run's document")
+    assert d["status"] == "interrupted" and d["interrupted"] is True
+
+
+def test_sigkill_of_gputop_takes_torchrun_and_its_ranks_with_it(reaper, tmp_path):
+    g = _running(reaper, tmp_path)
+    ranks = [Proc.of(p.pid, "rank") for p in _ranks(g)]
+    g.send(signal.SIGKILL)  # no clean-up in gputop: the watchdog and the ranks' parent-death signal do it
+    g.wait(10)
+    assert_none_alive([p for p in ranks if p] + g.seen, within=10.0, what="after SIGKILL of gputop")
+
+
+def test_the_workload_lists_its_launcher_and_cpu_sizes():
+    from gputop.runner.registry import load_spec
+
+    spec = load_spec(Path(WORKLOAD))
+    assert spec.gpus == "all" and spec.supports_cpu and spec.cpu["nproc"] == 2
