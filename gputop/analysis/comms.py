@@ -109,13 +109,14 @@ def link_peak(facts: dict | None) -> dict | None:
 
 def fit_latency_bandwidth(points: list[dict]) -> dict:
     """The two numbers of the usual model t(S) = latency + S / algbw_best of a size sweep: the best measured
-    algorithm and bus bandwidths, the fixed cost per call (the least of each message's time less its
-    transfer time at the best bandwidth), and the size at which the two are equal."""
+    algorithm and bus bandwidths, the fixed cost per call (the least, over the smaller half of the
+    sizes, of a message's time less its transfer time at the best bandwidth), and the size at which the two are equal."""
     pts = sorted((q for q in points if q.get("time_us") and q.get("size_bytes")), key=lambda q: q["size_bytes"])
     if not pts:
         return {}
     algbw = max(q["algbw_gbps"] for q in pts) * 1e9
-    latency = max(0.0, min(q["time_us"] * 1e-6 - q["size_bytes"] / algbw for q in pts))  # the cheapest call's
+    small = pts[:max(1, (len(pts) + 1) // 2)]  # the smaller half of the sizes: their time is mostly the fixed cost
+    latency = max(0.0, min(q["time_us"] * 1e-6 - q["size_bytes"] / algbw for q in small))
     return {"latency_us": latency * 1e6, "algbw_gbps": algbw / 1e9,
             "busbw_gbps": max(q["busbw_gbps"] for q in pts), "half_bytes": latency * algbw}
 
