@@ -167,3 +167,28 @@ def test_without_nvlink_the_link_is_pcie_and_missing_fields_are_na_with_a_reason
     old = Nvml(FakeNvml(STATIC))  # bindings without these calls: n/a, never an exception
     assert read_nvlink(old, 0) == {"nvlink_links": None, "nvlink_links_active": None, "nvlink_speed_mbps": None}
     assert old.na_reasons["nvlink_fields"] == "FunctionNotFound"
+
+
+# -- every GPU of a torchrun tree ------------------------------------------------------------------------------
+def test_the_finder_sees_each_gpu_of_a_tree_whose_ranks_left_its_session():
+    """torchrun starts each rank in a session of its own; they are still the tree's (by parent), so each GPU a
+    rank appears on (NVML's process list) is one the monitor diagnoses."""
+    import os
+    import subprocess
+    import sys
+
+    from gputop.session.finder import GpuFinder
+
+    ranks = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+             for _ in range(2)]
+    try:
+        finder = GpuFinder(pid=os.getpid())
+        for t in (0.0, 0.1):
+            finder({"t": t, "gpus": [{"processes": [{"pid": ranks[0].pid}]}, {"processes": [{"pid": ranks[1].pid}]},
+                                     {"processes": [{"pid": 1}]}]})
+        first, how = finder.result()
+        assert how == "process list" and sorted(first) == [0, 1]
+    finally:
+        for r in ranks:
+            r.kill()
+            r.wait()
