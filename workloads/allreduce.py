@@ -161,8 +161,8 @@ def sweep(torch, dist, p, emit, dev, sync, world: int) -> None:
         buf = torch.ones(max(1, size // 4), dtype=torch.float32, device=dev)
         t = slowest(torch, dist, time_allreduce(torch, dist, buf, p["iters"], p["warmup"], sync), dev)
         algbw = buf.numel() * 4 / t
-        emit.point({"phase": "bus bandwidth", "size_bytes": buf.numel() * 4, "time_us": t * 1e6,
-                    "algbw_gbps": algbw / 1e9, "busbw_gbps": algbw * 2 * (world - 1) / world / 1e9})
+        emit.point({"phase": "bus bandwidth", "busbw_gbps": algbw * 2 * (world - 1) / world / 1e9,
+                    "algbw_gbps": algbw / 1e9, "size_bytes": buf.numel() * 4, "time_us": t * 1e6})
         emit.progress(i + 1, len(p["sizes"]), f"{size} bytes")
         del buf
 
@@ -272,6 +272,8 @@ def analyze(doc: dict) -> dict:
         q["bound"] = "latency" if v.cls == "latency-bound" else "bandwidth"
         q["latency_share"] = v.evidence.get("latency_share")
         q["verdict"] = v.to_dict()
+        if (link or {}).get("peak_gbps"):
+            q["busbw_gbps_peak"] = link["peak_gbps"]  # the results view's bars: busbw as a share of the link
     verdicts = {}
     for ph in doc.get("phases") or []:
         name = ph.get("name")
