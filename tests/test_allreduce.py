@@ -123,3 +123,44 @@ def test_the_workload_lists_its_launcher_and_cpu_sizes():
 
     spec = load_spec(Path(WORKLOAD))
     assert spec.gpus == "all" and spec.supports_cpu and spec.cpu["nproc"] == 2
+
+
+# -- the supervisor, for any launcher that starts its workers in sessions of their own (as torchrun does) --------
+LAUNCHER = """
+import json, os, signal, subprocess, sys, time
+import psutil
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # stubborn: only the supervisor's SIGKILL ends it
+w = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                      "time.sleep(300)"], start_new_session=True)  # a worker in a session of its own
+path = sys.argv[1]
+with open(path + ".tmp", "w") as f:
+    json.dump({"worker": [w.pid, psutil.Process(w.pid).create_time()]}, f)
+os.replace(path + ".tmp", path)
+time.sleep(300)
+"""
+
+
+def _launcher(reaper, tmp_path) -> tuple[Gputop, list]:
+    from tests.fault_util import read_pids
+
+    pid_file = tmp_path / "pids.json"
+    reaper.pid_files.append(pid_file)
+    g = Gputop(["--json", "--run", "--", PY, "-c", LAUNCHER, str(pid_file)], tmp_path, env(fake_nvml=True))
+    reaper.gputops.append(g)
+    procs = wait_until(lambda: read_pids(pid_file), 30, "the launcher's worker", g.proc)
+    g.snapshot()
+    return g, procs
+
+
+def test_a_stop_kills_the_workers_that_left_the_commands_session(reaper, tmp_path):
+    g, worker = _launcher(reaper, tmp_path)
+    g.send(signal.SIGINT)  # the launcher ignores it: SIGKILL after the grace period, to its group and its tree
+    assert g.wait(30) == 130, g.stderr[-2000:]
+    assert_none_alive(worker + g.seen, within=5.0, what="after the grace period")
+
+
+def test_sigkill_of_gputop_kills_the_workers_that_left_the_commands_session(reaper, tmp_path):
+    g, worker = _launcher(reaper, tmp_path)
+    g.send(signal.SIGKILL)  # the watchdog kills the group and the tree under its leader
+    g.wait(10)
+    assert_none_alive(worker + g.seen, within=10.0, what="after SIGKILL of gputop")

@@ -58,6 +58,7 @@ GPUS = "all"  # gputop makes every GPU visible to it (torchrun starts one rank p
 KB, MB, GB = 1 << 10, 1 << 20, 1 << 30
 SIZES = [4 * KB, 16 * KB, 64 * KB, 256 * KB, 1 * MB, 4 * MB, 16 * MB, 64 * MB, 256 * MB, 1 * GB]
 MODES = ["compute only", "overlap", "no overlap"]
+LAUNCHER_PID = "GPUTOP_ALLREDUCE_TORCHRUN_PID"
 PARAMS = [
     Param("device", "choice", "cuda", choices=["cuda", "cpu"], help="cuda: NCCL, one rank per GPU; cpu: gloo"),
     Param("nproc", "int", 0, lo=0, hi=1024, help="ranks (0: one per visible GPU; 2 on the CPU)"),
@@ -96,6 +97,7 @@ def launch(p: dict) -> None:
             raise ParamError("nproc must be at least 2: an all-reduce needs two ranks")
     env = multicast_off(dict(os.environ))  # NVLink multicast stays off (NCCL, symmetric memory, NVSHMEM)
     env.setdefault("OMP_NUM_THREADS", "1")  # what torchrun would set anyway, without its warning
+    env[LAUNCHER_PID] = str(os.getpid())  # torchrun's pid after the exec: the ranks' parent (die_with_parent)
     argv = [sys.executable, "-u", "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
             str(Path(__file__).resolve()), *sys.argv[1:]]
     sys.stdout.flush()
@@ -107,7 +109,7 @@ def die_with_parent() -> None:
     """torchrun starts each rank in a session of its own, so a kill aimed at torchrun's process group misses
     the ranks. Ask Linux to SIGKILL this rank when its parent (torchrun) dies, however it dies."""
     if sys.platform.startswith("linux"):
-        parent = os.getppid()
+        parent = int(os.environ.get(LAUNCHER_PID) or os.getppid())
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         if os.getppid() != parent:  # torchrun died before the line above
             os._exit(1)
