@@ -164,3 +164,18 @@ def test_sigkill_of_gputop_kills_the_workers_that_left_the_commands_session(reap
     g.send(signal.SIGKILL)  # the watchdog kills the group and the tree under its leader
     g.wait(10)
     assert_none_alive(worker + g.seen, within=10.0, what="after SIGKILL of gputop")
+
+
+def test_gputop_on_a_machine_with_one_gpu_exits_2_with_the_reason(tmp_path):
+    """The fake NVML shows one GPU (and torch here sees none): the workload refuses, gputop exits 2."""
+    g = Gputop(["--run", "allreduce", "--quick", "--json"], tmp_path, env(fake_nvml=True))
+    try:
+        assert g.wait(120) == 2, g.stderr[-2000:]
+    finally:
+        g.kill()
+    d = one_json(g.stdout, "the refused run's document")
+    jsonschema.validate(d, RUN_SCHEMA)
+    assert d["status"] == "error" and d["exit_code"] == 2 and d["points"] == []
+    assert [e["kind"] for e in d["errors"]] == ["bad_param"] and "needs at least 2 GPUs" in d["errors"][0]["message"]
+    lines = [ln for ln in g.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "needs at least 2 GPUs" in lines[0]

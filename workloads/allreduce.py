@@ -287,9 +287,10 @@ def analyze(doc: dict) -> dict:
             v = step_verdict(by_phase["ddp step"])
             if v is not None:
                 ph["verdict"] = verdicts[name] = v.to_dict()
-    doc["results"] = {**(doc.get("results") or {}), "latency_us": fit.get("latency_us"),
-                      "busbw_gbps_best": fit.get("busbw_gbps"), "half_bandwidth_bytes": fit.get("half_bytes"),
-                      "latency_share_limit": LATENCY_SHARE, "link": link}
+    if fit:
+        doc["results"] = {**(doc.get("results") or {}), "latency_us": fit.get("latency_us"),
+                          "busbw_gbps_best": fit.get("busbw_gbps"), "half_bandwidth_bytes": fit.get("half_bytes"),
+                          "latency_share_limit": LATENCY_SHARE, "link": link}
     doc["verdict"] = verdicts.get("ddp step") or verdicts.get("bus bandwidth")
     throttle_warnings(doc)
     return doc
