@@ -15,6 +15,7 @@ from gputop.analysis.classify import classify
 from gputop.analysis.comms import fit_latency_bandwidth, group_comms, link_peak, step_verdict, sweep_verdicts
 from gputop.analysis.peaks import compute_peaks
 from gputop.telemetry.nvml import Nvml
+from gputop.telemetry.sample import GpuReader
 from gputop.telemetry.static import read_link, read_nvlink, read_static
 from tests.fake_nvml import FakeNvml
 from tests.test_classify import COMMS, H200, MATMUL, NVLINK_H200, window
@@ -116,6 +117,7 @@ class NvlinkNvml(FakeNvml):
     def __init__(self, static, links=18, **kw):
         super().__init__(static, **kw)
         self.links = links
+        self.kib = {pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: 0, pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: 0}
 
     def nvmlDeviceGetCount(self):
         return 2
@@ -126,10 +128,16 @@ class NvlinkNvml(FakeNvml):
     def nvmlDeviceGetFieldValues(self, h, ids):
         out = (pynvml.c_nvmlFieldValue_t * len(ids))()
         for i, fid in enumerate(ids):
-            out[i].fieldId = fid
+            fid, scope = fid if isinstance(fid, tuple) else (fid, 0)
+            out[i].fieldId, out[i].scopeId = fid, scope
             out[i].valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
             value = {pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT: self.links,
                      pynvml.NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON: 26562}.get(fid)
+            if fid in self.kib and self.links:  # cumulative KiB over all links (scope UINT_MAX)
+                assert scope == 0xFFFFFFFF
+                out[i].valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+                out[i].value.ullVal = self.kib[fid]
+                continue
             if value is None:
                 out[i].nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
             else:
@@ -192,3 +200,25 @@ def test_the_finder_sees_each_gpu_of_a_tree_whose_ranks_left_its_session():
         for r in ranks:
             r.kill()
             r.wait()
+
+
+def test_without_gpm_nvlink_rx_tx_come_from_nvmls_cumulative_counters():
+    fake = NvlinkNvml(dict(STATIC, gpm_supported=False))
+    reader = GpuReader(Nvml(fake), 0)
+    assert reader.gpm is None
+    first = reader.read(t=10.0)
+    assert first["nvlink_rx_bps"] is None and first["nvlink_tx_bps"] is None  # the first read opens the window
+    fake.kib[pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX] += 2 * 1024 * 1024  # 2 GiB in, 1 GiB out, in 0.5 s
+    fake.kib[pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX] += 1024 * 1024
+    s = reader.read(t=10.5)
+    assert s["nvlink_rx_bps"] == pytest.approx(4 * 2**30) and s["nvlink_tx_bps"] == pytest.approx(2 * 2**30)
+
+
+def test_a_gpu_without_nvlink_counters_is_not_asked_again():
+    fake = NvlinkNvml(dict(STATIC, gpm_supported=False), links=0)
+    reader = GpuReader(Nvml(fake), 0)
+    for t in (1.0, 1.1, 1.2):
+        s = reader.read(t=t)
+        assert s["nvlink_rx_bps"] is None and s["nvlink_tx_bps"] is None
+    asked = [c for c in fake.calls if c == "nvmlDeviceGetFieldValues"]
+    assert len(asked) == 1 and reader.nvlink.ok is False
