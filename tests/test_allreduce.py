@@ -179,3 +179,36 @@ def test_gputop_on_a_machine_with_one_gpu_exits_2_with_the_reason(tmp_path):
     assert [e["kind"] for e in d["errors"]] == ["bad_param"] and "needs at least 2 GPUs" in d["errors"][0]["message"]
     lines = [ln for ln in g.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "needs at least 2 GPUs" in lines[0]
+
+
+def test_every_child_gets_nvlink_multicast_off_and_a_torchrun_job_sees_every_gpu(monkeypatch):
+    from gputop.runner.registry import load_spec
+    from gputop.runner.workload_run import WorkloadRun
+    from gputop.telemetry.nvml import Nvml
+    from tests.test_comms_class import STATIC, NvlinkNvml
+
+    class TwoGpus(NvlinkNvml):
+        def nvmlDeviceGetUUID(self, h):
+            return f"GPU-{h}"
+
+    monkeypatch.delenv("NCCL_NVLS_ENABLE", raising=False)
+    spec = load_spec(Path(WORKLOAD))
+    values = {p.name: p.default for p in spec.params}
+    env_cpu = WorkloadRun(spec, values, device="cpu").build_env()
+    env_gpu = WorkloadRun(spec, values, device="cuda", nvml=Nvml(TwoGpus(STATIC))).build_env()
+    for e in (env_cpu, env_gpu):
+        assert (e["NCCL_NVLS_ENABLE"], e["TORCH_SYMM_MEM_DISABLE_MULTICAST"], e["NVSHMEM_DISABLE_NVLS"]) == ("0", "1", "1")
+    assert env_gpu["CUDA_VISIBLE_DEVICES"] == "GPU-handle0,GPU-handle1"
+
+
+def test_a_users_command_gets_nvlink_multicast_off(tmp_path):
+    code = "import os; print('multicast', *(os.environ.get(k) for k in ('NCCL_NVLS_ENABLE', " \
+           "'TORCH_SYMM_MEM_DISABLE_MULTICAST', 'NVSHMEM_DISABLE_NVLS')))"
+    e = env(fake_nvml=True)
+    e.pop("NCCL_NVLS_ENABLE", None)
+    g = Gputop(["--json", "--run", "--", PY, "-c", code], tmp_path, e)
+    try:
+        assert g.wait(60) == 0, g.stderr[-2000:]
+    finally:
+        g.kill()
+    assert "multicast 0 1 1" in g.stderr  # the command's output goes to stderr beside --json

@@ -219,11 +219,11 @@ def ddp_steps(torch, dist, p, emit, dev, sync, world: int) -> None:
             sync()
             per_step.append(time.perf_counter() - t0)
         times[mode] = slowest(torch, dist, statistics.median(per_step), dev)
-        exposed = max(0.0, times[mode] - times["compute only"])
+        exposed = max(0.0, times[mode] - times["compute only"])  # the part of the step spent waiting on comms
+        hidden = 100.0 * (1 - min(exposed, comm) / comm) if comm > 0 and mode != "compute only" else None
         emit.point({"phase": "ddp step", "mode": mode, "step_ms": times[mode] * 1e3,
                     "exposed_comm_ms": exposed * 1e3, "comm_ms": comm * 1e3, "grad_bytes": grad_bytes,
-                    "exposed_share": exposed / times[mode],
-                    "hidden_pct": (100.0 * (1 - min(exposed, comm) / comm)) if comm > 0 and mode != "compute only" else None})
+                    "exposed_share": exposed / times[mode], "hidden_pct": hidden})
         emit.progress(i + 1, len(MODES), mode)
 
 

@@ -110,7 +110,8 @@ def link_peak(facts: dict | None) -> dict | None:
 def fit_latency_bandwidth(points: list[dict]) -> dict:
     """The two numbers of the usual model t(S) = latency + S / algbw_best of a size sweep: the best measured
     algorithm and bus bandwidths, the fixed cost per call (the least, over the smaller half of the
-    sizes, of a message's time less its transfer time at the best bandwidth), and the size at which the two are equal."""
+    sizes, of a message's time less its transfer time at the best bandwidth), and the size at which the two
+    are equal."""
     pts = sorted((q for q in points if q.get("time_us") and q.get("size_bytes")), key=lambda q: q["size_bytes"])
     if not pts:
         return {}

@@ -2,7 +2,8 @@
 folders named in ``GPUTOP_WORKLOADS_PATH`` (os.pathsep-separated; the tests use it for fault workloads).
 
 Each module is loaded by file path under a unique module name. Loading only reads ``NAME``,
-``DESCRIPTION``, ``PARAMS``, ``QUICK``, ``CPU``, ``NEEDS``, ``TIMEOUT`` (default timeout, s), ``GPUS`` ("all": every GPU visible to it), ``analyze(doc)``
+``DESCRIPTION``, ``PARAMS``, ``QUICK``, ``CPU``, ``NEEDS``, ``TIMEOUT`` (default timeout, s), ``GPUS`` ("all":
+every GPU is visible to it, and sampled), ``analyze(doc)``
 and ``csv_rows(doc)`` (the rows of ``--csv``, in the workload's own column order; default: the points): workload
 scripts import cupy/torch inside ``run()``, so listing them never loads a GPU library. When two folders
 hold a workload of the same name, the first one wins (``workloads/`` first, then the path entries in order).
