@@ -67,6 +67,13 @@ def test_the_ddp_step_says_how_much_communication_was_exposed(doc):
     assert (v["class"] == "comms-bound") == (steps["no overlap"]["exposed_share"] >= 0.2)
 
 
+def test_the_tuis_results_view_draws_busbw_by_size_and_the_step_times(doc):
+    from gputop.tui.results import bars_view
+
+    lines = [t.plain for t in bars_view(doc, 100, 20)]
+    assert sum("busbw_gbps" in ln for ln in lines) == 3 and sum("step_ms" in ln for ln in lines) == 3
+
+
 def test_on_a_machine_with_fewer_than_two_gpus_the_script_says_so_and_exits_2(tmp_path):
     out = subprocess.run([PY, str(WORKLOAD), "--device", "cuda"], capture_output=True, text=True, env=env(),
                          timeout=120, cwd=ROOT)
