@@ -219,3 +219,19 @@ def test_a_users_command_gets_nvlink_multicast_off(tmp_path):
     finally:
         g.kill()
     assert "multicast 0 1 1" in g.stderr  # the command's output goes to stderr beside --json
+
+
+def test_a_command_on_two_gpus_gets_a_diagnosis_of_each(tmp_path):
+    """`gputop --run -- torchrun ...`: the fake NVML has two GPUs with the command's tree on both."""
+    e = env(fake_nvml=True, GPUTOP_FAKE_NVML_GPUS="2")
+    rank = "import time; time.sleep(1.5)"
+    launcher = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {rank!r}])"
+    g = Gputop(["--json", "--run", "--", PY, "-c", launcher], tmp_path, e)
+    try:
+        assert g.wait(60) == 0, g.stderr[-2000:]
+    finally:
+        g.kill()
+    d = one_json(g.stdout, "the monitor document")
+    jsonschema.validate(d, json.loads((ROOT / "gputop" / "schema" / "monitor.schema.json").read_text()))
+    assert d["gpus_used"] == [0, 1] and [g_["used"] for g_ in d["gpus"]] == [True, True]
+    assert all(g_["verdict"] is not None for g_ in d["gpus"])
