@@ -30,7 +30,7 @@ print(json.dumps({"gpus": n, "link_0_1": facts, "peak": link_peak(facts),
                   "nvlink": [read_nvlink(nvml, i) for i in range(n)], "na_reasons": nvml.na_reasons}, indent=1))
 PYEOF
 
-timeout 400 $PY -m gputop --run allreduce --json -o "$OUT/allreduce.json" 2>> "$OUT/summary.txt"
+timeout 400 $PY -m gputop --run allreduce --json -o "$OUT/allreduce.json" > /dev/null 2>> "$OUT/summary.txt"
 echo "allreduce exit: $?" >> "$OUT/summary.txt"
 $PY -m gputop --run allreduce --param sizes=4096,1073741824 --param steps=5 2>&1 | tail -40 > "$OUT/allreduce.txt"
 
@@ -64,7 +64,7 @@ def load(name):
         print(f"{name}: unreadable ({exc})"); return None
 d = load("allreduce.json")
 if d:
-    link = (d.get("results") or {}).get("link") or {}
+    link = (d.get("results") or {}).get("link_peak") or {}
     big = max((q for q in d["points"] if q["phase"] == "bus bandwidth"), key=lambda q: q["size_bytes"], default=None)
     if big and link.get("peak_gbps"):
         pct = 100 * big["busbw_gbps"] / link["peak_gbps"]

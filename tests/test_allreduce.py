@@ -235,3 +235,19 @@ def test_a_command_on_two_gpus_gets_a_diagnosis_of_each(tmp_path):
     jsonschema.validate(d, json.loads((ROOT / "gputop" / "schema" / "monitor.schema.json").read_text()))
     assert d["gpus_used"] == [0, 1] and [g_["used"] for g_ in d["gpus"]] == [True, True]
     assert all(g_["verdict"] is not None for g_ in d["gpus"])
+
+
+def test_analyze_compares_busbw_with_the_link_peak_nvml_gave():
+    """A GPU run's document, made up: a sweep (tests/test_comms_class._sweep) and rank 0's link facts."""
+    from gputop.runner.registry import load_spec
+    from tests.test_comms_class import _sweep
+
+    pts = [dict(q, phase="bus bandwidth") for q in _sweep(20.0, 300.0, n=8)]
+    facts = {"kind": "nvlink", "gpus": [0, 1], "nvlink_links_active": 18, "nvlink_speed_mbps": 26562}
+    doc = {"points": pts, "phases": [{"name": "bus bandwidth"}], "results": {"link": facts}, "warnings": []}
+    out = load_spec(Path(WORKLOAD)).analyze(doc)
+    big = out["points"][-1]
+    assert big["busbw_gbps_peak"] == pytest.approx(18 * 26.562)
+    assert big["verdict"]["evidence"]["link_pct"] == pytest.approx(100 * big["busbw_gbps"] / (18 * 26.562))
+    assert out["results"]["link"] == facts and out["results"]["link_peak"]["kind"] == "nvlink"
+    assert out["verdict"] == out["phases"][0]["verdict"] == big["verdict"]  # no DDP phase: the largest message's

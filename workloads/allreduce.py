@@ -290,7 +290,7 @@ def analyze(doc: dict) -> dict:
     if fit:
         doc["results"] = {**(doc.get("results") or {}), "latency_us": fit.get("latency_us"),
                           "busbw_gbps_best": fit.get("busbw_gbps"), "half_bandwidth_bytes": fit.get("half_bytes"),
-                          "latency_share_limit": LATENCY_SHARE, "link": link}
+                          "latency_share_limit": LATENCY_SHARE, "link_peak": link}
     doc["verdict"] = verdicts.get("ddp step") or verdicts.get("bus bandwidth")
     throttle_warnings(doc)
     return doc
