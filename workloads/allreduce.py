@@ -82,19 +82,17 @@ def launch(p: dict) -> None:
 
     exec keeps the pid, so whoever started us (gputop's supervisor) now supervises torchrun itself."""
     n = p["nproc"]
+    if n == 1:
+        raise ParamError("nproc must be at least 2: an all-reduce needs two ranks")
     if p["device"] == "cuda":
-        torch = require_torch()
-        have = torch.cuda.device_count()
-        if have < 2 or n == 1:
+        have = require_torch().cuda.device_count()  # (this process is replaced below: no CUDA context stays)
+        if have < 2:
             raise ParamError(f"allreduce needs at least 2 GPUs (this machine shows {have}); "
                              "try --device cpu for 2 ranks on the CPU")
         if n > have:
             raise ParamError(f"nproc={n} but only {have} GPUs are visible")
         n = n or have
-    else:
-        n = n or 2
-        if n < 2:
-            raise ParamError("nproc must be at least 2: an all-reduce needs two ranks")
+    n = n or 2
     env = multicast_off(dict(os.environ))  # NVLink multicast stays off (NCCL, symmetric memory, NVSHMEM)
     env.setdefault("OMP_NUM_THREADS", "1")  # what torchrun would set anyway, without its warning
     env[LAUNCHER_PID] = str(os.getpid())  # torchrun's pid after the exec: the ranks' parent (die_with_parent)
@@ -160,7 +158,7 @@ def sweep(torch, dist, p, emit, dev, sync, world: int) -> None:
     for i, size in enumerate(p["sizes"]):
         if agree_to_stop(torch, dist, emit, dev):
             return
-        buf = torch.ones(max(1, size // 4), dtype=torch.float32, device=dev)
+        buf = torch.zeros(max(1, size // 4), dtype=torch.float32, device=dev)  # zeros: the sum never overflows
         t = slowest(torch, dist, time_allreduce(torch, dist, buf, p["iters"], p["warmup"], sync), dev)
         algbw = buf.numel() * 4 / t
         emit.point({"phase": "bus bandwidth", "busbw_gbps": algbw * 2 * (world - 1) / world / 1e9,
@@ -237,15 +235,13 @@ def run(p: dict, emit) -> None:
     torch = require_torch()
     import torch.distributed as dist
 
-    if p["device"] == "cuda":
+    if p["device"] == "cuda":  # rank r on GPU r, talking through NCCL
         torch.cuda.set_device(local)
         dev, backend, sync = torch.device("cuda", local), "nccl", torch.cuda.synchronize
-    else:
-        dev, backend, sync = torch.device("cpu"), "gloo", (lambda: None)
-    if p["device"] == "cuda":
         props = torch.cuda.get_device_properties(dev)
         info = {"kind": "cuda", "name": props.name, "torch": torch.__version__, "cuda": torch.version.cuda}
-    else:
+    else:  # every rank on the CPU, talking through gloo
+        dev, backend, sync = torch.device("cpu"), "gloo", (lambda: None)
         info = torch_device(torch, "cpu")[1]
     dist.init_process_group(backend, device_id=dev if p["device"] == "cuda" else None)
     try:
