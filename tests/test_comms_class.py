@@ -222,3 +222,16 @@ def test_a_gpu_without_nvlink_counters_is_not_asked_again():
         assert s["nvlink_rx_bps"] is None and s["nvlink_tx_bps"] is None
     asked = [c for c in fake.calls if c == "nvmlDeviceGetFieldValues"]
     assert len(asked) == 1 and reader.nvlink.ok is False
+
+
+def test_a_documents_gpu_verdicts_are_judged_together_too():
+    a = classify(window(**COMMS), NVLINK_H200, NVLINK_PEAKS).to_dict()
+    half = dict(COMMS, nvlink_rx_bps=1.5e11, nvlink_tx_bps=1.5e11)
+    b = classify(window(**half), NVLINK_H200, NVLINK_PEAKS).to_dict()
+    group_comms([a, b, None])
+    assert a["evidence"]["group_gpus"] == 2
+    assert a["evidence"]["group_link_fraction_min"] == b["evidence"]["nvlink_link_fraction"]
+    assert a["evidence_text"].endswith(f"2 GPUs of this process group, the least busy link at "
+                                       f"{100 * b['evidence']['nvlink_link_fraction']:.0f}%")
+    group_comms([a, b])  # twice: said once
+    assert a["evidence_text"].count("process group") == 1

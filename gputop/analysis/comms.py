@@ -65,24 +65,40 @@ def describe_comms(sub: str | None, ev: dict) -> str:
     text = (f"NVLink rx {si(rx, 'B/s')} / tx {si(tx, 'B/s')} = {100 * (ev.get('nvlink_link_fraction') or 0):.0f}% "
             f"of the {si(ev.get('nvlink_link_bytes_per_s'), 'B/s')} link, SMs {ev.get('sm_active_pct') or 0:.0f}% "
             "busy (waiting for the other GPUs)")
-    if ev.get("group_gpus"):
-        text += (f"; {ev['group_gpus']:.0f} GPUs of this process group, the least busy link at "
-                 f"{100 * (ev.get('group_link_fraction_min') or 0):.0f}%")
-    return text
+    return text + group_text(ev)
 
 
-def group_comms(verdicts: list[Verdict]) -> list[Verdict]:
-    """The verdicts of the GPUs of one process group, looked at together: where at least two of them are
-    comms-bound, each of those gets the group's numbers as evidence (how many, the least and most busy
-    link): a collective moves at the pace of its slowest member."""
-    hit = [v for v in verdicts if v.cls == "comms-bound"]
+def group_text(ev: dict) -> str:
+    """'; 2 GPUs of this process group, the least busy link at 31%' where ``ev`` has the group's numbers."""
+    if not ev.get("group_gpus"):
+        return ""
+    low = ev.get("group_link_fraction_min")
+    return (f"; {ev['group_gpus']:.0f} GPUs of this process group"
+            + (f", the least busy link at {100 * low:.0f}%" if low is not None else ""))
+
+
+def group_comms(verdicts: list) -> list:
+    """The verdicts (:class:`Verdict` or their dicts) of the GPUs of one process group, looked at together:
+    where at least two of them are comms-bound, each of those gets the group's numbers as evidence (how
+    many, the least and most busy link) and says so: a collective moves at the pace of its slowest member."""
+    def get(v, key):
+        return getattr(v, {"class": "cls"}.get(key, key)) if isinstance(v, Verdict) else v.get(key)
+
+    hit = [v for v in verdicts if v is not None and get(v, "class") == "comms-bound"]
     if len(hit) < 2:
         return verdicts
-    fracs = [v.evidence.get("nvlink_link_fraction") for v in hit if v.evidence.get("nvlink_link_fraction") is not None]
+    fracs = [get(v, "evidence").get("nvlink_link_fraction") for v in hit]
+    fracs = [f for f in fracs if f is not None]
     for v in hit:
-        v.evidence.update({"group_gpus": len(hit), "group_link_fraction_min": min(fracs) if fracs else None,
-                           "group_link_fraction_max": max(fracs) if fracs else None})
-        v.evidence_text = describe_comms(v.subclass, v.evidence)
+        ev = get(v, "evidence")
+        if ev.get("group_gpus"):
+            continue  # judged together already
+        ev.update({"group_gpus": len(hit), "group_link_fraction_min": min(fracs) if fracs else None,
+                   "group_link_fraction_max": max(fracs) if fracs else None})
+        if isinstance(v, Verdict):
+            v.evidence_text += group_text(ev)
+        else:
+            v["evidence_text"] = (v.get("evidence_text") or "") + group_text(ev)
     return verdicts
 
 

@@ -155,6 +155,7 @@ class Monitor:
                 "used": pos in first, "first_seen_s": round(first[pos] - t0, 3) if pos in first else None,
                 "timeline": segs, "verdict": ov, "summary": summarize(ticks, pos, self.pid),
             })
+        group_comms([g["verdict"] for g in gpus if g["used"]])  # one job's GPUs: comms judged together
         notes = []
         if how == "memory/activity rise":
             notes.append("the command's pids are not in NVML's process list (another PID namespace?); its GPUs "
