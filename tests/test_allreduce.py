@@ -204,7 +204,8 @@ def test_every_child_gets_nvlink_multicast_off_and_a_torchrun_job_sees_every_gpu
     env_cpu = WorkloadRun(spec, values, device="cpu").build_env()
     env_gpu = WorkloadRun(spec, values, device="cuda", nvml=Nvml(TwoGpus(STATIC))).build_env()
     for e in (env_cpu, env_gpu):
-        assert (e["NCCL_NVLS_ENABLE"], e["TORCH_SYMM_MEM_DISABLE_MULTICAST"], e["NVSHMEM_DISABLE_NVLS"]) == ("0", "1", "1")
+        assert [e[k] for k in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")] == \
+            ["0", "1", "1"]
     assert env_gpu["CUDA_VISIBLE_DEVICES"] == "GPU-handle0,GPU-handle1"
 
 
