@@ -127,6 +127,8 @@ def agree_to_stop(torch, dist, emit, dev) -> bool:
     wait forever in their next collective."""
     flag = torch.tensor([1.0 if emit.should_stop() else 0.0], device=dev)
     dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    if flag.item():
+        emit.stop_requested = True  # every rank now stops, and ends as interrupted
     return bool(flag.item())
 
 
@@ -152,22 +154,25 @@ def time_allreduce(torch, dist, buf, iters: int, warmup: int, sync) -> float:
     return (time.perf_counter() - t0) / iters
 
 
-def sweep(torch, dist, p, emit, dev, sync, world: int) -> None:
+def sweep(torch, dist, p, emit, dev, sync, world: int) -> list[dict]:
     """Phase 1: busbw vs message size."""
     emit.phase("bus bandwidth")
+    points = []
     for i, size in enumerate(p["sizes"]):
         if agree_to_stop(torch, dist, emit, dev):
-            return
+            break
         buf = torch.zeros(max(1, size // 4), dtype=torch.float32, device=dev)  # zeros: the sum never overflows
         t = slowest(torch, dist, time_allreduce(torch, dist, buf, p["iters"], p["warmup"], sync), dev)
         algbw = buf.numel() * 4 / t
-        emit.point({"phase": "bus bandwidth", "busbw_gbps": algbw * 2 * (world - 1) / world / 1e9,
-                    "algbw_gbps": algbw / 1e9, "size_bytes": buf.numel() * 4, "time_us": t * 1e6})
+        points.append({"phase": "bus bandwidth", "busbw_gbps": algbw * 2 * (world - 1) / world / 1e9,
+                       "algbw_gbps": algbw / 1e9, "size_bytes": buf.numel() * 4, "time_us": t * 1e6})
+        emit.point(points[-1])
         emit.progress(i + 1, len(p["sizes"]), f"{size} bytes")
         del buf
+    return points
 
 
-def ddp_steps(torch, dist, p, emit, dev, sync, world: int) -> None:
+def ddp_steps(torch, dist, p, emit, dev, sync, world: int) -> list[dict]:
     """Phase 2: one DDP training step, with and without overlap of the gradient all-reduce and backward."""
     import time
 
@@ -204,10 +209,10 @@ def ddp_steps(torch, dist, p, emit, dev, sync, world: int) -> None:
     # the all-reduce alone, of the same bytes: how much communication each step has to hide
     comm = slowest(torch, dist, time_allreduce(torch, dist, torch.zeros(grad_bytes // 4, device=dev),
                                                max(2, p["steps"] // 2), 1, sync), dev)
-    times = {}
+    times, points = {}, []
     for i, mode in enumerate(MODES):
         if agree_to_stop(torch, dist, emit, dev):
-            return
+            break
         step(mode)  # warm-up (the first DDP step also builds its buckets)
         per_step = []
         for _ in range(p["steps"]):
@@ -219,10 +224,12 @@ def ddp_steps(torch, dist, p, emit, dev, sync, world: int) -> None:
         times[mode] = slowest(torch, dist, statistics.median(per_step), dev)
         exposed = max(0.0, times[mode] - times["compute only"])  # the part of the step spent waiting on comms
         hidden = 100.0 * (1 - min(exposed, comm) / comm) if comm > 0 and mode != "compute only" else None
-        emit.point({"phase": "ddp step", "mode": mode, "step_ms": times[mode] * 1e3,
-                    "exposed_comm_ms": exposed * 1e3, "comm_ms": comm * 1e3, "grad_bytes": grad_bytes,
-                    "exposed_share": exposed / times[mode], "hidden_pct": hidden})
+        points.append({"phase": "ddp step", "mode": mode, "step_ms": times[mode] * 1e3,
+                       "exposed_comm_ms": exposed * 1e3, "comm_ms": comm * 1e3, "grad_bytes": grad_bytes,
+                       "exposed_share": exposed / times[mode], "hidden_pct": hidden})
+        emit.point(points[-1])
         emit.progress(i + 1, len(MODES), mode)
+    return points
 
 
 def run(p: dict, emit) -> None:
@@ -249,13 +256,25 @@ def run(p: dict, emit) -> None:
         if p["device"] == "cuda" and rank == 0:  # what joins GPUs 0 and 1, as NVML says (NVLink or PCIe)
             uuids = ["GPU-" + str(torch.cuda.get_device_properties(i).uuid) for i in range(min(2, world))]
             emit.result({"link": link_facts(uuids)})
-        sweep(torch, dist, p, emit, dev, sync, world)
-        ddp_steps(torch, dist, p, emit, dev, sync, world)
+        sizes = sweep(torch, dist, p, emit, dev, sync, world)
+        steps = ddp_steps(torch, dist, p, emit, dev, sync, world) if not emit.should_stop() else []
+        say_verdicts(emit, sizes, steps)
     finally:
         dist.destroy_process_group()
 
 
-# -- 3. the verdicts (in gputop's process, on the run document) ------------------------------------------
+# -- 3. the verdicts (in gputop's process, on the run document; as text at the end of a run by hand) -------
+
+def say_verdicts(emit, sizes: list[dict], steps: list[dict]) -> None:
+    """What the numbers mean, in words (rank 0 of a run by hand; gputop's ``analyze`` does the same on the
+    document)."""
+    if emit.events:
+        return
+    fit = fit_latency_bandwidth(sizes)
+    verdicts = sweep_verdicts(sizes, fit, None) + [v for v in [step_verdict(steps)] if v is not None]
+    for v in verdicts:
+        emit.log(f"{v.display_name()}: {v.evidence_text}")
+
 
 def analyze(doc: dict) -> dict:
     """Latency- vs bandwidth-bound message sizes, and whether the DDP step is comms-bound.
