@@ -100,7 +100,7 @@ def _ranks(g: Gputop) -> list[psutil.Process]:
 
 def _running(reaper, tmp_path) -> Gputop:
     """A long CPU run, once torchrun and both ranks are up."""
-    g = Gputop(["--run", "allreduce", "--device", "cpu", "--json", "--param", "iters=100000"], tmp_path, env())
+    g = Gputop(["--run", "allreduce", "--device", "cpu", "--json", "--param", "steps=100000"], tmp_path, env())
     reaper.gputops.append(g)
     wait_until(lambda: len(_ranks(g)) >= 3, 60, "torchrun and its 2 ranks", g.proc)
     g.snapshot()
@@ -115,6 +115,35 @@ def test_sigint_stops_torchrun_and_both_ranks(reaper, tmp_path):
     assert_none_alive([p for p in ranks if p] + g.seen, within=5.0, what="after SIGINT")
     d = one_json(g.stdout, "the interrupted run's document")
     assert d["status"] == "interrupted" and d["interrupted"] is True
+
+
+def test_a_stop_in_the_ddp_phase_is_agreed_by_both_ranks_and_ends_in_time():
+    """The runner's stop (SIGINT to torchrun, which passes it on) once the DDP phase runs: the ranks agree to
+    stop at their next step, rank 0 says "interrupted", nobody is killed."""
+    import threading
+
+    from gputop.runner.registry import load_spec
+    from gputop.runner.workload_run import WorkloadRun
+
+    spec = load_spec(Path(WORKLOAD))
+    values = {p.name: p.default for p in spec.params}
+    values.update(spec.cpu, steps=100000)
+    in_ddp = threading.Event()
+    run = WorkloadRun(spec, values, device="cpu", grace_s=60.0, on_event=lambda ev: (  # time to agree, however slow
+        ev.get("event") == "phase" and ev.get("name") == "ddp step") and in_ddp.set())
+    run.start()
+    try:
+        assert in_ddp.wait(120), run.document()["errors"]  # rank 0 is in the DDP phase (its steps never end)
+        pids = [Proc.of(p.pid, "rank") for p in psutil.Process(run.pid).children(recursive=True)]
+        run.cancel()
+        assert run.wait(90)
+    finally:
+        run.kill()
+        run.wait(30)
+    d = run.document()
+    assert d["status"] == "interrupted" and [w for w in d["warnings"] if w["code"] == "killed"] == []
+    assert [q["phase"] for q in d["points"]] == ["bus bandwidth"] * 3  # the sweep, then no DDP mode finished
+    assert_none_alive([p for p in pids if p], within=5.0, what="after the agreed stop")
 
 
 def test_sigkill_of_gputop_takes_torchrun_and_its_ranks_with_it(reaper, tmp_path):

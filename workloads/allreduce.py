@@ -208,7 +208,7 @@ def ddp_steps(torch, dist, p, emit, dev, sync, world: int) -> list[dict]:
 
     # the all-reduce alone, of the same bytes: how much communication each step has to hide
     comm = slowest(torch, dist, time_allreduce(torch, dist, torch.zeros(grad_bytes // 4, device=dev),
-                                               max(2, p["steps"] // 2), 1, sync), dev)
+                                               max(2, p["iters"]), 1, sync), dev)
     times, points = {}, []
     for i, mode in enumerate(MODES):
         if agree_to_stop(torch, dist, emit, dev):
@@ -216,6 +216,8 @@ def ddp_steps(torch, dist, p, emit, dev, sync, world: int) -> list[dict]:
         step(mode)  # warm-up (the first DDP step also builds its buckets)
         per_step = []
         for _ in range(p["steps"]):
+            if agree_to_stop(torch, dist, emit, dev):  # (outside the timed part)
+                return points
             sync()
             t0 = time.perf_counter()
             step(mode)
