@@ -23,6 +23,16 @@ RUN_SCHEMA = json.loads((ROOT / "gputop" / "schema" / "run.schema.json").read_te
 WORKLOAD = ROOT / "workloads" / "allreduce.py"
 
 
+def _cuda_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+SEVERAL_GPUS = _cuda_gpus() >= 2
+fewer_than_two = pytest.mark.skipif(SEVERAL_GPUS, reason="this machine has 2+ GPUs: the workload runs for real")
+
+
 @pytest.fixture(scope="module")
 def doc(tmp_path_factory):
     folder = tmp_path_factory.mktemp("allreduce")
@@ -74,6 +84,7 @@ def test_the_tuis_results_view_draws_busbw_by_size_and_the_step_times(doc):
     assert sum("busbw_gbps" in ln for ln in lines) == 3 and sum("step_ms" in ln for ln in lines) == 3
 
 
+@fewer_than_two
 def test_on_a_machine_with_fewer_than_two_gpus_the_script_says_so_and_exits_2(tmp_path):
     out = subprocess.run([PY, str(WORKLOAD), "--device", "cuda"], capture_output=True, text=True, env=env(),
                          timeout=120, cwd=ROOT)
@@ -202,6 +213,7 @@ def test_sigkill_of_gputop_kills_the_workers_that_left_the_commands_session(reap
     assert_none_alive(worker + g.seen, within=10.0, what="after SIGKILL of gputop")
 
 
+@fewer_than_two
 def test_gputop_on_a_machine_with_one_gpu_exits_2_with_the_reason(tmp_path):
     """The fake NVML shows one GPU (and torch here sees none): the workload refuses, gputop exits 2."""
     g = Gputop(["--run", "allreduce", "--quick", "--json"], tmp_path, env(fake_nvml=True))
@@ -281,3 +293,20 @@ def test_analyze_compares_busbw_with_the_link_peak_nvml_gave():
     assert big["verdict"]["evidence"]["link_pct"] == pytest.approx(100 * big["busbw_gbps"] / (18 * 26.562))
     assert out["results"]["link"] == facts and out["results"]["link_peak"]["kind"] == "nvlink"
     assert out["verdict"] == out["phases"][0]["verdict"] == big["verdict"]  # no DDP phase: the largest message's
+
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not SEVERAL_GPUS, reason="needs 2+ GPUs and torch with CUDA")
+def test_on_several_gpus_nccl_measures_every_size_against_the_link_nvml_reports(tmp_path):
+    g = Gputop(["--run", "allreduce", "--quick", "--json"], tmp_path, env())
+    try:
+        assert g.wait(300) == 0, g.stderr[-3000:]
+    finally:
+        g.kill()
+    d = one_json(g.stdout, "gputop --run allreduce --quick --json")
+    jsonschema.validate(d, RUN_SCHEMA)
+    assert d["device"]["reported"]["backend"] == "nccl" and d["device"]["reported"]["world_size"] == _cuda_gpus()
+    assert d["results"]["link"]["kind"] in ("nvlink", "pcie") and d["results"]["link_peak"]["peak_gbps"] > 0
+    sweep = [q for q in d["points"] if q["phase"] == "bus bandwidth"]
+    assert len(sweep) == 5 and all(q["busbw_gbps_peak"] == d["results"]["link_peak"]["peak_gbps"] for q in sweep)
