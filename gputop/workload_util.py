@@ -157,3 +157,20 @@ def throttle_warnings(doc: dict) -> None:
             msg = f"phase '{ph.get('name')}': clocks were limited ({', '.join(hits)}); timings may be low"
             if msg not in seen:
                 doc.setdefault("warnings", []).append({"code": "throttling", "message": msg})
+
+
+def link_facts(uuids: list[str]) -> dict | None:
+    """What joins the first two GPUs of ``uuids`` (CUDA's order, as "GPU-..." strings), read through NVML:
+    ``gputop.telemetry.static.read_link`` (None when NVML cannot see them). NVML opens no CUDA context."""
+    from gputop.telemetry.nvml import Nvml
+    from gputop.telemetry.static import device_count, read_link, read_uuid
+
+    nvml = Nvml()
+    if len(uuids) < 2 or not nvml.available():
+        return None
+    nvml_uuids = [read_uuid(nvml, i) for i in range(device_count(nvml))]
+    try:
+        a, b = (nvml_uuids.index(u) for u in uuids[:2])
+    except ValueError:
+        return None
+    return read_link(nvml, a, b)

@@ -55,6 +55,12 @@ STALLS = dict(util_gpu_pct=100.0, util_mem_pct=30.0, sm_active_pct=99.0, sm_occu
               dram_bw_pct=25.0, power_w=330.0)
 
 
+# A GPU of a data-parallel job waiting on its all-reduce (synthetic; tests/test_comms_class.py has the class).
+NVLINK_H200 = dict(H200, nvlink_links_active=18, nvlink_speed_mbps=26562)
+COMMS = dict(util_gpu_pct=100.0, sm_active_pct=14.0, sm_occupancy_pct=3.0, dram_bw_pct=8.0, power_w=240.0,
+             nvlink_rx_bps=3.0e11, nvlink_tx_bps=3.0e11)
+
+
 def window(n=20, rate=10.0, t0=0.0, **fields):
     base = dict(IDLE, **fields)
     return [dict(base, index=0, t=t0 + i / rate) for i in range(n)]
@@ -365,6 +371,7 @@ def every_kind_of_verdict() -> dict:
         "link": classify(window(util_gpu_pct=20.0, pcie_rx_bps=54e9, pcie_tx_bps=1e8), H200, PEAKS,
                          host=host(4.0), watched_pid="4242"),
         "starved": classify(bursty(), H200, PEAKS, host=host(99.0), watched_pid="4242"),
+        "comms": classify(window(**COMMS), NVLINK_H200, compute_peaks(NVLINK_H200)),  # tests/test_comms_class.py
         "starved-host-core": classify(bursty(), H200, PEAKS, host=[{"cpu_per_core_pct": [100.0] + [2.0] * 15}] * 20),
         "data-wait": classify(window(**dict(MATMUL, util_gpu_pct=55.0, tensor_pct=30.0, hmma_pct=30.0,
                                             sm_active_pct=50.0)), H200, PEAKS, hints={"data_wait_fraction": 0.4}),

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from gputop.analysis import thresholds as T
+from gputop.analysis.comms import link_evidence
 from gputop.analysis.evidence import busy_elsewhere, is_busy, measure, number, rounded, split_window
 from gputop.analysis.scoring import pick, score
 from gputop.analysis.verdict import Verdict
@@ -45,6 +46,7 @@ def classify(window: list[dict], static: dict | None = None, peaks: dict | None 
             return inner
     ev = measure(samples, static or {}, peaks or {}, hosts, watched_pid)
     ev["feeder_busy_elsewhere_fraction"] = busy_elsewhere(window, gpu, hosts, watched_pid)
+    ev.update(link_evidence(samples, peaks))
     s, sub, facts = score(ev, hints)
     main = pick(s, ev, facts, hints, prefer)
     weak = main in BASE_CLASSES and max(s[c] for c in BASE_CLASSES) < T.WEAK_SCORE

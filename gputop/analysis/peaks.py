@@ -112,6 +112,7 @@ def compute_peaks(static: dict) -> dict:
         "tensor_clock_mhz": float(tensor_clock) if tensor_clock else None,
         "tensor_clock_source": tensor_source,
         "pcie_bytes_per_s_per_dir": _pcie(static, notes),
+        "nvlink_bytes_per_s_per_dir": _nvlink(static),
         "ridge_fp32_flop_per_byte": fp32 / dram if fp32 and dram else None,
         "notes": notes,
     }
@@ -206,3 +207,10 @@ def _pcie(static: dict, notes: list[str]) -> float | None:
         notes.append("PCIe peak n/a: needs link generation and width")
         return None
     return PCIE_GT_PER_S[gen] * 1e9 * PCIE_ENCODING[gen] / 8 * width
+
+
+def _nvlink(static: dict) -> float | None:
+    """NVLink peak per direction: the active links times their common speed, as NVML reports them
+    (``read_static``'s ``nvlink_links_active`` and ``nvlink_speed_mbps``); None without NVLink."""
+    links, speed = _pos(static.get("nvlink_links_active")), _pos(static.get("nvlink_speed_mbps"))
+    return links * speed * 1e6 if links and speed else None

@@ -7,6 +7,7 @@ Each rule is soft (:func:`ramp` between the two ends of a threshold pair in
 from __future__ import annotations
 
 from gputop.analysis import thresholds as T
+from gputop.analysis.comms import score_comms
 from gputop.analysis.evidence import number, thermal_reasons_seen
 from gputop.analysis.vocabulary import BASE_CLASSES, CLASSES, PRIORITY
 
@@ -142,6 +143,8 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
     facts["power_cap_normal"] = (ramp(ev.get("power_cap_sample_fraction"), T.POWER_CAP_SAMPLE_FRACTION) > 0
                                  and power < T.MIXED_MIN_SCORE)
 
+    s["comms-bound"], sub["comms-bound"] = score_comms(ev, s, ramp)
+    s["latency-bound"] *= 1 - s["comms-bound"]  # NCCL's kernels keep a few SMs busy while they wait on the link
     s["memory-capacity"] = ramp(ev.get("mem_used_fraction"), T.MEM_USED_FRACTION)
     if hints.get("oom"):
         s["memory-capacity"], sub["memory-capacity"] = 1.0, "oom"

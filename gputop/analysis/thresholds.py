@@ -125,6 +125,22 @@ PCIE_LINK_FRACTION = (0.04, 0.12)
 # below it while the feeding process is busy on the CPU (staging pageable memory is the limit).
 PCIE_NEAR_LINK_FRACTION = 0.5
 
+# -- communication between GPUs (gputop.analysis.comms) ---------------------------------------------------
+# NVLink traffic (busier direction, GPM's NVLink rx/tx) as a fraction of the link's per-direction peak.
+# NCCL's large all-reduces reach 70-90% of an NVLink's peak; a data-parallel step that waits for its
+# gradients averages less over a window (the link idles while backward computes). 15% of an H100's
+# 450 GB/s is ~70 GB/s, more than a PCIe gen5 link carries: GPUs talking, not a stray copy. Not yet
+# calibrated on a recorded multi-GPU trace (no multi-GPU machine so far).
+NVLINK_LINK_FRACTION = (0.15, 0.45)
+# Subclass "link": the link itself near its peak (as PCIE_NEAR_LINK_FRACTION).
+NVLINK_NEAR_LINK_FRACTION = 0.7
+# An all-reduce message is latency-bound when the fixed cost of a call (the sweep's fitted latency) is at
+# least half its time: the usual alpha-beta model's crossover, where the transfer time equals the latency.
+COMMS_LATENCY_SHARE = 0.5
+# A training step is comms-bound when the all-reduce the GPU waits for (step time less the compute-only
+# step) is at least a fifth of the step: removing it would speed the step up by 25% or more.
+COMMS_EXPOSED_SHARE = 0.2
+
 # -- throttling -----------------------------------------------------------------------------------------
 # The clock-event reasons that mean "slowed by heat or hardware" (abnormal on any load) and the power
 # cap are words of gputop.telemetry.sample (THERMAL_REASONS, POWER_CAP_REASON), counted over busy samples.

@@ -15,6 +15,8 @@ Classes (``class`` in the JSON, ``label`` for people):
   host-bound       the GPU nearly idle while the process holding its CUDA context keeps a CPU core busy
                    (input preparation or CPU-side overhead: the GPU waits on the host)
   pcie-bound       PCIe traffic high while the SMs wait
+  comms-bound      NVLink traffic high while the SMs wait: the GPUs of a job wait for each other's data
+                   (subclass link: the link near its peak; exposed: an all-reduce not hidden by compute)
   throttled        clocks held down by heat, hardware slowdown, or a power cap far below normal
   memory-capacity  device memory near full, or an out-of-memory error
 
@@ -32,12 +34,14 @@ LABELS = {
     "input-starved": "input-starved",
     "host-bound": "host-bound",  # issue 11
     "pcie-bound": "PCIe/transfer-bound",
+    "comms-bound": "communication-bound",
     "throttled": "power/thermal-throttled",
     "memory-capacity": "memory-capacity pressure",
 }
 CLASSES = tuple(LABELS)
 # The "what is the GPU doing" classes, one of which always fits; throttling and capacity overlay them.
-BASE_CLASSES = ("pcie-bound", "memory-bound", "compute-bound", "host-bound", "input-starved", "latency-bound", "idle")
+BASE_CLASSES = ("comms-bound", "pcie-bound", "memory-bound", "compute-bound", "host-bound", "input-starved", "latency-bound",
+                "idle")
 PRIORITY = {c: i for i, c in enumerate(("throttled", "memory-capacity") + BASE_CLASSES)}  # ties: first wins
 GPM_CLASSES = ("compute-bound", "memory-bound", "latency-bound")
 # Main classes whose window is also judged sample by sample (to spot a mixed window). Not input
@@ -52,4 +56,5 @@ SUBCLASS_LABELS = {
     "thermal": "thermal", "hardware": "hardware slowdown", "power": "power cap", "oom": "out of memory",
     "startup": "startup", "waiting": "waiting: sleep, I/O or a lock",
     "link": "link near its peak", "pageable": "pageable host memory",
+    "exposed": "exposed all-reduce", "collective latency": "collective latency",
 }

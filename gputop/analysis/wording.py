@@ -7,6 +7,8 @@ the evidence dict, rounded); :func:`advise` gives the advice for a class and sub
 from __future__ import annotations
 
 from gputop.analysis import thresholds as T
+from gputop.analysis.comms import ADVICE as COMMS_ADVICE
+from gputop.analysis.comms import describe_comms
 from gputop.analysis.evidence import thermal_reasons_seen
 from gputop.analysis.scoring import ramp
 from gputop.analysis.vocabulary import BASE_CLASSES, PIPE_NAMES
@@ -79,6 +81,8 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
         if ev.get("data_wait_fraction") is not None:
             text += f"; the workload waited for data {_p(100 * ev['data_wait_fraction'])} of the step"
         return text
+    if cls == "comms-bound":
+        return describe_comms(sub, ev)
     if cls == "host-bound":
         sm = f", SMs {_p(ev.get('sm_active_pct'))} busy" if gpm else ""
         return (f"the GPU idle {_p(ev.get('gpu_idle_pct'))} of the time (kernels active "
@@ -186,6 +190,9 @@ ADVICE = {
     ("pcie-bound", "link"):
         "the PCIe link is near its peak: send less (keep data on the GPU, lower precision, compress), overlap "
         "copies with compute on separate streams",
+    ("comms-bound", None): COMMS_ADVICE[None],
+    ("comms-bound", "link"): COMMS_ADVICE["link"],
+    ("comms-bound", "exposed"): COMMS_ADVICE["exposed"],
     ("throttled", "power"):
         "the power limit holds the clocks far below max: check `nvidia-smi -q -d POWER` for a lowered limit; "
         "numbers from this window are not representative",

@@ -9,8 +9,12 @@ Policy, the same everywhere:
   grace period; a second ``stop()`` (or ``kill()``) kills at once; ``timeout`` stops it the same way;
 * when the child has exited, whatever is left of its process group is SIGKILLed (grandchildren would
   otherwise hold the GPU, and the pipes, open);
+* a kill reaches the child's descendants that left its group too: ``torchrun`` starts each worker in a
+  session of its own, so a SIGKILL to the group alone would orphan them. Before the group is killed, the
+  tree under the child is read from /proc and each descendant's own group is killed with it;
 * a watchdog process (its own session, a few lines of Python) holds a pipe from gputop: if gputop
-  dies without releasing it — even SIGKILLed — the pipe closes and the watchdog kills the group.
+  dies without releasing it — even SIGKILLed — the pipe closes and the watchdog kills the group (and,
+  the same way, the descendants that left it).
 
 One thread per child waits for it (without reaping it before the group is killed, so the group id
 cannot be reused meanwhile), enforces the deadlines and calls ``on_exit(returncode)`` once.
@@ -18,6 +22,7 @@ cannot be reused meanwhile), enforces the deadlines and calls ``on_exit(returnco
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import subprocess
@@ -29,10 +34,50 @@ from typing import Callable
 GRACE_S = 5.0
 POLL_S = 0.05
 
+
+def tree_under(pid):
+    """Every process under ``pid`` now (children, their children, ...), from each one's parent in /proc."""
+    kids = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for e in entries:
+        if not e.isdigit():
+            continue
+        try:
+            with open("/proc/" + e + "/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        kids.setdefault(ppid, []).append(int(e))
+    out, todo = [], [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            out.append(k)
+            todo.append(k)
+    return out
+
+
+def kill_tree(pgid):
+    """SIGKILL every process under ``pgid`` (the leader), with the process group each one leads."""
+    for p in tree_under(pgid):
+        try:
+            g = os.getpgid(p)
+            if g != os.getpgrp():
+                os.killpg(g, signal.SIGKILL)
+            else:
+                os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 # Runs as ``python -I -S -c WATCHDOG PGID``: waits for EOF on stdin; unless gputop wrote "done" first,
-# the group is killed. It ignores the signals a terminal sends, and lives in its own session.
+# the group (and the descendants that left it) is killed. It ignores the signals a terminal sends, and
+# lives in its own session.
 WATCHDOG = """
 import os, signal, sys
+""" + inspect.getsource(tree_under) + inspect.getsource(kill_tree) + """
 for s in (signal.SIGINT, signal.SIGHUP, signal.SIGTSTP):
     signal.signal(s, signal.SIG_IGN)
 pgid, data = int(sys.argv[1]), b""
@@ -47,6 +92,7 @@ while True:
         break
     data += chunk
 if b"done" not in data:
+    kill_tree(pgid)
     try:
         os.killpg(pgid, signal.SIGKILL)
     except OSError:
@@ -177,6 +223,7 @@ class Child:
                     kill = self._kill_at is not None and now >= self._kill_at and not self.killed
                     self.killed = self.killed or kill
                 if kill:
+                    kill_tree(self.proc.pid)  # the leader is alive: its tree is still under it
                     self._signal(signal.SIGKILL, group=True)
         finally:
             self.t_end = time.monotonic()

@@ -2,7 +2,8 @@
 folders named in ``GPUTOP_WORKLOADS_PATH`` (os.pathsep-separated; the tests use it for fault workloads).
 
 Each module is loaded by file path under a unique module name. Loading only reads ``NAME``,
-``DESCRIPTION``, ``PARAMS``, ``QUICK``, ``CPU``, ``NEEDS``, ``TIMEOUT`` (default timeout, s), ``analyze(doc)``
+``DESCRIPTION``, ``PARAMS``, ``QUICK``, ``CPU``, ``NEEDS``, ``TIMEOUT`` (default timeout, s), ``GPUS`` ("all":
+every GPU is visible to it, and sampled), ``analyze(doc)``
 and ``csv_rows(doc)`` (the rows of ``--csv``, in the workload's own column order; default: the points): workload
 scripts import cupy/torch inside ``run()``, so listing them never loads a GPU library. When two folders
 hold a workload of the same name, the first one wins (``workloads/`` first, then the path entries in order).
@@ -62,6 +63,7 @@ class WorkloadSpec:
     needs: list[str] = field(default_factory=list)  # NEEDS, then the missing modules NEEDS did not name
     timeout: float | None = None  # a default timeout in seconds (module attribute TIMEOUT)
     missing: list[str] = field(default_factory=list)  # imported at the top, not installed: it cannot run here
+    gpus: str = "one"  # GPUS: "one" (its cuda:0 is the chosen GPU) or "all" (every GPU visible: a torchrun job)
 
     @property
     def runnable(self) -> bool:
@@ -202,6 +204,7 @@ def _spec(path: Path, module: ModuleType) -> WorkloadSpec:
         name=str(module.NAME), description=str(module.DESCRIPTION), params=params, path=path, module=module,
         quick=dict(getattr(module, "QUICK", None) or {}), cpu=getattr(module, "CPU", None),
         needs=list(getattr(module, "NEEDS", None) or []), timeout=getattr(module, "TIMEOUT", None),
+        gpus="all" if getattr(module, "GPUS", "one") == "all" else "one",
     )
 
 

@@ -27,6 +27,7 @@ from gputop.runner.child import GRACE_S, Child
 from gputop.runner.events import RunEvents
 from gputop.runner.params import format_value
 from gputop.runner.status import STATUSES, exit_code_for, final_status
+from gputop.telemetry.devices import child_env_all, child_env_for, multicast_off
 
 
 def gpu_uuids(nvml) -> list[str | None]:
@@ -90,12 +91,11 @@ class WorkloadRun:
     def build_env(self) -> dict:
         env = dict(os.environ)
         if self.device == "cuda":
-            from gputop.telemetry.devices import child_env_for
-
             uuids = gpu_uuids(self._nvml())
             if self.nvml_index >= len(uuids):
                 raise ValueError(f"no GPU with NVML index {self.nvml_index} ({len(uuids)} GPU(s))")
-            env = child_env_for(self.nvml_index, uuids, env)
+            env = child_env_all(uuids, env) if self.spec.gpus == "all" else child_env_for(self.nvml_index, uuids, env)
+        multicast_off(env)  # NVLink multicast stays off in every child (NCCL, symmetric memory, NVSHMEM)
         root = str(paths.package_root())
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["PYTHONUNBUFFERED"] = "1"
@@ -160,6 +160,8 @@ class WorkloadRun:
             from gputop.telemetry.sampler import Sampler
 
             gpus = [self.nvml_index] if self.device == "cuda" else []
+            if self.device == "cuda" and self.spec.gpus == "all":  # a torchrun job: every GPU, ours first
+                gpus += [i for i in range(len(gpu_uuids(self._nvml()))) if i != self.nvml_index]
             source = LiveSource(self._nvml(), gpus=gpus)
             if self.device == "cuda" and source.indices:
                 self.gpu_pos = 0

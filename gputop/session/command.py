@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from gputop import exitcodes
 from gputop.runner.child import GRACE_S, Child
 from gputop.session.report import build_document
+from gputop.telemetry.devices import multicast_off
 
 OOM_PATTERN = re.compile(rb"out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation",
                          re.IGNORECASE)
@@ -136,7 +137,8 @@ class Session:
                 stdout = None
             self.monitor.baseline()
             self.child = Child(self.command, interrupt="group", grace_s=self.grace_s, timeout=self.timeout,
-                               stdin=self.stdin, stdout=stdout, stderr=subprocess.PIPE).start()
+                               stdin=self.stdin, stdout=stdout, stderr=subprocess.PIPE,
+                               env=multicast_off(dict(os.environ))).start()
         except BaseException:
             if self._logf is not None:
                 self._logf.close()

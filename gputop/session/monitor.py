@@ -11,6 +11,7 @@ import time
 
 from gputop import exitcodes
 from gputop.analysis import thresholds as T
+from gputop.analysis.comms import group_comms
 from gputop.analysis.classify import classify
 from gputop.analysis.timeline import overall, timeline
 from gputop.analysis.verdict import Verdict, display_name
@@ -129,8 +130,10 @@ class Monitor:
         window = self.sampler.window(seconds)
         first, _ = self.finder.result()
         positions = sorted(first) or list(range(len(self.static)))
-        return [(p, classify(window, self.static[p], self.peaks[p], watched_pid=self.pid, gpu=p))
-                for p in positions if window and p < len(window[-1]["gpus"])]
+        out = [(p, classify(window, self.static[p], self.peaks[p], watched_pid=self.pid, gpu=p))
+               for p in positions if window and p < len(window[-1]["gpus"])]
+        group_comms([v for _, v in out])  # the tree's GPUs are one job: comms-bound ones are judged together
+        return out
 
     def analyze(self) -> dict:
         """Per-GPU timelines and verdicts, and the run's overall verdict (the "diagnosis" part)."""
@@ -152,6 +155,7 @@ class Monitor:
                 "used": pos in first, "first_seen_s": round(first[pos] - t0, 3) if pos in first else None,
                 "timeline": segs, "verdict": ov, "summary": summarize(ticks, pos, self.pid),
             })
+        group_comms([g["verdict"] for g in gpus if g["used"]])  # one job's GPUs: comms judged together
         notes = []
         if how == "memory/activity rise":
             notes.append("the command's pids are not in NVML's process list (another PID namespace?); its GPUs "

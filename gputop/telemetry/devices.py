@@ -56,3 +56,23 @@ def child_env_for(nvml_index: int, uuids: list[str], env: dict | None = None) ->
     env["CUDA_VISIBLE_DEVICES"] = uuids[nvml_index] if uuids[nvml_index] else str(nvml_index)
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     return env
+
+
+# NVLink multicast (NVLS) stays off in every process gputop starts: NCCL's NVLS algorithms, PyTorch's
+# symmetric memory and NVSHMEM each have their own switch. ``multicast_off(env)`` sets the ones not set.
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def multicast_off(env: dict) -> dict:
+    """``env`` with NVLink multicast switched off (a value the caller already set is kept)."""
+    for k, v in MULTICAST_OFF.items():
+        env.setdefault(k, v)
+    return env
+
+
+def child_env_all(uuids: list[str], env: dict | None = None) -> dict:
+    """The environment for a child that uses every GPU (a ``torchrun`` job): all of them visible, in NVML order."""
+    env = dict(os.environ if env is None else env)
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(u if u else str(i) for i, u in enumerate(uuids))
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    return env

@@ -40,6 +40,8 @@ _REASON_NAMES = {
     999: "Unknown",
 }
 GPU_IS_LOST = 15
+# nvmlValueType_t -> the member of nvmlValue_t that holds a field value (nvml.h).
+_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 
 
 class NvmlUnavailable(RuntimeError):
@@ -147,6 +149,23 @@ class Nvml:
                 self.na_reasons[field] = reason
                 log.info("NVML: %s is n/a (%s)", field, reason)
             return None
+
+    def field_values(self, field: str, h, ids: list, gpu: int | None = None) -> list | None:
+        """``nvmlDeviceGetFieldValues`` for ``ids`` (field ids, or ``(field id, scope id)`` pairs): the values
+        as Python numbers, None for each one NVML could not give (its reason kept under ``field``), or None
+        when the call itself failed."""
+        values = self.get(field, "nvmlDeviceGetFieldValues", h, list(ids), gpu=gpu)
+        if values is None:
+            return None
+        out = []
+        for v in values:
+            if v.nvmlReturn != 0:
+                self.na_reasons.setdefault(field, reason_name(v.nvmlReturn))
+                out.append(None)
+                continue
+            member = _VALUE_MEMBERS.get(int(v.valueType))
+            out.append(getattr(v.value, member) if member else None)
+        return out
 
     def const(self, name: str, default: Any = None) -> Any:
         """A constant of the bindings (None-safe for older pynvml)."""

@@ -142,6 +142,39 @@ class GpmWindow:
         self.ok = False
 
 
+# NVML field ids (nvml.h) of the cumulative NVLink data counters (KiB), summed over every link with the scope
+# id UINT_MAX: the NVLink traffic of a GPU without GPM (Ampere and older), as a rate between two reads.
+FI_NVLINK_THROUGHPUT_DATA_TX = 138
+FI_NVLINK_THROUGHPUT_DATA_RX = 139
+ALL_LINKS = 0xFFFFFFFF
+
+
+class NvlinkCounters:
+    """NVLink rx/tx in bytes/s from NVML's cumulative counters (field values), for a GPU without GPM.
+    The first read opens the window (None); a GPU whose counters NVML does not give is not asked again."""
+
+    def __init__(self, nvml: Nvml, index: int, h):
+        self.nvml, self.index, self.h = nvml, index, h
+        self.ok = True
+        self.prev: tuple[float, float, float] | None = None  # (t, tx KiB, rx KiB)
+
+    def read(self, t: float) -> tuple[float | None, float | None]:
+        if not self.ok:
+            return None, None
+        ids = [(FI_NVLINK_THROUGHPUT_DATA_TX, ALL_LINKS), (FI_NVLINK_THROUGHPUT_DATA_RX, ALL_LINKS)]
+        vals = self.nvml.field_values("nvlink_throughput", self.h, ids, gpu=self.index)
+        if not vals or None in vals:
+            self.ok = vals is not None and self.prev is not None  # never given: stop asking; a gap: go on
+            self.prev = None
+            return None, None
+        tx, rx = float(vals[0]), float(vals[1])
+        prev, self.prev = self.prev, (t, tx, rx)
+        if prev is None or t <= prev[0] or tx < prev[1] or rx < prev[2]:  # first read, or a counter reset
+            return None, None
+        dt = t - prev[0]
+        return (rx - prev[2]) * 1024.0 / dt, (tx - prev[1]) * 1024.0 / dt
+
+
 class GpuReader:
     """Reads dynamic samples of one GPU. Processes are refreshed every ``process_every`` reads."""
 
@@ -150,6 +183,7 @@ class GpuReader:
         self.h = handle(nvml, index)
         sup = nvml.get("gpm_supported", "nvmlGpmQueryDeviceSupport", self.h, gpu=index) if gpm else None
         self.gpm = GpmWindow(nvml, index, self.h) if sup is not None and sup.isSupportedDevice else None
+        self.nvlink = NvlinkCounters(nvml, index, self.h) if self.gpm is None else None
         self.process_every = max(1, process_every)
         self._n = 0
         self._names: dict[int, tuple[str | None, str | None]] = {}
@@ -175,6 +209,8 @@ class GpuReader:
             rx = g("pcie_rx", "nvmlDeviceGetPcieThroughput", 1)
             s["pcie_tx_bps"] = tx * 1024.0 if tx is not None else None
             s["pcie_rx_bps"] = rx * 1024.0 if rx is not None else None
+        if self.nvlink is not None:  # no GPM: NVLink traffic from NVML's cumulative counters
+            s["nvlink_rx_bps"], s["nvlink_tx_bps"] = self.nvlink.read(s["t"])
         s["sm_clock_mhz"] = g("sm_clock", "nvmlDeviceGetClockInfo", self._c_sm)
         s["mem_clock_mhz"] = g("mem_clock", "nvmlDeviceGetClockInfo", self._c_mem)
         s["clock_reasons"] = decode_clock_reasons(g("clock_reasons", "nvmlDeviceGetCurrentClocksEventReasons"))

@@ -74,6 +74,7 @@ def read_static(nvml: Nvml, index: int) -> dict:
         "power_limit_w": power_limit / 1000.0 if power_limit else None,
         "mig_mode": bool(mig[0]) if mig else None,
         "gpm_supported": bool(gpm.isSupportedDevice) if gpm is not None else False,
+        **read_nvlink(nvml, index),
     }
     return info
 
@@ -88,3 +89,42 @@ def _arch_name(cc: list | None) -> str | None:
     if (major, minor) == (8, 9):
         return "Ada Lovelace"
     return names.get(major)
+
+
+# NVML field ids (nvml.h NVML_FI_DEV_*), for nvmlDeviceGetFieldValues.
+FI_NVLINK_SPEED_MBPS_COMMON = 90  # the common speed of the active links, MB/s per direction
+FI_NVLINK_LINK_COUNT = 91  # the NVLinks the device has
+P2P_CAPS_INDEX_NVLINK = 2  # nvmlDeviceGetP2PStatus: can the two GPUs talk over NVLink
+NVLINK_MAX_LINKS = 18  # the most links a GPU has had so far (Hopper, Blackwell)
+
+
+def read_nvlink(nvml: Nvml, index: int) -> dict:
+    """GPU ``index``'s NVLinks: how many are up, and their common speed (MB/s per direction); None = n/a."""
+    h = handle(nvml, index)
+    vals = nvml.field_values("nvlink_fields", h, [FI_NVLINK_LINK_COUNT, FI_NVLINK_SPEED_MBPS_COMMON], gpu=index)
+    count, speed = vals if vals else (None, None)
+    active = None
+    for link in range(count if isinstance(count, int) and count > 0 else NVLINK_MAX_LINKS):
+        state = nvml.get("nvlink_state", "nvmlDeviceGetNvLinkState", h, link, gpu=index)
+        if state is None:
+            break
+        active = (active or 0) + (1 if state else 0)
+    return {"nvlink_links": count, "nvlink_links_active": active, "nvlink_speed_mbps": speed}
+
+
+def read_link(nvml: Nvml, a: int, b: int) -> dict:
+    """What joins GPUs ``a`` and ``b`` (NVML indices): ``kind`` "nvlink" when NVML says peer-to-peer over
+    NVLink works between them, else "pcie"; with the facts each kind's peak needs (of GPU ``a``)."""
+    ha, hb = handle(nvml, a), handle(nvml, b)
+    p2p = nvml.get("p2p_nvlink", "nvmlDeviceGetP2PStatus", ha, hb, nvml.const("NVML_P2P_CAPS_INDEX_NVLINK",
+                                                                                P2P_CAPS_INDEX_NVLINK), gpu=a)
+    g = lambda field, fn: nvml.get(field, fn, ha, gpu=a)  # noqa: E731
+    facts = {"gpus": [a, b], "kind": "nvlink" if p2p == 0 else "pcie", "p2p_nvlink_status": p2p,
+             **read_nvlink(nvml, a),
+             "pcie_max_gen": g("pcie_max_gen", "nvmlDeviceGetGpuMaxPcieLinkGeneration"),
+             "pcie_cur_gen": g("pcie_cur_gen", "nvmlDeviceGetCurrPcieLinkGeneration"),
+             "pcie_cur_width": g("pcie_cur_width", "nvmlDeviceGetCurrPcieLinkWidth"),
+             "pcie_max_width": g("pcie_max_width", "nvmlDeviceGetMaxPcieLinkWidth")}
+    if facts["kind"] == "nvlink" and not facts["nvlink_links_active"]:
+        facts["kind"] = "pcie"  # P2P says NVLink but no link is up: the traffic takes PCIe
+    return facts

@@ -17,6 +17,7 @@ from gputop.analysis import thresholds as T
 from gputop.format import gpm_na
 from gputop.tui import view
 from gputop.tui.containers import Box, Column
+from gputop.tui.gpu_strip import GpuStrip
 from gputop.tui.history_chart import HistoryChart
 from gputop.tui.panels import DevicePanel, ProcessTable, ResultsView, VerdictPanel
 from gputop.tui.verdict import Diagnosis
@@ -51,6 +52,7 @@ class MonitorPage(Box):
         super().__init__(**kwargs)
         self.chart_specs = chart_specs
         self.span_s = span_s
+        self.strip = GpuStrip(id="gpu-strip")  # every GPU's verdict, NVLink traffic (hidden on one GPU without it)
         self.device = DevicePanel(id="device")
         self.verdict_panel = VerdictPanel(id="verdict")
         self.procs = ProcessTable(id="procs")
@@ -65,6 +67,7 @@ class MonitorPage(Box):
 
     def compose(self) -> ComposeResult:
         with Column(id="left"):
+            yield self.strip
             yield self.device
             yield self.verdict_panel
             yield self.procs
@@ -87,6 +90,9 @@ class MonitorPage(Box):
             st, pk, s = app.statics[i], app.peaks[i], samples[i]
             self.device.show(st, pk, s, view.na_reasons_for(st, app.na_reasons))
             self.update_verdict(tick)
+            self.strip.show(app.statics, app.peaks, samples, i, self.strip.judge(
+                tick, lambda: app.sampler.window(T.LIVE_WINDOW_S), app.statics, app.peaks, app.positions,
+                app.watched_pid()))
             self.verdict_panel.show(self.verdict, self.diagnosis.words())
             if self.procs.display and not app.has_class("-short"):
                 self.procs.show((s or {}).get("processes"), app.controller.own_pids(), host, app.tagged_pids())

@@ -9,7 +9,9 @@ Environment:
 
 - GPUTOP_FAKE_NVML_STATIC: the record in tests/data/static/ to answer from (default h200_recorded.json);
 - GPUTOP_FAKE_NVML_MARK: a file that gets one byte appended at each sample (each
-  nvmlDeviceGetUtilizationRates call), so that a test can wait until gputop is sampling.
+  nvmlDeviceGetUtilizationRates call), so that a test can wait until gputop is sampling;
+- GPUTOP_FAKE_NVML_GPUS: how many GPUs (default 1), each answering from the same record with a UUID of its own
+  (a torchrun job's GPUs: the tree's processes are on each one).
 
 NVML's process list holds the processes under this one (the command gputop launched, its children), as
 on a GPU machine where the command runs on the GPU.
@@ -55,9 +57,23 @@ class _NoLog(list):
 
 
 class _SubprocessFake(_fake_nvml.FakeNvml):
-    def __init__(self, static: dict, mark: str | None):
+    def __init__(self, static: dict, mark: str | None, gpus: int = 1):
         super().__init__(static)
         self.mark = mark
+        self.gpus = gpus
+
+    def nvmlDeviceGetCount(self):
+        return self.gpus
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        if self.gpus == 1:
+            return super().nvmlDeviceGetHandleByIndex(i)
+        if not 0 <= i < self.gpus:
+            raise _fake_nvml.pynvml.NVMLError(_fake_nvml.pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return f"handle{i}"
+
+    def nvmlDeviceGetUUID(self, h):
+        return self.static["uuid"] if h == "handle0" else f"{self.static['uuid'][:-2]}{h[-1]:0>2}"
 
     def nvmlDeviceGetUtilizationRates(self, h):
         if self.mark:
@@ -80,6 +96,7 @@ class _SubprocessFake(_fake_nvml.FakeNvml):
 
 _record = os.environ.get("GPUTOP_FAKE_NVML_STATIC") or "h200_recorded.json"
 _static = json.loads((_TESTS / "data" / "static" / _record).read_text())["static"]
-_fake = _SubprocessFake(_static, os.environ.get("GPUTOP_FAKE_NVML_MARK"))
+_fake = _SubprocessFake(_static, os.environ.get("GPUTOP_FAKE_NVML_MARK"),
+                        int(os.environ.get("GPUTOP_FAKE_NVML_GPUS") or 1))
 _fake.calls = _NoLog()
 sys.modules[__name__] = _fake

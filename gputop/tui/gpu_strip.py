@@ -1,0 +1,91 @@
+"""The GPU strip: one line per GPU with its own verdict, and the selected GPU's NVLink traffic.
+
+A job on several GPUs (``--run -- torchrun ...``, the ``allreduce`` workload) is diagnosed GPU by GPU: the
+strip classifies every GPU of the source over the same live window as the verdict panel, and looks at the
+comms-bound ones together (:func:`gputop.analysis.comms.group_comms`: a collective is as fast as its slowest
+link). It shows itself only where there is something to show: several GPUs, or NVLink traffic.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from gputop.analysis import thresholds as T
+from gputop.analysis.comms import group_comms
+from gputop.analysis.verdict import Verdict, display_name
+from gputop.format import si
+from gputop.tui.lines import Lines
+from gputop.tui.verdict import Diagnosis
+
+
+def nvlink_line(sample: dict | None, peaks: dict | None) -> Text | None:
+    """'NVLink rx 300 GB/s  tx 298 GB/s  (63% of 478 GB/s)' for one GPU; None without NVLink counters, or
+    with counters at zero on a GPU whose NVLinks NVML did not report (a lone GPU: nothing to say)."""
+    s = sample or {}
+    rx, tx = s.get("nvlink_rx_bps"), s.get("nvlink_tx_bps")
+    peak = (peaks or {}).get("nvlink_bytes_per_s_per_dir")
+    if (rx is None and tx is None) or (not peak and not (rx or tx)):
+        return None
+    text = Text("NVLink ", style="bold")
+    text.append(f"rx {si(rx, 'B/s')}  tx {si(tx, 'B/s')}")
+    if peak:
+        text.append(f"  ({100 * max(rx or 0, tx or 0) / peak:.0f}% of {si(peak, 'B/s')})", style="dim")
+    return text
+
+
+def strip_line(pos: int, static: dict, verdict: Verdict | None, selected: bool) -> Text:
+    """'▶ GPU 1 H200  communication-bound 63%' (the verdict's name and confidence, n/a without one)."""
+    name = (static.get("name") or "").replace("NVIDIA ", "")
+    text = Text("▶ " if selected else "  ", style="bold")
+    text.append(f"GPU {static.get('index', pos)} {name}  ", style="bold" if selected else "")
+    if verdict is None:
+        text.append("n/a", style="dim")
+    else:
+        text.append(display_name(verdict), style="bold yellow" if verdict.cls == "comms-bound" else "")
+        if verdict.confidence is not None:
+            text.append(f" {100 * verdict.confidence:.0f}%", style="dim")
+    return text
+
+
+class GpuStrip(Lines):
+    """Every GPU's verdict (computed at most every ``LIVE_EVERY_S``), and the selected GPU's NVLink line."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.diagnoses: dict[int, Diagnosis] = {}
+        self.verdicts: list[Verdict | None] = []
+        self.verdict_t: float | None = None
+        self.display = False  # until there are several GPUs or NVLink traffic
+
+    def judge(self, tick: dict | None, window, statics: list[dict], peaks: list[dict],
+              positions: list[int], watched_pid=None) -> list[Verdict | None]:
+        """The verdict of every GPU (of several) over ``window()`` (ticks), at most every ``LIVE_EVERY_S``."""
+        if len(statics) < 2:
+            return []
+        if tick is None or (self.verdict_t is not None and 0 <= tick["t"] - self.verdict_t < T.LIVE_EVERY_S
+                            and len(self.verdicts) == len(statics)):
+            return self.verdicts
+        self.verdict_t = tick["t"]
+        window = window()
+        out = []
+        for i, (st, pk, pos) in enumerate(zip(statics, peaks, positions)):
+            diag = self.diagnoses.setdefault(i, Diagnosis())
+            out.append(diag(window, st, pk, gpu_pos=pos, watched_pid=watched_pid))
+        group_comms([v for v in out if v is not None])
+        self.verdicts = out
+        return out
+
+    def show(self, statics: list[dict], peaks: list[dict], samples: list[dict | None], selected: int,
+             verdicts: list[Verdict | None]) -> None:
+        link = nvlink_line(samples[selected] if selected < len(samples) else None,
+                           peaks[selected] if selected < len(peaks) else None)
+        want = len(statics) > 1 or link is not None
+        if self.display != want:
+            self.display = want
+        if not want:
+            return
+        lines = [strip_line(i, st, verdicts[i] if i < len(verdicts) else None, i == selected)
+                 for i, st in enumerate(statics)] if len(statics) > 1 else []
+        if link is not None:
+            lines.append(link)
+        self.set_lines(lines)
