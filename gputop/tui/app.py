@@ -14,7 +14,7 @@ import asyncio
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, Footer
+from textual.widgets import ContentSwitcher
 
 from gputop import exitcodes
 from gputop.runner.child import STOP_SIGNALS
@@ -23,6 +23,7 @@ from gputop.tui import view
 from gputop.tui.config import TuiConfig, config_from_args
 from gputop.tui.containers import MainScreen, Pages
 from gputop.tui.help import HelpScreen
+from gputop.tui.keybar import KeyBar
 from gputop.tui.monitor_page import CHARTS, HOST_CHART, MonitorPage
 from gputop.tui.panels import GpuStrip, InfoBar
 from gputop.tui.runs import RunController, load_registry, no_live_gpu
@@ -87,10 +88,12 @@ class GputopApp(App):
         self.no_gpu = no_live_gpu(self.source, self.statics, config.na_reason)  # why runs stay on the CPU
         self.device = "cpu" if self.no_gpu else config.device  # where workloads run: "cuda" or "cpu"
         self.shown_run: int | None = None  # index into controller.runs; None: the latest
+        self.touring = False  # gputop --tour: n steps to the next stop
         self._quitting = False
         self.stop_signal: int | None = None  # the first SIGINT/SIGTERM/SIGHUP gputop got, if any
         self.info = InfoBar(id="info")
         self.strip = GpuStrip(id="strip")
+        self.keybar = KeyBar(id="keys")
         self.monitor = MonitorPage(CHARTS if self.statics else [HOST_CHART], config.span_s, id="monitor")
         self.workloads = WorkloadsPage(self.specs, self.spec_errors, id="workloads")
 
@@ -101,7 +104,7 @@ class GputopApp(App):
         with Pages(initial="monitor", id="pages"):
             yield self.monitor
             yield self.workloads
-        yield Footer()
+        yield self.keybar
 
     def get_default_screen(self) -> Screen:
         return MainScreen(id="_default")
@@ -135,6 +138,7 @@ class GputopApp(App):
         if (h < SHORT_H) != self.has_class("-short"):
             self.set_class(h < SHORT_H, "-short")
             self.monitor.verdict_panel.rebuild()  # compact (80x24) or full evidence
+            self.monitor.device.rebuild()  # 80x24: pairs of rows merged
 
     # -- redraw ------------------------------------------------------------------------------------
     def frame(self, force: bool = False) -> None:
@@ -151,12 +155,15 @@ class GputopApp(App):
         results_shown = not on_monitor or (live and not self.has_class("-narrow"))
         results = self.monitor.live_results if on_monitor else self.workloads.results
         run_changed = results_shown and results.behind(self.shown_state())
-        if not (force or self._dirty or run_changed or tick is not self._last_tick):
+        ticking = results_shown and self.controller.active  # a quiet run's elapsed time still moves
+        self.keybar.expire()
+        if not (force or self._dirty or run_changed or ticking or tick is not self._last_tick):
             return
         self._last_tick = tick
         self._dirty = False
         self.frames += 1
         self.info.show(self._header(), "1 monitor" if on_monitor else "2 workloads")
+        self.keybar.show_keys(self.keybar.keys_for(self.page, len(self.statics), self.touring))
         samples = [self._sample(tick, i) for i in range(len(self.statics))]
         if len(self.statics) > 1:
             self.strip.show(self.statics, samples, self.selected)
@@ -164,6 +171,12 @@ class GputopApp(App):
             self.monitor.draw(tick, samples, results_shown)
         else:
             self.workloads.draw()
+
+    def notify(self, message: str, *, title: str = "", severity: str = "information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        """A notification shows in the key bar (wrapped, above the keys), never over the screen."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        self.keybar.message(str(message), severity)
 
     def redraw(self) -> None:
         """Draw now what a key or an event changed (not at the timer's next frame)."""

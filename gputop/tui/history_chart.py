@@ -21,8 +21,9 @@ class HistoryChart(Lines):
     waits for the next frame.
     """
 
-    DEFAULT_CSS = "HistoryChart { height: 1fr; min-height: 2; }"
+    DEFAULT_CSS = "HistoryChart { height: 1fr; min-height: 3; }"  # the title and at least two rows
     EDGE = 1  # blank cells kept at the right edge
+    MIN_ROWS = 3  # the title and two rows of plot
 
     def __init__(self, title: str, field: str, lo: float = 0.0, hi: float = 100.0, unit: str = "%",
                  color: str = "green", span: float = 60.0,
@@ -131,7 +132,8 @@ class HistoryChart(Lines):
             title.append(self._note, style="dim")
         else:
             title.append(cur, style=self.color)
-            title.append(f"  last {self.span:.0f} s, max {self.hi:g}{self.unit}", style="dim")
+            unit = self.unit if self.unit == "%" else f" {self.unit}"
+            title.append(f"  last {self.span:.0f} s, scale {self.lo:g}-{self.hi:g}{unit}", style="dim")
         lines: list = [title]
         if h > 1:
             rows = charts.area_rows(levels, h - 1) if levels and not self._note else [" " * w] * (h - 1)

@@ -69,7 +69,7 @@ class MonitorPage(Box):
             yield self.verdict_panel
             yield self.procs
         with Column(id="right"):
-            with Column(id="charts"):
+            with Column(id="charts") as self.chart_box:
                 yield from self.charts
             yield self.live_results
 
@@ -78,8 +78,11 @@ class MonitorPage(Box):
         host = view.host_line(tick.get("host") if tick else None)
         if not app.statics:
             why = app.config.na_reason or "no GPU in this source"
-            self.device.set_lines([Text("no GPU", style="bold"), Text(f"NVML: {why}", style="dim"),
-                                   Text("showing host metrics only; try gputop --demo", style="dim")])
+            width = max(20, self.device.wh[0] or 80)
+            lines = [Text("no GPU", style="bold")]
+            for line in (f"NVML: {why}", "showing host metrics only; try gputop --demo"):  # wrapped, not cut
+                lines += Text(line, style="dim").wrap(app.console, width, overflow="fold")
+            self.device.set_lines(lines)
             self.verdict_panel.show(None)
             self.procs.show(None, set(), host)
         else:
@@ -90,6 +93,7 @@ class MonitorPage(Box):
             self.verdict_panel.show(self.verdict)
             if self.procs.display and not app.has_class("-short"):
                 self.procs.show((s or {}).get("processes"), app.controller.own_pids(), host, app.tagged_pids())
+        self.fit_charts()
         self.feed_charts()
         if show_results:
             self.live_results.show_run(app.shown_state())
@@ -113,6 +117,20 @@ class MonitorPage(Box):
         self.verdict_t = None
 
     # -- the charts --------------------------------------------------------------------------------
+    def fit_charts(self) -> None:
+        """Show only as many charts as get a title and two rows each (80x24 with the advice wrapped, or a
+        notification in the key bar: the DRAM chart steps aside rather than shrink to one row)."""
+        h = self.chart_box.size.height
+        if h <= 0:
+            return
+        short = self.app.has_class("-short")
+        candidates = [c for c in self.charts if not (short and c.has_class("extra-chart"))]
+        fit = max(1, h // HistoryChart.MIN_ROWS)
+        for chart in self.charts:  # all of them: an inline display overrides the stylesheet's -short rule
+            want = chart in candidates[:fit]
+            if chart.display != want:
+                chart.display = want
+
     def feed_charts(self, only: list[HistoryChart] | None = None) -> None:
         """Feed each visible chart (of ``only``) the ticks it has not seen yet: the whole window after a
         reset (a new size, another GPU, shown again after being hidden), else the ticks since its last."""

@@ -22,11 +22,11 @@ from gputop.tui.runs import default_values, parse_values, save_document
 from gputop.workload_api import ParamError
 
 
-class ParamForm(VerticalScroll):
-    """One Input per parameter of the selected workload."""
+class ParamForm(Vertical):
+    """One Input per parameter of the selected workload (the detail pane around it scrolls)."""
 
     DEFAULT_CSS = """
-    ParamForm { height: 1fr; }
+    ParamForm { height: auto; }
     ParamForm Horizontal { height: 1; }
     ParamForm Label { width: 16; }
     ParamForm Input { width: 1fr; height: 1; border: none; padding: 0 1; }
@@ -62,8 +62,9 @@ class WorkloadsPage(Vertical):
     WorkloadsPage #wl-top { height: 14; }
     WorkloadsPage #wl-list { width: 24; height: 100%; }
     WorkloadsPage #wl-detail { width: 1fr; padding: 0 1; }
-    WorkloadsPage #wl-desc { height: auto; max-height: 3; }
-    WorkloadsPage #wl-hint { height: 1; color: $text-muted; }
+    WorkloadsPage #wl-scroll { height: 1fr; scrollbar-size-vertical: 1; }
+    WorkloadsPage #wl-desc { height: auto; }
+    WorkloadsPage #wl-hint { height: auto; color: $text-muted; }
     WorkloadsPage #wl-runs { height: 1; }
     """
 
@@ -78,8 +79,9 @@ class WorkloadsPage(Vertical):
         with Horizontal(id="wl-top"):
             yield OptionList(*[s.name for s in self.specs], id="wl-list")
             with Vertical(id="wl-detail"):
-                yield Static(id="wl-desc")
-                yield self.form
+                with VerticalScroll(id="wl-scroll"):  # 80x24: the description and the form scroll, not cut
+                    yield Static(id="wl-desc")
+                    yield self.form
                 yield Static(id="wl-hint")
         yield Lines(id="wl-runs")
         yield self.results
@@ -115,7 +117,7 @@ class WorkloadsPage(Vertical):
         app = self.app
         spec = self.spec
         where = self.where() + (" (no live GPU)" if app.no_gpu else "")
-        hint = Text(f"runs on: {where}   Enter/r run   c cancel   d cpu/gpu   Esc leave the form", style="dim")
+        hint = Text(f"runs on: {where}  Enter/r run  c cancel  d cpu/gpu  Esc leaves the form", style="dim")
         focused = app.focused
         if spec is not None and focused is not None and (focused.id or "").startswith("param-"):
             p = next((p for p in spec.params if p.name == focused.id[len("param-"):]), None)
