@@ -22,6 +22,8 @@ modes:
   gputop --watch PID              diagnose a process that is already running
   gputop --tui --run -- CMD ...   the same, live in the TUI (also --tui --watch PID)
   gputop --export [HOST:]PORT     Prometheus metrics (dcgm-exporter's names) at 127.0.0.1:9400 by default
+  gputop --serve [HOST:]PORT      the TUI in a browser (127.0.0.1:8000 by default; read-only unless --serve-control)
+  gputop --tour                   a presenter's tour of the workloads: n steps to the next one
 
 exit codes: 0 ok; 1 failed (partial results written); 2 bad usage or input; 3 no GPU / no NVML;
 4 missing dependency; 5 workload crashed; 6 timeout; 128+N stopped by signal N (130 SIGINT,
@@ -59,6 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
     modes.add_argument("--export", nargs="?", const="127.0.0.1:9400", metavar="[HOST:]PORT",
                        help="serve Prometheus metrics until stopped (default 127.0.0.1:9400; 0.0.0.0:PORT for all "
                        "interfaces); --job-map DIR, --export-cmdline")
+    modes.add_argument("--serve", nargs="?", const="127.0.0.1:8000", metavar="[HOST:]PORT",
+                       help="serve the TUI to web browsers (textual-serve; default 127.0.0.1:8000, 0.0.0.0:PORT for all "
+                       "interfaces); read-only unless --serve-control")
+    modes.add_argument("--serve-control", action="store_true",
+                       help="with --serve: browsers may run, cancel and save workloads")
+    modes.add_argument("--served", action="store_true", help=argparse.SUPPRESS)  # the TUI textual-serve runs
+    modes.add_argument("--tour", action="store_true",
+                       help="the TUI as a presenter's tour of the workloads (n: next stop); with --demo, the recorded runs")
     modes.add_argument("--job-map", metavar="DIR", help="with --export: dcgm-exporter's HPC job mapping directory")
     modes.add_argument("--export-cmdline", action="store_true",
                        help="with --export: processes' command lines as a label (they may hold secrets)")
@@ -96,6 +106,14 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if args.export is not None and (args.once or args.record or args.list or args.run is not None
                                     or args.watch is not None or args.tui):
         ap.error("--export is a mode of its own (with --demo, --replay FILE, --gpu N, --rate HZ)")
+    if args.serve is not None and (args.once or args.record or args.list or args.run is not None
+                                   or args.watch is not None or args.tui or args.export is not None):
+        ap.error("--serve is a mode of its own (with --demo, --replay FILE, --gpu N, --rate HZ, --tour)")
+    if args.serve_control and args.serve is None and not args.served:
+        ap.error("--serve-control goes with --serve")
+    if args.tour and (args.once or args.record or args.list or args.run is not None or args.watch is not None
+                      or args.tui or args.export is not None):
+        ap.error("--tour is the TUI's (plain gputop, --demo, --replay FILE or --serve)")
     if (args.job_map or args.export_cmdline) and args.export is None:
         ap.error("--job-map and --export-cmdline go with --export")
     if args.replay and args.demo:
@@ -141,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
             from gputop.export.server import main_export
 
             return main_export(args)
+        if args.serve is not None:
+            from gputop.tui.serve import main_serve
+
+            return main_serve(args)
         if args.tui:
             from gputop.tui.command import main_command_tui
 

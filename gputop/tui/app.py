@@ -200,10 +200,20 @@ class GputopApp(App):
                                   self.sampler.paused, getattr(self.source, "label", ""))
         if getattr(self.source, "finished", False):
             parts[-1] += " (finished)"
+        if self.config.read_only:
+            parts.append("read-only")
         tick = self._last_tick
         if tick and tick.get("phase"):
             parts.append(f"phase: {tick['phase']}")
         return parts
+
+    def refuse_control(self, what: str) -> bool:
+        """A browser's read-only view (gputop --serve without --serve-control): say so, and True (refused)
+        for a key that would start, stop or save a run."""
+        if not self.config.read_only:
+            return False
+        self.notify(f"read-only view: cannot {what} here (gputop --serve --serve-control allows it)", severity="warning")
+        return True
 
     def watched_pid(self) -> int | None:
         """The process the verdict diagnoses as the feeding one: a running workload's."""

@@ -23,6 +23,8 @@ class TuiConfig:
     specs: list | None = None  # workloads (default: the runner's registry)
     spec_errors: list[str] = field(default_factory=list)
     sampler: object | None = None  # a sampler made elsewhere (gputop --tui --run: the Monitor's)
+    read_only: bool = False  # gputop --serve without --serve-control: no run, cancel or save
+    tour: bool = False  # gputop --tour
 
 
 def config_from_args(args) -> TuiConfig:
@@ -40,4 +42,6 @@ def config_from_args(args) -> TuiConfig:
         na = getattr(nvml, "error", None) or "no NVIDIA GPU found"
     device = getattr(args, "device", "cuda")  # the app runs workloads on the CPU where there is no live GPU
     return TuiConfig(source=src, rate_hz=args.rate, gpus=positions, hostname=host, device=device,
-                     timeout=getattr(args, "timeout", None), na_reason=na)
+                     timeout=getattr(args, "timeout", None), na_reason=na,
+                     read_only=bool(getattr(args, "served", False)) and not getattr(args, "serve_control", False),
+                     tour=bool(getattr(args, "tour", False)))

@@ -182,6 +182,8 @@ class WorkloadsPage(Vertical):
 
     def start_run(self) -> None:
         app = self.app
+        if app.refuse_control("run a workload"):
+            return
         spec = self.spec
         if spec is None:
             app.notify("no workload selected", severity="warning")
@@ -210,6 +212,8 @@ class WorkloadsPage(Vertical):
 
     def cancel_run(self) -> None:
         app = self.app
+        if app.refuse_control("cancel a run"):
+            return
         hit = app.controller.cancel(self.where()) or app.controller.cancel()
         app.notify("stopping " + ", ".join(r.name for r in hit) if hit else "nothing is running",
                    severity="information" if hit else "warning")
@@ -225,6 +229,8 @@ class WorkloadsPage(Vertical):
 
     def save_shown(self) -> None:
         app = self.app
+        if app.refuse_control("save a run"):
+            return
         st = app.shown_state()
         if st is None:
             app.notify("no run to save", severity="warning")
