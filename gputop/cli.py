@@ -16,6 +16,7 @@ modes:
   gputop                          the live monitor (Textual TUI); --demo or --replay FILE without a GPU
   gputop --once [--json]          one snapshot of every GPU: static facts, peaks, one sample
   gputop --record FILE            record telemetry as JSON lines (--seconds N, --rate HZ)
+  gputop --run NAME --record-run FILE   record a whole workload run, to replay without a GPU (--recorded FILE)
   gputop --list [--json]          the workloads and their parameters
   gputop --run NAME [--json]      run a workload (--param k=v, --device cpu, --quick, --csv FILE)
   gputop --run -- CMD ARGS...     run your own command and diagnose its GPU bottlenecks
@@ -53,6 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     modes.add_argument("--once", action="store_true", help="print one snapshot and exit")
     modes.add_argument("--record", metavar="FILE", help="record telemetry to FILE (.jsonl or .jsonl.gz); with --run NAME, the run's "
                        "telemetry with a mark at each phase")
+    modes.add_argument("--record-run", metavar="FILE",
+                       help="with --run NAME: record the whole run (events, telemetry, phases, results) to FILE "
+                       "(.jsonl.gz), to replay in the TUI without a GPU (gputop --demo --recorded FILE)")
+    modes.add_argument("--recorded", action="append", metavar="FILE",
+                       help="offer a recorded run (from --record-run) on the workloads page (repeatable; the "
+                       "recordings that ship with gputop are offered where there is no GPU)")
     modes.add_argument("--seconds", type=float, metavar="N", help="how long to --record or --watch")
     modes.add_argument("--list", action="store_true", help="list the workloads")
     modes.add_argument("--run", nargs="?", const="", metavar="NAME",
@@ -114,6 +121,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if args.tour and (args.once or args.record or args.list or args.run is not None or args.watch is not None
                       or args.tui or args.export is not None):
         ap.error("--tour is the TUI's (plain gputop, --demo, --replay FILE or --serve)")
+    if args.record_run and not args.run:
+        ap.error("--record-run goes with --run NAME (a workload)")
     if (args.job_map or args.export_cmdline) and args.export is None:
         ap.error("--job-map and --export-cmdline go with --export")
     if args.replay and args.demo:

@@ -26,7 +26,8 @@ from gputop.tui.help import HelpScreen
 from gputop.tui.keybar import KeyBar
 from gputop.tui.monitor_page import CHARTS, HOST_CHART, MonitorPage
 from gputop.tui.panels import GpuStrip, InfoBar
-from gputop.tui.runs import RunController, load_registry, no_live_gpu
+from gputop.runner import recording
+from gputop.tui.runs import RunController, load_registry, no_live_gpu, with_recordings
 from gputop.tui.workloads_page import WorkloadsPage
 
 __all__ = ["GputopApp", "TuiConfig", "HelpScreen", "make_app", "config_from_args"]
@@ -87,6 +88,10 @@ class GputopApp(App):
         self.controller = RunController(self.sampler, nvml=getattr(self.source, "nvml", None))
         self.no_gpu = no_live_gpu(self.source, self.statics, config.na_reason)  # why runs stay on the CPU
         self.device = "cpu" if self.no_gpu else config.device  # where workloads run: "cuda" or "cpu"
+        shipped = recording.shipped() if config.specs is None and self.no_gpu else []  # the GPU runs gputop ships
+        if config.recordings or shipped:
+            self.specs, errors = with_recordings(self.specs, list(config.recordings) + shipped)
+            self.spec_errors = list(self.spec_errors) + errors
         self.shown_run: int | None = None  # index into controller.runs; None: the latest
         self.touring = False  # gputop --tour: n steps to the next stop
         self._quitting = False

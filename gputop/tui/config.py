@@ -25,6 +25,8 @@ class TuiConfig:
     sampler: object | None = None  # a sampler made elsewhere (gputop --tui --run: the Monitor's)
     read_only: bool = False  # gputop --serve without --serve-control: no run, cancel or save
     tour: bool = False  # gputop --tour
+    recordings: list = field(default_factory=list)  # recorded runs to offer (--recorded FILE)
+    run_speed: float = 1.0  # how fast recorded runs play (--speed)
 
 
 def config_from_args(args) -> TuiConfig:
@@ -44,4 +46,5 @@ def config_from_args(args) -> TuiConfig:
     return TuiConfig(source=src, rate_hz=args.rate, gpus=positions, hostname=host, device=device,
                      timeout=getattr(args, "timeout", None), na_reason=na,
                      read_only=bool(getattr(args, "served", False)) and not getattr(args, "serve_control", False),
-                     tour=bool(getattr(args, "tour", False)))
+                     tour=bool(getattr(args, "tour", False)), recordings=list(getattr(args, "recorded", None) or []),
+                     run_speed=getattr(args, "speed", 1.0))

@@ -205,14 +205,15 @@ class ResultsView(Lines):
             self.show(None)
         elif self.doc is None or self.behind(state):
             self._seen = (state, state.events)
-            self.show(self._now(state, state.document()), state.progress)
+            self.show(self._now(state, state.document()), state.progress if state.active else None)
         elif state.active:
             self.show(self._now(state, self.doc), state.progress)
 
     @staticmethod
     def _now(state, doc: dict) -> dict:
         """The document as the status line shows it now: while the run goes, its elapsed time counts on
-        between events (a quiet workload's clock does not freeze); once over, no phase is "current"."""
+        between events (a quiet workload's clock does not freeze); once over, no phase (nor progress) is
+        "current"."""
         if state.active:
             t0 = getattr(state.run, "t0", None) or state.started
             return {**doc, "wall_time_s": max(doc.get("wall_time_s") or 0.0, time.monotonic() - t0)}

@@ -18,7 +18,7 @@ from textual.widgets import Input, Label, OptionList, Static
 from gputop.tui.lines import Lines
 from gputop.tui.panels import ResultsView
 from gputop.runner.params import format_value
-from gputop.tui.runs import default_values, parse_values, save_document
+from gputop.tui.runs import RecordingSpec, default_values, parse_values, save_document
 from gputop.workload_api import ParamError
 
 
@@ -118,6 +118,8 @@ class WorkloadsPage(Vertical):
         spec = self.spec
         where = self.where() + (" (no live GPU)" if app.no_gpu else "")
         hint = Text(f"runs on: {where}  Enter/r run  c cancel  d cpu/gpu  Esc leaves the form", style="dim")
+        if isinstance(spec, RecordingSpec):
+            hint = Text("a recorded run: Enter/r replays it as it happened (no GPU needed), c stops it", style="dim")
         focused = app.focused
         if spec is not None and focused is not None and (focused.id or "").startswith("param-"):
             p = next((p for p in spec.params if p.name == focused.id[len("param-"):]), None)
@@ -188,6 +190,9 @@ class WorkloadsPage(Vertical):
         if spec is None:
             app.notify("no workload selected", severity="warning")
             return
+        if isinstance(spec, RecordingSpec):
+            self.replay(spec)
+            return
         if app.device == "cpu" and not spec.supports_cpu:
             why = f"no live GPU in this session ({app.no_gpu})" if app.no_gpu else "press d to run on the GPU"
             app.notify(f"{spec.name} needs a GPU: {why}", severity="warning")
@@ -208,6 +213,17 @@ class WorkloadsPage(Vertical):
             app.notify(f"{state.name} did not start: {errors[-1].get('message')}", severity="error")
         else:
             app.notify(f"started {state.name} on {state.target}")
+        app.redraw()
+
+    def replay(self, spec: RecordingSpec) -> None:
+        app = self.app
+        try:
+            state = app.controller.replay(spec, app.config.run_speed)
+        except (RuntimeError, ValueError) as exc:  # one playing already; a file that is not a whole recording
+            app.notify(str(exc), severity="error")
+            return
+        app.shown_run = None
+        app.notify(f"replaying {spec.name}")
         app.redraw()
 
     def cancel_run(self) -> None:
