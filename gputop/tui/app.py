@@ -28,6 +28,7 @@ from gputop.tui.monitor_page import CHARTS, HOST_CHART, MonitorPage
 from gputop.tui.panels import GpuStrip, InfoBar
 from gputop.runner import recording
 from gputop.tui.runs import RunController, load_registry, no_live_gpu, with_recordings
+from gputop.tui.tour import Tour
 from gputop.tui.workloads_page import WorkloadsPage
 
 __all__ = ["GputopApp", "TuiConfig", "HelpScreen", "make_app", "config_from_args"]
@@ -60,6 +61,7 @@ class GputopApp(App):
         Binding("c", "cancel", "cancel"),
         Binding("d", "device", "cpu/gpu", show=False),
         Binding("s", "save", "save"),
+        Binding("n", "tour_next", "next stop", show=False),
         Binding("left_square_bracket", "select_run(-1)", "older run", show=False),
         Binding("right_square_bracket", "select_run(1)", "newer run", show=False),
         Binding("ctrl+c", "quit_clean", "quit", show=False, priority=True),
@@ -93,7 +95,8 @@ class GputopApp(App):
             self.specs, errors = with_recordings(self.specs, list(config.recordings) + shipped)
             self.spec_errors = list(self.spec_errors) + errors
         self.shown_run: int | None = None  # index into controller.runs; None: the latest
-        self.touring = False  # gputop --tour: n steps to the next stop
+        self.tour = Tour() if config.tour else None  # gputop --tour: n steps to the next stop
+        self.touring = self.tour is not None
         self._quitting = False
         self.stop_signal: int | None = None  # the first SIGINT/SIGTERM/SIGHUP gputop got, if any
         self.info = InfoBar(id="info")
@@ -169,6 +172,8 @@ class GputopApp(App):
         self.frames += 1
         self.info.show(self._header(), "1 monitor" if on_monitor else "2 workloads")
         self.keybar.show_keys(self.keybar.keys_for(self.page, len(self.statics), self.touring))
+        if self.tour is not None:
+            self.keybar.show_banner(self.tour.line)
         samples = [self._sample(tick, i) for i in range(len(self.statics))]
         if len(self.statics) > 1:
             self.strip.show(self.statics, samples, self.selected)
@@ -293,6 +298,12 @@ class GputopApp(App):
 
     def action_select_run(self, step: int) -> None:
         self.workloads.select_run(step)
+
+    def action_tour_next(self) -> None:
+        if self.tour is None:
+            self.notify("n steps through gputop --tour (start gputop with --tour)", severity="warning")
+            return
+        self.tour.next(self)
 
     def action_save(self) -> None:
         self.workloads.save_shown()

@@ -1,4 +1,5 @@
-"""The bottom bar: the keys of the page shown, fitted to the width, and the latest notification.
+"""The bottom bar: the keys of the page shown, fitted to the width, the latest notification, and the
+tour's line (gputop --tour).
 
 Textual's toasts draw over whatever is at the bottom right (at 80x24: the verdict, the charts); here a
 notification takes the bar's own rows instead, wrapped (never cut), above the keys, for ``SHOW_S``
@@ -57,6 +58,7 @@ class KeyBar(Lines):
         super().__init__(*args, **kwargs)
         self.items: list[tuple[str, str]] = []
         self.note: tuple[str, str, float] | None = None  # (message, severity, monotonic time shown)
+        self.banner = ""  # a line that stays (gputop --tour: the stop, and what to look at)
 
     def keys_for(self, page: str, gpus: int, touring: bool) -> list[tuple[str, str]]:
         tags = {"*", page} | ({"gpus"} if gpus > 1 else set()) | ({"tour"} if touring else set())
@@ -65,6 +67,11 @@ class KeyBar(Lines):
     def show_keys(self, items: list[tuple[str, str]]) -> None:
         if items != self.items:
             self.items = items
+            self.rebuild()
+
+    def show_banner(self, text: str) -> None:
+        if text != self.banner:
+            self.banner = text
             self.rebuild()
 
     def message(self, text: str, severity: str = "information") -> None:
@@ -80,6 +87,8 @@ class KeyBar(Lines):
     def rebuild(self) -> None:
         width = self.wh[0] or 80
         lines: list = []
+        if self.banner:
+            lines += list(Text(self.banner, style="bold cyan").wrap(self.app.console, width, overflow="fold"))
         if self.note is not None:
             msg, severity, _ = self.note
             t = Text(msg, style=SEVERITY_STYLE.get(severity, "bold"))

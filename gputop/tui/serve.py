@@ -10,6 +10,7 @@ the help, the tour and the results still work).
 
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 import socket
@@ -39,6 +40,8 @@ def child_command(args) -> list[str]:
         cmd += [flag, str(v)] if valued else [flag]
     for g in getattr(args, "gpu", None) or []:
         cmd += ["--gpu", str(g)]
+    for path in getattr(args, "recorded", None) or []:
+        cmd += ["--recorded", os.path.abspath(path)]
     return cmd
 
 

@@ -184,14 +184,14 @@ class WorkloadsPage(Vertical):
 
     def start_run(self) -> None:
         app = self.app
+        spec = self.spec
+        if isinstance(spec, RecordingSpec):  # a replay uses no GPU: a read-only browser view may play one too
+            self.replay(spec)
+            return
         if app.refuse_control("run a workload"):
             return
-        spec = self.spec
         if spec is None:
             app.notify("no workload selected", severity="warning")
-            return
-        if isinstance(spec, RecordingSpec):
-            self.replay(spec)
             return
         if app.device == "cpu" and not spec.supports_cpu:
             why = f"no live GPU in this session ({app.no_gpu})" if app.no_gpu else "press d to run on the GPU"
