@@ -26,7 +26,6 @@ from gputop.tui.help import HelpScreen
 from gputop.tui.keybar import KeyBar
 from gputop.tui.monitor_page import CHARTS, HOST_CHART, MonitorPage
 from gputop.tui.panels import GpuStrip, InfoBar
-from gputop.runner import recording
 from gputop.tui.runs import RunController, load_registry, no_live_gpu, with_recordings
 from gputop.tui.tour import Tour
 from gputop.tui.workloads_page import WorkloadsPage
@@ -83,17 +82,13 @@ class GputopApp(App):
         self._last_tick = None
         self._dirty = True
         self.frames = 0  # redraws done (for the benchmark and tests)
-        if config.specs is None:
-            self.specs, self.spec_errors = load_registry()
-        else:
-            self.specs, self.spec_errors = config.specs, config.spec_errors
+        # the workloads are loaded when first needed (the workloads page, the tour): loading runs every
+        # workload module, CPU the monitor alone never needs
+        self.specs, self.spec_errors = (config.specs, config.spec_errors) if config.specs is not None else ([], [])
+        self.specs_loaded = config.specs is not None
         self.controller = RunController(self.sampler, nvml=getattr(self.source, "nvml", None))
         self.no_gpu = no_live_gpu(self.source, self.statics, config.na_reason)  # why runs stay on the CPU
         self.device = "cpu" if self.no_gpu else config.device  # where workloads run: "cuda" or "cpu"
-        shipped = recording.shipped() if config.specs is None and self.no_gpu else []  # the GPU runs gputop ships
-        if config.recordings or shipped:
-            self.specs, errors = with_recordings(self.specs, list(config.recordings) + shipped)
-            self.spec_errors = list(self.spec_errors) + errors
         self.shown_run: int | None = None  # index into controller.runs; None: the latest
         self.tour = Tour() if config.tour else None  # gputop --tour: n steps to the next stop
         self.touring = self.tour is not None
@@ -103,7 +98,9 @@ class GputopApp(App):
         self.strip = GpuStrip(id="strip")
         self.keybar = KeyBar(id="keys")
         self.monitor = MonitorPage(CHARTS if self.statics else [HOST_CHART], config.span_s, id="monitor")
-        self.workloads = WorkloadsPage(self.specs, self.spec_errors, id="workloads")
+        self.workloads = WorkloadsPage(id="workloads")
+        if self.specs_loaded:
+            self._add_recordings()
 
     # -- layout ------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -113,6 +110,24 @@ class GputopApp(App):
             yield self.monitor
             yield self.workloads
         yield self.keybar
+
+    def load_specs(self) -> None:
+        """The workloads (the registry's, and the recorded runs to offer), on first need."""
+        if self.specs_loaded:
+            return
+        self.specs_loaded = True
+        self.specs, self.spec_errors = load_registry()
+        self._add_recordings()
+        if self.workloads.is_mounted:
+            self.workloads.show_specs()
+
+    def _add_recordings(self) -> None:
+        from gputop.runner.recording import shipped as shipped_runs
+
+        shipped = shipped_runs() if self.config.specs is None and self.no_gpu else []  # the GPU runs gputop ships
+        if self.config.recordings or shipped:
+            self.specs, errors = with_recordings(self.specs, list(self.config.recordings) + shipped)
+            self.spec_errors = list(self.spec_errors) + errors
 
     def get_default_screen(self) -> Screen:
         return MainScreen(id="_default")
@@ -250,6 +265,8 @@ class GputopApp(App):
 
     # -- keys --------------------------------------------------------------------------------------
     def action_page(self, name: str) -> None:
+        if name == "workloads":
+            self.load_specs()
         self.page = name
         self.query_one(ContentSwitcher).current = name
         if name == "workloads" and self.specs:
@@ -303,6 +320,7 @@ class GputopApp(App):
         if self.tour is None:
             self.notify("n steps through gputop --tour (start gputop with --tour)", severity="warning")
             return
+        self.load_specs()
         self.tour.next(self)
 
     def action_save(self) -> None:

@@ -15,9 +15,6 @@ from dataclasses import dataclass, field
 import psutil
 
 from gputop.documents import dumps
-from gputop.runner.recording import RecordedRun, read_header, recording_label
-from gputop.runner.workload_run import WorkloadRun
-from gputop.runner.registry import Registry
 from gputop.workload_api import ParamError
 
 __all__ = ["load_registry", "default_values", "parse_values", "no_live_gpu", "RunState",
@@ -41,6 +38,8 @@ def no_live_gpu(source, statics: list[dict], na_reason: str | None = None) -> st
 
 def load_registry():
     """(specs, errors): every workload ``gputop --list`` shows, and why any failed to load."""
+    from gputop.runner.registry import Registry
+
     reg = Registry()
     return list(reg), list(reg.errors)
 
@@ -65,6 +64,8 @@ class RecordingSpec:
 def with_recordings(specs: list, paths: list) -> tuple[list, list[str]]:
     """(``specs`` with an entry for each recorded run after its workload's, errors for unreadable ones).
     Only each file's first line is read here; the run itself when it is played."""
+    from gputop.runner.recording import read_header, recording_label
+
     entries, errors = [], []
     for path in paths:
         try:
@@ -154,6 +155,8 @@ class RunController:
             raise RuntimeError(f"{busy.name} is already running on {target}; cancel it first (c)")
         holder: dict = {}
         on_event = self._counter(holder)
+        from gputop.runner.workload_run import WorkloadRun  # here: the monitor alone never loads the runner
+
         sampler = self.sampler if device == "cuda" and self._sampler_is_live() else None
         run = WorkloadRun(spec, values, device=device, nvml_index=nvml_index, timeout=timeout, on_event=on_event,
                           nvml=self.nvml, sampler=sampler)
@@ -171,6 +174,8 @@ class RunController:
         busy = self.active_on("recording")
         if busy is not None:
             raise RuntimeError(f"{busy.name} is being replayed; cancel it first (c)")
+        from gputop.runner.recording import RecordedRun
+
         holder: dict = {}
         run = RecordedRun(spec.path, speed=speed, on_event=self._counter(holder))
         state = RunState(run=run, name=spec.workload, target="recording")

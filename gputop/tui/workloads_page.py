@@ -68,16 +68,14 @@ class WorkloadsPage(Vertical):
     WorkloadsPage #wl-runs { height: 1; }
     """
 
-    def __init__(self, specs: list, errors: list[str], *args, **kwargs):
+    def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.specs = specs
-        self.errors = errors
         self.form = ParamForm(id="wl-params")
         self.results = ResultsView(id="wl-results")
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="wl-top"):
-            yield OptionList(*[s.name for s in self.specs], id="wl-list")
+            yield OptionList(id="wl-list")
             with Vertical(id="wl-detail"):
                 with VerticalScroll(id="wl-scroll"):  # 80x24: the description and the form scroll, not cut
                     yield Static(id="wl-desc")
@@ -86,9 +84,21 @@ class WorkloadsPage(Vertical):
         yield Lines(id="wl-runs")
         yield self.results
 
+    @property
+    def specs(self) -> list:
+        return self.app.specs
+
     def on_mount(self) -> None:
+        if self.app.specs_loaded:
+            self.show_specs()
+
+    def show_specs(self) -> None:
+        """List the app's workloads (once they are loaded)."""
+        ol = self.query_one("#wl-list", OptionList)
+        ol.clear_options()
+        ol.add_options([s.name for s in self.specs])
         if not self.specs:
-            why = "; ".join(self.errors[:2]) or "no workloads found"
+            why = "; ".join(self.app.spec_errors[:2]) or "no workloads found"
             self.query_one("#wl-desc", Static).update(Text(f"no workloads: {why}", style="red"))
 
     @property
