@@ -162,3 +162,18 @@ async def test_a_quiet_runs_elapsed_time_keeps_moving():
         app.frame()
         await pilot.pause()
         assert "phase:" not in next(r for r in rows(app) if r.startswith("fault_hang"))
+
+
+@sync
+async def test_a_runs_error_wraps_whole():
+    app = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        await pick(app, pilot, "fault_crash")
+        await pilot.press("r")
+        state = app.controller.runs[0]
+        await wait_for(pilot, lambda: state.run.finished, 30)
+        app.frame(force=True)
+        await pilot.pause()
+        message = state.document()["errors"][-1]["message"]
+        assert len(message) > 60 and flat(message) in flat(app.screen_text())

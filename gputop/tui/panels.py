@@ -230,6 +230,7 @@ class ResultsView(Lines):
         if self.doc is None:
             self.set_lines([Text("no run yet: pick a workload and press r (or Enter on its name)", style="dim")])
             return
-        lines = [results.status_line(self.doc, self.progress)]
-        lines += results.results_lines(self.doc, w, h - 1)
+        status = results.status_line(self.doc, self.progress)  # an error in it wraps, not cut
+        lines = list(status.wrap(self.app.console, w, overflow="fold"))[:max(1, h - 3)]
+        lines += results.results_lines(self.doc, w, h - len(lines))
         self.set_lines(lines)
