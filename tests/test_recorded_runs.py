@@ -42,7 +42,7 @@ def record_tiny(tmp_path: Path) -> tuple[Path, dict]:
     r = subprocess.run([sys.executable, "-m", "gputop", "--run", "roofline", "--device", "cpu", *TINY,
                         "--record-run", str(path), "--json"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert f"recorded the run" in r.stderr
+    assert "recorded the run" in r.stderr
     return path, json.loads(r.stdout)
 
 
@@ -52,7 +52,7 @@ async def test_a_recorded_cpu_run_replays_in_the_tui_with_the_live_results(tmp_p
     app = make(recordings=[str(path)])
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("2")
-        spec = await pick(app, pilot, "roofline (recorded CPU)")  # listed next to the workload it recorded
+        await pick(app, pilot, "roofline (recorded CPU)")  # listed next to the workload it recorded
         names = [s.name for s in app.specs]
         assert names.index("roofline (recorded CPU)") == names.index("roofline") + 1
         assert "replay the recorded CPU run of roofline" in app.screen_text()

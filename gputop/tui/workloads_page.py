@@ -228,7 +228,7 @@ class WorkloadsPage(Vertical):
     def replay(self, spec: RecordingSpec) -> None:
         app = self.app
         try:
-            state = app.controller.replay(spec, app.config.run_speed)
+            app.controller.replay(spec, app.config.run_speed)
         except (RuntimeError, ValueError) as exc:  # one playing already; a file that is not a whole recording
             app.notify(str(exc), severity="error")
             return
