@@ -122,3 +122,24 @@ def test_record_run_goes_with_run():
     r = subprocess.run([sys.executable, "-m", "gputop", "--record-run", "x.jsonl.gz"], capture_output=True,
                        text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 2 and "--record-run goes with --run NAME" in r.stderr
+
+
+@sync
+async def test_replaying_a_recording_plays_its_run_along_with_its_telemetry():
+    from gputop.tui.app import GputopApp, TuiConfig
+
+    app = GputopApp(TuiConfig(ReplaySource(str(RECORDED), speed=float("inf")), start_sampler=False, fps=0,
+                              device="cpu", specs=[], recordings=[str(RECORDED)], autoplay=str(RECORDED),
+                              run_speed=20.0))
+    async with app.run_test(size=(160, 48)) as pilot:
+        state = app.controller.runs[0]
+        assert state.target == "recording" and state.name == "roofline"
+        for _ in range(12):  # the recording's own ticks
+            app.sampler.step()
+        phase = app.source.mark_at(app.sampler.latest()["t"])
+        await wait_for(pilot, lambda: state.run.finished, 30)
+        app.frame(force=True)
+        await pilot.pause()
+        text = app.screen_text()
+        assert phase and f"phase: {phase}" in text  # the monitor's header: the recorded phase marks
+        assert "roofline ok" in text  # the run's results, beside the charts

@@ -141,6 +141,11 @@ class GputopApp(App):
         if self.config.fps > 0:
             self.set_interval(1.0 / self.config.fps, self.frame)
         self._watch_stop_signals()
+        if self.config.autoplay:  # gputop --replay RUN.jsonl.gz: the run plays along with the telemetry
+            self.load_specs()
+            spec = next((s for s in self.specs if getattr(s, "path", None) == str(self.config.autoplay)), None)
+            if spec is not None:
+                self.workloads.replay(spec)
         self.frame(force=True)
 
     def _watch_stop_signals(self) -> None:
