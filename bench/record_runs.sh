@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Record every workload on the GPU (the --quick version: small files, short demos) for gputop/data/runs/,
 # where a machine without a GPU offers them on the workloads page and in gputop --tour.
-#   source .whl/use.sh && bash bench/record_runs.sh      (results in $OUT; about 3-5 minutes)
+#   source .whl/use.sh && bash bench/record_runs.sh      (results in $OUT; about 2-5 minutes, at most 100 s a workload)
 # Then copy $OUT/*.jsonl.gz into gputop/data/runs/ (names: WORKLOAD-GPU.jsonl.gz) and commit them.
 set -u
 OUT=${OUT:-/tmp/gputop-out}; mkdir -p "$OUT"
@@ -10,7 +10,7 @@ gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | sed 's/NVIDIA //;
 for w in roofline batchsize amp cudagraphs dataloader; do
   f="$OUT/$w-$gpu.jsonl.gz"
   start=$(date +%s)
-  python3 -m gputop --run "$w" --quick --timeout 150 --record-run "$f" > "$OUT/$w.txt" 2>&1
+  python3 -m gputop --run "$w" --quick --timeout 100 --record-run "$f" > "$OUT/$w.txt" 2>&1
   echo "$w: exit $? in $(( $(date +%s) - start )) s, $(du -k "$f" 2>/dev/null | cut -f1) KiB"; tail -n 4 "$OUT/$w.txt"
 done
 # each recording replays here as it will without a GPU (headless check: its final document is whole)

@@ -143,3 +143,30 @@ async def test_replaying_a_recording_plays_its_run_along_with_its_telemetry():
         text = app.screen_text()
         assert phase and f"phase: {phase}" in text  # the monitor's header: the recorded phase marks
         assert "roofline ok" in text  # the run's results, beside the charts
+
+
+@sync
+async def test_the_monitor_follows_a_replayed_run_then_comes_home():
+    app = make(recordings=[str(RECORDED)])  # the demo trace (an H200): no live GPU
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.sampler.step()
+        await pilot.press("2")
+        await pick(app, pilot, "roofline (recorded CPU)")
+        await pilot.press("r")
+        await pilot.pause()
+        assert app.source.path == str(RECORDED) and app.statics == []  # the recording's own telemetry (a CPU run)
+        for _ in range(10):
+            app.sampler.step()
+        await pilot.press("1")
+        await pilot.pause()
+        text = app.screen_text()
+        assert "REPLAY roofline-cpu.jsonl.gz" in text and "Host CPU" in text and "no GPU" in text
+        await pilot.press("2")
+        await pick(app, pilot, "fault_ok")
+        await pilot.press("r")  # a live run: the session's own source again
+        await pilot.pause()
+        assert app.source.label == "demo.jsonl.gz" and app.statics[0]["name"] == "NVIDIA H200"
+        app.sampler.step()
+        await pilot.press("1")
+        await pilot.pause()
+        assert "SM activity" in app.screen_text() and "H200" in app.screen_text()

@@ -92,6 +92,7 @@ class GputopApp(App):
         self.shown_run: int | None = None  # index into controller.runs; None: the latest
         self.tour = Tour() if config.tour else None  # gputop --tour: n steps to the next stop
         self.touring = self.tour is not None
+        self.home_source = None  # the session's own source while the monitor follows a recording (tui.follow)
         self._quitting = False
         self.stop_signal: int | None = None  # the first SIGINT/SIGTERM/SIGHUP gputop got, if any
         self.info = InfoBar(id="info")
@@ -369,6 +370,7 @@ class GputopApp(App):
     def on_unmount(self) -> None:
         self.controller.stop_all(timeout=5.0)
         self.sampler.stop()
-        close = getattr(self.source, "close", None)
-        if close:
-            close()
+        for source in {id(s): s for s in (self.source, self.home_source) if s is not None}.values():
+            close = getattr(source, "close", None)
+            if close:
+                close()

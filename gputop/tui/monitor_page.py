@@ -55,13 +55,29 @@ class MonitorPage(Box):
         self.verdict_panel = VerdictPanel(id="verdict")
         self.procs = ProcessTable(id="procs")
         self.live_results = ResultsView(id="live-results")
-        self.charts = [HistoryChart(spec.title, spec.field, hi=spec.hi, unit=spec.unit, color=spec.color,
-                                    span=span_s, fill=self._fill_chart, id=f"chart{i}",
-                                    classes="extra-chart" if i >= 2 else "")
-                       for i, spec in enumerate(chart_specs)]
+        self.generation = 0  # charts made anew (another source) get new ids
+        self.charts = self._make_charts(chart_specs)
         self.diagnosis = Diagnosis()
         self.verdict = None
         self.verdict_t: float | None = None  # time of the tick the verdict was computed at
+
+    def _make_charts(self, specs: list[ChartSpec]) -> list[HistoryChart]:
+        g = f"-{self.generation}" if self.generation else ""
+        return [HistoryChart(spec.title, spec.field, hi=spec.hi, unit=spec.unit, color=spec.color, span=self.span_s,
+                             fill=self._fill_chart, id=f"chart{i}{g}", classes="extra-chart" if i >= 2 else "")
+                for i, spec in enumerate(specs)]
+
+    def set_charts(self, specs: list[ChartSpec]) -> None:
+        """Another source (gputop.tui.follow): its charts, each refilled from the new sampler."""
+        if [s.field for s in specs] == [s.field for s in self.chart_specs]:
+            for chart in self.charts:
+                chart.stale = True
+            return
+        for chart in self.charts:
+            chart.remove()
+        self.generation += 1
+        self.chart_specs, self.charts = specs, self._make_charts(specs)
+        self.chart_box.mount_all(self.charts)
 
     def compose(self) -> ComposeResult:
         with Column(id="left"):

@@ -9,6 +9,7 @@ of these is passed over, said why. ``n`` on a stop whose run still goes stops it
 from __future__ import annotations
 
 from gputop.runner.params import resolve
+from gputop.tui.follow import go_home
 from gputop.tui.runs import RecordingSpec
 from gputop.workload_api import ParamError
 
@@ -87,6 +88,7 @@ class Tour:
         if app.refuse_control("run a workload"):
             return
         device = "cpu" if app.no_gpu else "cuda"
+        go_home(app)
         try:
             values = resolve(spec, {}, device, quick=True)
             app.controller.start(spec, values, device, app.nvml_index() if device == "cuda" else None,

@@ -15,6 +15,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input, Label, OptionList, Static
 
+from gputop.tui.follow import follow_recording, go_home
 from gputop.tui.lines import Lines
 from gputop.tui.panels import ResultsView
 from gputop.runner.params import format_value
@@ -210,6 +211,7 @@ class WorkloadsPage(Vertical):
         if app.device == "cuda" and app.no_gpu:
             app.notify(self.no_gpu_line(), severity="warning")
             return
+        go_home(app)  # the monitor watches this session's own source again
         try:
             values = parse_values(spec, self.form.texts())
             state = app.controller.start(spec, values, app.device, app.nvml_index() if app.device == "cuda" else None,
@@ -228,11 +230,12 @@ class WorkloadsPage(Vertical):
     def replay(self, spec: RecordingSpec) -> None:
         app = self.app
         try:
-            app.controller.replay(spec, app.config.run_speed)
+            state = app.controller.replay(spec, app.config.run_speed)
         except (RuntimeError, ValueError) as exc:  # one playing already; a file that is not a whole recording
             app.notify(str(exc), severity="error")
             return
         app.shown_run = None
+        follow_recording(app, state)  # no live GPU: the monitor shows the recording's own telemetry
         app.notify(f"replaying {spec.name}")
         app.redraw()
 
