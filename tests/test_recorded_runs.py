@@ -161,6 +161,7 @@ async def test_the_monitor_follows_a_replayed_run_then_comes_home():
         await pilot.pause()
         text = app.screen_text()
         assert "REPLAY roofline-cpu.jsonl.gz" in text and "Host CPU" in text and "no GPU" in text
+        assert "H200" not in text and "SM activity" not in text  # nothing left of the demo's GPU
         await pilot.press("2")
         await pick(app, pilot, "fault_ok")
         await pilot.press("r")  # a live run: the session's own source again

@@ -29,7 +29,7 @@ async def test_tour_steps_through_recordings_and_cpu_runs(monkeypatch):
         assert app.page == "workloads" and isinstance(app.workloads.spec, RecordingSpec)
         assert state.target == "recording" and state.name == "roofline"
         text = " ".join(app.screen_text().split())
-        assert "tour 1/3 roofline (recorded CPU): Watch the dots climb the roof." in text
+        assert "tour 1/3 roofline, the recorded CPU run. Watch the dots climb the roof." in text
         await pilot.press("n")  # the replay still plays: stopped, then the next stop that has something to show
         await wait_for(pilot, lambda: len(app.controller.runs) == 2)
         await wait_for(pilot, lambda: app.controller.runs[-1].run.finished, 30)
@@ -38,7 +38,7 @@ async def test_tour_steps_through_recordings_and_cpu_runs(monkeypatch):
         app.frame(force=True)
         await pilot.pause()
         text = " ".join(app.screen_text().split())
-        assert "tour 3/3 fault_ok (on the CPU" in text and "Watch a quick CPU run." in text
+        assert "tour 3/3 fault_ok, on the CPU: no GPU here" in text and "Watch a quick CPU run." in text
         assert "passed over: gpu_only_nowhere needs a GPU and no recording of it ships" in text
         await pilot.press("n")
         await pilot.pause()

@@ -13,6 +13,7 @@ import asyncio
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher
 
@@ -35,6 +36,14 @@ __all__ = ["GputopApp", "TuiConfig", "HelpScreen", "make_app", "config_from_args
 RATES = (0.5, 1.0, 2.0, 4.0, 5.0, 10.0, 20.0, 50.0)
 NARROW_W, SHORT_H = 110, 32
 LIVE_RESULTS_KEEP_S = 30.0  # the monitor page keeps a finished run's results this long
+
+
+class Noted(Message):
+    """A notification, for the key bar."""
+
+    def __init__(self, text: str, severity: str):
+        super().__init__()
+        self.text, self.severity = text, severity
 
 
 def make_app(args_or_config) -> "GputopApp":
@@ -92,6 +101,7 @@ class GputopApp(App):
         self.shown_run: int | None = None  # index into controller.runs; None: the latest
         self.tour = Tour() if config.tour else None  # gputop --tour: n steps to the next stop
         self.touring = self.tour is not None
+        self.notes: list[str] = []  # the notifications so far, oldest first (the last 100)
         self.home_source = None  # the session's own source while the monitor follows a recording (tui.follow)
         self._quitting = False
         self.stop_signal: int | None = None  # the first SIGINT/SIGTERM/SIGHUP gputop got, if any
@@ -205,9 +215,14 @@ class GputopApp(App):
 
     def notify(self, message: str, *, title: str = "", severity: str = "information", timeout: float | None = None,
                markup: bool = True) -> None:
-        """A notification shows in the key bar (wrapped, above the keys), never over the screen."""
-        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
-        self.keybar.message(str(message), severity)
+        """A notification shows in the key bar (wrapped, above the keys), never over the screen (Textual's
+        toasts are not used); ``notes`` keeps every one (the tests read them)."""
+        self.notes.append(str(message))
+        del self.notes[:-100]
+        self.post_message(Noted(str(message), severity))  # any thread may notify; the bar redraws on the app's
+
+    def on_noted(self, event: "Noted") -> None:
+        self.keybar.message(event.text, event.severity)
 
     def redraw(self) -> None:
         """Draw now what a key or an event changed (not at the timer's next frame)."""

@@ -94,6 +94,7 @@ class MonitorPage(Box):
         host = view.host_line(tick.get("host") if tick else None)
         if not app.statics:
             why = app.config.na_reason or "no GPU in this source"
+            self.device.data = None  # (a resize redraws from data: none now)
             width = max(20, self.device.wh[0] or 80)
             lines = [Text("no GPU", style="bold")]
             for line in (f"NVML: {why}", "showing host metrics only; try gputop --demo"):  # wrapped, not cut

@@ -43,9 +43,9 @@ class Tour:
         if live is not None and not app.no_gpu:
             return live, "live on the GPU"
         if recorded is not None:
-            return recorded, recorded.name.split("(", 1)[1].rstrip(")")
+            return recorded, "the " + recorded.name.split("(", 1)[1].rstrip(")") + " run"
         if live is not None and live.supports_cpu:
-            return live, "on the CPU (no GPU here, no recording shipped)"
+            return live, "on the CPU: no GPU here, no recording of it"
         return None, "needs a GPU and no recording of it ships"
 
     def next(self, app) -> None:
@@ -76,7 +76,7 @@ class Tour:
             if spec is not None:
                 break
             skipped.append(f"{name} {how}")
-        self.line = f"tour {self.i + 1}/{len(self.stops)} {name} ({how}): {sentence}"
+        self.line = f"tour {self.i + 1}/{len(self.stops)} {name}, {how}. {sentence}"
         if skipped:
             self.line += f"  [passed over: {'; '.join(skipped)}]"
         if app.page != "workloads":
@@ -96,5 +96,6 @@ class Tour:
         except (ParamError, RuntimeError, ValueError, OSError) as exc:
             app.notify(f"tour: {name} did not start: {exc}", severity="error")
             return
+        app.notify(f"started {name} on {'the CPU' if device == 'cpu' else 'the GPU'}")
         app.shown_run = None
         app.redraw()
