@@ -177,3 +177,21 @@ async def test_a_runs_error_wraps_whole():
         await pilot.pause()
         message = state.document()["errors"][-1]["message"]
         assert len(message) > 60 and flat(message) in flat(app.screen_text())
+
+
+def test_the_header_drops_the_file_name_before_cutting():
+    from gputop.tui import view
+
+    parts = ["host h", "H200", "driver 580", "CUDA 13.0", "10 Hz", "REPLAY demo.jsonl.gz (PAUSED)", "phase: matmul bf16"]
+    assert view.fit_parts(parts, 60) == "H200 │ 10 Hz │ REPLAY (PAUSED) │ phase: matmul bf16"
+    assert "demo.jsonl.gz" in view.fit_parts(parts, 200)
+
+
+@sync
+async def test_the_header_keeps_the_phase_whole_at_80():
+    app = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await step(app, pilot, 120)
+        header = rows(app)[0]
+        phase = app.sampler.latest()["phase"]
+        assert f"phase: {phase}" in header and "…" not in header

@@ -35,6 +35,10 @@ class InfoBar(Lines):
         t = Text.assemble((" gputop ", "bold reverse"))
         budget = max(10, width - 9 - len(tail))
         body = view.fit_parts(self.parts, budget)
+        if len(body) > budget:  # 80 columns: the page's number alone ("[1]")
+            tail = f"  [{self.page.split()[0]}]"
+            budget = max(10, width - 9 - len(tail))
+            body = view.fit_parts(self.parts, budget)
         t.append(" " + (body if len(body) <= budget else body[:budget - 1] + "…"))
         t.append(tail, style="bold")
         self.set_lines([t])

@@ -204,17 +204,31 @@ def header_parts(statics: list[dict], mode: str, rate_hz: float, hostname: str |
     return parts
 
 
+MODES = ("LIVE", "REPLAY", "DEMO", "DCGM-EXPORTER")
+
+
 def fit_parts(parts: list[str], width: int) -> str:
-    """Join ``parts`` with separators; to fit ``width`` drop driver, then host, then CUDA (the GPU
-    names, the rate and the mode always stay)."""
+    """Join ``parts`` with separators; to fit ``width`` drop driver, then host, then CUDA, then the name
+    of the file a replay plays (the GPU names, the rate, the mode and the phase always stay)."""
     parts = list(parts)
     text = " │ ".join(parts)
-    for prefix in ("driver ", "host ", "CUDA "):
+    for prefix in ("driver ", "host ", "CUDA ", "file"):
         if len(text) <= width:
             break
-        parts = [p for p in parts if not p.startswith(prefix)]
+        if prefix == "file":  # "REPLAY demo.jsonl.gz (PAUSED)" -> "REPLAY (PAUSED)"
+            parts = [_mode_only(p) for p in parts]
+        else:
+            parts = [p for p in parts if not p.startswith(prefix)]
         text = " │ ".join(parts)
     return text
+
+
+def _mode_only(part: str) -> str:
+    words = part.split(" ")
+    if words[0] not in MODES or len(words) < 2:
+        return part
+    rest = [w for w in words[1:] if w.startswith("(")]
+    return " ".join([words[0], *rest])
 
 
 def process_rows(procs: list[dict] | None, own_pids: set[int],
