@@ -16,12 +16,15 @@ modes:
   gputop                          the live monitor (Textual TUI); --demo or --replay FILE without a GPU
   gputop --once [--json]          one snapshot of every GPU: static facts, peaks, one sample
   gputop --record FILE            record telemetry as JSON lines (--seconds N, --rate HZ)
+  gputop --run NAME --record-run FILE   record a whole workload run, to replay without a GPU (--recorded FILE)
   gputop --list [--json]          the workloads and their parameters
   gputop --run NAME [--json]      run a workload (--param k=v, --device cpu, --quick, --csv FILE)
   gputop --run -- CMD ARGS...     run your own command and diagnose its GPU bottlenecks
   gputop --watch PID              diagnose a process that is already running
   gputop --tui --run -- CMD ...   the same, live in the TUI (also --tui --watch PID)
   gputop --export [HOST:]PORT     Prometheus metrics (dcgm-exporter's names) at 127.0.0.1:9400 by default
+  gputop --serve [HOST:]PORT      the TUI in a browser (127.0.0.1:8000 by default; read-only unless --serve-control)
+  gputop --tour                   a presenter's tour of the workloads: n steps to the next one
 
 exit codes: 0 ok; 1 failed (partial results written); 2 bad usage or input; 3 no GPU / no NVML;
 4 missing dependency; 5 workload crashed; 6 timeout; 128+N stopped by signal N (130 SIGINT,
@@ -51,6 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     modes.add_argument("--once", action="store_true", help="print one snapshot and exit")
     modes.add_argument("--record", metavar="FILE", help="record telemetry to FILE (.jsonl or .jsonl.gz); with --run NAME, the run's "
                        "telemetry with a mark at each phase")
+    modes.add_argument("--record-run", metavar="FILE",
+                       help="with --run NAME: record the whole run (events, telemetry, phases, results) to FILE "
+                       "(.jsonl.gz), to replay in the TUI without a GPU (gputop --demo --recorded FILE)")
+    modes.add_argument("--recorded", action="append", metavar="FILE",
+                       help="offer a recorded run (from --record-run) on the workloads page (repeatable; the "
+                       "recordings that ship with gputop are offered where there is no GPU)")
     modes.add_argument("--seconds", type=float, metavar="N", help="how long to --record or --watch")
     modes.add_argument("--list", action="store_true", help="list the workloads")
     modes.add_argument("--run", nargs="?", const="", metavar="NAME",
@@ -59,6 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     modes.add_argument("--export", nargs="?", const="127.0.0.1:9400", metavar="[HOST:]PORT",
                        help="serve Prometheus metrics until stopped (default 127.0.0.1:9400; 0.0.0.0:PORT for all "
                        "interfaces); --job-map DIR, --export-cmdline")
+    modes.add_argument("--serve", nargs="?", const="127.0.0.1:8000", metavar="[HOST:]PORT",
+                       help="serve the TUI to web browsers (textual-serve; default 127.0.0.1:8000, 0.0.0.0:PORT for all "
+                       "interfaces); read-only unless --serve-control")
+    modes.add_argument("--serve-control", action="store_true",
+                       help="with --serve: browsers may run, cancel and save workloads")
+    modes.add_argument("--served", action="store_true", help=argparse.SUPPRESS)  # the TUI textual-serve runs
+    modes.add_argument("--tour", action="store_true",
+                       help="the TUI as a presenter's tour of the workloads (n: next stop); with --demo, the recorded runs")
     modes.add_argument("--job-map", metavar="DIR", help="with --export: dcgm-exporter's HPC job mapping directory")
     modes.add_argument("--export-cmdline", action="store_true",
                        help="with --export: processes' command lines as a label (they may hold secrets)")
@@ -96,6 +113,16 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if args.export is not None and (args.once or args.record or args.list or args.run is not None
                                     or args.watch is not None or args.tui):
         ap.error("--export is a mode of its own (with --demo, --replay FILE, --gpu N, --rate HZ)")
+    if args.serve is not None and (args.once or args.record or args.list or args.run is not None
+                                   or args.watch is not None or args.tui or args.export is not None):
+        ap.error("--serve is a mode of its own (with --demo, --replay FILE, --gpu N, --rate HZ, --tour)")
+    if args.serve_control and args.serve is None and not args.served:
+        ap.error("--serve-control goes with --serve")
+    if args.tour and (args.once or args.record or args.list or args.run is not None or args.watch is not None
+                      or args.tui or args.export is not None):
+        ap.error("--tour is the TUI's (plain gputop, --demo, --replay FILE or --serve)")
+    if args.record_run and not args.run:
+        ap.error("--record-run goes with --run NAME (a workload)")
     if (args.job_map or args.export_cmdline) and args.export is None:
         ap.error("--job-map and --export-cmdline go with --export")
     if args.replay and args.demo:
@@ -141,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
             from gputop.export.server import main_export
 
             return main_export(args)
+        if args.serve is not None:
+            from gputop.tui.serve import main_serve
+
+            return main_serve(args)
         if args.tui:
             from gputop.tui.command import main_command_tui
 

@@ -45,7 +45,7 @@ async def step(app, pilot, n: int) -> None:
 
 def notes(app) -> list[str]:
     """The messages the app notified, oldest first."""
-    return [str(n.message) for n in app._notifications]
+    return list(app.notes)
 
 
 async def pick(app, pilot, name: str):

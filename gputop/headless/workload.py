@@ -19,6 +19,7 @@ from gputop.format import pct, si
 from gputop.runner.child import StopSignals
 from gputop.runner.document import csv_columns, write_csv
 from gputop.runner.params import format_value, parse_given, resolve
+from gputop.runner.recording import RunRecorder, save_recording
 from gputop.runner.registry import MissingWorkloadDependency, Registry, UnknownWorkload
 from gputop.runner.workload_run import WorkloadRun
 from gputop.workload_api import ParamError
@@ -52,6 +53,7 @@ def prepare(args):
     check_writable(args.csv, "--csv")
     check_writable(args.output, "--output")
     check_writable(args.record, "--record")
+    check_writable(getattr(args, "record_run", None), "--record-run")
     try:
         spec = Registry().get(args.run)
     except MissingWorkloadDependency as exc:
@@ -86,8 +88,10 @@ def main_run(args) -> int:
                       f"{exitcodes.signal_name(stops.first)} before the workload started", stops.first)
 
     progress = Progress(sys.stderr) if sys.stderr.isatty() else None
+    on_event = progress.on_event if progress else None
+    recorder = RunRecorder(on_event) if getattr(args, "record_run", None) else None  # --record-run FILE
     run = WorkloadRun(spec, values, device=args.device, nvml_index=index, nvml=nvml, timeout=args.timeout,
-                      on_event=progress.on_event if progress else None)
+                      on_event=recorder.on_event if recorder else on_event)
 
     def on_stop(signum):
         if not run.cancelled:
@@ -106,6 +110,8 @@ def main_run(args) -> int:
     code = doc["exit_code"]
     if args.record:
         _record(args.record, run, doc)
+    if recorder is not None:
+        save_recording(args.record_run, recorder, run, doc)
     if args.csv:
         try:
             write_csv(csv_rows(spec, doc), args.csv)

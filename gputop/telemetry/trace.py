@@ -41,7 +41,8 @@ def _open(path: str, mode: str):
 class Recorder:
     """Writes ticks as they come (a sampler listener). Flushes every second so a kill loses little."""
 
-    def __init__(self, path: str, devices: list[dict], rate_hz: float | None = None, note: str = ""):
+    def __init__(self, path: str, devices: list[dict], rate_hz: float | None = None, note: str = "",
+                 extra: dict | None = None):
         self.path = path
         self._f = _open(path, "w")
         self._lock = threading.Lock()  # ticks come from the sampler thread, marks from anywhere
@@ -51,7 +52,7 @@ class Recorder:
         self._write({
             "type": "header", "format": FORMAT, "version": VERSION, "gputop_version": gputop.__version__,
             "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "hostname": platform.node(), "rate_hz": rate_hz, "note": note, "devices": devices,
+            "hostname": platform.node(), "rate_hz": rate_hz, "note": note, "devices": devices, **(extra or {}),
         })
 
     def _write(self, obj: dict) -> None:
@@ -64,6 +65,16 @@ class Recorder:
         if self._t0 is None:
             self._t0 = t
         return round(t - self._t0, 4)
+
+    rel = _rel  # recorded time (seconds since the first row, or since ``start_at``) of monotonic time t
+
+    def start_at(self, t0: float) -> None:
+        """Count recorded time from monotonic ``t0`` (a run's start) rather than from the first row."""
+        self._t0 = t0
+
+    def row(self, obj: dict) -> None:
+        """Any other row (a recorded run's events and document: the trace reader skips them)."""
+        self._write(obj)
 
     def __call__(self, tick: dict) -> None:
         row = dict(tick, type="tick", t=self._rel(tick["t"]))

@@ -14,7 +14,7 @@ def main_tui(args) -> int:
 
     if getattr(args, "no_color", False):
         os.environ["NO_COLOR"] = "1"
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+    if not getattr(args, "served", False) and not (sys.stdin.isatty() and sys.stdout.isatty()):  # served: a browser
         return fail(exitcodes.USAGE, "the monitor needs a terminal; for text use --once, --record or --run NAME")
     from gputop.tui.app import make_app
 

@@ -13,8 +13,9 @@ import asyncio
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, Footer
+from textual.widgets import ContentSwitcher
 
 from gputop import exitcodes
 from gputop.runner.child import STOP_SIGNALS
@@ -23,9 +24,11 @@ from gputop.tui import view
 from gputop.tui.config import TuiConfig, config_from_args
 from gputop.tui.containers import MainScreen, Pages
 from gputop.tui.help import HelpScreen
+from gputop.tui.keybar import KeyBar
 from gputop.tui.monitor_page import CHARTS, HOST_CHART, MonitorPage
 from gputop.tui.panels import GpuStrip, InfoBar
-from gputop.tui.runs import RunController, load_registry, no_live_gpu
+from gputop.tui.runs import RunController, load_registry, no_live_gpu, with_recordings
+from gputop.tui.tour import Tour
 from gputop.tui.workloads_page import WorkloadsPage
 
 __all__ = ["GputopApp", "TuiConfig", "HelpScreen", "make_app", "config_from_args"]
@@ -33,6 +36,14 @@ __all__ = ["GputopApp", "TuiConfig", "HelpScreen", "make_app", "config_from_args
 RATES = (0.5, 1.0, 2.0, 4.0, 5.0, 10.0, 20.0, 50.0)
 NARROW_W, SHORT_H = 110, 32
 LIVE_RESULTS_KEEP_S = 30.0  # the monitor page keeps a finished run's results this long
+
+
+class Noted(Message):
+    """A notification, for the key bar."""
+
+    def __init__(self, text: str, severity: str):
+        super().__init__()
+        self.text, self.severity = text, severity
 
 
 def make_app(args_or_config) -> "GputopApp":
@@ -58,6 +69,7 @@ class GputopApp(App):
         Binding("c", "cancel", "cancel"),
         Binding("d", "device", "cpu/gpu", show=False),
         Binding("s", "save", "save"),
+        Binding("n", "tour_next", "next stop", show=False),
         Binding("left_square_bracket", "select_run(-1)", "older run", show=False),
         Binding("right_square_bracket", "select_run(1)", "newer run", show=False),
         Binding("ctrl+c", "quit_clean", "quit", show=False, priority=True),
@@ -79,20 +91,27 @@ class GputopApp(App):
         self._last_tick = None
         self._dirty = True
         self.frames = 0  # redraws done (for the benchmark and tests)
-        if config.specs is None:
-            self.specs, self.spec_errors = load_registry()
-        else:
-            self.specs, self.spec_errors = config.specs, config.spec_errors
+        # the workloads are loaded when first needed (the workloads page, the tour): loading runs every
+        # workload module, CPU the monitor alone never needs
+        self.specs, self.spec_errors = (config.specs, config.spec_errors) if config.specs is not None else ([], [])
+        self.specs_loaded = config.specs is not None
         self.controller = RunController(self.sampler, nvml=getattr(self.source, "nvml", None))
         self.no_gpu = no_live_gpu(self.source, self.statics, config.na_reason)  # why runs stay on the CPU
         self.device = "cpu" if self.no_gpu else config.device  # where workloads run: "cuda" or "cpu"
         self.shown_run: int | None = None  # index into controller.runs; None: the latest
+        self.tour = Tour() if config.tour else None  # gputop --tour: n steps to the next stop
+        self.touring = self.tour is not None
+        self.notes: list[str] = []  # the notifications so far, oldest first (the last 100)
+        self.home_source = None  # the session's own source while the monitor follows a recording (tui.follow)
         self._quitting = False
         self.stop_signal: int | None = None  # the first SIGINT/SIGTERM/SIGHUP gputop got, if any
         self.info = InfoBar(id="info")
         self.strip = GpuStrip(id="strip")
+        self.keybar = KeyBar(id="keys")
         self.monitor = MonitorPage(CHARTS if self.statics else [HOST_CHART], config.span_s, id="monitor")
-        self.workloads = WorkloadsPage(self.specs, self.spec_errors, id="workloads")
+        self.workloads = WorkloadsPage(id="workloads")
+        if self.specs_loaded:
+            self._add_recordings()
 
     # -- layout ------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -101,7 +120,25 @@ class GputopApp(App):
         with Pages(initial="monitor", id="pages"):
             yield self.monitor
             yield self.workloads
-        yield Footer()
+        yield self.keybar
+
+    def load_specs(self) -> None:
+        """The workloads (the registry's, and the recorded runs to offer), on first need."""
+        if self.specs_loaded:
+            return
+        self.specs_loaded = True
+        self.specs, self.spec_errors = load_registry()
+        self._add_recordings()
+        if self.workloads.is_mounted:
+            self.workloads.show_specs()
+
+    def _add_recordings(self) -> None:
+        from gputop.runner.recording import shipped as shipped_runs
+
+        shipped = shipped_runs() if self.config.specs is None and self.no_gpu else []  # the GPU runs gputop ships
+        if self.config.recordings or shipped:
+            self.specs, errors = with_recordings(self.specs, list(self.config.recordings) + shipped)
+            self.spec_errors = list(self.spec_errors) + errors
 
     def get_default_screen(self) -> Screen:
         return MainScreen(id="_default")
@@ -115,6 +152,11 @@ class GputopApp(App):
         if self.config.fps > 0:
             self.set_interval(1.0 / self.config.fps, self.frame)
         self._watch_stop_signals()
+        if self.config.autoplay:  # gputop --replay RUN.jsonl.gz: the run plays along with the telemetry
+            self.load_specs()
+            spec = next((s for s in self.specs if getattr(s, "path", None) == str(self.config.autoplay)), None)
+            if spec is not None:
+                self.workloads.replay(spec)
         self.frame(force=True)
 
     def _watch_stop_signals(self) -> None:
@@ -135,6 +177,7 @@ class GputopApp(App):
         if (h < SHORT_H) != self.has_class("-short"):
             self.set_class(h < SHORT_H, "-short")
             self.monitor.verdict_panel.rebuild()  # compact (80x24) or full evidence
+            self.monitor.device.rebuild()  # 80x24: pairs of rows merged
 
     # -- redraw ------------------------------------------------------------------------------------
     def frame(self, force: bool = False) -> None:
@@ -151,12 +194,17 @@ class GputopApp(App):
         results_shown = not on_monitor or (live and not self.has_class("-narrow"))
         results = self.monitor.live_results if on_monitor else self.workloads.results
         run_changed = results_shown and results.behind(self.shown_state())
-        if not (force or self._dirty or run_changed or tick is not self._last_tick):
+        ticking = results_shown and self.controller.active  # a quiet run's elapsed time still moves
+        self.keybar.expire()
+        if not (force or self._dirty or run_changed or ticking or tick is not self._last_tick):
             return
         self._last_tick = tick
         self._dirty = False
         self.frames += 1
         self.info.show(self._header(), "1 monitor" if on_monitor else "2 workloads")
+        self.keybar.show_keys(self.keybar.keys_for(self.page, len(self.statics), self.touring))
+        if self.tour is not None:
+            self.keybar.show_banner(self.tour.line)
         samples = [self._sample(tick, i) for i in range(len(self.statics))]
         if len(self.statics) > 1:
             self.strip.show(self.statics, samples, self.selected)
@@ -164,6 +212,17 @@ class GputopApp(App):
             self.monitor.draw(tick, samples, results_shown)
         else:
             self.workloads.draw()
+
+    def notify(self, message: str, *, title: str = "", severity: str = "information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        """A notification shows in the key bar (wrapped, above the keys), never over the screen (Textual's
+        toasts are not used); ``notes`` keeps every one (the tests read them)."""
+        self.notes.append(str(message))
+        del self.notes[:-100]
+        self.post_message(Noted(str(message), severity))  # any thread may notify; the bar redraws on the app's
+
+    def on_noted(self, event: "Noted") -> None:
+        self.keybar.message(event.text, event.severity)
 
     def redraw(self) -> None:
         """Draw now what a key or an event changed (not at the timer's next frame)."""
@@ -187,10 +246,20 @@ class GputopApp(App):
                                   self.sampler.paused, getattr(self.source, "label", ""))
         if getattr(self.source, "finished", False):
             parts[-1] += " (finished)"
+        if self.config.read_only:
+            parts.append("read-only")
         tick = self._last_tick
         if tick and tick.get("phase"):
             parts.append(f"phase: {tick['phase']}")
         return parts
+
+    def refuse_control(self, what: str) -> bool:
+        """A browser's read-only view (gputop --serve without --serve-control): say so, and True (refused)
+        for a key that would start, stop or save a run."""
+        if not self.config.read_only:
+            return False
+        self.notify(f"read-only view: cannot {what} here (gputop --serve --serve-control allows it)", severity="warning")
+        return True
 
     def watched_pid(self) -> int | None:
         """The process the verdict diagnoses as the feeding one: a running workload's."""
@@ -217,6 +286,8 @@ class GputopApp(App):
 
     # -- keys --------------------------------------------------------------------------------------
     def action_page(self, name: str) -> None:
+        if name == "workloads":
+            self.load_specs()
         self.page = name
         self.query_one(ContentSwitcher).current = name
         if name == "workloads" and self.specs:
@@ -266,6 +337,13 @@ class GputopApp(App):
     def action_select_run(self, step: int) -> None:
         self.workloads.select_run(step)
 
+    def action_tour_next(self) -> None:
+        if self.tour is None:
+            self.notify("n steps through gputop --tour (start gputop with --tour)", severity="warning")
+            return
+        self.load_specs()
+        self.tour.next(self)
+
     def action_save(self) -> None:
         self.workloads.save_shown()
 
@@ -307,6 +385,7 @@ class GputopApp(App):
     def on_unmount(self) -> None:
         self.controller.stop_all(timeout=5.0)
         self.sampler.stop()
-        close = getattr(self.source, "close", None)
-        if close:
-            close()
+        for source in {id(s): s for s in (self.source, self.home_source) if s is not None}.values():
+            close = getattr(source, "close", None)
+            if close:
+                close()

@@ -23,6 +23,11 @@ class TuiConfig:
     specs: list | None = None  # workloads (default: the runner's registry)
     spec_errors: list[str] = field(default_factory=list)
     sampler: object | None = None  # a sampler made elsewhere (gputop --tui --run: the Monitor's)
+    read_only: bool = False  # gputop --serve without --serve-control: no run, cancel or save
+    tour: bool = False  # gputop --tour
+    recordings: list = field(default_factory=list)  # recorded runs to offer (--recorded FILE)
+    run_speed: float = 1.0  # how fast recorded runs play (--speed)
+    autoplay: str | None = None  # --replay of a recorded run: its run plays along with its telemetry
 
 
 def config_from_args(args) -> TuiConfig:
@@ -38,6 +43,14 @@ def config_from_args(args) -> TuiConfig:
     if live and not statics:
         nvml = getattr(src, "nvml", None)
         na = getattr(nvml, "error", None) or "no NVIDIA GPU found"
+    recordings = list(getattr(args, "recorded", None) or [])
+    autoplay = None
+    if getattr(args, "replay", None) and isinstance((getattr(src, "header", None) or {}).get("run"), dict):
+        autoplay = args.replay  # a recorded run (--record-run): the monitor plays its telemetry, the run its events
+        recordings.append(args.replay)
     device = getattr(args, "device", "cuda")  # the app runs workloads on the CPU where there is no live GPU
     return TuiConfig(source=src, rate_hz=args.rate, gpus=positions, hostname=host, device=device,
-                     timeout=getattr(args, "timeout", None), na_reason=na)
+                     timeout=getattr(args, "timeout", None), na_reason=na,
+                     read_only=bool(getattr(args, "served", False)) and not getattr(args, "serve_control", False),
+                     tour=bool(getattr(args, "tour", False)), recordings=recordings,
+                     run_speed=getattr(args, "speed", 1.0), autoplay=autoplay)

@@ -21,9 +21,10 @@ class HistoryChart(Lines):
     waits for the next frame.
     """
 
-    DEFAULT_CSS = "HistoryChart { height: 1fr; min-height: 2; }"
+    DEFAULT_CSS = "HistoryChart { height: 1fr; min-height: 3; }"  # the title and at least two rows
     EDGE = 1  # blank cells kept at the right edge
     MARK_STYLE = "on grey23"  # the columns of the window the verdict judged (``draw(mark=...)``)
+    MIN_ROWS = 3  # the title and two rows of plot
 
     def __init__(self, title: str, field: str, lo: float = 0.0, hi: float = 100.0, unit: str = "%",
                  color: str = "green", span: float = 60.0,
@@ -136,7 +137,8 @@ class HistoryChart(Lines):
             title.append(self._note, style="dim")
         else:
             title.append(cur, style=self.color)
-            title.append(f"  last {self.span:.0f} s, max {self.hi:g}{self.unit}", style="dim")
+            unit = self.unit if self.unit == "%" else f" {self.unit}"
+            title.append(f"  last {self.span:.0f} s, scale {self.lo:g}-{self.hi:g}{unit}", style="dim")
             if cols is not None:
                 title.append("  ", style="dim")
                 title.append("  ", style=self.MARK_STYLE)

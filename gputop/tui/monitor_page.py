@@ -57,13 +57,29 @@ class MonitorPage(Box):
         self.verdict_panel = VerdictPanel(id="verdict")
         self.procs = ProcessTable(id="procs")
         self.live_results = ResultsView(id="live-results")
-        self.charts = [HistoryChart(spec.title, spec.field, hi=spec.hi, unit=spec.unit, color=spec.color,
-                                    span=span_s, fill=self._fill_chart, id=f"chart{i}",
-                                    classes="extra-chart" if i >= 2 else "")
-                       for i, spec in enumerate(chart_specs)]
+        self.generation = 0  # charts made anew (another source) get new ids
+        self.charts = self._make_charts(chart_specs)
         self.diagnosis = Diagnosis()
         self.verdict = None
         self.verdict_t: float | None = None  # time of the tick the verdict was computed at
+
+    def _make_charts(self, specs: list[ChartSpec]) -> list[HistoryChart]:
+        g = f"-{self.generation}" if self.generation else ""
+        return [HistoryChart(spec.title, spec.field, hi=spec.hi, unit=spec.unit, color=spec.color, span=self.span_s,
+                             fill=self._fill_chart, id=f"chart{i}{g}", classes="extra-chart" if i >= 2 else "")
+                for i, spec in enumerate(specs)]
+
+    def set_charts(self, specs: list[ChartSpec]) -> None:
+        """Another source (gputop.tui.follow): its charts, each refilled from the new sampler."""
+        if [s.field for s in specs] == [s.field for s in self.chart_specs]:
+            for chart in self.charts:
+                chart.stale = True
+            return
+        for chart in self.charts:
+            chart.remove()
+        self.generation += 1
+        self.chart_specs, self.charts = specs, self._make_charts(specs)
+        self.chart_box.mount_all(self.charts)
 
     def compose(self) -> ComposeResult:
         with Column(id="left"):
@@ -72,7 +88,7 @@ class MonitorPage(Box):
             yield self.verdict_panel
             yield self.procs
         with Column(id="right"):
-            with Column(id="charts"):
+            with Column(id="charts") as self.chart_box:
                 yield from self.charts
             yield self.live_results
 
@@ -81,8 +97,12 @@ class MonitorPage(Box):
         host = view.host_line(tick.get("host") if tick else None)
         if not app.statics:
             why = app.config.na_reason or "no GPU in this source"
-            self.device.set_lines([Text("no GPU", style="bold"), Text(f"NVML: {why}", style="dim"),
-                                   Text("showing host metrics only; try gputop --demo", style="dim")])
+            self.device.data = None  # (a resize redraws from data: none now)
+            width = max(20, self.device.wh[0] or 80)
+            lines = [Text("no GPU", style="bold")]
+            for line in (f"NVML: {why}", "showing host metrics only; try gputop --demo"):  # wrapped, not cut
+                lines += Text(line, style="dim").wrap(app.console, width, overflow="fold")
+            self.device.set_lines(lines)
             self.verdict_panel.show(None)
             self.procs.show(None, set(), host)
         else:
@@ -96,6 +116,7 @@ class MonitorPage(Box):
             self.verdict_panel.show(self.verdict, self.diagnosis.words())
             if self.procs.display and not app.has_class("-short"):
                 self.procs.show((s or {}).get("processes"), app.controller.own_pids(), host, app.tagged_pids())
+        self.fit_charts()
         self.feed_charts()
         if show_results:
             self.live_results.show_run(app.shown_state())
@@ -119,6 +140,20 @@ class MonitorPage(Box):
         self.diagnosis.reset()
 
     # -- the charts --------------------------------------------------------------------------------
+    def fit_charts(self) -> None:
+        """Show only as many charts as get a title and two rows each (80x24 with the advice wrapped, or a
+        notification in the key bar: the DRAM chart steps aside rather than shrink to one row)."""
+        h = self.chart_box.size.height
+        if h <= 0:
+            return
+        short = self.app.has_class("-short")
+        candidates = [c for c in self.charts if not (short and c.has_class("extra-chart"))]
+        fit = max(1, h // HistoryChart.MIN_ROWS)
+        for chart in self.charts:  # all of them: an inline display overrides the stylesheet's -short rule
+            want = chart in candidates[:fit]
+            if chart.display != want:
+                chart.display = want
+
     def feed_charts(self, only: list[HistoryChart] | None = None) -> None:
         """Feed each visible chart (of ``only``) the ticks it has not seen yet: the whole window after a
         reset (a new size, another GPU, shown again after being hidden), else the ticks since its last."""

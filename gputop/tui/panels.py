@@ -4,6 +4,8 @@ results (ResultsView). What they show is computed in ``view`` and ``results`` (p
 
 from __future__ import annotations
 
+import time
+
 from rich.text import Text
 
 from gputop.tui import charts, results, view
@@ -33,6 +35,10 @@ class InfoBar(Lines):
         t = Text.assemble((" gputop ", "bold reverse"))
         budget = max(10, width - 9 - len(tail))
         body = view.fit_parts(self.parts, budget)
+        if len(body) > budget:  # 80 columns: the page's number alone ("[1]")
+            tail = f"  [{self.page.split()[0]}]"
+            budget = max(10, width - 9 - len(tail))
+            body = view.fit_parts(self.parts, budget)
         t.append(" " + (body if len(body) <= budget else body[:budget - 1] + "…"))
         t.append(tail, style="bold")
         self.set_lines([t])
@@ -59,7 +65,8 @@ class DevicePanel(Lines):
         static, peaks, sample, na_reasons = self.data
         width = max(20, self.wh[0] or 80)
         title = view.gpu_title(static)
-        rows = view.device_rows(static, peaks, sample, na_reasons) if sample is not None else None
+        compact = self.app.has_class("-short")
+        rows = view.device_rows(static, peaks, sample, na_reasons, compact) if sample is not None else None
         bar_w = max(0, min(24, width - self.LABEL_W - 36))
         key = (title, rows, bar_w, bool(sample and sample.get("lost")))
         if not force and key == self._shown:
@@ -134,9 +141,9 @@ class ProcessTable(Lines):
 
 class VerdictPanel(Lines):
     """The bottleneck class, the window it judged, its evidence in numbers (that window's means, not the
-    instantaneous bars above), one line of advice (wrapped to the width)."""
+    instantaneous bars above), its advice (wrapped to the width, not cut)."""
 
-    DEFAULT_CSS = "VerdictPanel { height: auto; max-height: 6; }"
+    DEFAULT_CSS = "VerdictPanel { height: auto; }"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -162,17 +169,17 @@ class VerdictPanel(Lines):
         if v.advice:
             parts.append(Text("advice: " + v.advice, style="italic"))
         width = max(20, self.wh[0] or 80)
-        compact = self.app.has_class("-short")  # 80x24: two lines of evidence, one of advice
+        compact = self.app.has_class("-short")  # 80x24: at most three lines of evidence, five of advice
         lines: list[Text] = []
         for i, part in enumerate(parts):
             wrapped = list(part.wrap(self.app.console, width, overflow="fold"))
-            keep = (2 if i == 0 else 1) if compact else 4
+            keep = (3 if i == 0 else 5) if compact else 8
             if len(wrapped) > keep:
                 wrapped = wrapped[:keep]
                 wrapped[-1].truncate(width - 1)
                 wrapped[-1].append("…")
             lines.extend(wrapped)
-        self.set_lines(lines[:6])
+        self.set_lines(lines)
 
 
 def verdict_text(v, words: str = "") -> Text:
@@ -214,9 +221,19 @@ class ResultsView(Lines):
             self.show(None)
         elif self.doc is None or self.behind(state):
             self._seen = (state, state.events)
-            self.show(state.document(), state.progress)
+            self.show(self._now(state, state.document()), state.progress if state.active else None)
         elif state.active:
-            self.show(self.doc, state.progress)
+            self.show(self._now(state, self.doc), state.progress)
+
+    @staticmethod
+    def _now(state, doc: dict) -> dict:
+        """The document as the status line shows it now: while the run goes, its elapsed time counts on
+        between events (a quiet workload's clock does not freeze); once over, no phase (nor progress) is
+        "current"."""
+        if state.active:
+            t0 = getattr(state.run, "t0", None) or state.started
+            return {**doc, "wall_time_s": max(doc.get("wall_time_s") or 0.0, time.monotonic() - t0)}
+        return {**doc, "phases": []} if doc.get("phases") else doc
 
     def show(self, doc: dict | None, progress: dict | None = None) -> None:
         self.doc, self.progress = doc, progress
@@ -229,6 +246,7 @@ class ResultsView(Lines):
         if self.doc is None:
             self.set_lines([Text("no run yet: pick a workload and press r (or Enter on its name)", style="dim")])
             return
-        lines = [results.status_line(self.doc, self.progress)]
-        lines += results.results_lines(self.doc, w, h - 1)
+        status = results.status_line(self.doc, self.progress)  # an error in it wraps, not cut
+        lines = list(status.wrap(self.app.console, w, overflow="fold"))[:max(1, h - 3)]
+        lines += results.results_lines(self.doc, w, h - len(lines))
         self.set_lines(lines)

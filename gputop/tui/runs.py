@@ -15,12 +15,10 @@ from dataclasses import dataclass, field
 import psutil
 
 from gputop.documents import dumps
-from gputop.runner.workload_run import WorkloadRun
-from gputop.runner.registry import Registry
 from gputop.workload_api import ParamError
 
 __all__ = ["load_registry", "default_values", "parse_values", "no_live_gpu", "RunState",
-           "RunController", "save_document"]
+           "RunController", "save_document", "RecordingSpec", "with_recordings"]
 
 
 def no_live_gpu(source, statics: list[dict], na_reason: str | None = None) -> str | None:
@@ -40,8 +38,52 @@ def no_live_gpu(source, statics: list[dict], na_reason: str | None = None) -> st
 
 def load_registry():
     """(specs, errors): every workload ``gputop --list`` shows, and why any failed to load."""
+    from gputop.runner.registry import Registry
+
     reg = Registry()
     return list(reg), list(reg.errors)
+
+
+@dataclass
+class RecordingSpec:
+    """A recorded run on the workloads page, next to its workload: played back as it happened, not run
+    (no parameters: it ran with the recorded ones)."""
+
+    name: str
+    workload: str
+    path: str
+    description: str
+    params: list = field(default_factory=list)
+    cpu: dict | None = None
+    quick: dict = field(default_factory=dict)
+    needs: list = field(default_factory=list)
+    supports_cpu: bool = True
+    has_device_param: bool = False
+
+
+def with_recordings(specs: list, paths: list) -> tuple[list, list[str]]:
+    """(``specs`` with an entry for each recorded run after its workload's, errors for unreadable ones).
+    Only each file's first line is read here; the run itself when it is played."""
+    from gputop.runner.recording import read_header, recording_label
+
+    entries, errors = [], []
+    for path in paths:
+        try:
+            header = read_header(path)
+        except ValueError as exc:  # TraceError: not a recording, cut off, unreadable
+            errors.append(str(exc))
+            continue
+        run = header["run"]
+        params = ", ".join(f"{k}={v}" for k, v in (run.get("params") or {}).items() if k not in ("csv", "device"))
+        name = recording_label(header)
+        entries.append(RecordingSpec(name=name, workload=str(run.get("workload")), path=str(path), description=(
+            f"replay the {name.split('(', 1)[1].rstrip(')')} run of {run.get('workload')}, paced as it happened "
+            f"({params}); the results are the ones it measured")))
+    out = list(specs)
+    for e in entries:
+        at = max((i for i, s in enumerate(out) if getattr(s, "workload", s.name) == e.workload), default=len(out) - 1)
+        out.insert(at + 1, e)
+    return out, errors
 
 
 def default_values(spec, device: str) -> dict:
@@ -112,14 +154,8 @@ class RunController:
         if busy is not None:
             raise RuntimeError(f"{busy.name} is already running on {target}; cancel it first (c)")
         holder: dict = {}
-
-        def on_event(ev: dict) -> None:  # reader thread: count only
-            st = holder.get("state")
-            if st is None:
-                return
-            st.events += 1
-            if ev.get("event") == "progress":
-                st.progress = ev
+        on_event = self._counter(holder)
+        from gputop.runner.workload_run import WorkloadRun  # here: the monitor alone never loads the runner
 
         sampler = self.sampler if device == "cuda" and self._sampler_is_live() else None
         run = WorkloadRun(spec, values, device=device, nvml_index=nvml_index, timeout=timeout, on_event=on_event,
@@ -131,6 +167,36 @@ class RunController:
         run.start()
         state.events += 1
         return state
+
+    def replay(self, spec: RecordingSpec, speed: float = 1.0) -> RunState:
+        """Play a recorded run (one at a time); raises RuntimeError if one is playing, TraceError (a
+        ValueError) if the file is not a whole recording."""
+        busy = self.active_on("recording")
+        if busy is not None:
+            raise RuntimeError(f"{busy.name} is being replayed; cancel it first (c)")
+        from gputop.runner.recording import RecordedRun
+
+        holder: dict = {}
+        run = RecordedRun(spec.path, speed=speed, on_event=self._counter(holder))
+        state = RunState(run=run, name=spec.workload, target="recording")
+        holder["state"] = state
+        with self._lock:
+            self.runs.append(state)
+        run.start()
+        state.events += 1
+        return state
+
+    @staticmethod
+    def _counter(holder: dict):
+        def on_event(ev: dict) -> None:  # reader thread: count only
+            st = holder.get("state")
+            if st is None:
+                return
+            st.events += 1
+            if ev.get("event") == "progress":
+                st.progress = ev
+
+        return on_event
 
     def _sampler_is_live(self) -> bool:
         return self.sampler is not None and getattr(self.sampler.source, "kind", "") == "live"

@@ -94,8 +94,10 @@ def _n(v, unit: str = "") -> str:
     return NA if v is None else f"{v:.0f}{unit}"
 
 
-def device_rows(static: dict, peaks: dict, s: dict, na_reasons: dict[str, str] | None = None) -> list[Row]:
-    """The device panel, one Row per metric, in display order (``na_reasons``: why fields are n/a)."""
+def device_rows(static: dict, peaks: dict, s: dict, na_reasons: dict[str, str] | None = None,
+                compact: bool = False) -> list[Row]:
+    """The device panel, one Row per metric, in display order (``na_reasons``: why fields are n/a;
+    ``compact``: 80x24, related rows merged so that the charts keep their rows)."""
     gpm = bool(static.get("gpm_supported"))
     rows: list[Row] = []
 
@@ -122,21 +124,36 @@ def device_rows(static: dict, peaks: dict, s: dict, na_reasons: dict[str, str] |
     link = peaks.get("pcie_bytes_per_s_per_dir")
     gen, width = static.get("pcie_cur_gen"), static.get("pcie_cur_width")
     link_txt = f" of {si(link, 'B/s')}" if link else ""
-    for label, field in (("PCIe rx", "pcie_rx_bps"), ("PCIe tx", "pcie_tx_bps")):
-        v = s.get(field)
-        f = _frac(v, link)
-        rows.append(Row(label, f, f"{si(v, 'B/s')}{link_txt if v is not None else ''}", _activity(f)))
-    if gen and width:
-        rows[-1].text += f" (gen{gen} x{width})"
-    for label, field, mx in (("SM clock", "sm_clock_mhz", "max_sm_clock_mhz"),
-                             ("Mem clock", "mem_clock_mhz", "max_mem_clock_mhz")):
-        v, m = s.get(field), static.get(mx)
-        rows.append(Row(label, _frac(v, m), f"{_n(v)} / {_n(m)} MHz", "" if v is not None else "na"))
+    rx, tx = s.get("pcie_rx_bps"), s.get("pcie_tx_bps")
+    if compact:  # 80x24: rx and tx on one row, the clocks on one, power and temperature on one
+        fs = [f for f in (_frac(rx, link), _frac(tx, link)) if f is not None]
+        f = max(fs) if fs else None
+        any_v = rx is not None or tx is not None
+        rows.append(Row("PCIe rx/tx", f, f"{si(rx, 'B/s')} / {si(tx, 'B/s')}{link_txt if any_v else ''}", _activity(f)))
+    else:
+        for label, v in (("PCIe rx", rx), ("PCIe tx", tx)):
+            f = _frac(v, link)
+            rows.append(Row(label, f, f"{si(v, 'B/s')}{link_txt if v is not None else ''}", _activity(f)))
+        if gen and width:
+            rows[-1].text += f" (gen{gen} x{width})"
+    clocks = [(label, s.get(field), static.get(mx)) for label, field, mx in
+              (("SM clock", "sm_clock_mhz", "max_sm_clock_mhz"), ("Mem clock", "mem_clock_mhz", "max_mem_clock_mhz"))]
+    if compact:
+        (_, v, m), (_, mv, mm) = clocks
+        rows.append(Row("Clocks SM/mem", _frac(v, m), f"{_n(v)}/{_n(m)}, {_n(mv)}/{_n(mm)} MHz",
+                        "" if v is not None else "na"))
+    else:
+        for label, v, m in clocks:
+            rows.append(Row(label, _frac(v, m), f"{_n(v)} / {_n(m)} MHz", "" if v is not None else "na"))
     p, lim = s.get("power_w"), static.get("power_limit_w")
     f = _frac(p, lim)
-    rows.append(Row("Power", f, f"{_n(p)} / {_n(lim)} W", _level(f)))
     t = s.get("temp_c")
-    rows.append(Row("Temperature", None, _n(t, " °C"), "hot" if t is not None and t >= 85 else ("na" if t is None else "")))
+    hot = t is not None and t >= 85
+    if compact:
+        rows.append(Row("Power, temp", f, f"{_n(p)} / {_n(lim)} W, {_n(t, ' °C')}", "hot" if hot else _level(f)))
+    else:
+        rows.append(Row("Power", f, f"{_n(p)} / {_n(lim)} W", _level(f)))
+        rows.append(Row("Temperature", None, _n(t, " °C"), "hot" if hot else ("na" if t is None else "")))
     rows.append(throttle_row(s.get("clock_reasons")))
     return rows
 
@@ -187,17 +204,31 @@ def header_parts(statics: list[dict], mode: str, rate_hz: float, hostname: str |
     return parts
 
 
+MODES = ("LIVE", "REPLAY", "DEMO", "DCGM-EXPORTER")
+
+
 def fit_parts(parts: list[str], width: int) -> str:
-    """Join ``parts`` with separators; to fit ``width`` drop driver, then host, then CUDA (the GPU
-    names, the rate and the mode always stay)."""
+    """Join ``parts`` with separators; to fit ``width`` drop driver, then host, then CUDA, then the name
+    of the file a replay plays (the GPU names, the rate, the mode and the phase always stay)."""
     parts = list(parts)
     text = " │ ".join(parts)
-    for prefix in ("driver ", "host ", "CUDA "):
+    for prefix in ("driver ", "host ", "CUDA ", "file"):
         if len(text) <= width:
             break
-        parts = [p for p in parts if not p.startswith(prefix)]
+        if prefix == "file":  # "REPLAY demo.jsonl.gz (PAUSED)" -> "REPLAY (PAUSED)"
+            parts = [_mode_only(p) for p in parts]
+        else:
+            parts = [p for p in parts if not p.startswith(prefix)]
         text = " │ ".join(parts)
     return text
+
+
+def _mode_only(part: str) -> str:
+    words = part.split(" ")
+    if words[0] not in MODES or len(words) < 2:
+        return part
+    rest = [w for w in words[1:] if w.startswith("(")]
+    return " ".join([words[0], *rest])
 
 
 def process_rows(procs: list[dict] | None, own_pids: set[int],

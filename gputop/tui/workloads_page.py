@@ -15,18 +15,19 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input, Label, OptionList, Static
 
+from gputop.tui.follow import follow_recording, go_home
 from gputop.tui.lines import Lines
 from gputop.tui.panels import ResultsView
 from gputop.runner.params import format_value
-from gputop.tui.runs import default_values, parse_values, save_document
+from gputop.tui.runs import RecordingSpec, default_values, parse_values, save_document
 from gputop.workload_api import ParamError
 
 
-class ParamForm(VerticalScroll):
-    """One Input per parameter of the selected workload."""
+class ParamForm(Vertical):
+    """One Input per parameter of the selected workload (the detail pane around it scrolls)."""
 
     DEFAULT_CSS = """
-    ParamForm { height: 1fr; }
+    ParamForm { height: auto; }
     ParamForm Horizontal { height: 1; }
     ParamForm Label { width: 16; }
     ParamForm Input { width: 1fr; height: 1; border: none; padding: 0 1; }
@@ -62,31 +63,43 @@ class WorkloadsPage(Vertical):
     WorkloadsPage #wl-top { height: 14; }
     WorkloadsPage #wl-list { width: 24; height: 100%; }
     WorkloadsPage #wl-detail { width: 1fr; padding: 0 1; }
-    WorkloadsPage #wl-desc { height: auto; max-height: 3; }
-    WorkloadsPage #wl-hint { height: 1; color: $text-muted; }
+    WorkloadsPage #wl-scroll { height: 1fr; scrollbar-size-vertical: 1; }
+    WorkloadsPage #wl-desc { height: auto; }
+    WorkloadsPage #wl-hint { height: auto; color: $text-muted; }
     WorkloadsPage #wl-runs { height: 1; }
     """
 
-    def __init__(self, specs: list, errors: list[str], *args, **kwargs):
+    def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.specs = specs
-        self.errors = errors
         self.form = ParamForm(id="wl-params")
         self.results = ResultsView(id="wl-results")
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="wl-top"):
-            yield OptionList(*[s.name for s in self.specs], id="wl-list")
+            yield OptionList(id="wl-list")
             with Vertical(id="wl-detail"):
-                yield Static(id="wl-desc")
-                yield self.form
+                with VerticalScroll(id="wl-scroll"):  # 80x24: the description and the form scroll, not cut
+                    yield Static(id="wl-desc")
+                    yield self.form
                 yield Static(id="wl-hint")
         yield Lines(id="wl-runs")
         yield self.results
 
+    @property
+    def specs(self) -> list:
+        return self.app.specs
+
     def on_mount(self) -> None:
+        if self.app.specs_loaded:
+            self.show_specs()
+
+    def show_specs(self) -> None:
+        """List the app's workloads (once they are loaded)."""
+        ol = self.query_one("#wl-list", OptionList)
+        ol.clear_options()
+        ol.add_options([s.name for s in self.specs])
         if not self.specs:
-            why = "; ".join(self.errors[:2]) or "no workloads found"
+            why = "; ".join(self.app.spec_errors[:2]) or "no workloads found"
             self.query_one("#wl-desc", Static).update(Text(f"no workloads: {why}", style="red"))
 
     @property
@@ -115,7 +128,9 @@ class WorkloadsPage(Vertical):
         app = self.app
         spec = self.spec
         where = self.where() + (" (no live GPU)" if app.no_gpu else "")
-        hint = Text(f"runs on: {where}   Enter/r run   c cancel   d cpu/gpu   Esc leave the form", style="dim")
+        hint = Text(f"runs on: {where}  Enter/r run  c cancel  d cpu/gpu  Esc leaves the form", style="dim")
+        if isinstance(spec, RecordingSpec):
+            hint = Text("a recorded run: Enter/r replays it as it happened (no GPU needed), c stops it", style="dim")
         focused = app.focused
         if spec is not None and focused is not None and (focused.id or "").startswith("param-"):
             p = next((p for p in spec.params if p.name == focused.id[len("param-"):]), None)
@@ -181,6 +196,11 @@ class WorkloadsPage(Vertical):
     def start_run(self) -> None:
         app = self.app
         spec = self.spec
+        if isinstance(spec, RecordingSpec):  # a replay uses no GPU: a read-only browser view may play one too
+            self.replay(spec)
+            return
+        if app.refuse_control("run a workload"):
+            return
         if spec is None:
             app.notify("no workload selected", severity="warning")
             return
@@ -191,6 +211,7 @@ class WorkloadsPage(Vertical):
         if app.device == "cuda" and app.no_gpu:
             app.notify(self.no_gpu_line(), severity="warning")
             return
+        go_home(app)  # the monitor watches this session's own source again
         try:
             values = parse_values(spec, self.form.texts())
             state = app.controller.start(spec, values, app.device, app.nvml_index() if app.device == "cuda" else None,
@@ -206,8 +227,22 @@ class WorkloadsPage(Vertical):
             app.notify(f"started {state.name} on {state.target}")
         app.redraw()
 
+    def replay(self, spec: RecordingSpec) -> None:
+        app = self.app
+        try:
+            state = app.controller.replay(spec, app.config.run_speed)
+        except (RuntimeError, ValueError) as exc:  # one playing already; a file that is not a whole recording
+            app.notify(str(exc), severity="error")
+            return
+        app.shown_run = None
+        follow_recording(app, state)  # no live GPU: the monitor shows the recording's own telemetry
+        app.notify(f"replaying {spec.name}")
+        app.redraw()
+
     def cancel_run(self) -> None:
         app = self.app
+        if app.refuse_control("cancel a run"):
+            return
         hit = app.controller.cancel(self.where()) or app.controller.cancel()
         app.notify("stopping " + ", ".join(r.name for r in hit) if hit else "nothing is running",
                    severity="information" if hit else "warning")
@@ -223,6 +258,8 @@ class WorkloadsPage(Vertical):
 
     def save_shown(self) -> None:
         app = self.app
+        if app.refuse_control("save a run"):
+            return
         st = app.shown_state()
         if st is None:
             app.notify("no run to save", severity="warning")

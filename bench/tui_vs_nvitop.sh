@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# gputop's TUI vs nvitop at 0.25 s on the GPU machine, then the observer effect (about 3.5 minutes):
+#   source .whl/use.sh && bash bench/tui_vs_nvitop.sh                 (results in $OUT)
+# 1. bench/tui_vs_nvitop.py: both launched together in a pty at 80x24, 120x40 and 160x48: CPU over the first
+#    30 s from launch, CPU in steady state (the 15 s after), time to the first frame; ratios gputop/nvitop.
+# 2. bench/observer_effect.py: a bf16 matmul loop's and a copy loop's throughput with gputop sampling at
+#    10 Hz vs paused, alternating in the same run; % difference.
+# Wheels to carry (.whl): the TUI stack and nvitop==1.7.2 (../shared/device/wheels.sh nvitop==1.7.2).
+set -u
+OUT=${OUT:-/tmp/gputop-out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+py=${PYTHON:-python3}
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc | sed 's/^/cores: /'
+  $py -c 'import nvitop, textual; print("nvitop", nvitop.__version__, "textual", textual.__version__)'; } | tee "$OUT/tui_vs_nvitop.txt"
+# where gputop's start-up CPU goes on this machine: imports, and a profile of the first second
+$py -X importtime -c 'import gputop.tui.app' 2> "$OUT/importtime.txt"
+sort -t'|' -k2 -n "$OUT/importtime.txt" | tail -n 12 | tee -a "$OUT/tui_vs_nvitop.txt"
+timeout 60 $py - <<'PY' 2>&1 | tail -n 40 | tee -a "$OUT/tui_vs_nvitop.txt"
+import asyncio, cProfile, pstats, time
+t0 = time.perf_counter()
+pr = cProfile.Profile(); pr.enable()
+from gputop.cli import parse
+from gputop.tui.app import make_app
+app = make_app(parse([])[0])
+async def main():
+    async with app.run_test(size=(160, 48)) as pilot:
+        while app.frames < 1:
+            await pilot.pause(0.01)
+        print(f"start-up to the first frame (headless, live NVML): {time.perf_counter() - t0:.2f} s wall")
+        await pilot.pause(1.0)
+asyncio.run(main())
+pr.disable()
+pstats.Stats(pr).sort_stats("cumulative").print_stats(25)
+PY
+timeout 200 $py bench/tui_vs_nvitop.py --json "$OUT/tui_vs_nvitop.json" 2>&1 | tee -a "$OUT/tui_vs_nvitop.txt"
+timeout 100 $py bench/observer_effect.py --json "$OUT/observer_effect.json" 2>&1 | tee "$OUT/observer_effect.txt"

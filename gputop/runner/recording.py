@@ -1,0 +1,273 @@
+"""Recorded workload runs: a run's events, telemetry, phase marks and final document in one file, and
+``RecordedRun``, which plays one back as it happened, on a machine with no GPU.
+
+A recording (``gputop --run NAME --record-run FILE.jsonl.gz``) is a gputop trace (so ``gputop --replay
+FILE`` shows its telemetry, phase marks and all) with two more kinds of rows the trace reader skips::
+
+    {"type": "header", "format": "gputop-trace", ..., "devices": [static], "run": {workload, params, device,
+     nvml_index, command, started_at, gpu_name}}
+    {"type": "tick", "t": 0.1, "gpus": [...], "host": {...}}       # t: seconds since the run started
+    {"type": "mark", "t": 0.4, "label": "sweep"}                    # each phase
+    {"type": "event", "t": 0.4, "event": {"event": "point", ...}}   # each event the runner saw, as it came
+    {"type": "document", "t": 12.3, "document": {...}}              # the final run document (after analyze)
+
+``RecordedRun`` has the face of a :class:`gputop.runner.workload_run.WorkloadRun` that the TUI's run
+controller and results view use: it feeds the recorded events into the same ``RunEvents`` record at their
+recorded times (``speed`` x), its partial documents are built by the same ``build_document``, and once
+over its document is the recorded final one, so the results view shows what it showed live.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Callable
+
+from gputop.runner.events import RunEvents
+from gputop.runner.status import exit_code_for
+from gputop.telemetry.trace import FORMAT, Recorder, TraceError
+
+RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "runs"  # the recordings that ship with gputop
+
+
+class RunRecorder:
+    """Collects a run's events as they come (``on_event``, chained before another listener), then
+    ``write``s the recording once the run is over."""
+
+    def __init__(self, then: Callable[[dict], None] | None = None):
+        self.then = then
+        self.events: list[tuple[float, dict]] = []  # (monotonic time received, event)
+        self._lock = threading.Lock()
+
+    def on_event(self, ev: dict) -> None:
+        with self._lock:
+            self.events.append((time.monotonic(), copy.deepcopy(ev)))
+        if self.then is not None:
+            self.then(ev)
+
+    def write(self, path: str, run, doc: dict) -> int:
+        """The recording of the finished ``run`` (``doc``: its final document); returns the rows written."""
+        t0 = run.t0
+        static = [run.static] if run.static is not None else []
+        gpu = (run.static or {}).get("name") if run.static else None
+        meta = {"workload": doc.get("workload"), "params": doc.get("params"), "device": run.device,
+                "nvml_index": run.nvml_index, "command": doc.get("command"), "started_at": doc.get("started_at"),
+                "gpu_name": gpu, "status": doc.get("status")}
+        rec = Recorder(path, static, rate_hz=run.rate_hz, note=f"gputop --run {doc.get('workload')} --record-run",
+                       extra={"run": meta})
+        rows: list[tuple[float, int, dict]] = []
+        for tick in run.ticks_copy():
+            rows.append((tick["t"], 1, tick))
+        for ph in doc.get("phases") or []:
+            rows.append((t0 + ph["t_start"], 0, {"type": "mark", "label": ph["name"]}))
+        with self._lock:
+            for t, ev in self.events:
+                rows.append((t, 2, {"type": "event", "event": ev}))
+        rec.start_at(t0)
+        try:
+            for t, kind, row in sorted(rows, key=lambda r: (r[0], r[1])):
+                if kind == 1:
+                    rec(row)
+                else:
+                    rec.row(dict(row, t=rec.rel(t)))
+            end = run.t_end if run.t_end is not None else time.monotonic()
+            rec.row({"type": "document", "t": rec.rel(end), "document": doc})
+        finally:
+            rec.close()
+        return len(rows) + 1
+
+
+def save_recording(path: str, recorder: RunRecorder, run, doc: dict) -> None:
+    """``--record-run FILE``: write the recording of a finished run, and say so (or why not) on stderr."""
+    from gputop import exitcodes
+
+    try:
+        n = recorder.write(path, run, doc)
+    except OSError as exc:
+        exitcodes.say(f"cannot write {path}: {exc.strerror}")
+        return
+    exitcodes.say(f"recorded the run ({n} rows: events, telemetry, phases, the document) to {path}")
+
+
+def read_recording(path: str | os.PathLike) -> dict:
+    """{header, run, ticks, marks, events, document} of a recording; raises TraceError (one line)."""
+    if not os.path.exists(path):
+        raise TraceError(f"{path}: no such file")
+    opener = gzip.open if str(path).endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
+        raise TraceError(f"{path}: cannot read: {exc}") from None
+    header = rows[0] if rows and isinstance(rows[0], dict) else {}
+    if header.get("format") != FORMAT:
+        raise TraceError(f"{path}: not a gputop recording (line 1 has no \"format\": \"{FORMAT}\" header)")
+    if not isinstance(header.get("run"), dict):
+        raise TraceError(f"{path}: a telemetry trace, not a recorded run (record one with --run NAME --record-run FILE)")
+    body = [r for r in rows[1:] if isinstance(r, dict)]
+    doc = next((r["document"] for r in body if r.get("type") == "document"), None)
+    if not isinstance(doc, dict):
+        raise TraceError(f"{path}: the recording has no final document (cut off before the run ended?)")
+    return {"header": header, "run": header["run"], "document": doc,
+            "ticks": [r for r in body if r.get("type") == "tick"],
+            "events": [r for r in body if r.get("type") == "event" and isinstance(r.get("event"), dict)],
+            "marks": [r for r in body if r.get("type") == "mark"]}
+
+
+def read_header(path: str | os.PathLike) -> dict:
+    """The header line of a recording alone (what the workloads page lists); raises TraceError."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            header = json.loads(f.readline())
+    except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
+        raise TraceError(f"{path}: cannot read: {exc}") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT or not isinstance(header.get("run"), dict):
+        raise TraceError(f"{path}: not a recorded run (record one with gputop --run NAME --record-run FILE)")
+    return header
+
+
+def shipped(folder: str | os.PathLike | None = None) -> list[Path]:
+    """The recorded runs in ``folder`` (default: the ones that ship with gputop), by name."""
+    folder = Path(folder) if folder is not None else RUNS_DIR
+    return sorted(folder.glob("*.jsonl.gz")) if folder.is_dir() else []
+
+
+def recording_label(header: dict) -> str:
+    """``roofline (recorded H100)`` / ``roofline (recorded CPU)``, from a recording's header."""
+    run = header["run"]
+    gpu = (run.get("gpu_name") or "").replace("NVIDIA ", "")
+    where = gpu.split()[0] if gpu else "CPU"
+    return f"{run.get('workload')} (recorded {where})"
+
+
+class RecordedRun:
+    """A recorded run played back: the same events at the same pace (``speed`` x), then the recorded
+    final document. ``start()``, ``cancel()`` (stops the playback: an interrupted partial run),
+    ``wait()``, ``document()`` any time, as a WorkloadRun."""
+
+    def __init__(self, path: str | os.PathLike, speed: float = 1.0, on_event: Callable[[dict], None] | None = None):
+        self.path = str(path)
+        self.rec = read_recording(path)
+        run = self.rec["run"]
+        doc = self.rec["document"]
+        self.spec = SimpleNamespace(name=run["workload"])
+        self.speed = speed
+        self.device = run.get("device") or (doc.get("device") or {}).get("kind") or "cpu"
+        self.nvml_index = run.get("nvml_index")
+        self.values = dict(run.get("params") or {})
+        self.command = list(run.get("command") or [])
+        self.started_at = run.get("started_at")
+        self.static = (doc.get("device") or {}).get("static")
+        self.peaks = (doc.get("device") or {}).get("peaks")
+        self.gpu_pos = 0 if self.static else None
+        self.rate_hz = self.rec["header"].get("rate_hz")
+        self.events = RunEvents(on_event)
+        self.status = "pending"
+        self.child = None
+        self.pid = None
+        self.signum = None
+        self.cancelled = False
+        self.t0: float | None = None
+        self.t_end: float | None = None
+        self.ticks: list[dict] = []
+        self._ticks_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._finished = threading.Event()
+        self._final: dict | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "RecordedRun":
+        if self.status != "pending":
+            raise RuntimeError("a RecordedRun starts once")
+        self.t0 = time.monotonic()
+        self.status = "running"
+        self._thread = threading.Thread(target=self._play, daemon=True, name="gputop-recorded-run")
+        self._thread.start()
+        return self
+
+    def _at(self, t: float) -> float:
+        """The monotonic time now that recorded time ``t`` maps to."""
+        return self.t0 + t / self.speed
+
+    def _play(self) -> None:
+        rows = sorted(self.rec["ticks"] + self.rec["events"], key=lambda r: r["t"])
+        for row in rows:
+            wait = self._at(row["t"]) - time.monotonic()
+            if wait > 0 and self._stop.wait(wait):
+                break
+            if row["type"] == "tick":
+                tick = dict(row, t=self._at(row["t"]))
+                tick["gpus"] = [dict(g, t=tick["t"]) for g in row.get("gpus", [])]
+                with self._ticks_lock:
+                    self.ticks.append(tick)
+            else:
+                ev = dict(row["event"], t=self._at(row["t"]))
+                if ev.get("event") == "finished":
+                    continue  # said below, once the document is final
+                self.events.handle(ev)
+        end = self.rec["document"]
+        self.t_end = time.monotonic() if self._stop.is_set() else self._at(end.get("wall_time_s") or 0.0)
+        if self._stop.is_set():  # cancelled: what was played so far, as an interrupted run
+            from gputop.runner.document import build_document
+
+            self.status = "interrupted"
+            self.events.close_phase(self.t_end)
+            self._final = build_document(self)
+        else:
+            self.status = end.get("status", "ok")
+            self._final = copy.deepcopy(end)
+        self._finished.set()
+        self.events.emit({"event": "finished", "t": time.monotonic(), "source": "gputop", "status": self.status,
+                          "exit_code": self.exit_code})
+
+    # -- what a WorkloadRun offers ---------------------------------------------------------------------
+    def cancel(self, signum: int | None = None) -> None:
+        self.cancelled = True
+        self.signum = self.signum or signum
+        self._stop.set()
+
+    kill = cancel
+
+    @property
+    def finished(self) -> bool:
+        return self._finished.is_set()
+
+    @property
+    def interrupted(self) -> bool:
+        return self.cancelled
+
+    @property
+    def exit_code(self) -> int | None:
+        if self.status == "interrupted":
+            return exit_code_for("interrupted", self.signum, [])
+        return self._final.get("exit_code") if self._final is not None else None
+
+    @property
+    def points(self) -> list[dict]:
+        with self.events.lock:
+            return list(self.events.points)
+
+    @property
+    def progress(self) -> dict | None:
+        return self.events.progress
+
+    def ticks_copy(self) -> list[dict]:
+        with self._ticks_lock:
+            return list(self.ticks)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._finished.wait(timeout)
+
+    def document(self) -> dict:
+        if self._final is not None:
+            return copy.deepcopy(self._final)
+        from gputop.runner.document import build_document
+
+        return build_document(self)

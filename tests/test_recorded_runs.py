@@ -1,0 +1,173 @@
+"""Recorded workload runs (``gputop --run NAME --record-run FILE``) replayed without a GPU: in the TUI the
+replayed run feeds the same events into the same views, paced as recorded, and its results view shows
+what the live run's showed. The recording in tests/data/recorded/ is a real CPU run of the roofline
+(``gputop --run roofline --device cpu --quick --record-run ...``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gputop.runner.recording import RecordedRun, read_recording
+from gputop.telemetry.trace import ReplaySource, TraceError
+from gputop.tui.runs import RecordingSpec, RunState, with_recordings
+from pilot_util import pick, sync, wait_for
+from test_tui import make
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDED = ROOT / "tests" / "data" / "recorded" / "roofline-cpu.jsonl.gz"
+TINY = ["--param", "n=65536", "--param", "k=1,2,5", "--param", "runs=1", "--param", "warmup=0", "--param", "ceilings=false"]
+
+
+class Finished:
+    """A finished run holding a given document (the live run's, as --json printed it)."""
+
+    finished, t0, status = True, None, "ok"
+
+    def __init__(self, doc: dict):
+        self.doc = doc
+
+    def document(self) -> dict:
+        return json.loads(json.dumps(self.doc))
+
+
+def record_tiny(tmp_path: Path) -> tuple[Path, dict]:
+    """A real CPU roofline run, recorded; returns (the recording, the document the live run printed)."""
+    path = tmp_path / "tiny.jsonl.gz"
+    r = subprocess.run([sys.executable, "-m", "gputop", "--run", "roofline", "--device", "cpu", *TINY,
+                        "--record-run", str(path), "--json"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "recorded the run" in r.stderr
+    return path, json.loads(r.stdout)
+
+
+@sync
+async def test_a_recorded_cpu_run_replays_in_the_tui_with_the_live_results(tmp_path):
+    path, live = record_tiny(tmp_path)
+    app = make(recordings=[str(path)])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        await pick(app, pilot, "roofline (recorded CPU)")  # listed next to the workload it recorded
+        names = [s.name for s in app.specs]
+        assert names.index("roofline (recorded CPU)") == names.index("roofline") + 1
+        assert "replay the recorded CPU run of roofline" in app.screen_text()
+        await pilot.press("r")
+        state = app.controller.runs[-1]
+        assert state.target == "recording" and state.name == "roofline"
+        await wait_for(pilot, lambda: state.run.finished, 30)
+        app.frame(force=True)
+        await pilot.pause()
+        replayed = app.workloads.results.plain
+        # the live run's document, shown by the same view
+        app.controller.runs.append(RunState(run=Finished(live), name="roofline", target="CPU"))
+        app.shown_run = len(app.controller.runs) - 1
+        app.frame(force=True)
+        await pilot.pause()
+        assert app.workloads.results.plain == replayed
+        assert "roofline ok" in replayed and "●" in replayed
+
+
+def test_events_come_in_order_and_no_sooner_than_recorded():
+    rec = read_recording(RECORDED)
+    got: list[tuple[float, dict]] = []
+    speed = 4.0
+    run = RecordedRun(RECORDED, speed=speed, on_event=lambda ev: got.append((time.monotonic() - run.t0, ev)))
+    run.start()
+    seen_partial = None
+    while not run.wait(0.05):
+        doc = run.document()
+        if doc["points"] and seen_partial is None:
+            seen_partial = doc  # a partial document, built the live way from the events so far
+    assert seen_partial is not None and seen_partial["status"] == "running"
+    assert len(seen_partial["points"]) < len(rec["document"]["points"])
+    played = [ev for _, ev in got if ev["event"] != "finished"]
+    assert [e["event"]["event"] for e in rec["events"] if e["event"]["event"] != "finished"] == [e["event"] for e in played]
+    for (t, ev), row in zip(got, [e for e in rec["events"] if e["event"]["event"] != "finished"]):
+        assert t >= row["t"] / speed - 0.01, (ev["event"], t, row["t"])
+    assert got[-1][1]["event"] == "finished" and run.status == "ok"
+    assert run.document() == rec["document"]  # over: the document the live run ended with
+    assert [p["name"] for p in run.document()["phases"]] == [m["label"] for m in rec["marks"]]
+
+
+def test_stopping_a_replay_keeps_what_was_played():
+    run = RecordedRun(RECORDED, speed=1.0)
+    run.start()
+    while not run.points:
+        time.sleep(0.02)
+    run.cancel()
+    assert run.wait(10)
+    doc = run.document()
+    assert doc["status"] == "interrupted" and doc["interrupted"] and doc["exit_code"] == 130
+    assert 1 <= len(doc["points"]) < len(read_recording(RECORDED)["document"]["points"])
+
+
+def test_a_recording_is_also_a_trace_and_bad_files_say_why(tmp_path):
+    src = ReplaySource(str(RECORDED), speed=float("inf"))  # gputop --replay FILE shows its telemetry
+    assert src.ticks and [label for _, label in src.marks] == ["ceilings", "sweep: seed kernel (mul+add)"]
+    trace = tmp_path / "plain.jsonl"
+    trace.write_text(json.dumps({"type": "header", "format": "gputop-trace", "version": 1, "devices": []}) + "\n")
+    with pytest.raises(TraceError, match="not a recorded run"):
+        read_recording(trace)
+    specs, errors = with_recordings([], [str(trace), str(RECORDED)])
+    assert [s.name for s in specs] == ["roofline (recorded CPU)"] and "not a recorded run" in errors[0]
+    assert isinstance(specs[0], RecordingSpec)
+
+
+def test_record_run_goes_with_run():
+    r = subprocess.run([sys.executable, "-m", "gputop", "--record-run", "x.jsonl.gz"], capture_output=True,
+                       text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 2 and "--record-run goes with --run NAME" in r.stderr
+
+
+@sync
+async def test_replaying_a_recording_plays_its_run_along_with_its_telemetry():
+    from gputop.tui.app import GputopApp, TuiConfig
+
+    app = GputopApp(TuiConfig(ReplaySource(str(RECORDED), speed=float("inf")), start_sampler=False, fps=0,
+                              device="cpu", specs=[], recordings=[str(RECORDED)], autoplay=str(RECORDED),
+                              run_speed=20.0))
+    async with app.run_test(size=(160, 48)) as pilot:
+        state = app.controller.runs[0]
+        assert state.target == "recording" and state.name == "roofline"
+        for _ in range(12):  # the recording's own ticks
+            app.sampler.step()
+        phase = app.source.mark_at(app.sampler.latest()["t"])
+        await wait_for(pilot, lambda: state.run.finished, 30)
+        app.frame(force=True)
+        await pilot.pause()
+        text = app.screen_text()
+        assert phase and f"phase: {phase}" in text  # the monitor's header: the recorded phase marks
+        assert "roofline ok" in text  # the run's results, beside the charts
+
+
+@sync
+async def test_the_monitor_follows_a_replayed_run_then_comes_home():
+    app = make(recordings=[str(RECORDED)])  # the demo trace (an H200): no live GPU
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.sampler.step()
+        await pilot.press("2")
+        await pick(app, pilot, "roofline (recorded CPU)")
+        await pilot.press("r")
+        await pilot.pause()
+        assert app.source.path == str(RECORDED) and app.statics == []  # the recording's own telemetry (a CPU run)
+        for _ in range(10):
+            app.sampler.step()
+        await pilot.press("1")
+        await pilot.pause()
+        text = app.screen_text()
+        assert "REPLAY roofline-cpu.jsonl.gz" in text and "Host CPU" in text and "no GPU" in text
+        assert "H200" not in text and "SM activity" not in text  # nothing left of the demo's GPU
+        await pilot.press("2")
+        await pick(app, pilot, "fault_ok")
+        await pilot.press("r")  # a live run: the session's own source again
+        await pilot.pause()
+        assert app.source.label == "demo.jsonl.gz" and app.statics[0]["name"] == "NVIDIA H200"
+        app.sampler.step()
+        await pilot.press("1")
+        await pilot.pause()
+        assert "SM activity" in app.screen_text() and "H200" in app.screen_text()

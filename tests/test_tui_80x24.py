@@ -1,0 +1,197 @@
+"""The TUI at 80x24 (an SSH terminal): nothing cut, nothing covered. Pilot tests on the demo trace
+(replayed tick by tick), and on a live source without a GPU; a real fault workload for a quiet run."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from gputop.telemetry.live import LiveSource
+from gputop.telemetry.nvml import Nvml
+from gputop.tui.app import GputopApp, HelpScreen, TuiConfig
+from gputop.tui.help import HELP
+from gputop.tui.keybar import key_line
+from gputop.tui.runs import RunState
+from pilot_util import notes, pick, step, sync, wait_for
+from test_tui import make
+
+SIZE = (80, 24)
+RUNS = Path(__file__).parent / "data" / "tui_runs"
+
+
+def flat(text: str) -> str:
+    """Screen text with the line breaks and runs of blanks (and panel borders) as one space: a sentence
+    wrapped over several rows reads as one."""
+    return re.sub(r"[\s│]+", " ", text).strip()
+
+
+def rows(app) -> list[str]:
+    return app.screen_text().split("\n")
+
+
+@sync
+async def test_advice_and_evidence_wrap_whole_and_charts_keep_two_rows():
+    app = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await step(app, pilot, 120)  # the bf16 matmul: compute-bound, with a long advice
+        await step(app, pilot, 1)  # the charts' layout after the verdict took its rows
+        v = app.monitor.verdict
+        assert v is not None and v.advice and len(v.advice) > 80  # the advice needs more than one row
+        text = flat(app.screen_text())
+        assert flat("advice: " + v.advice) in text and "…" not in "".join(rows(app)[1:])
+        assert flat(v.evidence_text) in text
+        shown = [c for c in app.monitor.charts if c.display]
+        assert len(shown) >= 1 and all(c.size.height >= 3 for c in shown)  # a title and two rows each
+        assert "scale 0-100%" in text and "max 100%" not in text
+        assert len(rows(app)) == 24 and all(len(r) <= 80 for r in rows(app))
+
+
+@sync
+async def test_help_scrolls_to_every_line_uncut():
+    app = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await step(app, pilot, 5)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.pause()
+        seen = app.screen_text()
+        for _ in range(30):  # scroll to the end, keeping what each position showed
+            await pilot.press("down")
+            await pilot.pause()
+            seen += "\n" + app.screen_text()
+        want = [re.sub(r"\[/?b\]", "", line).strip() for line in HELP.splitlines() if line.strip()]
+        missing = [line for line in want if flat(line) not in flat(seen)]
+        assert not missing
+        assert any(r.startswith("╰") and r.endswith("╯") for r in rows(app))  # the box is whole: not cut
+
+
+@sync
+async def test_key_bar_fits_every_page_and_keeps_help():
+    app = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await step(app, pilot, 5)
+        for page in ("1", "2"):
+            await pilot.press(page)
+            await pilot.pause()
+            last = rows(app)[-1].rstrip()
+            assert len(last) <= 80 and "q quit" in last and ("? help" in last or "? more keys" in last)
+            assert "r run" in last and "c cancel" in last and "s save" in last
+    # too narrow for every key: the first ones that fit, then "? more keys" (the help lists them all)
+    items = [("q", "quit"), ("?", "help"), ("1/2", "pages"), ("r", "run"), ("c", "cancel"), ("s", "save")]
+    line = key_line(items, 30).plain
+    assert len(line) <= 30 and line.endswith("? more keys") and line.startswith("q quit")
+    assert key_line(items, 80).plain == "q quit  ? help  1/2 pages  r run  c cancel  s save"
+
+
+@sync
+async def test_notifications_never_cover_the_header_or_the_verdict():
+    app = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await step(app, pilot, 120)
+        await step(app, pilot, 1)
+        before = rows(app)
+        header, verdict = before[0], [r for r in before if r.lstrip().startswith(("verdict:", "advice:"))]
+        message = ("a long notification, the kind an error gives: " + "it says what went wrong and why " * 3).strip()
+        app.notify(message, severity="error")
+        await step(app, pilot, 1)
+        after = rows(app)
+        assert after[0] == header and all(r in after for r in verdict)
+        assert flat(message) in flat(app.screen_text()) and notes(app)[-1] == message
+        assert all(c.size.height >= 3 for c in app.monitor.charts if c.display)
+        assert not app.screen.query("Toast")  # no toast drawn over the screen
+
+
+@sync
+async def test_no_gpu_reason_wraps_whole():
+    nvml = Nvml()
+    if nvml.available():
+        pytest.skip("this machine has a GPU")
+    why = ("NVML Shared Library Not Found: libnvidia-ml.so.1 is missing - is this a GPU machine with the NVIDIA "
+           "driver installed?")
+    app = GputopApp(TuiConfig(LiveSource(nvml, gpus=[]), start_sampler=False, hostname="nogpu", specs=[],
+                              device="cpu", na_reason=why, fps=0))
+    async with app.run_test(size=SIZE) as pilot:
+        await step(app, pilot, 2)
+        assert flat("NVML: " + why) in flat(app.screen_text())
+
+
+@sync
+async def test_a_finished_run_shows_no_phase():
+    app = make()
+    doc = json.loads((RUNS / "roofline_cpu.json").read_text())
+    assert doc["phases"]
+
+    class Finished:  # a finished run, as the results view sees one
+        finished, t0 = True, None
+
+        def document(self):
+            return json.loads(json.dumps(doc))
+
+    async with app.run_test(size=SIZE) as pilot:
+        app.controller.runs.append(RunState(run=Finished(), name="roofline", target="CPU"))
+        await pilot.press("2")
+        await step(app, pilot, 2)
+        status = next(r for r in rows(app) if r.startswith("roofline ok"))
+        assert "phase:" not in status and f"{doc['wall_time_s']:.1f} s" in status
+
+
+@sync
+async def test_a_quiet_runs_elapsed_time_keeps_moving():
+    app = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        await pick(app, pilot, "fault_hang")  # one point, then silence until cancelled
+        await pilot.press("r")
+        state = app.controller.runs[0]
+        await wait_for(pilot, lambda: len(state.run.points) == 1, 20)
+        events = state.events
+
+        def elapsed() -> float:
+            app.frame()  # a frame with no new tick and no new event
+            line = next(r for r in rows(app) if r.startswith("fault_hang"))
+            return float(re.search(r"([\d.]+) s", line).group(1))
+
+        first = elapsed()
+        await wait_for(pilot, lambda: elapsed() >= first + 0.5, 10)
+        assert state.events == events and "phase: hang" in next(r for r in rows(app) if r.startswith("fault_hang"))
+        await pilot.press("c")
+        await wait_for(pilot, lambda: state.run.finished, 20)
+        app.frame()
+        await pilot.pause()
+        assert "phase:" not in next(r for r in rows(app) if r.startswith("fault_hang"))
+
+
+@sync
+async def test_a_runs_error_wraps_whole():
+    app = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        await pick(app, pilot, "fault_crash")
+        await pilot.press("r")
+        state = app.controller.runs[0]
+        await wait_for(pilot, lambda: state.run.finished, 30)
+        app.frame(force=True)
+        await pilot.pause()
+        message = state.document()["errors"][-1]["message"]
+        assert len(message) > 60 and flat(message) in flat(app.screen_text())
+
+
+def test_the_header_drops_the_file_name_before_cutting():
+    from gputop.tui import view
+
+    parts = ["host h", "H200", "driver 580", "CUDA 13.0", "10 Hz", "REPLAY demo.jsonl.gz (PAUSED)", "phase: matmul bf16"]
+    assert view.fit_parts(parts, 60) == "H200 │ 10 Hz │ REPLAY (PAUSED) │ phase: matmul bf16"
+    assert "demo.jsonl.gz" in view.fit_parts(parts, 200)
+
+
+@sync
+async def test_the_header_keeps_the_phase_whole_at_80():
+    app = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await step(app, pilot, 120)
+        header = rows(app)[0]
+        phase = app.sampler.latest()["phase"]
+        assert f"phase: {phase}" in header and "…" not in header
