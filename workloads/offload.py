@@ -122,7 +122,8 @@ def time_cpu(torch, op, args, p) -> float:
 
 
 def time_gpu(torch, op, host_args, p) -> dict:
-    """gpu+copies (host wall clock, split by events), gpu (events), gpu naive (wall clock, no sync)."""
+    """gpu+copies (host wall clock, split by events), the same with x.cpu() into fresh memory, gpu (events),
+    gpu naive (wall clock, no sync)."""
     dev = torch.device("cuda")
     sync = torch.cuda.synchronize
     ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
