@@ -60,9 +60,15 @@ if doc:
         pts = sorted((q for q in doc["points"] if q.get("op") == op and "gpu_ms" in q), key=lambda q: q["n"])
         big = pts[-1]
         naive = [q["gpu_naive_ms"] for q in pts]
-        print(f"  {op}: GPU wins with copies from n={c['with_copies']}, without from n={c['without_copies']}; "
-              f"at n={big['n']}: CPU {big['cpu_ms']:.2f} ms, GPU+copies {big['gpu_copies_ms']:.2f} ms "
+        won = [q["n"] for q in pts if q["gpu_copies_ms"] < q["cpu_ms"]]
+        print(f"  {op}: GPU wins with copies from n={c['with_copies']} (won at n={won}), without from "
+              f"n={c['without_copies']}; at n={big['n']}: CPU {big['cpu_ms']:.2f} ms, GPU+copies {big['gpu_copies_ms']:.2f} ms "
               f"(copies {100 * big['copy_share']:.0f}%), GPU {big['gpu_ms']:.3f} ms; naive {min(naive):.3f}-{max(naive):.3f} ms")
+        if "d2h_fresh_ms" in big:
+            out_mb = 4 * big["n"] * (big["n"] if op == "matmul" else 1) / 1e6
+            print(f"    download of {out_mb:.0f} MB: {big['d2h_ms']:.2f} ms into the reused buffer "
+                  f"({out_mb / big['d2h_ms']:.1f} GB/s), {big['d2h_fresh_ms']:.2f} ms by x.cpu() into fresh memory "
+                  f"({out_mb / big['d2h_fresh_ms']:.1f} GB/s); GPU+copies with x.cpu(): {big['gpu_copies_fresh_ms']:.2f} ms")
 doc = load("fusion")
 if doc:
     print(f"\n== fusion ({doc['wall_time_s']:.1f} s) verdict {verdict(doc)}")

@@ -19,8 +19,12 @@ def _doc(workload: str, phases: list[dict], points: list[dict], results: dict | 
             "results": results or {}, "verdict": None, "warnings": []}
 
 
-def offload(copy_bps: float = 12e9) -> dict:
-    """CPU at 200 GFLOP/s (matmul) and 2 G sines/s; the GPU with a 10 us launch, copies at ``copy_bps``."""
+def offload(copy_bps: float = 12e9, fault_bps: float = 1.5e9, fresh_in_curve: bool = False) -> dict:
+    """CPU at 200 GFLOP/s (matmul) and 2 G sines/s; the GPU with a 10 us launch, copies at ``copy_bps``.
+    A download into fresh host memory (x.cpu()) of 32 MiB or more (glibc maps such blocks anew each time)
+    also faults its pages in at ``fault_bps``; ``fresh_in_curve``: gpu+copies downloads that way, as the
+    workload did before it reused a host buffer (and without
+    the fresh-memory figures, as those documents were)."""
     pts = [{"phase": "first call", "what": "cuda context", "first_ms": 250.0},
            {"phase": "first call", "what": "matmul first call", "op": "matmul", "n": 64, "first_ms": 30.0,
             "warm_ms": 0.02}]
@@ -32,9 +36,17 @@ def offload(copy_bps: float = 12e9) -> dict:
             else:
                 cpu, comp, b = 0.003 + 4 * n / 2e9 * 1e3, 0.01 + 32 * n / 3e12 * 1e3, 8 * n
             h2d, d2h = 0.01 + b * 2 / 3 / copy_bps * 1e3, 0.01 + b / 3 / copy_bps * 1e3
-            pts.append({"phase": op, "op": op, "log2": k, "n": n, "flops": 1, "bytes_copied": b, "cpu_ms": cpu,
-                        "gpu_copies_ms": h2d + comp + d2h + 0.01, "gpu_ms": comp, "gpu_naive_ms": 0.012 + 0.001 * (k % 3),
-                        "h2d_ms": h2d, "compute_ms": comp, "d2h_ms": d2h, "copy_share": (h2d + d2h) / (h2d + d2h + comp)})
+            out_bytes = b // 3 if op == "matmul" else b // 2
+            d2h_fresh = d2h + (out_bytes / fault_bps * 1e3 if out_bytes >= 32 << 20 else 0.0)
+            fresh_total = h2d + comp + d2h_fresh + 0.01
+            if fresh_in_curve:
+                d2h = d2h_fresh
+            q = {"phase": op, "op": op, "log2": k, "n": n, "flops": 1, "bytes_copied": b, "cpu_ms": cpu,
+                 "gpu_copies_ms": h2d + comp + d2h + 0.01, "gpu_ms": comp, "gpu_naive_ms": 0.012 + 0.001 * (k % 3),
+                 "h2d_ms": h2d, "compute_ms": comp, "d2h_ms": d2h, "copy_share": (h2d + d2h) / (h2d + d2h + comp)}
+            if not fresh_in_curve:  # the documents before the fix had no fresh-memory figures
+                q.update(gpu_copies_fresh_ms=fresh_total, d2h_fresh_ms=d2h_fresh)
+            pts.append(q)
     return _doc("offload", [_phase("first call"), _phase("matmul", 1), _phase("sin", 2)], pts)
 
 

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 import lesson_docs
+from gputop.analysis import offload_report
 from gputop.tui import lesson_views
 from gputop.tui.results import results_lines
 from gputop.workload_api import ParamError
@@ -44,8 +45,10 @@ def test_bad_ops_is_one_line_and_exit_2():
 
 def test_crossover_is_where_the_gpu_wins_for_good():
     pts = [{"n": n, "cpu_ms": c, "g": g} for n, c, g in ((1, 1, 5), (2, 2, 1), (4, 3, 4), (8, 8, 4), (16, 20, 5))]
-    assert offload.crossover(pts, "g") == 8  # it won at n=2 too, but lost again at n=4
-    assert offload.crossover([{"n": 1, "cpu_ms": 1, "g": 2}], "g") is None
+    assert offload_report.crossover(pts, "g") == 8  # it won at n=2 too, but lost again at n=4
+    assert offload_report.wins_at(pts, "g") == [2, 8, 16]
+    assert offload_report.crossover([{"n": 1, "cpu_ms": 1, "g": 2}], "g") is None
+    assert offload.analyze is offload_report.analyze and offload.csv_rows is offload_report.csv_rows
 
 
 def test_cpu_run_measures_the_cpu_curve(cpu_doc):
@@ -93,6 +96,52 @@ def test_analyze_gpu_shaped_document():
         check_verdict(v)
     check_verdict(doc["verdict"])
     assert doc["verdict"]["class"] == "pcie-bound" and doc["verdict"]["window"] is None
+
+
+def test_verdict_per_size_reads_the_regime():
+    """Small sizes: the copies cost what the smallest copies cost (fixed cost) and the GPU loses: latency-bound;
+    from there the copies move real bytes and are most of the time: transfer-bound, whether the GPU wins or not
+    -- never latency-bound at the largest size (as the 2026-11-23 runs' 64 MB downloads at 1.5 GB/s were called)."""
+    doc = offload.analyze(lesson_docs.offload())
+    by = {(q["op"], q["n"]): q["verdict"] for q in doc["points"] if q.get("verdict")}
+    assert [by[("matmul", n)]["class"] for n in (1, 16, 128, 256, 4096)] == \
+        ["latency-bound", "latency-bound", "latency-bound", "pcie-bound", "pcie-bound"]
+    assert "near the" in by[("matmul", 16)]["evidence_text"] and by[("matmul", 16)]["evidence"]["fixed_copy_ms"] > 0
+    assert "the GPU wins with copies" in by[("matmul", 4096)]["evidence_text"]
+    assert by[("sin", 1 << 26)]["class"] == "pcie-bound"
+    # the copies' fixed cost is the median of the three smallest sizes, so one slow first call does not move it
+    pts = [q for q in lesson_docs.offload()["points"] if q.get("op") == "sin"]
+    fixed = offload_report.fixed_copy_ms(pts)
+    pts[0]["h2d_ms"] *= 5
+    assert offload_report.fixed_copy_ms(pts) == pytest.approx(fixed, rel=1e-3)
+    assert offload_report.fixed_copy_ms(pts[:3]) is None  # too few sizes: judged by bytes instead
+
+
+def test_fresh_host_memory_is_shown_apart():
+    doc = offload.analyze(lesson_docs.offload())
+    sin = next(p["verdict"] for p in doc["phases"] if p["name"] == "sin")
+    assert sin["evidence"]["d2h_fresh_ms"] > 10 * sin["evidence"]["d2h_ms"]
+    assert "by x.cpu() into fresh memory (page faults)" in sin["evidence_text"] and "page fault" in sin["notes"][-1]
+    rows = offload.csv_rows(doc)
+    assert all(r["d2h_fresh_ms"] >= r["d2h_ms"] for r in rows)
+    text = [t.plain for t in lesson_views.offload_view(doc, 160, 40)]
+    fresh = next(t for t in text if t.startswith("x.cpu() into fresh memory pays page faults"))
+    assert "download 194 vs 14.9 ms reused, sin 2^26" in fresh and len(text) <= 40
+    narrow = lesson_views.offload_view(doc, 80, 30)
+    assert len(narrow) <= 30 and all(len(t.plain) <= 80 for t in narrow if t.plain.startswith("x.cpu()"))
+
+
+def test_a_document_from_before_the_reused_buffer_reads_right():
+    """The runs of 2026-11-23 (x.cpu() into fresh memory in the gpu+copies curve): the sine won at 2^22 and lost
+    at 2^24 and 2^26 -- no crossover for good, said so, and no fresh-memory line (those documents had none)."""
+    doc = offload.analyze(lesson_docs.offload(fresh_in_curve=True))
+    sin = next(p["verdict"] for p in doc["phases"] if p["name"] == "sin")
+    check_verdict(sin)
+    assert sin["evidence"]["crossover_with_copies_n"] is None and sin["evidence"]["last_win_with_copies_n"] == 1 << 22
+    assert "never wins for good (it won at n=4194304, then lost again)" in sin["evidence_text"]
+    assert "d2h_fresh_ms" not in sin["evidence"] and len(sin["notes"]) == 1
+    text = "\n".join(t.plain for t in lesson_views.offload_view(doc, 160, 40))
+    assert "GPU wins from never with copies" in text and "fresh memory" not in text
 
 
 def test_fast_copies_make_the_large_matmul_compute_bound():

@@ -3,8 +3,9 @@
 The seed blog's experiment (seeds/001), size by size from 2^0 up:
 
   cpu           the op on host tensors (torch on the CPU's cores)
-  gpu+copies    host tensors in, host tensor out: x.cuda(), the op, .cpu() -- what a program that keeps
-                its data on the host pays; the copies come from pageable memory, as in the seed
+  gpu+copies    host tensors in, host tensor out: x.cuda(), the op, a copy back -- what a program that keeps
+                its data on the host pays; the copies go from and to pageable memory, as in the seed, and
+                the result goes into a host buffer allocated once (host_out.copy_(out))
   gpu           the data already on the GPU: the op alone, timed with CUDA events
   gpu naive     the same call timed with time.perf_counter() and no synchronize: the GPU is asynchronous,
                 so this measures only the submission (the launch), and it is flat whatever the size --
@@ -14,6 +15,13 @@ Each gpu+copies call is split by CUDA events into upload / compute / download (t
 breakdown, where [CUDA memcpy HtoD] was 32% of GPU time): the copy share of the GPU time. The first
 call is reported apart: the CUDA context (the first CUDA call of the process), and the first call of
 each op (kernel load, cuBLAS set-up), against the same call warm.
+
+The seed's out.cpu() allocates fresh host memory on every call, and the download then also pays a page
+fault on the first touch of every page: the H200 run of 2026-11-23 took 174 ms (1.5 GB/s) to bring back
+256 MB that way, where the transfer workload's pageable download into a reused buffer ran at 15.5 GB/s.
+That cost is real but it is the allocator's, not the link's: it is measured apart (gpu_copies_fresh_ms,
+d2h_fresh_ms), and the gpu+copies curve does what a careful program does. (The CPU curve's torch.sin
+allocates its outputs too, as the seed's code does.)
 
 The crossover of each curve is the smallest size from which the GPU stays faster than the CPU. Small
 sizes lose: a launch, a synchronize and two copies cost ~10-50 us however little work there is
@@ -31,21 +39,20 @@ import sys
 import time
 from pathlib import Path
 
-try:
-    import gputop  # noqa: F401
-except ImportError:  # run as a script from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_CHECKOUT = Path(__file__).resolve().parents[1]
+if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as a script from a checkout:
+    sys.path.insert(0, str(_CHECKOUT))  # its own gputop first, whatever else is installed
 
-from gputop.analysis.verdict import Verdict, display_name
+from gputop.analysis.offload_report import OPS, analyze, crossovers, csv_rows  # noqa: F401  (gputop calls them)
+from gputop.analysis.verdict import display_name
 from gputop.workload_api import Param, ParamError, main, require_torch
-from gputop.workload_util import phase_points, phase_window, tele_numbers, tele_text, throttle_warnings, torch_device
+from gputop.workload_util import torch_device
 
 NAME = "offload"
 DESCRIPTION = "CPU vs GPU crossover: matmul and nested sine, with and without copies; naive vs synchronised timing"
 NEEDS = ["torch"]
 TIMEOUT = 300
 
-OPS = ["matmul", "sin"]
 PARAMS = [
     Param("device", "choice", "cuda", choices=["cuda", "cpu"], help="cuda: CPU and GPU curves; cpu: the CPU curve only"),
     Param("ops", "str", ",".join(OPS), help=f"comma-separated subset of {', '.join(OPS)}"),
@@ -115,26 +122,30 @@ def time_cpu(torch, op, args, p) -> float:
 
 
 def time_gpu(torch, op, host_args, p) -> dict:
-    """gpu+copies (host wall clock, split by events), gpu (events), gpu naive (wall clock, no sync)."""
+    """gpu+copies (host wall clock, split by events), the same with x.cpu() into fresh memory, gpu (events),
+    gpu naive (wall clock, no sync)."""
     dev = torch.device("cuda")
     sync = torch.cuda.synchronize
     ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+    dev_args = [a.to(dev) for a in host_args]
+    host_out = torch.zeros(apply(torch, op, dev_args).shape)  # allocated (and touched) once, like the inputs
 
-    def with_copies():  # the seed's x.cuda() ... .cpu(); .cpu() into pageable memory waits for the GPU
+    def with_copies(fresh=False):  # the seed's x.cuda() ... .cpu(): pageable memory, so both copies are synchronous
         sync()
         t0 = time.perf_counter()
         ev[0].record()
-        dev_args = [a.to(dev) for a in host_args]
+        args = [a.to(dev) for a in host_args]
         ev[1].record()
-        out = apply(torch, op, dev_args)
+        out = apply(torch, op, args)
         ev[2].record()
-        out.cpu()
+        if fresh:
+            out.cpu()  # new host memory on every call: the copy also pays a page fault on each page's first touch
+        else:
+            host_out.copy_(out)  # into the host buffer made once: only the copy
         ev[3].record()
         wall = time.perf_counter() - t0
         ev[3].synchronize()
         return wall, ev[0].elapsed_time(ev[1]), ev[1].elapsed_time(ev[2]), ev[2].elapsed_time(ev[3])
-
-    dev_args = [a.to(dev) for a in host_args]
 
     def on_gpu():
         ev[0].record()
@@ -154,12 +165,15 @@ def time_gpu(torch, op, host_args, p) -> dict:
     target, reps = p["target_ms"] / 1e3, p["max_reps"]
     with_copies()  # warm-up
     copies = repeat(with_copies, target, reps)
+    fresh = repeat(lambda: with_copies(fresh=True), target, reps)
     gpu = repeat(on_gpu, target, reps)
     naive_s = repeat(naive, target, reps)
     h2d, comp, d2h = (statistics.median(c[i] for c in copies) for i in (1, 2, 3))
     return {"gpu_copies_ms": 1e3 * statistics.median(c[0] for c in copies), "gpu_ms": statistics.median(gpu),
             "gpu_naive_ms": 1e3 * statistics.median(naive_s), "h2d_ms": h2d, "compute_ms": comp, "d2h_ms": d2h,
-            "copy_share": (h2d + d2h) / (h2d + comp + d2h) if h2d + comp + d2h > 0 else None}
+            "copy_share": (h2d + d2h) / (h2d + comp + d2h) if h2d + comp + d2h > 0 else None,
+            "gpu_copies_fresh_ms": 1e3 * statistics.median(c[0] for c in fresh),
+            "d2h_fresh_ms": statistics.median(c[3] for c in fresh)}
 
 
 def cuda_context_ms(torch) -> float | None:
@@ -249,147 +263,9 @@ def print_row(pt: dict) -> None:
     row = f"  {pt['op']:<6} n={pt['n']:<10} cpu {pt['cpu_ms']:10.3f} ms"
     if "gpu_ms" in pt:
         row += (f"  gpu+copies {pt['gpu_copies_ms']:9.3f} ms (copies {100 * (pt['copy_share'] or 0):3.0f}%)"
-                f"  gpu {pt['gpu_ms']:8.3f} ms  naive {pt['gpu_naive_ms']:6.3f} ms")
+                f"  gpu {pt['gpu_ms']:8.3f} ms  naive {pt['gpu_naive_ms']:6.3f} ms"
+                f"  (fresh x.cpu(): download {pt['d2h_fresh_ms']:.3f} ms vs {pt['d2h_ms']:.3f} ms)")
     print(row, flush=True)
-
-
-# -- crossovers (in the run and in analyze) --------------------------------------------------------------
-
-CURVES = {"with_copies": "gpu_copies_ms", "without_copies": "gpu_ms", "naive": "gpu_naive_ms"}
-
-
-def crossover(points: list[dict], key: str) -> int | None:
-    """The smallest n from which the GPU (``key``) stays faster than the CPU; None if it never does."""
-    pts = sorted((q for q in points if q.get(key) is not None and q.get("cpu_ms") is not None), key=lambda q: q["n"])
-    best = None
-    for q in reversed(pts):
-        if q[key] < q["cpu_ms"]:
-            best = q["n"]
-        else:
-            break
-    return best
-
-
-def crossovers(points: list[dict]) -> dict:
-    return {name: crossover(points, key) for name, key in CURVES.items()}
-
-
-# -- the verdict (in the gputop process, after the run) -------------------------------------------------
-# Per size, the GPU-with-copies call is judged: transfer-bound when the copies are most of its time and
-# move real bandwidth; latency-bound when the copies are tiny (fixed per-call costs: launch, synchronize,
-# copy set-up); otherwise the GPU's own work sets the pace (compute-bound matmul, memory-bound sine).
-
-COPY_SHARE = 0.5  # copies at least half the GPU time: transfer-bound
-SMALL_COPY_FRACTION = 0.1  # copies moving under 10% of the link's peak are paying latency, not bandwidth
-SMALL_COPY_BYTES = 1 << 20  # without a known link peak (CPU docs, no NVML): under 1 MiB is "small"
-
-ADVICE = {
-    "latency-bound": "at this size the fixed cost of a launch, a synchronize and two copies outweighs the work: "
-                     "keep small work on the CPU, or batch many small ops into one GPU call",
-    "pcie-bound": "the copies dominate: keep the data on the GPU across ops, copy from pinned memory and overlap "
-                  "copies with compute (see the transfer workload)",
-    "compute-bound": "the GPU wins: the work (n^3) grows faster than the data copied (n^2)",
-    "memory-bound": "the GPU's kernels win but are memory-bound: fusing the four sines cuts the traffic (see the "
-                    "fusion workload)",
-}
-
-
-def classify_size(q: dict, link_bps: float | None) -> tuple[str, str | None]:
-    """(class, subclass) of one size's GPU-with-copies call."""
-    copy_ms = (q.get("h2d_ms") or 0) + (q.get("d2h_ms") or 0)
-    bw = q["bytes_copied"] / (copy_ms / 1e3) if copy_ms > 0 else 0.0
-    small = bw < SMALL_COPY_FRACTION * link_bps if link_bps else q["bytes_copied"] < SMALL_COPY_BYTES
-    if not small and (q.get("copy_share") or 0) >= COPY_SHARE:
-        return "pcie-bound", "pageable"
-    if small or q["gpu_copies_ms"] >= q["cpu_ms"]:
-        return "latency-bound", "launch"
-    return ("compute-bound", "gpu wins") if q["op"] == "matmul" else ("memory-bound", "gpu wins")
-
-
-def size_verdict(q: dict, link_bps: float | None) -> dict:
-    cls, sub = classify_size(q, link_bps)
-    wins = q["gpu_copies_ms"] < q["cpu_ms"]
-    ev = {"n": q["n"], "gpu_copies_ms": q["gpu_copies_ms"], "cpu_ms": q["cpu_ms"], "copy_share": q.get("copy_share")}
-    text = (f"n={q['n']}: the GPU {'wins' if wins else 'loses'} with copies ({q['gpu_copies_ms']:.3f} ms "
-            f"vs CPU {q['cpu_ms']:.3f} ms)")
-    if q.get("copy_share") is not None:
-        text += f"; copies are {100 * q['copy_share']:.0f}% of the GPU time"
-    return Verdict(cls, sub, None, ev, text, ADVICE[cls]).to_dict()
-
-
-def _wins(v) -> str:
-    return "never wins" if v is None else f"wins from n={v}"
-
-
-def op_verdict(ph: dict, pts: list[dict], link_bps: float | None) -> dict | None:
-    gpu = sorted((q for q in pts if q.get("gpu_copies_ms") is not None), key=lambda q: q["n"])
-    if not gpu:
-        return None
-    big, small = gpu[-1], gpu[0]
-    cross = crossovers(gpu)
-    naive = [q["gpu_naive_ms"] for q in gpu]
-    cls, sub = classify_size(big, link_bps)
-    small_cls, _ = classify_size(small, link_bps)
-    ev = {"crossover_with_copies_n": cross["with_copies"], "crossover_without_copies_n": cross["without_copies"],
-          "largest_n": big["n"], "gpu_copies_ms": big["gpu_copies_ms"], "cpu_ms": big["cpu_ms"],
-          "gpu_ms": big["gpu_ms"], "copy_share": big.get("copy_share"), "naive_min_ms": min(naive),
-          "naive_max_ms": max(naive), "smallest_n": small["n"]}
-    text = (f"{big['op']}: with copies the GPU {_wins(cross['with_copies'])}, without copies it "
-            f"{_wins(cross['without_copies'])}; at n={big['n']} GPU+copies {big['gpu_copies_ms']:.3f} ms, "
-            f"GPU alone {big['gpu_ms']:.3f} ms, CPU {big['cpu_ms']:.3f} ms")
-    if big.get("copy_share") is not None:
-        text += f", copies {100 * big['copy_share']:.0f}% of the GPU time"
-    text += (f"; at n={small['n']} {'latency-bound (launch and sync)' if small_cls == 'latency-bound' else small_cls}"
-             f"; the naive timing stays between {min(naive):.3f} and {max(naive):.3f} ms at every size: it times "
-             f"only the launch, not the work")
-    notes = ["gpu naive = perf_counter around the call without torch.cuda.synchronize(): the GPU runs "
-             "asynchronously, so the clock stops when the launch returns"]
-    return Verdict(cls, sub, None, ev, text, ADVICE[cls], notes=notes,
-                   **phase_window(ph)).to_dict()
-
-
-def first_call_verdict(ph: dict, pts: list[dict]) -> dict | None:
-    ctx = next((q for q in pts if q.get("what") == "cuda context"), None)
-    ops = [q for q in pts if q.get("op")]
-    if ctx is None:
-        return None
-    ev = {"context_ms": ctx["first_ms"]}
-    parts = [f"the CUDA context took {ctx['first_ms']:.0f} ms"]
-    for q in ops:
-        ev[f"{q['op']}_first_ms"], ev[f"{q['op']}_warm_ms"] = q["first_ms"], q["warm_ms"]
-        parts.append(f"the first {q['op']} {q['first_ms']:.2f} ms against {q['warm_ms']:.3f} ms warm")
-    advice = "warm up (a few untimed calls) before timing or serving: the first call pays context and kernel load"
-    return Verdict("latency-bound", "startup", None, ev, "; ".join(parts), advice, **phase_window(ph)).to_dict()
-
-
-def analyze(doc: dict) -> dict:
-    link = ((doc.get("device") or {}).get("peaks") or {}).get("pcie_bytes_per_s_per_dir")
-    by_phase = phase_points(doc)
-    for q in doc.get("points") or []:
-        if q.get("gpu_copies_ms") is not None and q.get("cpu_ms") is not None:
-            q["verdict"] = size_verdict(q, link)
-    verdicts = {}
-    for ph in doc.get("phases") or []:
-        pts = by_phase.get(ph.get("name")) or []
-        v = first_call_verdict(ph, pts) if ph.get("name") == "first call" else op_verdict(ph, pts, link)
-        if v and tele_text(ph):
-            v["evidence"].update(tele_numbers(ph))
-            v["evidence_text"] += "; GPU " + tele_text(ph)
-        ph["verdict"] = v
-        if v and ph.get("name") in OPS:
-            verdicts[ph["name"]] = v
-    throttle_warnings(doc)
-    pcie = [v for v in verdicts.values() if v["class"] == "pcie-bound"]
-    overall = pcie[0] if pcie else verdicts.get("matmul") or next(iter(verdicts.values()), None)
-    doc["verdict"] = dict(overall, window=None) if overall else None
-    return doc
-
-
-def csv_rows(doc: dict) -> list[dict]:
-    """One row per op and size: the four curves and the copy split."""
-    cols = ("op", "log2", "n", "cpu_ms", "gpu_copies_ms", "gpu_ms", "gpu_naive_ms", "h2d_ms", "compute_ms", "d2h_ms",
-            "copy_share")
-    return [{c: q.get(c) for c in cols} for q in doc.get("points") or [] if q.get("cpu_ms") is not None]
 
 
 def print_verdicts(p: dict, info: dict, points: list[dict], results: dict) -> None:

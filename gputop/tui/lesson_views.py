@@ -16,6 +16,7 @@ import math
 
 from rich.text import Text
 
+from gputop.analysis.offload_report import crossover
 from gputop.format import si
 from gputop.tui import charts
 
@@ -109,15 +110,20 @@ OFFLOAD_CURVES = (("CPU", "cpu_ms", "bold green", "●"), ("GPU+copies", "gpu_co
 
 
 def _crossover_text(pts: list[dict], key: str) -> str:
-    """Where the GPU (``key``) starts to win for good, read from the points (as the workload defines it)."""
-    pts = sorted((q for q in pts if q.get(key) is not None), key=lambda q: q["n"])
-    n = None
-    for q in reversed(pts):
-        if q[key] < q["cpu_ms"]:
-            n = q["n"]
-        else:
-            break
+    """Where the GPU (``key``) starts to win for good, as the workload's analysis defines it."""
+    n = crossover(pts, key)
     return "never" if n is None else f"n={n}"
+
+
+def _fresh_memory_line(pts: list[dict]) -> Text | None:
+    """The download into fresh host memory (x.cpu()) against the reused buffer, at the largest copy measured."""
+    both = [q for q in pts if q.get("d2h_fresh_ms") is not None and q.get("d2h_ms") is not None]
+    if not both:
+        return None
+    q = max(both, key=lambda q: (q.get("bytes_copied") or 0, q["n"]))
+    size = f"2^{q['log2']}" if q.get("log2") is not None else str(q["n"])
+    return Text(f"x.cpu() into fresh memory pays page faults: download {q['d2h_fresh_ms']:.3g} vs {q['d2h_ms']:.3g} ms "
+                f"reused, {q['op']} {size}", style="dim")
 
 
 def _offload_block(mine: list[dict], op: str, width: int, height: int) -> tuple[list[Text], list[Series]]:
@@ -145,13 +151,17 @@ def offload_view(doc: dict, width: int, height: int) -> list[Text]:
     ops = list(dict.fromkeys(q["op"] for q in pts))
     if not ops:
         return [Text("no results yet", style="dim")]
+    fresh = _fresh_memory_line(pts) if height >= 8 else None
+    if fresh:
+        fresh.truncate(width, overflow="ellipsis")
+    room = height - 1 - bool(fresh)  # under the plots: the legend, and the fresh-memory line
     blocks, series = [], []
-    stacked = height >= 12 * len(ops) or len(ops) == 1
+    stacked = room >= 12 * len(ops) - 1 or len(ops) == 1
     side = not stacked and width >= 100  # two plots side by side when they do not fit one above the other
     shown = ops if stacked or side else ops[-1:]
     for op in shown:
         w = (width - 2) // 2 if side else width
-        h = height - 1 if side else max(4, (height - 1) // len(shown))
+        h = room if side else max(4, room // len(shown))
         lines, ser = _offload_block([q for q in pts if q["op"] == op], op, w, h)
         blocks.append(lines)
         series = series or ser
@@ -169,7 +179,7 @@ def offload_view(doc: dict, width: int, height: int) -> list[Text]:
     legend = _legend(series)
     if any(s[0].startswith("GPU naive") for s in series):
         legend.append("naive = no synchronize: times the launch only, flat at every size", style="dim")
-    return body[:max(0, height - 1)] + [legend]
+    return body[:max(0, room)] + [legend] + ([fresh] if fresh else [])
 
 
 # -- fusion --------------------------------------------------------------------------------------------
