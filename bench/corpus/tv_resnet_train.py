@@ -47,4 +47,4 @@ def step():
 step()
 n = loop(step, a.seconds, torch.cuda.synchronize)
 print(f"{n} steps", flush=True)
-profile_truth(step, 5, a.truth)
+profile_truth(step, 5, a.truth, input_pipeline=f"DataLoader(workers={a.workers})")
