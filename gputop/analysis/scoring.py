@@ -67,6 +67,16 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
                  * (1 - max(s["compute-bound"], s["memory-bound"])) * T.CACHE_SCORE)
         if cache > s["memory-bound"]:
             s["memory-bound"], sub["memory-bound"] = cache, "cache"
+        # A busy GPU running a mix of kernels (an eager training step: GEMMs and many elementwise and
+        # normalisation kernels) with DRAM the busiest unit relative to its peak: memory-bound as a mix, even
+        # though no unit reaches its peak over the window (fusing the elementwise kernels is the cure).
+        dram = ev.get("dram_bw_pct")
+        if dram is not None and dram >= (pipe_pct or 0.0):
+            mix = (ramp(util, T.BUSY_NOTHING_PEAK_UTIL_PCT) * ramp(dram, T.MIX_DRAM_PCT)
+                   * (1 - s["compute-bound"]) * T.MIX_SCORE)
+            if mix > s["memory-bound"]:
+                s["memory-bound"], sub["memory-bound"] = mix, "kernel mix"
+                facts["mix"] = True
         ratio = ev.get("sm_active_per_util")
         # kernels resident often (duty cycle), or in nearly every sample (a steady trickle: a decode loop)
         often = max(ramp(util, T.LAUNCH_UTIL_PCT), ramp(ev.get("busy_sample_pct"), T.CONTINUOUS_BUSY_PCT))
@@ -145,7 +155,10 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
 
     s["comms-bound"], sub["comms-bound"] = score_comms(ev, s, ramp)
     s["latency-bound"] *= 1 - s["comms-bound"]  # NCCL's kernels keep a few SMs busy while they wait on the link
-    s["memory-capacity"] = ramp(ev.get("mem_used_fraction"), T.MEM_USED_FRACTION)
+    # Near full on average, or at the edge at its peak (a caching allocator growing and freeing a big batch:
+    # the next allocation fails at the peak, whatever the mean).
+    s["memory-capacity"] = max(ramp(ev.get("mem_used_fraction"), T.MEM_USED_FRACTION),
+                               ramp(ev.get("mem_used_max_fraction"), T.MEM_PEAK_FRACTION))
     if hints.get("oom"):
         s["memory-capacity"], sub["memory-capacity"] = 1.0, "oom"
     return {k: round(v, 3) for k, v in s.items()}, sub, facts
@@ -184,7 +197,8 @@ def pick(s: dict, ev: dict, facts: dict, hints: dict, prefer: str | None = None)
         return "throttled"
     if s["memory-capacity"] >= T.MIXED_MIN_SCORE:
         full = (ev.get("mem_used_max_fraction") or 0) >= T.MEM_FULL_FRACTION or hints.get("oom")
-        weak = base in ("idle", "input-starved", "latency-bound") or s[base] < T.MIXED_MIN_SCORE
+        weak = (base in ("idle", "input-starved", "latency-bound") or s[base] < T.MIXED_MIN_SCORE
+                or (base == "memory-bound" and facts.get("mix")))
         if full or weak:
             return "memory-capacity"
     return base

@@ -51,7 +51,7 @@ SPLIT_CLASSES = ("compute-bound", "memory-bound", "latency-bound", "pcie-bound")
 PIPE_NAMES = {"tensor": "tensor", "fp64": "FP64", "fp32": "FP32", "fp16": "FP16", "int": "INT"}
 SUBCLASS_LABELS = {
     "tensor": "tensor cores", "fp64": "FP64", "fp32": "FP32 pipe", "fp16": "FP16 pipe", "int": "integer pipe",
-    "cache": "on-chip memory",
+    "cache": "on-chip memory", "kernel mix": "mix of memory-bound kernels",
     "launch": "launch/sync", "stalls": "stalls", "underfilled": "under-filled kernels",
     "thermal": "thermal", "hardware": "hardware slowdown", "power": "power cap", "oom": "out of memory",
     "startup": "startup", "waiting": "waiting: sleep, I/O or a lock",

@@ -57,6 +57,10 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
                     f"{_p(ev.get('sm_occupancy_pct'))} occupancy, yet no pipe (best {_p(pipe_best)}) and {dram}: "
                     "warps wait on L2/L1 traffic or memory latency (GPM has no cache counters)")
         got = f" ({si(ev['dram_bytes_per_s'], 'B/s')})" if ev.get("dram_bytes_per_s") else ""
+        if sub == "kernel mix":
+            return (f"kernels active {_p(ev.get('util_gpu_pct'))}, {dram}{got} the busiest unit (tensor "
+                    f"{_p(ev.get('tensor_pct'))}, FP32 {_p(ev.get('fp32_pct'))}), SMs {_p(ev.get('sm_active_pct'))} "
+                    "active: a mix of memory-bound kernels")
         return (f"{dram}{got}, tensor {_p(ev.get('tensor_pct'))}, FP32 {_p(ev.get('fp32_pct'))}, "
                 f"SMs {_p(ev.get('sm_active_pct'))} active")
     if cls == "latency-bound":
@@ -150,6 +154,10 @@ ADVICE = {
     ("memory-bound", "cache"):
         "on-chip memory traffic is the limit (data that fits in L2, or latency of scattered accesses): fuse ops "
         "so data is reused in registers/shared memory, coalesce accesses",
+    ("memory-bound", "kernel mix"):
+        "a mix of small memory-bound kernels (elementwise, normalisation, optimizer) takes most of the time and "
+        "DRAM is the busiest unit: fuse them (torch.compile, fused optimizers such as AdamW(fused=True), fused "
+        "LayerNorm/attention kernels), use bf16 activations",
     ("compute-bound", None):
         "compute is the limit: use tensor cores and lower precision (AMP), reduce instruction count",
     ("memory-bound", None):
@@ -280,10 +288,14 @@ def decided(ev: dict, s: dict, main: str) -> list[str]:
     if main not in rivals:
         return []
     ratio, busy = ev.get("sm_active_per_util"), ev.get("busy_sample_pct")
-    if main == "latency-bound" and ratio is not None:
+    if main == "latency-bound" and ratio is not None and ratio < T.LAUNCH_SM_PER_UTIL[1]:
         return [f"decided by: the SMs were busy {_p(100 * ratio)} of the kernels' time (tiny kernels) with kernels "
-                f"in {_p(busy)} of the samples (no idle gaps between bursts): launch-bound, not input-starved "
+                f"in {_p(busy)} of the samples: launch-bound, not input-starved "
                 f"(input-starved scored {s.get('input-starved', 0):.2f})"]
+    if main == "latency-bound" and ratio is not None:
+        return [f"decided by: kernels ran {_p(ev.get('util_gpu_pct'))} of the time and kept the SMs busy "
+                f"{_p(100 * ratio)} of it, yet no unit was near its peak: the kernels wait on latency, the GPU does "
+                f"not wait for input (input-starved scored {s.get('input-starved', 0):.2f})"]
     if main == "input-starved":
         fill = f", the kernels filled the SMs ({_p(100 * ratio)} of their time)" if ratio is not None else ""
         return [f"decided by: the GPU idled between {ev.get('bursts', 0):.0f} bursts (busy in {_p(busy)} of the "
