@@ -6,7 +6,7 @@ kernel time is GEMM/convolution/attention, how long the step waited for the Data
 JAX programs, the construction (what the program was built to stress). It is written as JSON to
 ``--truth FILE``: {"label", "by", "busy", "gemm_share", "kernels_per_s", "mean_kernel_us", "loop", ...}.
 
-The profiler slows the CPU side of a step (it records every op and launch: GPT-2's training step takes 2.5x
+The profiler slows the CPU side of a step (it records every op and launch: GPT-2's training step takes 4x
 as long under it, a compiled MLP's 2.2x), so the wall time of the profiled steps is not the program's. The
 GPU's busy share is therefore the profiled kernel time per step over the step time of the timed loop
 without the profiler (``step_s``: the loop's seconds, its final sync included, over its steps); the kernel

@@ -93,6 +93,13 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
         launch = ramp(util, T.LAUNCH_UTIL_PCT) * (1 - real) if pf is not None else 0.0
     # A copy with no kernel running is not a launch problem (NVML's duty cycle counts copies too).
     launch *= 1 - pcie_raw
+    # A launch-bound loop keeps the thread that launches busy (a Python loop: one core). With the feeder's
+    # busiest thread known (psutil's per-thread times) and well under a core, the gaps between the tiny
+    # kernels are waits (I/O, a lock, another process), not launch overhead: launch-bound scores half.
+    thread = ev.get("feeder_thread_pct")
+    facts["thread_busy"] = ramp(thread, T.FEEDER_THREAD_PCT) if thread is not None else None
+    if facts["thread_busy"] is not None:
+        launch *= 0.5 + 0.5 * facts["thread_busy"]
     peak_used = max(s["compute-bound"], s["memory-bound"])
     s["pcie-bound"] = pcie_raw * (1 - peak_used)
     facts["pcie_overlapped"] = pcie_raw >= T.MIXED_MIN_SCORE and s["pcie-bound"] < T.MIXED_MIN_SCORE
@@ -175,12 +182,23 @@ def host_bound(ev: dict, facts: dict, gpm: bool, launch: float, pcie_raw: float,
     quiet = 1 - ramp(util, T.HOST_GPU_UTIL_PCT)
     if gpm:
         quiet *= 1 - ramp(sm, T.HOST_GPU_SM_PCT)
+    own = ev.get("feeder_sm_pct")  # NVML's per-process samples: the process's own kernels
+    if own is not None:  # the process itself barely uses the SMs, whatever another process does on the GPU
+        quiet = max(quiet, 1 - ramp(own, T.HOST_GPU_UTIL_PCT))
     frac = ev.get("feeder_on_gpu_fraction")
     context = frac >= T.HOST_CONTEXT_FRACTION if frac is not None else bool((hints or {}).get("on_gpu"))
     cpu = ramp(ev.get("feeder_cpu_pct"), T.HOST_FEEDER_CPU_PCT)
     facts["context"], facts["host_cpu_busy"], facts["quiet"] = context, cpu, quiet
     elsewhere = ramp(ev.get("feeder_busy_elsewhere_fraction"), T.HOST_BUSY_ELSEWHERE_FRACTION)
-    return (quiet * cpu * (1 - launch) * (1 - pcie_raw) * (1 - elsewhere) if context else 0.0), None
+    # Which host work: one thread at a core with the workers idle is the training process's own loop (CPU-side
+    # overhead, or preprocessing in that process); worker processes busier than it is an input pipeline.
+    thread, workers = ev.get("feeder_thread_pct"), ev.get("feeder_children_cpu_pct") or 0.0
+    sub = None
+    if workers >= T.HOST_WORKERS_CPU_PCT and workers > (ev.get("feeder_cpu_pct") or 0.0) - workers:
+        sub = "workers"
+    elif thread is not None and thread >= T.FEEDER_THREAD_PCT[1]:
+        sub = "one thread"
+    return (quiet * cpu * (1 - launch) * (1 - pcie_raw) * (1 - elsewhere) if context else 0.0), sub
 
 
 def pick(s: dict, ev: dict, facts: dict, hints: dict, prefer: str | None = None) -> str:

@@ -111,6 +111,13 @@ HOST_GPU_SM_PCT = (2.0, 10.0)
 # on the CPU read "process tree CPU 99%" with SMs 0.1% busy (issue 11). A process that holds the context
 # but uses little CPU is waiting (sleep, I/O, a lock): idle, subclass "waiting".
 HOST_FEEDER_CPU_PCT = (50.0, 80.0)
+# The feeder's busiest thread (psutil's per-thread CPU times, 100 = one core): a Python loop that launches
+# kernels or prepares data keeps one thread at 90%+ of a core (the GIL serialises it); under 60% it is not
+# the limit. A launch-bound verdict with that thread under 60% scores half (the gaps are waits, not launches).
+FEEDER_THREAD_PCT = (60.0, 90.0)
+# Host-bound subclass "workers": the process's children (DataLoader workers) use at least one core, more than
+# the process itself: an input pipeline, not the training loop's own overhead.
+HOST_WORKERS_CPU_PCT = 100.0
 HOST_CONTEXT_FRACTION = 0.5
 # ... unless it drives another GPU meanwhile (busy there in 5% of the window: a little; 25%: it is working,
 # this GPU is merely held).

@@ -54,7 +54,7 @@ SUBCLASS_LABELS = {
     "cache": "on-chip memory", "kernel mix": "mix of memory-bound kernels",
     "launch": "launch/sync", "stalls": "stalls", "underfilled": "under-filled kernels",
     "thermal": "thermal", "hardware": "hardware slowdown", "power": "power cap", "oom": "out of memory",
-    "startup": "startup", "waiting": "waiting: sleep, I/O or a lock",
+    "startup": "startup", "one thread": "one thread at a core", "workers": "worker processes", "waiting": "waiting: sleep, I/O or a lock",
     "link": "link near its peak", "pageable": "pageable host memory",
     "exposed": "exposed all-reduce", "collective latency": "collective latency",
 }

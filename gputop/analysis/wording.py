@@ -185,6 +185,13 @@ ADVICE = {
         "transforms, cached pre-processed data); if it is the loop itself (Python, launches, .item() syncs), "
         "do more per step (larger batch, torch.compile, CUDA graphs); profile the CPU side (py-spy, "
         "torch.profiler) to see which",
+    ("host-bound", "workers"):
+        "the GPU waits on the input pipeline's worker processes: cheaper transforms, GPU-side augmentation "
+        "(torchvision.transforms.v2 on tensors, DALI), cached pre-processed data, more workers if cores are free",
+    ("host-bound", "one thread"):
+        "one thread of the process is at a full core while the GPU waits: profile it (py-spy top) to see "
+        "whether it is preparing data (move it to DataLoader workers) or the loop's own overhead (larger "
+        "batch, torch.compile, CUDA graphs, fewer .item() syncs)",
     ("idle", "waiting"):
         "the process holds the GPU but waits (sleep, I/O, a lock, another process): check what it waits on "
         "(py-spy dump, strace); the GPU itself is not the problem",
@@ -290,7 +297,7 @@ def decided(ev: dict, s: dict, main: str) -> list[str]:
     ratio, busy = ev.get("sm_active_per_util"), ev.get("busy_sample_pct")
     if main == "latency-bound" and ratio is not None and ratio < T.LAUNCH_SM_PER_UTIL[1]:
         return [f"decided by: the SMs were busy {_p(100 * ratio)} of the kernels' time (tiny kernels) with kernels "
-                f"in {_p(busy)} of the samples: launch-bound, not input-starved "
+                f"in {_p(busy)} of the samples{host_detail(ev)}: launch-bound, not input-starved "
                 f"(input-starved scored {s.get('input-starved', 0):.2f})"]
     if main == "latency-bound" and ratio is not None:
         return [f"decided by: kernels ran {_p(ev.get('util_gpu_pct'))} of the time and kept the SMs busy "
@@ -299,10 +306,23 @@ def decided(ev: dict, s: dict, main: str) -> list[str]:
     if main == "input-starved":
         fill = f", the kernels filled the SMs ({_p(100 * ratio)} of their time)" if ratio is not None else ""
         return [f"decided by: the GPU idled between {ev.get('bursts', 0):.0f} bursts (busy in {_p(busy)} of the "
-                f"samples){fill}: it waits for input, not on launches (launch-bound scored "
+                f"samples){fill}{host_detail(ev)}: it waits for input, not on launches (launch-bound scored "
                 f"{s.get('latency-bound', 0):.2f})"]
     if main == "host-bound":
         return [f"decided by: kernels active only {_p(ev.get('util_gpu_pct'))} while the process holding the GPU "
-                f"kept {_p(ev.get('feeder_cpu_pct'))} CPU busy: the host is the bottleneck (a process that "
-                "only waits would use little CPU)"]
+                f"kept {_p(ev.get('feeder_cpu_pct'))} CPU busy{host_detail(ev)}: the host is the bottleneck (a "
+                "process that only waits would use little CPU)"]
     return []
+
+
+def host_detail(ev: dict) -> str:
+    """The host evidence beyond the tree's CPU%, for a "decided by" note: the feeder's busiest thread, its
+    workers, and NVML's per-process SM samples (empty where not measured)."""
+    parts = []
+    if ev.get("feeder_thread_pct") is not None:
+        parts.append(f"its busiest thread at {_p(ev['feeder_thread_pct'])} of a core")
+    if (ev.get("feeder_children_cpu_pct") or 0) >= 1:
+        parts.append(f"its child processes at {_p(ev['feeder_children_cpu_pct'])}")
+    if ev.get("feeder_sm_pct") is not None:
+        parts.append(f"its own kernels {_p(ev['feeder_sm_pct'])} of the SMs (NVML's per-process samples)")
+    return " (" + ", ".join(parts) + ")" if parts else ""
