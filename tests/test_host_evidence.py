@@ -103,3 +103,21 @@ def test_launch_bound_needs_the_launching_thread_busy():
     assert busy.cls == "latency-bound" and busy.scores["latency-bound"] == pytest.approx(1.0)
     assert idle.scores["latency-bound"] == pytest.approx(0.5)  # gaps that are waits, not launches
     assert any("busiest thread at 99%" in n for n in busy.notes), busy.notes
+
+
+def test_set_up_on_the_cpu_before_the_first_gpu_work_is_not_the_run_verdict():
+    """torch.compile / XLA compilation: 20 s host-bound, then 8 s compute-bound; later host-bound time counts."""
+    from gputop.analysis.timeline import overall, timeline
+
+    compile_ = window(n=200, **ON_GPU)
+    work = window(n=80, t0=20.0, util_gpu_pct=100.0, sm_active_pct=96.0, sm_occupancy_pct=20.0, tensor_pct=93.0,
+                  dram_bw_pct=17.0, processes=[{"pid": 4242}])
+    after = window(n=50, t0=28.0, **ON_GPU)
+    hosts = host(99.0, n=330)
+    ticks = [{"t": smp["t"], "gpus": [smp], "host": h} for smp, h in zip(compile_ + work, hosts)]
+    segs = timeline(ticks, 0, H200, PEAKS, watched_pid="4242")
+    assert [s["class"] for s in segs] == ["host-bound", "compute-bound"], [s["class"] for s in segs]
+    assert overall(segs)["class"] == "compute-bound"
+    ticks += [{"t": smp["t"], "gpus": [smp], "host": h} for smp, h in zip(after, hosts)]
+    late = timeline(ticks, 0, H200, PEAKS, watched_pid="4242")
+    assert overall(late)["time_by_class_s"].get("host-bound", 0) > 4.0  # after the work: the host's time
