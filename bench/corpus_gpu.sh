@@ -83,7 +83,8 @@ if truth.get("label") and os.path.exists(f"{work}/{case}.jsonl.gz"):
     import subprocess
     gpu = os.environ.get("GPU_SHORT", "gpu")
     subprocess.run([sys.executable, "bench/corpus/mark_trace.py", f"{work}/{case}.jsonl.gz",
-                    f"{work}/{case}.truth.json", f"{work}/traces/corpus_{gpu}_{case}.jsonl.gz"], check=False)
+                    f"{work}/{case}.truth.json", f"{work}/traces/corpus_{gpu}_{case}.jsonl.gz"], check=False,
+                   stdout=sys.stderr)
 extra = {k: truth[k] for k in ("busy", "gemm_share", "mean_kernel_us", "kernels_per_s") if k in truth}
 print(f"{truth.get('label')} ({truth.get('by')}{', ' + json.dumps(extra) if extra else ''}) | "
       f"{v.get('class')} {('(' + v['subclass'] + ')') if v.get('subclass') else ''} | {v.get('confidence')}")
