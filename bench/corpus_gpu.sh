@@ -7,11 +7,13 @@
 # JAX; random weights, synthetic data) run as
 #     python -m gputop --json --record TRACE --run -- python bench/corpus/PROG.py --seconds S --truth T.json
 # The program writes its ground truth (torch.profiler's kernel-time breakdown over its last steps, or its
-# construction: bench/corpus/_corpus.py) to T.json; the trace is then named CASE.<truth>.jsonl.gz, so
-# bench/proof/confusion.py and bench/calibration.py score it like every labelled trace.
+# construction: bench/corpus/_corpus.py) to T.json, with its timed loop's start and end; the trace is then
+# copied as corpus_<gpu>_CASE.jsonl.gz with that loop marked "steady loop expect=<truth>"
+# (bench/corpus/mark_trace.py), so bench/calibration.py and tests/test_classify_traces.py score that window.
 # Results in $OUT (at most 4 files): summary_<gpu>.md (env, per case: truth, gputop's verdict, wall time;
 # the confusion table; the calibration table over these traces), corpus_<gpu>.tar.gz (traces, truth JSON,
-# gputop's JSON documents, logs). Copy the traces into tests/data/traces/ to make them test data.
+# gputop's JSON documents, logs). Copy traces/corpus_*.jsonl.gz into tests/data/traces/ to make them test
+# data, then run `python bench/calibration.py --write`.
 set -u
 OUT=${OUT:-/tmp/gputop-corpus}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
@@ -19,6 +21,8 @@ SECONDS_PER_CASE=${SECONDS_PER_CASE:-8}
 CASE_TIMEOUT=${CASE_TIMEOUT:-75}
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null | head -1 | tr ' /' '__')
 GPU=${GPU:-unknown}
+case "$GPU" in *H100*) GPU_SHORT=h100;; *H200*) GPU_SHORT=h200;; *) GPU_SHORT=$(echo "$GPU" | tr 'A-Z' 'a-z' | tr -c 'a-z0-9\n' '_');; esac
+export GPU_SHORT
 WORK=$(mktemp -d); mkdir -p "$WORK/traces"
 SUMMARY="$OUT/summary_$GPU.md"
 
@@ -75,7 +79,12 @@ try:
 except (OSError, ValueError, KeyError, TypeError):
     v = {}
 if truth.get("label") and os.path.exists(f"{work}/{case}.jsonl.gz"):
-    shutil.copy(f"{work}/{case}.jsonl.gz", f"{work}/traces/{case}.{truth['label']}.jsonl.gz")
+    # the timed loop marked "steady loop expect=<label>" (bench/corpus/mark_trace.py): the labelled window
+    import subprocess
+    gpu = os.environ.get("GPU_SHORT", "gpu")
+    subprocess.run([sys.executable, "bench/corpus/mark_trace.py", f"{work}/{case}.jsonl.gz",
+                    f"{work}/{case}.truth.json", f"{work}/traces/corpus_{gpu}_{case}.jsonl.gz"], check=False,
+                   stdout=sys.stderr)
 extra = {k: truth[k] for k in ("busy", "gemm_share", "mean_kernel_us", "kernels_per_s") if k in truth}
 print(f"{truth.get('label')} ({truth.get('by')}{', ' + json.dumps(extra) if extra else ''}) | "
       f"{v.get('class')} {('(' + v['subclass'] + ')') if v.get('subclass') else ''} | {v.get('confidence')}")

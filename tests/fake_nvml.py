@@ -143,6 +143,16 @@ class FakeNvml(types.SimpleNamespace):
     def nvmlDeviceGetComputeRunningProcesses(self, h):
         return []
 
+    # NVML's per-process utilisation samples: (pid, timeStamp in us, smUtil, memUtil); set by a test
+    proc_util: tuple = ()
+
+    def nvmlDeviceGetProcessUtilization(self, h, since):
+        got = [types.SimpleNamespace(pid=p, timeStamp=t, smUtil=sm, memUtil=mem, encUtil=0, decUtil=0)
+               for p, t, sm, mem in self.proc_util if t > since]
+        if not got:
+            raise _err(pynvml.NVML_ERROR_NOT_FOUND)  # what NVML says when no process ran since ``since``
+        return got
+
     def nvmlSystemGetProcessName(self, pid):
         return "python3"
 

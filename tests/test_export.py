@@ -284,3 +284,25 @@ def test_a_real_exporter_labels_its_series_with_the_job_map_and_slurm_job(tmp_pa
     finally:
         stop(proc)
 
+
+
+def test_the_exported_verdict_is_the_tui_live_verdict_with_its_window():
+    """--export judges the current regime (the TUI panel's LiveVerdict), not a fixed last 3 s: fed the same
+    ticks at the same moments, both give the same class, confidence and window."""
+    from gputop.analysis import thresholds as T
+    from gputop.analysis.live import LiveVerdict
+
+    collector, sampler = demo_collector(ticks=MATMUL_TICK + 10)  # 2 s into the bf16 matmul phase (8.2-15.2 s)
+    panel = LiveVerdict()
+    g = collector.gpus[0]
+    for _ in range(3):
+        collector._verdict_at = None  # a scrape a second later
+        got = collector.verdicts()[0]
+        want = panel.update(sampler.window(T.LIVE_MAX_S + T.LIVE_EVERY_S), g.static, g.peaks, gpu_pos=0)
+        assert (got.cls, got.confidence, got.t_start, got.t_end) == (want.cls, want.confidence, want.t_start,
+                                                                      want.t_end)
+        for _ in range(10):
+            sampler.step()
+    assert got.cls == "compute-bound" and got.t_end - got.t_start > T.LIVE_WINDOW_S  # the whole phase so far
+    span = scrape(collector)["gputop_verdict_window_seconds"].samples
+    assert len(span) == 1 and span[0].labels["class"] == "compute-bound" and span[0].value > T.LIVE_WINDOW_S

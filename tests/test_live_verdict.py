@@ -87,7 +87,10 @@ def contradictions(v, ticks, static, peaks) -> list[str]:
             bad.append(f"compute-bound with its busiest pipe at {pipe:.0f}%")
         if v.subclass == "tensor" and (e.get("tensor_pct") or 0.0) < T.PIPE_BUSY_PCT[0]:
             bad.append(f"tensor-bound with tensor at {e.get('tensor_pct')}%")
-    if v.cls == "memory-bound" and gpm and v.subclass != "cache":
+    if v.cls == "memory-bound" and gpm and v.subclass == "kernel mix":  # a busy GPU, DRAM the busiest unit
+        if dram < T.MIX_DRAM_PCT[0] or dram < pipe or util < T.BUSY_NOTHING_PEAK_UTIL_PCT[0]:
+            bad.append(f"memory-bound (kernel mix) with DRAM {dram:.0f}%, pipe {pipe:.0f}%, duty {util:.0f}%")
+    elif v.cls == "memory-bound" and gpm and v.subclass != "cache":
         if dram < T.DRAM_BUSY_PCT[0] or dram < pipe:
             bad.append(f"memory-bound with DRAM {dram:.0f}% (busiest pipe {pipe:.0f}%)")
     if v.cls == "latency-bound" and gpm:

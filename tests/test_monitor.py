@@ -334,10 +334,29 @@ def test_clean_makes_nan_null():
 def test_tick_store_thins_long_runs():
     s = TickStore(max_ticks=100)
     for i in range(1000):
-        s({"t": float(i), "gpus": [{"processes": [{"pid": 1}]}], "host": {"cpu_per_core_pct": [1.0, 90.0]}})
+        procs = [{"pid": 1, "name": "python3", "user": "me", "gpu_memory_bytes": 1 << 30}] if i % 10 == 0 else None
+        s({"t": float(i), "gpus": [{"processes": procs, "process_sm_pct": {"1": 3.0}}],
+           "host": {"cpu_per_core_pct": [1.0, 90.0]}})
     ticks = s.snapshot()
     assert len(ticks) <= 100 and ticks[0]["t"] == 0.0 and ticks[-1]["t"] > 900
-    assert ticks[0]["gpus"][0]["processes"] is None and ticks[0]["host"]["cpu_per_core_pct"] == [90.0]
+    assert ticks[0]["host"]["cpu_per_core_pct"] == [90.0]
+    # what the classifier needs stays: the pids of the process lists (host-bound vs idle) and NVML's per-process
+    # SM samples; the names, users and memory of the processes go
+    assert ticks[0]["gpus"][0]["processes"] == [{"pid": 1}] and ticks[0]["gpus"][0]["process_sm_pct"] == {"1": 3.0}
+    assert any(t["gpus"][0]["processes"] is None for t in ticks)
+
+
+def test_a_run_timeline_from_the_store_still_sees_the_cuda_context():
+    """The final analysis reads the store: a process holding the GPU's context and burning a core while the
+    GPU idles is host-bound there too (it was idle when the store dropped the process lists)."""
+    from gputop.analysis.timeline import timeline
+    from test_classify import H200, PEAKS, window
+
+    s = TickStore()
+    for smp in window(n=40, util_gpu_pct=1.0, sm_active_pct=0.1, processes=[{"pid": 4242, "name": "python3"}]):
+        s({"t": smp["t"], "gpus": [smp], "host": {"procs": {"4242": {"cpu_pct": 99.0, "children_cpu_pct": 0.0}}}})
+    segs = timeline(s.snapshot(), 0, H200, PEAKS, watched_pid="4242")
+    assert [g["class"] for g in segs] == ["host-bound"], [(g["class"], g["verdict"]["evidence_text"]) for g in segs]
 
 
 # -- the live path, through the thin pynvml fake ------------------------------------------------------------

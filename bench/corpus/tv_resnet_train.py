@@ -47,4 +47,8 @@ def step():
 step()
 n = loop(step, a.seconds, torch.cuda.synchronize)
 print(f"{n} steps", flush=True)
-profile_truth(step, 5, a.truth)
+profile_truth(step, 5, a.truth, input_pipeline=f"DataLoader(workers={a.workers})")
+# Stop the workers now: persistent workers with a pin-memory thread can hang the interpreter's exit (the first
+# H100 run's ResNet-50 case was killed by its time limit after writing its truth).
+if hasattr(it, "_shutdown_workers"):
+    it._shutdown_workers()

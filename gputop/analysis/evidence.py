@@ -67,6 +67,24 @@ def feeder_pid(hosts: list[dict], watched_pid) -> str | None:
     return next(iter(pids)) if len(pids) == 1 else None
 
 
+def feeder_host(hosts: list[dict], watched_pid, key: str) -> float | None:
+    """Mean of one number of the watched process's host entry (``busiest_thread_pct``, ``children_cpu_pct``)."""
+    pid = feeder_pid(hosts, watched_pid)
+    if pid is None:
+        return None
+    return mean([number(((h.get("procs") or {}).get(pid) or {}).get(key)) for h in hosts])
+
+
+def feeder_sm(samples: list[dict], hosts: list[dict], watched_pid) -> float | None:
+    """Mean SM utilisation of the watched process itself, from NVML's per-process samples
+    (``process_sm_pct``: 0 where it ran no kernel in a read); None where the samples do not carry them."""
+    pid = feeder_pid(hosts, watched_pid)
+    got = [s["process_sm_pct"] for s in samples if isinstance(s.get("process_sm_pct"), dict)]
+    if pid is None or not got:
+        return None
+    return mean([number(d.get(pid)) or 0.0 for d in got])
+
+
 def on_gpu_fraction(samples: list[dict], hosts: list[dict], watched_pid) -> float | None:
     """Share of the samples (with a process list) in which the feeding process holds a CUDA context on
     this GPU (is in NVML's process list); None: no feeding process or no process lists."""
@@ -171,6 +189,9 @@ def measure(samples: list[dict], static: dict, peaks: dict, hosts: list[dict] | 
     ev["feeder_cpu_pct"] = feeder_cpu(hosts, watched_pid)
     ev["gpu_idle_pct"] = 100.0 - ev["util_gpu_pct"] if ev["util_gpu_pct"] is not None else None
     ev["feeder_on_gpu_fraction"] = on_gpu_fraction(samples, hosts, watched_pid)
+    ev["feeder_thread_pct"] = feeder_host(hosts, watched_pid, "busiest_thread_pct")  # its busiest thread
+    ev["feeder_children_cpu_pct"] = feeder_host(hosts, watched_pid, "children_cpu_pct")  # its workers
+    ev["feeder_sm_pct"] = feeder_sm(samples, hosts, watched_pid)  # NVML's per-process samples
     cores = [max(h["cpu_per_core_pct"]) for h in hosts if h.get("cpu_per_core_pct")]
     ev["host_busiest_core_pct"] = mean(cores)
     return ev

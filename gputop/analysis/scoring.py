@@ -67,6 +67,16 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
                  * (1 - max(s["compute-bound"], s["memory-bound"])) * T.CACHE_SCORE)
         if cache > s["memory-bound"]:
             s["memory-bound"], sub["memory-bound"] = cache, "cache"
+        # A busy GPU running a mix of kernels (an eager training step: GEMMs and many elementwise and
+        # normalisation kernels) with DRAM the busiest unit relative to its peak: memory-bound as a mix, even
+        # though no unit reaches its peak over the window (fusing the elementwise kernels is the cure).
+        dram = ev.get("dram_bw_pct")
+        if dram is not None and dram >= (pipe_pct or 0.0):
+            mix = (ramp(util, T.BUSY_NOTHING_PEAK_UTIL_PCT) * ramp(dram, T.MIX_DRAM_PCT)
+                   * (1 - s["compute-bound"]) * T.MIX_SCORE)
+            if mix > s["memory-bound"]:
+                s["memory-bound"], sub["memory-bound"] = mix, "kernel mix"
+                facts["mix"] = True
         ratio = ev.get("sm_active_per_util")
         # kernels resident often (duty cycle), or in nearly every sample (a steady trickle: a decode loop)
         often = max(ramp(util, T.LAUNCH_UTIL_PCT), ramp(ev.get("busy_sample_pct"), T.CONTINUOUS_BUSY_PCT))
@@ -83,6 +93,13 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
         launch = ramp(util, T.LAUNCH_UTIL_PCT) * (1 - real) if pf is not None else 0.0
     # A copy with no kernel running is not a launch problem (NVML's duty cycle counts copies too).
     launch *= 1 - pcie_raw
+    # A launch-bound loop keeps the thread that launches busy (a Python loop: one core). With the feeder's
+    # busiest thread known (psutil's per-thread times) and well under a core, the gaps between the tiny
+    # kernels are waits (I/O, a lock, another process), not launch overhead: launch-bound scores half.
+    thread = ev.get("feeder_thread_pct")
+    facts["thread_busy"] = ramp(thread, T.FEEDER_THREAD_PCT) if thread is not None else None
+    if facts["thread_busy"] is not None:
+        launch *= 0.5 + 0.5 * facts["thread_busy"]
     peak_used = max(s["compute-bound"], s["memory-bound"])
     s["pcie-bound"] = pcie_raw * (1 - peak_used)
     facts["pcie_overlapped"] = pcie_raw >= T.MIXED_MIN_SCORE and s["pcie-bound"] < T.MIXED_MIN_SCORE
@@ -145,7 +162,10 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
 
     s["comms-bound"], sub["comms-bound"] = score_comms(ev, s, ramp)
     s["latency-bound"] *= 1 - s["comms-bound"]  # NCCL's kernels keep a few SMs busy while they wait on the link
-    s["memory-capacity"] = ramp(ev.get("mem_used_fraction"), T.MEM_USED_FRACTION)
+    # Near full on average, or at the edge at its peak (a caching allocator growing and freeing a big batch:
+    # the next allocation fails at the peak, whatever the mean).
+    s["memory-capacity"] = max(ramp(ev.get("mem_used_fraction"), T.MEM_USED_FRACTION),
+                               ramp(ev.get("mem_used_max_fraction"), T.MEM_PEAK_FRACTION))
     if hints.get("oom"):
         s["memory-capacity"], sub["memory-capacity"] = 1.0, "oom"
     return {k: round(v, 3) for k, v in s.items()}, sub, facts
@@ -162,12 +182,23 @@ def host_bound(ev: dict, facts: dict, gpm: bool, launch: float, pcie_raw: float,
     quiet = 1 - ramp(util, T.HOST_GPU_UTIL_PCT)
     if gpm:
         quiet *= 1 - ramp(sm, T.HOST_GPU_SM_PCT)
+    own = ev.get("feeder_sm_pct")  # NVML's per-process samples: the process's own kernels
+    if own is not None:  # the process itself barely uses the SMs, whatever another process does on the GPU
+        quiet = max(quiet, 1 - ramp(own, T.HOST_GPU_UTIL_PCT))
     frac = ev.get("feeder_on_gpu_fraction")
     context = frac >= T.HOST_CONTEXT_FRACTION if frac is not None else bool((hints or {}).get("on_gpu"))
     cpu = ramp(ev.get("feeder_cpu_pct"), T.HOST_FEEDER_CPU_PCT)
     facts["context"], facts["host_cpu_busy"], facts["quiet"] = context, cpu, quiet
     elsewhere = ramp(ev.get("feeder_busy_elsewhere_fraction"), T.HOST_BUSY_ELSEWHERE_FRACTION)
-    return (quiet * cpu * (1 - launch) * (1 - pcie_raw) * (1 - elsewhere) if context else 0.0), None
+    # Which host work: one thread at a core with the workers idle is the training process's own loop (CPU-side
+    # overhead, or preprocessing in that process); worker processes busier than it is an input pipeline.
+    thread, workers = ev.get("feeder_thread_pct"), ev.get("feeder_children_cpu_pct") or 0.0
+    sub = None
+    if workers >= T.HOST_WORKERS_CPU_PCT and workers > (ev.get("feeder_cpu_pct") or 0.0) - workers:
+        sub = "workers"
+    elif thread is not None and thread >= T.FEEDER_THREAD_PCT[1]:
+        sub = "one thread"
+    return (quiet * cpu * (1 - launch) * (1 - pcie_raw) * (1 - elsewhere) if context else 0.0), sub
 
 
 def pick(s: dict, ev: dict, facts: dict, hints: dict, prefer: str | None = None) -> str:
@@ -184,7 +215,8 @@ def pick(s: dict, ev: dict, facts: dict, hints: dict, prefer: str | None = None)
         return "throttled"
     if s["memory-capacity"] >= T.MIXED_MIN_SCORE:
         full = (ev.get("mem_used_max_fraction") or 0) >= T.MEM_FULL_FRACTION or hints.get("oom")
-        weak = base in ("idle", "input-starved", "latency-bound") or s[base] < T.MIXED_MIN_SCORE
+        weak = (base in ("idle", "input-starved", "latency-bound") or s[base] < T.MIXED_MIN_SCORE
+                or (base == "memory-bound" and facts.get("mix")))
         if full or weak:
             return "memory-capacity"
     return base

@@ -54,13 +54,23 @@ CACHE_SM_ACTIVE_PCT = (70.0, 90.0)
 CACHE_OCCUPANCY_PCT = (40.0, 60.0)
 CACHE_SCORE = 0.8
 
+# A busy GPU (duty cycle >= 70%, BUSY_NOTHING_PEAK_UTIL_PCT) whose DRAM, at 25-45% of its peak, is the busiest
+# unit relative to its peak is memory-bound as a kernel mix: an eager GPT-2 training step on an H100 reads DRAM 45%,
+# tensor 10%, SMs 81% active, and torch.profiler puts 66% of its kernel time in elementwise, normalisation and
+# optimizer kernels (each at its own bandwidth limit [NCU]) and 34% in GEMMs. Scored at most 0.9: the window's
+# mean does not show a unit at its peak, the kernel breakdown does.
+MIX_DRAM_PCT = (25.0, 45.0)
+MIX_SCORE = 0.9
+
 # -- latency / launch-bound --------------------------------------------------------------------------
 # Kernels resident at least 15% of the time (NVML duty cycle) ...
 LAUNCH_UTIL_PCT = (5.0, 15.0)
-# ... while the SMs are busy for under 10% of that time: the kernels are tiny (one block, a few
+# ... while the SMs are busy for under 20% of that time: the kernels are tiny (one block, a few
 # microseconds) and the GPU waits on launches and syncs between them. 1-element kernels read
-# 0.03% / 16% = 0.002 [H200]; a kernel that fills the GPU reads close to 1.
-LAUNCH_SM_PER_UTIL = (0.10, 0.25)
+# 0.03% / 16% = 0.002 [H200]; GPT-2 decoding at batch 1 (GEMV kernels of 3 us on average) 0.16 [H100];
+# kernels that fill the GPU read 0.8-0.9 (an eager GPT-2 training step 0.86, ResNet-50 0.89 [H100]). At
+# half the SMs' time the kernels are no longer tiny.
+LAUNCH_SM_PER_UTIL = (0.20, 0.50)
 # The GPU is busy (duty cycle >= 70%) but neither a pipe nor DRAM is near its peak: latency-bound in
 # the [NCU] sense (under-filled kernels, stalls on memory latency or dependencies).
 BUSY_NOTHING_PEAK_UTIL_PCT = (40.0, 70.0)
@@ -70,7 +80,7 @@ STALLS_SM_ACTIVE_PCT = 80.0
 
 # -- input-starved ------------------------------------------------------------------------------------
 # The GPU is under-used: kernel duty cycle below 50% is "low" [HTA]; at 30% it clearly is.
-STARVED_UTIL_PCT = (30.0, 60.0)
+STARVED_UTIL_PCT = (40.0, 80.0)
 # The feeding process tree is busy on the CPU: CPU% is per core (100 = one core), summed over the
 # process and its children. A DataLoader with num_workers=0 and a heavy transform reads ~100%.
 FEEDER_CPU_PCT = (30.0, 70.0)
@@ -101,6 +111,13 @@ HOST_GPU_SM_PCT = (2.0, 10.0)
 # on the CPU read "process tree CPU 99%" with SMs 0.1% busy (issue 11). A process that holds the context
 # but uses little CPU is waiting (sleep, I/O, a lock): idle, subclass "waiting".
 HOST_FEEDER_CPU_PCT = (50.0, 80.0)
+# The feeder's busiest thread (psutil's per-thread CPU times, 100 = one core): a Python loop that launches
+# kernels or prepares data keeps one thread at 90%+ of a core (the GIL serialises it); under 60% it is not
+# the limit. A launch-bound verdict with that thread under 60% scores half (the gaps are waits, not launches).
+FEEDER_THREAD_PCT = (60.0, 90.0)
+# Host-bound subclass "workers": the process's children (DataLoader workers) use at least one core, more than
+# the process itself: an input pipeline, not the training loop's own overhead.
+HOST_WORKERS_CPU_PCT = 100.0
 HOST_CONTEXT_FRACTION = 0.5
 # ... unless it drives another GPU meanwhile (busy there in 5% of the window: a little; 25%: it is working,
 # this GPU is merely held).
@@ -156,6 +173,9 @@ POWER_CAP_CLOCK_RATIO = (0.45, 0.60)  # reversed: a lower clock ratio scores hig
 # -- memory capacity -----------------------------------------------------------------------------------
 # Device memory above 90% used is near capacity [HTA]; 88% is not yet.
 MEM_USED_FRACTION = (0.88, 0.92)
+# ... or a window whose peak reached 97% (MEM_FULL_FRACTION: the next allocation fails there); 95% is not yet.
+# The batch-size sweep's batch 8192 on an H200 swings between 53% and 98% as the allocator grows and frees.
+MEM_PEAK_FRACTION = (0.95, 0.97)
 # At or above 97% (or an out-of-memory error) capacity is the main verdict whatever else is going on:
 # the next allocation fails. Between 90% and 97% it is the main verdict only when the GPU is not
 # clearly compute-, memory- or transfer-bound (inference servers and PyTorch's caching allocator

@@ -192,8 +192,13 @@ def merge(verdicts: list[Verdict], weights: list[float]) -> Verdict:
 
 
 def overall(segments: list[dict]) -> dict | None:
-    """One verdict for a whole run from its timeline (startup segments left out)."""
+    """One verdict for a whole run from its timeline (startup segments left out, and the set-up on the CPU
+    before the GPU's first work: host-bound segments before the first segment of any other class but idle,
+    such as imports, model building, torch.compile or XLA compilation, are not the work's bottleneck)."""
     segs = [s for s in segments if s.get("subclass") != "startup"]
+    work = [s["t_start"] for s in segs if s["class"] not in ("idle", "host-bound")]
+    if work:
+        segs = [s for s in segs if not (s["class"] == "host-bound" and s["t_end"] <= min(work))]
     if not segs:
         return None
     time_by: dict[str, float] = {}

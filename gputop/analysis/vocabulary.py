@@ -51,10 +51,10 @@ SPLIT_CLASSES = ("compute-bound", "memory-bound", "latency-bound", "pcie-bound")
 PIPE_NAMES = {"tensor": "tensor", "fp64": "FP64", "fp32": "FP32", "fp16": "FP16", "int": "INT"}
 SUBCLASS_LABELS = {
     "tensor": "tensor cores", "fp64": "FP64", "fp32": "FP32 pipe", "fp16": "FP16 pipe", "int": "integer pipe",
-    "cache": "on-chip memory",
+    "cache": "on-chip memory", "kernel mix": "mix of memory-bound kernels",
     "launch": "launch/sync", "stalls": "stalls", "underfilled": "under-filled kernels",
     "thermal": "thermal", "hardware": "hardware slowdown", "power": "power cap", "oom": "out of memory",
-    "startup": "startup", "waiting": "waiting: sleep, I/O or a lock",
+    "startup": "startup", "one thread": "one thread at a core", "workers": "worker processes", "waiting": "waiting: sleep, I/O or a lock",
     "link": "link near its peak", "pageable": "pageable host memory",
     "exposed": "exposed all-reduce", "collective latency": "collective latency",
 }

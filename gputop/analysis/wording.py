@@ -57,6 +57,10 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
                     f"{_p(ev.get('sm_occupancy_pct'))} occupancy, yet no pipe (best {_p(pipe_best)}) and {dram}: "
                     "warps wait on L2/L1 traffic or memory latency (GPM has no cache counters)")
         got = f" ({si(ev['dram_bytes_per_s'], 'B/s')})" if ev.get("dram_bytes_per_s") else ""
+        if sub == "kernel mix":
+            return (f"kernels active {_p(ev.get('util_gpu_pct'))}, {dram}{got} the busiest unit (tensor "
+                    f"{_p(ev.get('tensor_pct'))}, FP32 {_p(ev.get('fp32_pct'))}), SMs {_p(ev.get('sm_active_pct'))} "
+                    "active: a mix of memory-bound kernels")
         return (f"{dram}{got}, tensor {_p(ev.get('tensor_pct'))}, FP32 {_p(ev.get('fp32_pct'))}, "
                 f"SMs {_p(ev.get('sm_active_pct'))} active")
     if cls == "latency-bound":
@@ -150,6 +154,10 @@ ADVICE = {
     ("memory-bound", "cache"):
         "on-chip memory traffic is the limit (data that fits in L2, or latency of scattered accesses): fuse ops "
         "so data is reused in registers/shared memory, coalesce accesses",
+    ("memory-bound", "kernel mix"):
+        "a mix of small memory-bound kernels (elementwise, normalisation, optimizer) takes most of the time and "
+        "DRAM is the busiest unit: fuse them (torch.compile, fused optimizers such as AdamW(fused=True), fused "
+        "LayerNorm/attention kernels), use bf16 activations",
     ("compute-bound", None):
         "compute is the limit: use tensor cores and lower precision (AMP), reduce instruction count",
     ("memory-bound", None):
@@ -177,6 +185,13 @@ ADVICE = {
         "transforms, cached pre-processed data); if it is the loop itself (Python, launches, .item() syncs), "
         "do more per step (larger batch, torch.compile, CUDA graphs); profile the CPU side (py-spy, "
         "torch.profiler) to see which",
+    ("host-bound", "workers"):
+        "the GPU waits on the input pipeline's worker processes: cheaper transforms, GPU-side augmentation "
+        "(torchvision.transforms.v2 on tensors, DALI), cached pre-processed data, more workers if cores are free",
+    ("host-bound", "one thread"):
+        "one thread of the process is at a full core while the GPU waits: profile it (py-spy top) to see "
+        "whether it is preparing data (move it to DataLoader workers) or the loop's own overhead (larger "
+        "batch, torch.compile, CUDA graphs, fewer .item() syncs)",
     ("idle", "waiting"):
         "the process holds the GPU but waits (sleep, I/O, a lock, another process): check what it waits on "
         "(py-spy dump, strace); the GPU itself is not the problem",
@@ -280,17 +295,34 @@ def decided(ev: dict, s: dict, main: str) -> list[str]:
     if main not in rivals:
         return []
     ratio, busy = ev.get("sm_active_per_util"), ev.get("busy_sample_pct")
-    if main == "latency-bound" and ratio is not None:
+    if main == "latency-bound" and ratio is not None and ratio < T.LAUNCH_SM_PER_UTIL[1]:
         return [f"decided by: the SMs were busy {_p(100 * ratio)} of the kernels' time (tiny kernels) with kernels "
-                f"in {_p(busy)} of the samples (no idle gaps between bursts): launch-bound, not input-starved "
+                f"in {_p(busy)} of the samples{host_detail(ev)}: launch-bound, not input-starved "
                 f"(input-starved scored {s.get('input-starved', 0):.2f})"]
+    if main == "latency-bound" and ratio is not None:
+        return [f"decided by: kernels ran {_p(ev.get('util_gpu_pct'))} of the time and kept the SMs busy "
+                f"{_p(100 * ratio)} of it, yet no unit was near its peak: the kernels wait on latency, the GPU does "
+                f"not wait for input (input-starved scored {s.get('input-starved', 0):.2f})"]
     if main == "input-starved":
         fill = f", the kernels filled the SMs ({_p(100 * ratio)} of their time)" if ratio is not None else ""
         return [f"decided by: the GPU idled between {ev.get('bursts', 0):.0f} bursts (busy in {_p(busy)} of the "
-                f"samples){fill}: it waits for input, not on launches (launch-bound scored "
+                f"samples){fill}{host_detail(ev)}: it waits for input, not on launches (launch-bound scored "
                 f"{s.get('latency-bound', 0):.2f})"]
     if main == "host-bound":
         return [f"decided by: kernels active only {_p(ev.get('util_gpu_pct'))} while the process holding the GPU "
-                f"kept {_p(ev.get('feeder_cpu_pct'))} CPU busy: the host is the bottleneck (a process that "
-                "only waits would use little CPU)"]
+                f"kept {_p(ev.get('feeder_cpu_pct'))} CPU busy{host_detail(ev)}: the host is the bottleneck (a "
+                "process that only waits would use little CPU)"]
     return []
+
+
+def host_detail(ev: dict) -> str:
+    """The host evidence beyond the tree's CPU%, for a "decided by" note: the feeder's busiest thread, its
+    workers, and NVML's per-process SM samples (empty where not measured)."""
+    parts = []
+    if ev.get("feeder_thread_pct") is not None:
+        parts.append(f"its busiest thread at {_p(ev['feeder_thread_pct'])} of a core")
+    if (ev.get("feeder_children_cpu_pct") or 0) >= 1:
+        parts.append(f"its child processes at {_p(ev['feeder_children_cpu_pct'])}")
+    if ev.get("feeder_sm_pct") is not None:
+        parts.append(f"its own kernels {_p(ev['feeder_sm_pct'])} of the SMs (NVML's per-process samples)")
+    return " (" + ", ".join(parts) + ")" if parts else ""

@@ -3,8 +3,10 @@
 Nothing happens per tick beyond sampling (and remembering the last process list a tick carried): a
 scrape turns the newest tick into dcgm-exporter's series (:mod:`.dcgm_names`) and gputop's own
 (``gputop_bottleneck``, ``gputop_verdict_confidence``, the theoretical peaks, per-process GPU memory).
-The verdict is the classifier over the last ``thresholds.LIVE_WINDOW_S`` seconds of ticks, computed at most once
-a second however often Prometheus scrapes.
+The verdict is the live verdict of the TUI's panel (:class:`gputop.analysis.live.LiveVerdict`: the current
+regime of the work since its last change, at most ``thresholds.LIVE_MAX_S``, judged again once a second and at
+once on a change), so Prometheus sees what the screen shows; ``gputop_verdict_window_seconds`` is the length of
+the window it judged. Fed at most once a second however often Prometheus scrapes.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gputop.analysis import thresholds as T
-from gputop.analysis.classify import classify
+from gputop.analysis.live import LiveVerdict
 from gputop.analysis.vocabulary import CLASSES
 from gputop.export.dcgm_names import GPU_LABELS, JOB_LABEL, SERIES, value
 
@@ -87,6 +89,7 @@ class GputopCollector(Collector):
         self.sampler, self.gpus, self.options = sampler, gpus, options
         self.procs: dict[int, list[dict]] = {}  # position -> the last process list a tick carried
         self._verdicts: dict[int, object] = {}
+        self._live = {g.pos: LiveVerdict() for g in gpus}
         self._verdict_at: float | None = None
         self._lock = threading.Lock()
         self.scrapes = 0
@@ -103,12 +106,14 @@ class GputopCollector(Collector):
         with self._lock:
             if self._verdict_at is None or now - self._verdict_at >= T.LIVE_EVERY_S:
                 self._verdict_at = now
-                window = self.sampler.window(T.LIVE_WINDOW_S)
+                window = self.sampler.window(T.LIVE_MAX_S + T.LIVE_EVERY_S)
                 out = {}
                 for g in self.gpus:
+                    live = self._live[g.pos]
                     try:
-                        out[g.pos] = classify(window, g.static, g.peaks, gpu=g.pos) if window else None
+                        out[g.pos] = live.update(window, g.static, g.peaks, gpu_pos=g.pos) if window else None
                     except Exception:  # a classifier bug on odd data: no verdict series, the exporter goes on
+                        live.reset()
                         out[g.pos] = None
                 self._verdicts = out
             return self._verdicts
@@ -149,10 +154,13 @@ class GputopCollector(Collector):
 
     def _verdict_families(self, rows, names):
         verdicts = self.verdicts()
-        bott = GaugeMetricFamily("gputop_bottleneck", "gputop's bottleneck class over the last few seconds: 1 for "
+        bott = GaugeMetricFamily("gputop_bottleneck", "gputop's bottleneck class of the current work (the TUI's live verdict): 1 for "
                                  "the current class, 0 for the others.", labels=names + ["class", "subclass"])
         conf = GaugeMetricFamily("gputop_verdict_confidence", "Confidence (0-1) of gputop's current bottleneck "
                                  "class.", labels=names + ["class"])
+        span = GaugeMetricFamily("gputop_verdict_window_seconds", "Length of the window gputop's current verdict "
+                                 "judged (the work since its last change of regime, at most 30 s).",
+                                 labels=names + ["class"])
         for g in self.gpus:
             v = verdicts.get(g.pos)
             if v is None:
@@ -163,8 +171,11 @@ class GputopCollector(Collector):
                     bott.add_metric(labels + [c, (v.subclass or "") if current else ""], 1.0 if current else 0.0)
                 if v.confidence is not None:
                     conf.add_metric(labels + [v.cls], float(v.confidence))
+                if v.t_start is not None and v.t_end is not None:
+                    span.add_metric(labels + [v.cls], float(v.t_end - v.t_start))
         yield bott
         yield conf
+        yield span
 
     def _peak_families(self, rows, names):
         for name, key, help_text in PEAKS:

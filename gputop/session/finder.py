@@ -87,7 +87,9 @@ class GpuFinder:
 
 
 class TickStore:
-    """All ticks of a run for the final analysis, slimmed (no process lists), thinned when long."""
+    """All ticks of a run for the final analysis, slimmed, thinned when long. Slimmed: each process list keeps
+    only its pids (the classifier asks whether the watched process holds a CUDA context there: host-bound vs
+    idle), NVML's per-process SM samples stay, and of the per-core CPU only the busiest core."""
 
     def __init__(self, max_ticks: int = MAX_TICKS):
         self.ticks: list[dict] = []
@@ -104,7 +106,7 @@ class TickStore:
         cores = host.pop("cpu_per_core_pct", None)
         if cores:
             host["cpu_per_core_pct"] = [max(cores)]  # the classifier reads only the busiest core
-        slim = {"t": tick["t"], "gpus": [dict(s, processes=None) for s in tick.get("gpus") or []], "host": host}
+        slim = {"t": tick["t"], "gpus": [slim_sample(s) for s in tick.get("gpus") or []], "host": host}
         with self.lock:
             self.ticks.append(slim)
             if len(self.ticks) > self.max_ticks:
@@ -114,3 +116,9 @@ class TickStore:
     def snapshot(self) -> list[dict]:
         with self.lock:
             return list(self.ticks)
+
+
+def slim_sample(s: dict) -> dict:
+    """A sample as the run's store keeps it: its process list reduced to the pids (None stays None)."""
+    procs = s.get("processes")
+    return dict(s, processes=None if procs is None else [{"pid": p.get("pid")} for p in procs])

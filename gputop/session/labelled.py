@@ -41,6 +41,8 @@ def diagnose_trace(path: str, window_s: float = T.WINDOW_S) -> dict:
 
 # -- labelled traces (bench/proof, tests, docs/diagnosis.md) --------------------------------------------------
 EXPECT_RE = re.compile(r"expect=([a-z-]+)")
+# gputop's own marks of a run that say nothing about the work's phases: they do not end a labelled phase
+BOOKKEEPING = ("started", "on GPU ")
 
 
 def trace_expectations(path: str, header: dict | None = None, rows: list[dict] | None = None) -> dict:
@@ -67,9 +69,10 @@ def trace_expectations(path: str, header: dict | None = None, rows: list[dict] |
     ticks_t = [r["t"] for r in rows if r["type"] == "tick"]
     end = ticks_t[-1] if ticks_t else 0.0
     marks = [(r["t"], r["label"]) for r in rows if r["type"] == "mark"]
+    ends = [t for t, label in marks if not label.startswith(BOOKKEEPING)]
     phases = []
-    for i, (t, label) in enumerate(marks):
+    for t, label in marks:
         m = EXPECT_RE.search(label)
-        if m and m.group(1) in CLASSES:
-            phases.append((label, m.group(1), t, marks[i + 1][0] if i + 1 < len(marks) else end))
+        if m and m.group(1) in CLASSES:  # until the next mark of the work (gputop's own bookkeeping aside)
+            phases.append((label, m.group(1), t, next((e for e in ends if e > t), end)))
     return {"overall": overall_cls, "phases": phases}

@@ -12,7 +12,6 @@ import time
 from gputop import exitcodes
 from gputop.analysis import thresholds as T
 from gputop.analysis.comms import group_comms
-from gputop.analysis.classify import classify
 from gputop.analysis.timeline import overall, timeline
 from gputop.analysis.verdict import Verdict, display_name
 from gputop.analysis.wording import advise
@@ -124,16 +123,6 @@ class Monitor:
 
     def _hints(self, a: float, b: float) -> dict:
         return {"oom": True} if any(a <= t < b + self.window_s for t in self.oom_times) else {}
-
-    def live(self, seconds: float = T.WINDOW_S) -> list[tuple[int, Verdict]]:
-        """(position, verdict) over the last ``seconds`` for each GPU the tree uses (all if none yet)."""
-        window = self.sampler.window(seconds)
-        first, _ = self.finder.result()
-        positions = sorted(first) or list(range(len(self.static)))
-        out = [(p, classify(window, self.static[p], self.peaks[p], watched_pid=self.pid, gpu=p))
-               for p in positions if window and p < len(window[-1]["gpus"])]
-        group_comms([v for _, v in out])  # the tree's GPUs are one job: comms-bound ones are judged together
-        return out
 
     def analyze(self) -> dict:
         """Per-GPU timelines and verdicts, and the run's overall verdict (the "diagnosis" part)."""

@@ -1,6 +1,10 @@
-"""Host metrics: CPU per core, RAM, and the CPU% of watched process trees (to spot input starvation)."""
+"""Host metrics: CPU per core, RAM, and the CPU% of watched process trees (to spot input starvation), with
+the busiest thread of each watched process (one thread pegged at a core: a Python loop launching kernels or
+preparing data in the training process itself, not a pool of DataLoader workers)."""
 
 from __future__ import annotations
+
+import time
 
 import psutil
 
@@ -11,6 +15,7 @@ class HostReader:
     def __init__(self):
         psutil.cpu_percent(percpu=True)  # opens the first window
         self._procs: dict[int, psutil.Process] = {}
+        self._threads: dict[int, tuple[float, dict[int, float]]] = {}  # pid -> (when, thread id -> CPU seconds)
         self.watched: set[int] = set()
 
     def watch(self, pid: int) -> None:
@@ -38,6 +43,8 @@ class HostReader:
             out["procs"] = {str(pid): self.tree_cpu(pid, alive) for pid in sorted(self.watched)}
             for stale in [p for p in self._procs if p not in alive and p not in self.watched]:
                 del self._procs[stale]  # exited children (their pids may be reused)
+            for stale in [p for p in self._threads if p not in self.watched]:
+                del self._threads[stale]
         return out
 
     def tree_cpu(self, pid: int, alive: set[int] | None = None) -> dict | None:
@@ -55,7 +62,26 @@ class HostReader:
             children += self._cpu(self._proc(k.pid, k)) or 0.0
         if alive is not None:
             alive.update([pid, *(k.pid for k in kids)])
-        return {"cpu_pct": own, "children_cpu_pct": children, "children": len(kids)}
+        out = {"cpu_pct": own, "children_cpu_pct": children, "children": len(kids)}
+        thread = self.busiest_thread(root)
+        if thread is not None:
+            out["busiest_thread_pct"] = thread
+        return out
+
+    def busiest_thread(self, p: psutil.Process) -> float | None:
+        """CPU% (100 = one core) of ``p``'s busiest thread since the previous call (None on the first call,
+        or where the threads cannot be read)."""
+        try:
+            now, threads = time.monotonic(), {t.id: t.user_time + t.system_time for t in p.threads()}
+        except (psutil.Error, OSError):
+            return None
+        before = self._threads.get(p.pid)
+        self._threads[p.pid] = (now, threads)
+        if before is None or now <= before[0]:
+            return None
+        dt = now - before[0]
+        busiest = max((cpu - before[1].get(tid, cpu) for tid, cpu in threads.items()), default=0.0)
+        return round(max(0.0, 100.0 * busiest / dt), 1)
 
     def _proc(self, pid: int, p: psutil.Process | None = None) -> psutil.Process:
         if pid not in self._procs:

@@ -40,6 +40,7 @@ _REASON_NAMES = {
     999: "Unknown",
 }
 GPU_IS_LOST = 15
+NOT_FOUND = 6
 # nvmlValueType_t -> the member of nvmlValue_t that holds a field value (nvml.h).
 _VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 
@@ -166,6 +167,26 @@ class Nvml:
             member = _VALUE_MEMBERS.get(int(v.valueType))
             out.append(getattr(v.value, member) if member else None)
         return out
+
+    def process_utilization(self, h, since_us: int, gpu: int | None = None) -> list[dict] | None:
+        """NVML's per-process utilisation samples of one GPU newer than ``since_us`` (NVML's microsecond
+        timestamps; 0: all it keeps): ``[{"pid", "t_us", "sm_pct", "mem_pct"}]``, ``[]`` when no process ran
+        a kernel since then (NVML says NotFound), None when the call is not available (reason kept under
+        ``process_utilization``)."""
+
+        def call(handle, since):
+            try:
+                return self._lib.nvmlDeviceGetProcessUtilization(handle, since)
+            except Exception as exc:
+                if getattr(exc, "value", None) == NOT_FOUND:
+                    return []
+                raise
+
+        got = self.get("process_utilization", call, h, int(since_us), gpu=gpu)
+        if got is None:
+            return None
+        return [{"pid": int(x.pid), "t_us": int(x.timeStamp), "sm_pct": float(x.smUtil),
+                 "mem_pct": float(x.memUtil)} for x in got]
 
     def const(self, name: str, default: Any = None) -> Any:
         """A constant of the bindings (None-safe for older pynvml)."""

@@ -187,6 +187,7 @@ class GpuReader:
         self.process_every = max(1, process_every)
         self._n = 0
         self._names: dict[int, tuple[str | None, str | None]] = {}
+        self._util_since = int(time.time() * 1e6) - 1_000_000  # NVML's per-process samples: from 1 s ago
         self._c_sm = nvml.const("NVML_CLOCK_SM", 1)
         self._c_mem = nvml.const("NVML_CLOCK_MEM", 2)
         self._t_gpu = nvml.const("NVML_TEMPERATURE_GPU", 0)
@@ -221,6 +222,8 @@ class GpuReader:
         s["mem_used_bytes"] = int(mem.used) if mem else None
         s["mem_total_bytes"] = int(mem.total) if mem else None
         s["processes"] = self._processes() if self._n % self.process_every == 0 else None
+        if s["processes"]:
+            s["process_sm_pct"] = self._process_sm()
         s["lost"] = i in nvml.lost
         self._n += 1
         return s
@@ -244,6 +247,17 @@ class GpuReader:
             out.append({"pid": int(p.pid), "name": name, "user": user,
                         "gpu_memory_bytes": int(used) if isinstance(used, int) else None})
         return out
+
+    def _process_sm(self) -> dict[str, float] | None:
+        """Each process's mean SM utilisation (NVML's per-process samples) since the previous read."""
+        got = self.nvml.process_utilization(self.h, self._util_since, gpu=self.index)
+        if got is None:
+            return None
+        per: dict[str, list[float]] = {}
+        for x in got:
+            per.setdefault(str(x["pid"]), []).append(x["sm_pct"])
+            self._util_since = max(self._util_since, x["t_us"])
+        return {pid: round(sum(v) / len(v), 1) for pid, v in per.items()}
 
     def _who(self, pid: int) -> tuple[str | None, str | None]:
         if pid not in self._names:

@@ -93,6 +93,21 @@ class _SubprocessFake(_fake_nvml.FakeNvml):
             kids = []
         return [types.SimpleNamespace(pid=k.pid, usedGpuMemory=1 << 30) for k in kids]
 
+    def nvmlDeviceGetProcessUtilization(self, h, since):
+        import time
+
+        import psutil
+
+        try:
+            kids = psutil.Process().children(recursive=True)
+        except psutil.Error:
+            kids = []
+        now = int(time.time() * 1e6)
+        if not kids or now <= since:
+            raise _fake_nvml.pynvml.NVMLError(_fake_nvml.pynvml.NVML_ERROR_NOT_FOUND)
+        return [types.SimpleNamespace(pid=k.pid, timeStamp=now, smUtil=40, memUtil=20, encUtil=0, decUtil=0)
+                for k in kids]
+
 
 _record = os.environ.get("GPUTOP_FAKE_NVML_STATIC") or "h200_recorded.json"
 _static = json.loads((_TESTS / "data" / "static" / _record).read_text())["static"]

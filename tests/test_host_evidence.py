@@ -1,0 +1,123 @@
+"""Host evidence of issue 11: the feeder's busiest thread (psutil per-thread times), NVML's per-process
+utilisation samples through the one NVML choke point, and how the classifier uses and names them."""
+
+from __future__ import annotations
+
+import types
+
+import pynvml
+import pytest
+
+from fake_nvml import FakeNvml
+from gputop.analysis.classify import classify
+from gputop.telemetry import host as host_mod
+from gputop.telemetry.host import HostReader
+from gputop.telemetry.nvml import Nvml
+from gputop.telemetry.sample import GpuReader
+from test_classify import COPY, H200, PEAKS, host, window
+from test_nvml import recorded_static
+
+
+class FakeProc:
+    """A psutil.Process whose threads' CPU times the test sets."""
+
+    def __init__(self, pid=4242):
+        self.pid, self.times = pid, {}
+
+    def threads(self):
+        return [types.SimpleNamespace(id=tid, user_time=u, system_time=0.0) for tid, u in self.times.items()]
+
+
+def test_busiest_thread_is_the_largest_cpu_time_delta_per_second(monkeypatch):
+    clock = iter([100.0, 100.5, 101.5])
+    monkeypatch.setattr(host_mod.time, "monotonic", lambda: next(clock))
+    r, p = HostReader(), FakeProc()
+    p.times = {1: 10.0, 2: 3.0}
+    assert r.busiest_thread(p) is None  # the first call opens the window
+    p.times = {1: 10.45, 2: 3.1, 3: 0.2}  # thread 1 ran 0.45 s of 0.5 s; a new thread counts from its start
+    assert r.busiest_thread(p) == 90.0
+    p.times = {1: 10.5, 2: 3.2}
+    assert r.busiest_thread(p) == 10.0  # 0.1 s of 1 s (thread 2)
+
+
+def test_nvml_process_utilization_samples_empty_and_unavailable():
+    fake = FakeNvml(recorded_static())
+    fake.proc_util = ((4242, 1_000, 40, 10), (4242, 2_000, 60, 20), (77, 2_000, 5, 1))
+    nvml = Nvml(fake)
+    got = nvml.process_utilization("handle0", 500, gpu=0)
+    assert [(x["pid"], x["sm_pct"]) for x in got] == [(4242, 40.0), (4242, 60.0), (77, 5.0)]
+    assert nvml.process_utilization("handle0", 2_000, gpu=0) == []  # NotFound: nothing ran since then
+    assert "process_utilization" not in nvml.na_reasons
+    nvml = Nvml(FakeNvml(recorded_static(), fail={"nvmlDeviceGetProcessUtilization": pynvml.NVML_ERROR_NOT_SUPPORTED}))
+    assert nvml.process_utilization("handle0", 0, gpu=0) is None
+    assert nvml.na_reasons["process_utilization"] == "NotSupported"
+
+
+def test_a_sample_with_a_process_list_carries_each_process_sm_share():
+    fake = FakeNvml(recorded_static())
+    fake.nvmlDeviceGetComputeRunningProcesses = lambda h: [types.SimpleNamespace(pid=4242, usedGpuMemory=1 << 30)]
+    reader = GpuReader(Nvml(fake), 0, process_every=1)
+    since = reader._util_since
+    fake.proc_util = ((4242, since + 10, 30, 5), (4242, since + 20, 50, 5))
+    s = reader.read()
+    assert s["process_sm_pct"] == {"4242": 40.0}
+    assert reader.read()["process_sm_pct"] == {}  # no new samples since: NotFound -> no process ran kernels
+
+
+ON_GPU = dict(processes=[{"pid": 4242}], util_gpu_pct=1.0, sm_active_pct=0.1)
+
+
+def with_proc(hosts, **extra):
+    return [{**h, "procs": {"4242": {**h["procs"]["4242"], **extra}}} for h in hosts]
+
+
+def test_host_bound_says_which_host_work_from_the_busiest_thread_and_the_workers():
+    one = classify(window(**ON_GPU), H200, PEAKS, host=with_proc(host(99.0), busiest_thread_pct=98.0),
+                   watched_pid="4242")
+    assert (one.cls, one.subclass) == ("host-bound", "one thread"), one.scores
+    assert any("busiest thread at 98% of a core" in n for n in one.notes), one.notes
+    assert "py-spy" in one.advice
+    pool = classify(window(**ON_GPU), H200, PEAKS,
+                    host=with_proc(host(30.0, children=700.0), busiest_thread_pct=25.0), watched_pid="4242")
+    assert (pool.cls, pool.subclass) == ("host-bound", "workers"), pool.scores
+    assert any("child processes at 700%" in n for n in pool.notes), pool.notes
+
+
+def test_nvml_per_process_samples_name_the_process_own_kernels_in_the_decision():
+    samples = [dict(s, process_sm_pct={"4242": 0.0}) for s in window(**ON_GPU)]
+    v = classify(samples, H200, PEAKS, host=host(99.0), watched_pid="4242")
+    assert v.cls == "host-bound" and v.evidence["feeder_sm_pct"] == 0.0
+    assert any("NVML's per-process samples" in n for n in v.notes), v.notes
+    # another process keeps the GPU busy, the watched one holds a context and burns a core without kernels
+    busy = [dict(s, process_sm_pct={"4242": 0.0, "999": 90.0}) for s in window(**dict(COPY, processes=[{"pid": 4242}]))]
+    w = classify(busy, H200, PEAKS, host=host(99.0), watched_pid="4242")
+    assert w.cls == "memory-bound" and "host-bound" in w.mixed, (w.cls, w.scores)  # the GPU first, then the process
+
+
+def test_launch_bound_needs_the_launching_thread_busy():
+    decode = dict(util_gpu_pct=9.0, sm_active_pct=0.4, sm_occupancy_pct=0.2, dram_bw_pct=0.5, processes=[{"pid": 4242}])
+    busy = classify(window(**decode), H200, PEAKS, host=with_proc(host(100.0), busiest_thread_pct=99.0),
+                    watched_pid="4242")
+    idle = classify(window(**decode), H200, PEAKS, host=with_proc(host(100.0), busiest_thread_pct=20.0),
+                    watched_pid="4242")
+    assert busy.cls == "latency-bound" and busy.scores["latency-bound"] == pytest.approx(1.0)
+    assert idle.scores["latency-bound"] == pytest.approx(0.5)  # gaps that are waits, not launches
+    assert any("busiest thread at 99%" in n for n in busy.notes), busy.notes
+
+
+def test_set_up_on_the_cpu_before_the_first_gpu_work_is_not_the_run_verdict():
+    """torch.compile / XLA compilation: 20 s host-bound, then 8 s compute-bound; later host-bound time counts."""
+    from gputop.analysis.timeline import overall, timeline
+
+    compile_ = window(n=200, **ON_GPU)
+    work = window(n=80, t0=20.0, util_gpu_pct=100.0, sm_active_pct=96.0, sm_occupancy_pct=20.0, tensor_pct=93.0,
+                  dram_bw_pct=17.0, processes=[{"pid": 4242}])
+    after = window(n=50, t0=28.0, **ON_GPU)
+    hosts = host(99.0, n=330)
+    ticks = [{"t": smp["t"], "gpus": [smp], "host": h} for smp, h in zip(compile_ + work, hosts)]
+    segs = timeline(ticks, 0, H200, PEAKS, watched_pid="4242")
+    assert [s["class"] for s in segs] == ["host-bound", "compute-bound"], [s["class"] for s in segs]
+    assert overall(segs)["class"] == "compute-bound"
+    ticks += [{"t": smp["t"], "gpus": [smp], "host": h} for smp, h in zip(after, hosts)]
+    late = timeline(ticks, 0, H200, PEAKS, watched_pid="4242")
+    assert overall(late)["time_by_class_s"].get("host-bound", 0) > 4.0  # after the work: the host's time
