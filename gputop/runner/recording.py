@@ -30,6 +30,7 @@ from types import SimpleNamespace
 from typing import Callable
 
 from gputop.runner.events import RunEvents
+from gputop.runner.run_view import RunView
 from gputop.runner.status import exit_code_for
 from gputop.telemetry.trace import FORMAT, Recorder, TraceError
 
@@ -147,7 +148,7 @@ def recording_label(header: dict) -> str:
     return f"{run.get('workload')} (recorded {where})"
 
 
-class RecordedRun:
+class RecordedRun(RunView):
     """A recorded run played back: the same events at the same pace (``speed`` x), then the recorded
     final document. ``start()``, ``cancel()`` (stops the playback: an interrupted partial run),
     ``wait()``, ``document()`` any time, as a WorkloadRun."""
@@ -180,7 +181,7 @@ class RecordedRun:
         self._ticks_lock = threading.Lock()
         self._stop = threading.Event()
         self._finished = threading.Event()
-        self._final: dict | None = None
+        self._final_doc: dict | None = None
         self._thread: threading.Thread | None = None
 
     def start(self) -> "RecordedRun":
@@ -219,10 +220,10 @@ class RecordedRun:
 
             self.status = "interrupted"
             self.events.close_phase(self.t_end)
-            self._final = build_document(self)
+            self._final_doc = build_document(self)
         else:
             self.status = end.get("status", "ok")
-            self._final = copy.deepcopy(end)
+            self._final_doc = copy.deepcopy(end)
         self._finished.set()
         self.events.emit({"event": "finished", "t": time.monotonic(), "source": "gputop", "status": self.status,
                           "exit_code": self.exit_code})
@@ -247,27 +248,4 @@ class RecordedRun:
     def exit_code(self) -> int | None:
         if self.status == "interrupted":
             return exit_code_for("interrupted", self.signum, [])
-        return self._final.get("exit_code") if self._final is not None else None
-
-    @property
-    def points(self) -> list[dict]:
-        with self.events.lock:
-            return list(self.events.points)
-
-    @property
-    def progress(self) -> dict | None:
-        return self.events.progress
-
-    def ticks_copy(self) -> list[dict]:
-        with self._ticks_lock:
-            return list(self.ticks)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        return self._finished.wait(timeout)
-
-    def document(self) -> dict:
-        if self._final is not None:
-            return copy.deepcopy(self._final)
-        from gputop.runner.document import build_document
-
-        return build_document(self)
+        return self._final_doc.get("exit_code") if self._final_doc is not None else None

@@ -25,6 +25,7 @@ from typing import Callable
 from gputop import paths
 from gputop.runner.child import GRACE_S, Child
 from gputop.runner.events import RunEvents
+from gputop.runner.run_view import RunView
 from gputop.runner.params import format_value
 from gputop.runner.status import STATUSES, exit_code_for, final_status
 from gputop.telemetry.devices import child_env_all, child_env_for, multicast_off
@@ -37,7 +38,7 @@ def gpu_uuids(nvml) -> list[str | None]:
     return [read_uuid(nvml, i) for i in range(device_count(nvml))]
 
 
-class WorkloadRun:
+class WorkloadRun(RunView):
     """A workload in a child process. ``start()``, then ``wait()`` / ``cancel()``; ``document()`` any time.
 
     ``spec``: a :class:`gputop.runner.registry.WorkloadSpec`; ``values``: resolved parameter values.
@@ -295,28 +296,3 @@ class WorkloadRun:
             kinds = [e["kind"] for e in self.events.errors]
         signum = self.signum if self.interrupted else None
         return exit_code_for(self.status, signum, kinds)
-
-    @property
-    def points(self) -> list[dict]:
-        with self.events.lock:
-            return list(self.events.points)
-
-    @property
-    def progress(self) -> dict | None:
-        return self.events.progress
-
-    def ticks_copy(self) -> list[dict]:
-        with self._ticks_lock:
-            return list(self.ticks)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait until the run is over and its document built; False if ``timeout`` passed first."""
-        return self._finished.wait(timeout)
-
-    def document(self) -> dict:
-        """The run document: final once finished (after ``analyze``), else a partial one."""
-        if self._final_doc is not None:
-            return copy.deepcopy(self._final_doc)
-        from gputop.runner.document import build_document
-
-        return build_document(self)
