@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from gputop.analysis.verdict import display_name
 from gputop.telemetry.sample import THROTTLE_REASONS, fields
 
 NOISE_LIMIT_PCT = 5.0  # seed 003: warn when the RMS of repeated timings exceeds 5 % of their mean
@@ -174,3 +175,17 @@ def link_facts(uuids: list[str]) -> dict | None:
     except ValueError:
         return None
     return read_link(nvml, a, b)
+
+
+def print_verdicts(analyze, p: dict, info: dict, points: list[dict], results: dict) -> None:
+    """A workload run on its own (no gputop): the verdicts of its ``analyze`` at the end, without the
+    telemetry and peaks that ``gputop --run`` adds."""
+    doc = {"params": p, "device": {"kind": info.get("kind"), "peaks": None}, "points": [dict(q) for q in points],
+           "results": results, "warnings": [],
+           "phases": [{"name": name, "telemetry": None} for name in dict.fromkeys(q["phase"] for q in points)]}
+    analyze(doc)
+    judged = [ph for ph in doc["phases"] if ph.get("verdict")]
+    if judged:
+        print("\nverdicts (gputop --run adds the GPU's telemetry and peaks):")
+    for ph in judged:
+        print(f"  {ph['name']}: {display_name(ph['verdict'])}: {ph['verdict']['evidence_text']}")

@@ -44,8 +44,8 @@ if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as
     sys.path.insert(0, str(_CHECKOUT))  # its own gputop first, whatever else is installed
 
 from gputop.analysis.offload_report import OPS, analyze, crossovers, csv_rows  # noqa: F401  (gputop calls them)
-from gputop.analysis.verdict import display_name
 from gputop.workload_api import Param, ParamError, main, require_torch
+from gputop import workload_util as wu
 from gputop.workload_util import torch_device
 
 NAME = "offload"
@@ -251,7 +251,7 @@ def run(p: dict, emit) -> None:
         results["crossover_n"] = {op: crossovers([q for q in measured if q["op"] == op]) for op in ops}
     emit.result(results)
     if kept:
-        print_verdicts(p, info, kept, results)
+        wu.print_verdicts(analyze, p, info, kept, results)
 
 
 def print_row(pt: dict) -> None:
@@ -266,19 +266,6 @@ def print_row(pt: dict) -> None:
                 f"  gpu {pt['gpu_ms']:8.3f} ms  naive {pt['gpu_naive_ms']:6.3f} ms"
                 f"  (fresh x.cpu(): download {pt['d2h_fresh_ms']:.3f} ms vs {pt['d2h_ms']:.3f} ms)")
     print(row, flush=True)
-
-
-def print_verdicts(p: dict, info: dict, points: list[dict], results: dict) -> None:
-    """Run on its own (no gputop): the verdicts of ``analyze`` at the end, without telemetry or peaks."""
-    doc = {"params": p, "device": {"kind": info.get("kind"), "peaks": None}, "points": [dict(q) for q in points],
-           "results": results, "warnings": [],
-           "phases": [{"name": name, "telemetry": None} for name in dict.fromkeys(q["phase"] for q in points)]}
-    analyze(doc)
-    judged = [ph for ph in doc["phases"] if ph.get("verdict")]
-    if judged:
-        print("\nverdicts (gputop --run adds the GPU's telemetry and peaks):")
-    for ph in judged:
-        print(f"  {ph['name']}: {display_name(ph['verdict'])}: {ph['verdict']['evidence_text']}")
 
 
 if __name__ == "__main__":

@@ -38,8 +38,8 @@ if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as
     sys.path.insert(0, str(_CHECKOUT))  # its own gputop first, whatever else is installed
 
 from gputop.analysis.transfer_report import COPY_PHASES, analyze, csv_rows  # noqa: F401  (gputop calls them)
-from gputop.analysis.verdict import display_name
 from gputop.workload_api import Param, ParamError, main, require_torch
+from gputop import workload_util as wu
 from gputop.workload_util import torch_device
 
 NAME = "transfer"
@@ -252,7 +252,7 @@ def run(p: dict, emit) -> None:
                         "reason": "needs a CUDA GPU"})
         emit.result(results)
         if kept:
-            print_verdicts(p, info, kept, results)
+            wu.print_verdicts(analyze, p, info, kept, results)
         return
     if not emit.should_stop():
         results["largest_copy_gb_per_s"] = copies(torch, p, emit, nbytes)
@@ -260,7 +260,7 @@ def run(p: dict, emit) -> None:
         results["streams"] = streams_part(torch, p, emit)
     emit.result(results)
     if kept:
-        print_verdicts(p, info, kept, results)
+        wu.print_verdicts(analyze, p, info, kept, results)
 
 
 def print_row(pt: dict) -> None:
@@ -273,19 +273,6 @@ def print_row(pt: dict) -> None:
               f"{pt['compute_ms']:.2f}, download {pt['download_ms']:.2f} ms){gain}", flush=True)
     else:
         print(f"  {pt['kind']:<13} {pt['bytes']:>11} B  {1e3 * pt['ms']:10.1f} us  {pt['gb_per_s']:7.2f} GB/s", flush=True)
-
-
-def print_verdicts(p: dict, info: dict, points: list[dict], results: dict) -> None:
-    """Run on its own (no gputop): the verdicts of ``analyze`` at the end, without telemetry or peaks."""
-    doc = {"params": p, "device": {"kind": info.get("kind"), "peaks": None}, "points": [dict(q) for q in points],
-           "results": results, "warnings": [],
-           "phases": [{"name": name, "telemetry": None} for name in dict.fromkeys(q["phase"] for q in points)]}
-    analyze(doc)
-    judged = [ph for ph in doc["phases"] if ph.get("verdict")]
-    if judged:
-        print("\nverdicts (gputop --run adds the GPU's telemetry and peaks):")
-    for ph in judged:
-        print(f"  {ph['name']}: {display_name(ph['verdict'])}: {ph['verdict']['evidence_text']}")
 
 
 if __name__ == "__main__":
