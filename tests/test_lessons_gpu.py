@@ -9,7 +9,6 @@ Without documents: skipped without NVML or torch with CUDA."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import statistics
@@ -22,24 +21,17 @@ import pytest
 from gputop.documents import validate
 from gputop.telemetry.nvml import Nvml
 from gputop.tui import lesson_views
+from gpu_util import torch_cuda
 from verdict_util import check_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _torch_cuda() -> bool:
-    if importlib.util.find_spec("torch") is None:
-        return False
-    r = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
-                       capture_output=True, text=True, timeout=120)
-    return r.stdout.strip() == "True"
 
 
 GIVEN = os.environ.get("GPUTOP_LESSON_DOCS")  # a folder of documents from a GPU run: no GPU needed here
 GPU = bool(GIVEN) or Nvml().available()
 pytestmark = [pytest.mark.gpu, pytest.mark.slow,
               pytest.mark.skipif(not GPU, reason="no NVML / GPU here (GPUTOP_LESSON_DOCS=DIR reads a GPU run's documents)"),
-              pytest.mark.skipif(GPU and not GIVEN and not _torch_cuda(), reason="no torch with CUDA")]
+              pytest.mark.skipif(GPU and not GIVEN and not torch_cuda(), reason="no torch with CUDA")]
 _DOCS: dict = {}
 
 

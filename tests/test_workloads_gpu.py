@@ -15,23 +15,16 @@ import pytest
 
 from gputop.documents import validate
 from gputop.telemetry.nvml import Nvml
+from gpu_util import torch_cuda
 from verdict_util import check_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _torch_cuda() -> bool:
-    if importlib.util.find_spec("torch") is None:
-        return False
-    r = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
-                       capture_output=True, text=True, timeout=120)
-    return r.stdout.strip() == "True"
-
-
 GPU = Nvml().available()
 pytestmark = [pytest.mark.gpu, pytest.mark.slow,
               pytest.mark.skipif(not GPU, reason="no NVML / GPU here"),
-              pytest.mark.skipif(GPU and not _torch_cuda(), reason="no torch with CUDA")]
+              pytest.mark.skipif(GPU and not torch_cuda(), reason="no torch with CUDA")]
 
 
 def run(name: str, *args: str) -> dict:
