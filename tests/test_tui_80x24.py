@@ -195,3 +195,38 @@ async def test_the_header_keeps_the_phase_whole_at_80():
         header = rows(app)[0]
         phase = app.sampler.latest()["phase"]
         assert f"phase: {phase}" in header and "…" not in header
+
+
+@sync
+async def test_every_workload_name_is_visible_before_a_run_and_the_results_return_with_one():
+    """No run yet: the list (and the form) have the page, every workload's name shows without scrolling;
+    a run shown: the list gives its rows back to the results."""
+    from test_tui import ROOT
+
+    from gputop.runner.registry import Registry
+
+    shipped = list(Registry([ROOT / "workloads"]))
+    assert len(shipped) >= 9
+    app = make(specs=shipped)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        await pick(app, pilot, shipped[0].name)
+        app.frame(force=True)
+        await pilot.pause()
+        ol = app.query_one("#wl-list")
+        lines = rows(app)
+        listed = [s.name for s in shipped if any(re.search(rf"[│ ]\s*{re.escape(s.name)}\s*[│ ]", r[:26]) for r in lines)]
+        assert listed == [s.name for s in shipped], lines
+        assert ol.max_scroll_y == 0 and "no run yet" in flat(app.screen_text())
+        tall = ol.size.height
+
+        class Finished:  # a finished run, as the results view sees one
+            finished, t0 = True, None
+
+            def document(self):
+                return {"workload": "roofline", "status": "ok", "points": [], "phases": [], "wall_time_s": 1.0}
+
+        app.controller.runs.append(RunState(run=Finished(), name="roofline", target="CPU"))
+        app.frame(force=True)
+        await pilot.pause()
+        assert ol.size.height < tall and "run 1/1" in app.screen_text() and "no run yet" not in app.screen_text()

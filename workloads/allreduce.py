@@ -113,6 +113,21 @@ def die_with_parent() -> None:
             os._exit(1)
 
 
+def stop_only_when_agreed(emit) -> None:
+    """A stop (SIGINT, SIGTERM) only *asks* a rank to stop; the ranks leave together at the next
+    ``agree_to_stop``. torchrun passes a stop on to its ranks one after the other: on a busy machine the
+    first may already have stopped the second through an agreement when the second's own signal lands.
+    For a script run by hand a second Ctrl-C means "stop now" (KeyboardInterrupt), but a rank that left on
+    its own, in the middle of a collective, would leave the other waiting forever. (If a rank never gets
+    to an agreement, torchrun kills it after its own grace period.)"""
+
+    def ask(signum, frame):
+        emit.stop_requested = True
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, ask)
+
+
 def quiet(emit) -> None:
     """Ranks other than 0 keep their output to themselves: only rank 0 speaks for the job (errors and
     warnings of every rank still go to stderr)."""
@@ -238,6 +253,7 @@ def run(p: dict, emit) -> None:
     if "LOCAL_RANK" not in os.environ:  # started by hand or by gputop: start torchrun (never returns)
         launch(p)
     die_with_parent()
+    stop_only_when_agreed(emit)
     rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
     if rank != 0:
         quiet(emit)
@@ -259,8 +275,14 @@ def run(p: dict, emit) -> None:
             uuids = ["GPU-" + str(torch.cuda.get_device_properties(i).uuid) for i in range(min(2, world))]
             emit.result({"link": link_facts(uuids)})
         sizes = sweep(torch, dist, p, emit, dev, sync, world)
-        steps = ddp_steps(torch, dist, p, emit, dev, sync, world) if not emit.should_stop() else []
+        # (agreed, not this rank's own flag: a rank that skipped the DDP phase alone would leave the other
+        # waiting in its first collective)
+        steps = [] if agree_to_stop(torch, dist, emit, dev) else ddp_steps(torch, dist, p, emit, dev, sync, world)
         say_verdicts(emit, sizes, steps)
+        # every rank leaves here, at the end or at an agreed stop: wait until all are here before any
+        # closes its connections (a rank that closes them while another is still finishing its last
+        # collective breaks that collective: "Connection reset by peer")
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 

@@ -90,6 +90,7 @@ class WorkloadsPage(Vertical):
         return self.app.specs
 
     def on_mount(self) -> None:
+        self.add_class("-no-run")  # until a run is shown, the list and the form have the page (gputop.tcss)
         if self.app.specs_loaded:
             self.show_specs()
 
@@ -149,6 +150,7 @@ class WorkloadsPage(Vertical):
             self._set_static(self.query_one("#wl-desc", Static), desc)
         runs = app.controller.runs
         shown = app.shown_state()
+        self.set_class(shown is None, "-no-run")
         line = Text()
         if runs:
             line.append(f"run {runs.index(shown) + 1}/{len(runs)} ", style="bold")
