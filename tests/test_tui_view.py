@@ -310,3 +310,18 @@ def test_roofline_plot_labels_points_with_k_where_there_is_room():
     assert "1000" in text and "FP32 60 T" in text
     r = next(i for i, t in enumerate(lines) if "●" in t.plain)
     assert any("1" in lines[i].plain[7:] for i in (r - 1, r, r + 1))  # k=1 beside its point
+
+
+def test_results_verdict_wraps_whole_at_80x24_widths():
+    """A roofline's verdict names its ridge and both sides: in the results view's 38 columns (80x24) it
+    wraps over lines, whole, as the monitor's verdict panel does, instead of ending in an ellipsis."""
+    name = "memory-bound below 14.5 FLOP/byte (k < 58), compute-bound above: tensor cores at 93% of peak"
+    doc = {"workload": "amp", "status": "ok", "points": [{"phase": "fp32", "step_ms": 2.0}],
+           "verdict": {"class": "ridge", "label": name, "evidence_text": "DRAM 91% busy", "advice": "use bf16"}}
+    lines = [t.plain for t in results.results_lines(doc, 38, 14)]
+    verdict = [i for i, line in enumerate(lines) if line.startswith("verdict: ")]
+    assert len(verdict) == 1
+    joined = " ".join(line.strip() for line in lines[verdict[0]:verdict[0] + 3])
+    assert name in joined and "…" not in joined
+    assert all(len(line) <= 38 for line in lines[verdict[0]:])
+    assert any(line.startswith("evidence: ") for line in lines)
