@@ -6,12 +6,20 @@
 # 2. bench/observer_effect.py: a bf16 matmul loop's and a copy loop's throughput with gputop sampling at
 #    10 Hz vs paused, alternating in the same run; % difference.
 # Wheels to carry (.whl): the TUI stack and nvitop==1.7.2 (../shared/device/wheels.sh nvitop==1.7.2).
+# Byte-compiled first: the device's wheels go in with `pip install --no-compile` and the checkout has no
+# __pycache__, so without this every module (gputop's, Textual's, nvitop's) would be compiled from source
+# at each launch (0.68 s of start-up on 2026-11-23). A real `pip install` byte-compiles; this measures that.
 set -u
 OUT=${OUT:-/tmp/gputop-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 py=${PYTHON:-python3}
+site=${SITE:-/tmp/site}  # where .whl/use.sh installed the wheels
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc | sed 's/^/cores: /'
   $py -c 'import nvitop, textual; print("nvitop", nvitop.__version__, "textual", textual.__version__)'; } | tee "$OUT/tui_vs_nvitop.txt"
+{ t0=$(date +%s%N)
+  $py -m compileall -q -j 0 gputop "$site" > /tmp/compileall.log 2>&1 || echo "compileall: $(grep -c -i error /tmp/compileall.log) files did not compile (they compile at import, as before)"
+  echo "byte-compiled gputop and $site in $(( ($(date +%s%N) - t0) / 1000000 )) ms: $(find gputop "$site" -name '*.pyc' | wc -l) .pyc files"
+} 2>&1 | tee -a "$OUT/tui_vs_nvitop.txt"
 # where gputop's start-up CPU goes on this machine: imports, and a profile of the first second
 $py -X importtime -c 'import gputop.tui.app' 2> "$OUT/importtime.txt"
 sort -t'|' -k2 -n "$OUT/importtime.txt" | tail -n 12 | tee -a "$OUT/tui_vs_nvitop.txt"
