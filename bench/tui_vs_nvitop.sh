@@ -40,5 +40,27 @@ asyncio.run(main())
 pr.disable()
 pstats.Stats(pr).sort_stats("cumulative").print_stats(25)
 PY
+# the live verdict's cost (judged once a second over up to LIVE_MAX_S of ticks): one classify of an idle
+# window of that length, as the monitor does it at rest
+timeout 60 $py - <<'PY' 2>&1 | tee -a "$OUT/tui_vs_nvitop.txt"
+import sys, time
+sys.path.insert(0, "bench")
+from tui_cpu import idle_trace
+from gputop.analysis import thresholds as T
+from gputop.analysis.classify import classify
+from gputop.analysis.peaks import compute_peaks
+from gputop.telemetry.trace import read_trace
+header, rows = read_trace(idle_trace())
+ticks = [r for r in rows if r.get("type") != "mark"][:int(T.LIVE_MAX_S * 10)]
+static = header["devices"][0]
+peaks = compute_peaks(static)
+for _ in range(3):
+    classify(ticks, static, peaks, prefer="idle")
+t0, n = time.process_time(), 50
+for _ in range(n):
+    classify(ticks, static, peaks, prefer="idle")
+ms = (time.process_time() - t0) / n * 1e3
+print(f"live verdict: classify({len(ticks)} idle ticks, {T.LIVE_MAX_S:g} s) {ms:.2f} ms CPU; once a second: {ms / 10:.2f}% of a core")
+PY
 timeout 200 $py bench/tui_vs_nvitop.py --json "$OUT/tui_vs_nvitop.json" 2>&1 | tee -a "$OUT/tui_vs_nvitop.txt"
 timeout 100 $py bench/observer_effect.py --json "$OUT/observer_effect.json" 2>&1 | tee "$OUT/observer_effect.txt"

@@ -45,7 +45,7 @@ class HistoryChart(Lines):
         self._drawn = None  # (title key, levels) last drawn
         self._levels: dict[int, int] = {}  # bucket number -> dot level, for the visible buckets
         self._scale = None  # (height, lo, hi) the levels were computed for
-        self._last_b: int | None = None  # newest bucket shown
+        self._last_b: int | None = None  # newest bucket shown (end_bucket)
 
     def reset(self) -> None:
         w = self.wh[0] - self.EDGE
@@ -98,13 +98,13 @@ class HistoryChart(Lines):
             levels.clear()
             series.touch_all()
             moved = True
+        last = self.end_bucket()
         for b in series.dirty:
             lv = charts.dot_level(series.mean(b), dots, self.lo, self.hi)
             if levels.get(b, 0) != lv:
                 levels[b] = lv
-                moved = True
+                moved = moved or b <= last  # the cell being filled shows when it is whole
         series.dirty.clear()
-        last = series.index(self._t_end)
         if last != self._last_b:
             self._last_b, moved = last, True
             for b in [b for b in levels if b <= last - series.n]:
@@ -154,6 +154,12 @@ class HistoryChart(Lines):
                 lines.extend((row, self.color, shade) for row in rows)
         self.set_lines(lines)
 
+    def end_bucket(self) -> int:
+        """The newest bucket drawn: the end of the newest whole cell. A cell is two buckets (its two braille
+        dot columns) on absolute time, so the plot moves one cell at a time, once every two buckets (60 s over
+        160 columns: every 0.75 s), and in between nothing in it changes; the title has the newest value."""
+        return 2 * (self.series.index(self._t_end) // 2) - 1
+
     def mark_columns(self, w: int) -> tuple[int, int] | None:
         """The columns [c0, c1) of the verdict's window on a chart ``w`` cells wide (None: not shown).
 
@@ -165,7 +171,7 @@ class HistoryChart(Lines):
         if self._mark is None or series is None or not series.dt or self._t_end is None:
             return None
         m0, m1 = self._mark
-        last = series.index(self._t_end)
+        last = self.end_bucket()
         first = last - series.n + 1  # two buckets per cell (braille)
         if 0 <= self._t_end - m1 <= self.RECENT_S:
             b1 = last
