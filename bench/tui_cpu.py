@@ -153,7 +153,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0, help="measured time (default 60)")
     ap.add_argument("--warmup", type=float, default=5.0, help="start-up time not measured (default 5)")
     ap.add_argument("--size", default="120x40", help="terminal COLSxROWS (default 120x40)")
-    ap.add_argument("--sizes", help="several sizes, one after the other (e.g. 80x24,120x40,160x48)")
+    ap.add_argument("--sizes", help="several sizes, one after the other (e.g. 80x24,120x40,160x48); with --json "
+                    "FILE, one FILE.SIZE.json each")
     ap.add_argument("--idle", action="store_true",
                     help="gputop replays an idle GPU (a trace made from the demo's idle seconds; no GPU needed)")
     ap.add_argument("--gputop-args", default="--rate 10", help="gputop's arguments (default: --rate 10)")
@@ -176,6 +177,8 @@ def main() -> int:
                     skip = a == "--sizes" and not skip
                     continue
                 argv.append(a)
+            if args.json:  # one file per size: FILE.80x24.json, ...
+                argv += ["--json", f"{os.path.splitext(args.json)[0]}.{size}.json"]
             code |= subprocess.call([sys.executable, os.path.abspath(__file__), *argv, "--size", size])
         return code
     cols, rows = (int(x) for x in args.size.lower().split("x"))
