@@ -5,6 +5,12 @@
     python bench/tui_cpu.py --only gputop --gputop-args="--demo"     # no GPU: gputop on the demo trace
     python bench/tui_cpu.py --rss-minutes 30         # gputop alone: RSS every 10 s for 30 minutes
     python bench/tui_cpu.py --load                   # while bench/pulse_load.py keeps the GPU changing
+    python bench/tui_cpu.py --only gputop --idle --sizes 80x24,120x40,160x48 --seconds 20
+                                                     # no GPU: an idle H200 (the demo's first 3 s, looped)
+
+``--idle`` replays an idle GPU without one: the demo trace's first seconds (a real H200 at rest) repeated
+into a 10-minute trace, so that gputop's screen changes as much as on the idle GPU nvitop is compared on.
+gputop draws at 4 frames a second (TuiConfig.fps), nvitop's --interval 0.25 is the same cadence.
 
 Both programs start together (or one after the other with --sequential), get ``--warmup`` seconds
 to start up, then their process trees' CPU time (user + system, psutil) is measured over
@@ -147,6 +153,10 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0, help="measured time (default 60)")
     ap.add_argument("--warmup", type=float, default=5.0, help="start-up time not measured (default 5)")
     ap.add_argument("--size", default="120x40", help="terminal COLSxROWS (default 120x40)")
+    ap.add_argument("--sizes", help="several sizes, one after the other (e.g. 80x24,120x40,160x48); with --json "
+                    "FILE, one FILE.SIZE.json each")
+    ap.add_argument("--idle", action="store_true",
+                    help="gputop replays an idle GPU (a trace made from the demo's idle seconds; no GPU needed)")
     ap.add_argument("--gputop-args", default="--rate 10", help="gputop's arguments (default: --rate 10)")
     ap.add_argument("--nvitop-args", default="--interval 0.25", help="nvitop's arguments (default: --interval 0.25)")
     ap.add_argument("--only", choices=["gputop", "nvitop"], help="run one of them")
@@ -158,11 +168,27 @@ def main() -> int:
                     help="run bench/pulse_load.py (matmul / copy / idle cycles) on the GPU meanwhile; "
                          "its CPU is not counted")
     args = ap.parse_args()
+    if args.sizes:
+        code = 0
+        for size in args.sizes.split(","):
+            argv, skip = [], False
+            for a in sys.argv[1:]:  # the same arguments, --sizes (and its value) left out
+                if skip or a.startswith("--sizes"):
+                    skip = a == "--sizes" and not skip
+                    continue
+                argv.append(a)
+            if args.json:  # one file per size: FILE.80x24.json, ...
+                argv += ["--json", f"{os.path.splitext(args.json)[0]}.{size}.json"]
+            code |= subprocess.call([sys.executable, os.path.abspath(__file__), *argv, "--size", size])
+        return code
     cols, rows = (int(x) for x in args.size.lower().split("x"))
     py = sys.executable
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmds = {"gputop": [py, "-m", "gputop", *shlex.split(args.gputop_args)],
+    gputop_args = shlex.split(args.gputop_args)
+    if args.idle:
+        gputop_args = [a for a in gputop_args if a != "--demo"] + ["--replay", idle_trace()]
+    cmds = {"gputop": [py, "-m", "gputop", *gputop_args],
             "nvitop": [py, "-m", "nvitop", *shlex.split(args.nvitop_args)]}
     report: dict = {"size": f"{cols}x{rows}", "commands": {}}
 
@@ -209,6 +235,34 @@ def main() -> int:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
     return 1 if status else 0
+
+
+def idle_trace(minutes: float = 10.0) -> str:
+    """A trace of an idle GPU for ``minutes``: the demo's ticks before its first phase mark (a real H200 at
+    rest), repeated with their times moved on; written once to the temp directory. Returns its path."""
+    import tempfile
+
+    sys.path.insert(0, ROOT)
+    from gputop.telemetry.trace import demo_trace_path, read_trace, write_trace
+
+    path = os.path.join(tempfile.gettempdir(), f"gputop-idle-{minutes:g}min.jsonl.gz")
+    if os.path.exists(path):
+        return path
+    header, rows = read_trace(demo_trace_path())
+    first_mark = next((r["t"] for r in rows if r.get("type") == "mark"), None)
+    idle = [r for r in rows if r.get("type") != "mark" and (first_mark is None or r["t"] < first_mark)]
+    idle = idle[1:]  # the first tick has no GPM numbers yet (GPM rates need two samples)
+    period = idle[-1]["t"] - idle[0]["t"] + (idle[1]["t"] - idle[0]["t"])
+    ticks = []
+    for k in range(int(minutes * 60 / period) + 1):
+        for r in idle:
+            t = round(r["t"] + k * period, 4)
+            ticks.append({**r, "t": t, "gpus": [{**g, "t": t} for g in r["gpus"]]})
+    tmp = path + f".{os.getpid()}.jsonl.gz"
+    write_trace(tmp, header["devices"], ticks, [], rate_hz=header.get("rate_hz"),
+                note="an idle GPU: the demo trace's first seconds, repeated (bench/tui_cpu.py --idle)")
+    os.replace(tmp, path)
+    return path
 
 
 def measure_groups(groups, cmds, cols, rows, env, args, results) -> str:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from gputop import exitcodes
-from gputop.telemetry.dcgm import DcgmError, DcgmExporterSource, url_of
 from gputop.telemetry.host import HOST_PERIOD_S
 from gputop.telemetry.live import LiveSource
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.static import device_count
-from gputop.telemetry.trace import ReplaySource, TraceError, demo_trace_path
 
 
 class SourceError(Exception):
@@ -40,6 +38,8 @@ def open_source(args, need_gpu: bool = True, loop_demo: bool = False, process_ev
     reads host metrics (default ``telemetry.host.HOST_PERIOD_S``).
     """
     if getattr(args, "demo", False) or getattr(args, "replay", None):
+        from gputop.telemetry.trace import ReplaySource, TraceError, demo_trace_path  # (live start-up skips it)
+
         path = args.replay or demo_trace_path()
         try:
             src = ReplaySource(path, speed=args.speed, loop=loop_demo and bool(args.demo))
@@ -48,6 +48,8 @@ def open_source(args, need_gpu: bool = True, loop_demo: bool = False, process_ev
         check_gpus(args.gpu, src.static())
         return src
     if getattr(args, "source", None):  # consumer mode: a running dcgm-exporter's /metrics
+        from gputop.telemetry.dcgm import DcgmError, DcgmExporterSource, url_of  # (its HTTP client: only here)
+
         try:
             src = DcgmExporterSource(url_of(args.source))
         except DcgmError as exc:

@@ -6,6 +6,7 @@ import asyncio
 import functools
 import gzip
 import json
+import math
 from pathlib import Path
 
 from gputop.runner.registry import Registry
@@ -81,7 +82,9 @@ def chart_rows_from_scratch(app, chart, field):
     ts = [t["t"] for t in window]
     vs = [t["gpus"][app.positions[app.selected]].get(field) for t in window]
     w, h = chart.wh[0] - chart.EDGE, chart.wh[1]
-    buckets = charts.bucket(ts, vs, ts[-1], chart.span, 2 * w)
+    dt = chart.span / (2 * w)
+    end = 2 * (math.floor(ts[-1] / dt) // 2) - 1  # the charts draw whole cells (two buckets): up to the last one
+    buckets = charts.bucket(ts, vs, (end + 0.5) * dt, chart.span, 2 * w)
     return charts.braille_area(buckets, w, h - 1, chart.lo, chart.hi)
 
 

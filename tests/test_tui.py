@@ -77,7 +77,7 @@ async def test_incremental_charts_match_a_redraw_from_scratch(tmp_path):
             checked = 0
             for spec, chart in zip(app.monitor.chart_specs, app.monitor.charts):
                 if chart.display and chart.wh[1] > 1 and not chart.stale:
-                    shown = [row if isinstance(row, str) else row.plain  # shaded rows (verdict's window) are Text
+                    shown = [row if isinstance(row, str) else row.plain  # shaded rows: (row, style, shade)
                              for row in (r[0] if isinstance(r, tuple) else r for r in chart._lines[1:])]
                     assert shown == chart_rows_from_scratch(app, chart, spec.field), (spec.title, n, size)
                     checked += 1

@@ -310,3 +310,44 @@ def test_roofline_plot_labels_points_with_k_where_there_is_room():
     assert "1000" in text and "FP32 60 T" in text
     r = next(i for i, t in enumerate(lines) if "●" in t.plain)
     assert any("1" in lines[i].plain[7:] for i in (r - 1, r, r + 1))  # k=1 beside its point
+
+
+def test_results_verdict_wraps_whole_at_80x24_widths():
+    """A roofline's verdict names its ridge and both sides: in the results view's 38 columns (80x24) it
+    wraps over lines, whole, as the monitor's verdict panel does, instead of ending in an ellipsis."""
+    name = "memory-bound below 14.5 FLOP/byte (k < 58), compute-bound above: tensor cores at 93% of peak"
+    doc = {"workload": "amp", "status": "ok", "points": [{"phase": "fp32", "step_ms": 2.0}],
+           "verdict": {"class": "ridge", "label": name, "evidence_text": "DRAM 91% busy", "advice": "use bf16"}}
+    lines = [t.plain for t in results.results_lines(doc, 38, 14)]
+    verdict = [i for i, line in enumerate(lines) if line.startswith("verdict: ")]
+    assert len(verdict) == 1
+    joined = " ".join(line.strip() for line in lines[verdict[0]:verdict[0] + 3])
+    assert name in joined and "…" not in joined
+    assert all(len(line) <= 38 for line in lines[verdict[0]:])
+    assert any(line.startswith("evidence: ") for line in lines)
+
+
+def test_a_recent_verdict_window_is_shaded_up_to_now_and_holds_still_between_judgements():
+    """The live verdict is judged once a second; the frames between (4 a second) shade the same columns,
+    up to the right edge, rather than stepping left and back (an idle chart then redraws nothing). A window
+    that ended earlier (the previous phase) scrolls with its ticks."""
+    from gputop.tui.history_chart import HistoryChart
+
+    w = 80
+    chart = HistoryChart("SM activity", "sm_active_pct", span=60.0)
+    chart.series = charts.BucketSeries(60.0, 2 * w)
+    seen = set()
+    for judged in (100.0, 101.0, 102.0):  # a 30 s window judged each second, frames 0.25 s apart
+        chart._mark = (judged - 30.0, judged)
+        for k in range(4):
+            chart._t_end = judged + 0.25 * k + 0.05
+            seen.add(chart.mark_columns(w))
+    assert len(seen) == 1 and next(iter(seen))[1] == w
+    c0, c1 = next(iter(seen))
+    assert abs((c1 - c0) - 30.0 / (2 * chart.series.dt)) <= 1  # 30 s of a 60 s chart: half its columns
+    chart._mark = (80.0, 95.0)  # ended 7 s before now: where its ticks are
+    cols = []
+    for t in (102.0, 104.0, 106.0):
+        chart._t_end = t
+        cols.append(chart.mark_columns(w))
+    assert cols[0][1] < w and cols[0][1] > cols[1][1] > cols[2][1]

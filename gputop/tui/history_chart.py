@@ -25,6 +25,7 @@ class HistoryChart(Lines):
     EDGE = 1  # blank cells kept at the right edge
     MARK_STYLE = "on grey23"  # the columns of the window the verdict judged (``draw(mark=...)``)
     MIN_ROWS = 3  # the title and two rows of plot
+    RECENT_S = 1.5  # a verdict's window ending this close to now is "up to now" (it is judged once a second)
 
     def __init__(self, title: str, field: str, lo: float = 0.0, hi: float = 100.0, unit: str = "%",
                  color: str = "green", span: float = 60.0,
@@ -44,7 +45,7 @@ class HistoryChart(Lines):
         self._drawn = None  # (title key, levels) last drawn
         self._levels: dict[int, int] = {}  # bucket number -> dot level, for the visible buckets
         self._scale = None  # (height, lo, hi) the levels were computed for
-        self._last_b: int | None = None  # newest bucket shown
+        self._last_b: int | None = None  # newest bucket shown (end_bucket)
 
     def reset(self) -> None:
         w = self.wh[0] - self.EDGE
@@ -97,13 +98,13 @@ class HistoryChart(Lines):
             levels.clear()
             series.touch_all()
             moved = True
+        last = self.end_bucket()
         for b in series.dirty:
             lv = charts.dot_level(series.mean(b), dots, self.lo, self.hi)
             if levels.get(b, 0) != lv:
                 levels[b] = lv
-                moved = True
+                moved = moved or b <= last  # the cell being filled shows when it is whole
         series.dirty.clear()
-        last = series.index(self._t_end)
         if last != self._last_b:
             self._last_b, moved = last, True
             for b in [b for b in levels if b <= last - series.n]:
@@ -148,19 +149,35 @@ class HistoryChart(Lines):
             rows = charts.area_rows(levels, h - 1) if levels and not self._note else [" " * w] * (h - 1)
             if cols is None or self._note:
                 lines.extend((row, self.color) for row in rows)
-            else:
-                for row in rows:
-                    t = Text(row, style=self.color)
-                    t.stylize(self.MARK_STYLE, *cols)
-                    lines.append(t)
+            else:  # the verdict's window shaded: (row, style, (c0, c1, shade)), drawn in one step (tui.lines)
+                shade = (cols[0], cols[1], self.MARK_STYLE)
+                lines.extend((row, self.color, shade) for row in rows)
         self.set_lines(lines)
 
-    def mark_columns(self, w: int) -> tuple[int, int] | None:
-        """The columns [c0, c1) of the verdict's window on a chart ``w`` cells wide (None: not shown)."""
-        if self._mark is None or self.series is None or not self.series.dt or self._t_end is None:
-            return None
-        first = self.series.index(self._t_end) - self.series.n + 1  # two buckets per cell (braille)
-        c0 = max(0, (self.series.index(self._mark[0]) - first) // 2)
-        c1 = min(w, (self.series.index(self._mark[1]) - first) // 2 + 1)
-        return (c0, c1) if c1 > c0 else None
+    def end_bucket(self) -> int:
+        """The newest bucket drawn: the end of the newest whole cell. A cell is two buckets (its two braille
+        dot columns) on absolute time, so the plot moves one cell at a time, once every two buckets (60 s over
+        160 columns: every 0.75 s), and in between nothing in it changes; the title has the newest value."""
+        return 2 * (self.series.index(self._t_end) // 2) - 1
 
+    def mark_columns(self, w: int) -> tuple[int, int] | None:
+        """The columns [c0, c1) of the verdict's window on a chart ``w`` cells wide (None: not shown).
+
+        A window that ends within ``RECENT_S`` of the chart's newest tick (the live verdict, judged again
+        once a second) is drawn up to the right edge, its length in whole buckets: between two judgements
+        the shading stays put instead of stepping left and back, so an idle chart redraws nothing. An older
+        window (the previous phase) sits where its ticks are and scrolls with them."""
+        series = self.series
+        if self._mark is None or series is None or not series.dt or self._t_end is None:
+            return None
+        m0, m1 = self._mark
+        last = self.end_bucket()
+        first = last - series.n + 1  # two buckets per cell (braille)
+        if 0 <= self._t_end - m1 <= self.RECENT_S:
+            b1 = last
+            b0 = last - max(0, round((m1 - m0) / series.dt))
+        else:
+            b0, b1 = series.index(m0), series.index(m1)
+        c0 = max(0, (b0 - first) // 2)
+        c1 = min(w, (b1 - first) // 2 + 1)
+        return (c0, c1) if c1 > c0 else None

@@ -4,8 +4,9 @@ panel costs nothing per frame and a changed one costs one strip per changed row.
 rebuilding their lines when what they show did not change (a frame on an idle GPU touches almost
 nothing).
 
-A line is a Rich ``Text`` or a ``(str, style)`` pair (one style for the whole row: chart rows),
-which renders without building a ``Text``.
+A line is a Rich ``Text``, a ``(str, style)`` pair (one style for the whole row: chart rows), or a
+``(str, style, (c0, c1, style2))`` triple (cells c0..c1 also in ``style2``: a chart's shaded verdict
+window); pairs and triples render without building a ``Text``.
 """
 
 from __future__ import annotations
@@ -123,12 +124,28 @@ class Lines(Widget):
         return out
 
     def _plain_row(self, row: tuple, filters: tuple, bg) -> Strip:
-        """The final strip of a ``(str, style)`` row in one step: its styles (the row's, the padding's)
-        go through the widget's style and the line filters once per style, not once per row."""
-        text, style = row
+        """The final strip of a ``(str, style)`` or ``(str, style, (c0, c1, style2))`` row in one step: its
+        styles (the row's, the shaded cells', the padding's) go through the widget's style and the line
+        filters once per style, not once per row."""
+        text, style = row[0], row[1]
         width = self._width
         if len(text) > width:
             text = text[:width]
+        text_style, pad_style = self._final_styles(style, filters, bg)
+        if len(row) > 2 and row[2] is not None:
+            c0, c1, extra = row[2]
+            c0, c1 = max(0, min(c0, len(text))), max(0, min(c1, len(text)))
+            shaded = self._final_styles(f"{style} {extra}" if style else extra, filters, bg)[0]
+            segs = [Segment(part, st) for part, st in ((text[:c0], text_style), (text[c0:c1], shaded),
+                                                       (text[c1:], text_style)) if part]
+        else:
+            segs = [Segment(text, text_style)]
+        if len(text) < width:
+            segs.append(Segment(" " * (width - len(text)), pad_style))
+        return Strip(segs, width)
+
+    def _final_styles(self, style: str, filters: tuple, bg) -> tuple:
+        """(text style, padding style) of a row in ``style`` after the widget's style and the line filters."""
         styles = self._row_styles
         key = (style, filters, bg)
         pair = styles.get(key)
@@ -141,11 +158,7 @@ class Lines(Widget):
                 probe = probe.apply_filter(f, bg)
             segs = list(probe)
             pair = styles[key] = (segs[0].style, segs[-1].style)
-        text_style, pad_style = pair
-        segs = [Segment(text, text_style)]
-        if len(text) < width:
-            segs.append(Segment(" " * (width - len(text)), pad_style))
-        return Strip(segs, width)
+        return pair
 
     def _plain_box(self) -> bool:
         """No border, padding, outline, tint or opacity: the content rows are the widget's rows."""
@@ -169,8 +182,16 @@ class Lines(Widget):
         if strip is None:
             text = self._lines[y]
             console = self.app.console
-            if isinstance(text, tuple):  # one style for the row
-                segs = [Segment(text[0], console.get_style(text[1]) if text[1] else None)]
+            if isinstance(text, tuple):  # one style for the row (and one for its shaded cells)
+                row, style = text[0], text[1]
+                base = console.get_style(style) if style else None
+                if len(text) > 2 and text[2] is not None:
+                    c0, c1, extra = text[2]
+                    shaded = (base or Style.null()) + console.get_style(extra)
+                    segs = [Segment(part, st) for part, st in ((row[:c0], base), (row[c0:c1], shaded),
+                                                               (row[c1:], base)) if part]
+                else:
+                    segs = [Segment(row, base)]
             else:
                 segs = text_segments(text, console)
                 if text.style:

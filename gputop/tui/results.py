@@ -304,7 +304,7 @@ def _text(v) -> str:
 def _wrapped(label: str, text: str, width: int, n: int, style: str = "") -> list[Text]:
     """``label: text`` in at most ``n`` lines of ``width``, the last one cut with … when it runs over."""
     t = Text.assemble((label, "bold"), (text, style))
-    lines = list(t.wrap(_CONSOLE, max(20, width)))
+    lines = list(t.wrap(_CONSOLE, max(20, width), overflow="fold"))
     if len(lines) > n:
         lines = lines[:n]
         lines[-1].truncate(max(1, width - 1))
@@ -321,7 +321,8 @@ def results_lines(doc: dict, width: int, height: int) -> list[Text]:
     if verdict and (verdict.get("evidence_text") or verdict.get("evidence")):
         small = body_h < 18  # 80x24: the plot first, a line each
         name = display_name(verdict) if verdict.get("class") else ""
-        tail = _wrapped("verdict: ", name, width, 1, "bold yellow")
+        # the class wraps like the monitor's verdict panel (a roofline's names its ridge and both sides)
+        tail = _wrapped("verdict: ", name, width, 3, "bold yellow")
         tail += _wrapped("evidence: ", _text(verdict.get("evidence_text") or verdict.get("evidence")), width,
                          1 if small else 2)
         if verdict.get("advice"):
