@@ -17,7 +17,9 @@ import pytest
 
 from fault_util import (ALT_SCREEN_ON, PIDFILE_ENV, PY, TREE_CMD, Report, Terminal, env, others, plain,  # noqa: F401
                         read_pids, reaper, signal_name, wait_until)
+from gputop.runner.recording import shipped
 from gputop.runner.registry import Registry, workload_dirs
+from gputop.tui.runs import with_recordings
 
 SIGNALS = [signal.SIGTERM, signal.SIGHUP]
 START_S = 60.0  # the longest the TUI and its run may take to get under way (2 busy cores)
@@ -32,12 +34,13 @@ def start_workload_with_keys(term: Terminal, name: str) -> None:
     """On ``gputop --demo --device cpu`` (TUI_DEMO): the workloads page, highlight ``name``, run it.
 
     Keys (gputop/tui/app.py): ``2`` opens the workloads page with the first workload highlighted and the
-    list focused (the list is sorted by name); the down arrow moves the highlight; ``r`` runs the
+    list focused (the list is sorted by name, each shipped recording after its workload when there is no GPU); the down arrow moves the highlight; ``r`` runs the
     highlighted workload with the parameters in its form. Each step waits for the screen to show it took
     effect: the page's hint line ("runs on: CPU"), then the form of ``name`` (its ``pid_file`` label is
     unique to fault_tree), so that ``r`` does not read another workload's form.
     """
-    names = Registry(workload_dirs(term.env)).names()
+    # the list as the page shows it: with no GPU (--demo) each shipped recorded run follows its workload
+    names = [s.name for s in with_recordings(list(Registry(workload_dirs(term.env))), shipped())[0]]
     term.wait_text("gputop", START_S)  # the app is up (the header)
     since = term.mark()
     term.press("2")

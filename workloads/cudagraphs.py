@@ -28,10 +28,9 @@ import sys
 import time
 from pathlib import Path
 
-try:
-    import gputop  # noqa: F401
-except ImportError:  # run as a script from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_CHECKOUT = Path(__file__).resolve().parents[1]
+if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as a script from a checkout:
+    sys.path.insert(0, str(_CHECKOUT))  # its own gputop first, whatever else is installed
 
 from gputop.analysis.verdict import Verdict
 from gputop.workload_api import Param, main, require_cupy, require_torch

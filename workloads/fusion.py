@@ -33,10 +33,9 @@ import time
 import warnings
 from pathlib import Path
 
-try:
-    import gputop  # noqa: F401
-except ImportError:  # run as a script from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_CHECKOUT = Path(__file__).resolve().parents[1]
+if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as a script from a checkout:
+    sys.path.insert(0, str(_CHECKOUT))  # its own gputop first, whatever else is installed
 
 from gputop.analysis.verdict import Verdict
 from gputop.workload_api import Param, ParamError, main, require_torch
