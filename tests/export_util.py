@@ -48,14 +48,16 @@ def start_exporter(*args: str, fake_nvml: bool = False, **extra_env: str) -> sub
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def wait_for_metrics(proc: subprocess.Popen, port: int, timeout: float = 30.0) -> str:
-    """The first /metrics text that holds a GPU series (the sampler has ticked)."""
+def wait_for_metrics(proc: subprocess.Popen, port: int, timeout: float = 30.0,
+                     series: str = "DCGM_FI_DEV_SM_CLOCK{") -> str:
+    """The first /metrics text that holds ``series`` (default: a GPU series, the sampler has ticked; the
+    verdict series come once the live verdict has judged a window, up to a second later)."""
     def ready():
         if proc.poll() is not None:
             raise AssertionError(f"gputop --export exited {proc.returncode}: {proc.stderr.read()}")
         text = get(f"http://127.0.0.1:{port}/metrics", timeout=2.0)
-        return text if "DCGM_FI_DEV_SM_CLOCK{" in text else None
-    return wait_for(ready, timeout, "gputop --export to serve a tick")
+        return text if series in text else None
+    return wait_for(ready, timeout, f"gputop --export to serve {series!r}")
 
 
 def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:

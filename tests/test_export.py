@@ -254,8 +254,8 @@ def test_a_port_alone_binds_localhost_and_a_stop_signal_ends_it_with_0(sig):
     port = free_port()
     proc = start_exporter(str(port), "--demo")
     try:
-        text = wait_for_metrics(proc, port)
-        assert "gputop_bottleneck{" in text
+        text = wait_for_metrics(proc, port, series="gputop_bottleneck{")
+        assert "DCGM_FI_DEV_SM_CLOCK{" in text
         conns = psutil.Process(proc.pid).net_connections(kind="inet")
         listening = [c.laddr for c in conns if c.status == psutil.CONN_LISTEN]
         assert [(a.ip, a.port) for a in listening] == [("127.0.0.1", port)]
