@@ -40,7 +40,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class PtyProc:
-    """A command in its own pseudo-terminal of ``cols`` x ``rows``; its output is drained and counted."""
+    """A command in its own pseudo-terminal of ``cols`` x ``rows``; its output is drained and counted (the
+    first ``KEEP`` bytes kept in ``all_out``, for a subclass that looks for its first frame)."""
+
+    KEEP = 0
 
     def __init__(self, name: str, argv: list[str], cols: int, rows: int, env: dict | None = None):
         self.name, self.argv = name, argv
@@ -57,6 +60,7 @@ class PtyProc:
         self.bursts: list[float] = []  # start time of each burst of output
         self._last = 0.0
         self.tail = b""
+        self.all_out = b""
         self._stop = False
         self._t = threading.Thread(target=self._drain, daemon=True)
         self._t.start()
@@ -74,6 +78,8 @@ class PtyProc:
                 self.bursts.append(now)
             self._last = now
             self.bytes += len(data)
+            if len(self.all_out) < self.KEEP:
+                self.all_out += data
             self.tail = (self.tail + data)[-4000:]
 
     def cpu_s(self) -> float:

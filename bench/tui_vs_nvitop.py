@@ -36,26 +36,7 @@ def first_frame(p: PtyProc, t_launch: float, seen: dict) -> None:
 class Recording(PtyProc):
     """PtyProc that keeps the first 2 MiB of output (to find the first frame)."""
 
-    def __init__(self, *a, **kw):
-        self.all_out = b""
-        super().__init__(*a, **kw)
-
-    def _drain(self) -> None:  # same as PtyProc's, keeping the start of the output
-        while not self._stop:
-            try:
-                data = os.read(self.master, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            now = time.monotonic()
-            if now - self._last > 0.02:
-                self.bursts.append(now)
-            self._last = now
-            self.bytes += len(data)
-            if len(self.all_out) < 2 ** 21:
-                self.all_out += data
-            self.tail = (self.tail + data)[-4000:]
+    KEEP = 2 ** 21
 
 
 def one_size(cols: int, rows: int, cmds: dict, env: dict, first: float, steady: float) -> dict:
