@@ -7,16 +7,15 @@ import math
 import pytest
 
 from gputop.workload_api import ParamError
-from test_workloads_common import (check_verdict, doc_from_events, gpu_telemetry, kinds, load, points, results,
-                                   run_events, run_gputop)
+from test_workloads_common import check_verdict, cpu_document, gpu_telemetry, load, reanalyzed
 
 amp = load("amp")
 
 
 @pytest.fixture(scope="module")
 def cpu_run():
-    pytest.importorskip("torch")
-    return run_events("amp", "--param", "device=cpu", "--quick")
+    """The one CPU run of this module, through gputop: (exit code, run document, stderr)."""
+    return cpu_document("amp")
 
 
 def test_parse_modes_puts_the_baseline_first():
@@ -33,13 +32,13 @@ def test_rel_diff():
 
 
 def test_cpu_run_fp32_and_bf16(cpu_run):
-    rc, events, err = cpu_run
+    rc, doc, err = cpu_run
     assert rc == 0, err
-    assert events[-1]["event"] == "done" and events[-1]["status"] == "ok"
-    assert [e["name"] for e in kinds(events, "phase")] == ["fp32-strict", "bf16"]
-    assert {w["code"] for w in kinds(events, "warning")} <= {"skipped", "noisy_timing"}
-    params = events[0]["params"]
-    pts = points(events)
+    assert doc["status"] == "ok"
+    assert [ph["name"] for ph in doc["phases"]] == ["fp32-strict", "bf16"]
+    assert {w["code"] for w in doc["warnings"]} <= {"skipped", "noisy_timing"}
+    params = doc["params"]
+    pts = doc["points"]
     fp32, bf16 = pts
     for p in pts:
         assert p["step_ms"] > 0 and p["samples_per_s"] > 0 and p["loss_finite"]
@@ -51,7 +50,7 @@ def test_cpu_run_fp32_and_bf16(cpu_run):
     # numerics, not timing: the same seed and data give nearly the same loss in bf16, and it learned
     assert bf16["eval_loss_rel_diff"] < 0.1
     assert fp32["train_loss"] < fp32["first_loss"]
-    res = results(events)
+    res = doc["results"]
     assert res["tf32_defaults"]["cudnn_allow_tf32"] is True  # PyTorch's default, reported before changing it
     assert res["tf32_defaults"]["matmul_allow_tf32"] is False
     assert res["modes"] == ["fp32-strict", "bf16"] and res["train_flops_per_step"] > 0
@@ -63,7 +62,10 @@ def subclasses(doc: dict) -> list[tuple[str, str]]:
 
 
 def test_cpu_run_analyze(cpu_run):
-    doc = amp.analyze(doc_from_events(cpu_run[1]))
+    doc = reanalyzed(amp, cpu_run[1])
+    # what gputop's runner judged in the run is what the module's analyze says of the same data
+    assert [ph["verdict"] for ph in doc["phases"]] == [ph["verdict"] for ph in cpu_run[1]["phases"]]
+    assert doc["verdict"] == cpu_run[1]["verdict"]
     assert subclasses(doc)[0] == ("compute-bound", "fp32")
     assert subclasses(doc)[1] in (("compute-bound", "tensor"), ("compute-bound", "no amp speedup"))
     for ph in doc["phases"]:
@@ -72,9 +74,8 @@ def test_cpu_run_analyze(cpu_run):
     check_verdict(doc["verdict"])
 
 
-def test_gputop_run_json_on_cpu():
-    pytest.importorskip("torch")
-    rc, doc, err = run_gputop("amp", "--device", "cpu", "--quick")
+def test_gputop_run_json_on_cpu(cpu_run):
+    rc, doc, err = cpu_run
     assert rc == 0, err
     assert doc["status"] == "ok" and [p["name"] for p in doc["phases"]] == ["fp32-strict", "bf16"]
     assert all(p["verdict"] for p in doc["phases"]) and doc["verdict"]

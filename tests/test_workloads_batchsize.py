@@ -7,16 +7,16 @@ import json
 import pytest
 
 from gputop.workload_api import Emitter, ParamError
-from test_workloads_common import (check_verdict, doc_from_events, gpu_telemetry, interrupt_after_first_point, kinds,
-                                   load, points, results, run_events, run_gputop)
+from test_workloads_common import (check_verdict, cpu_document, gpu_telemetry, interrupt_after_first_point, load,
+                                   points, reanalyzed, results)
 
 bs = load("batchsize")
 
 
 @pytest.fixture(scope="module")
 def cpu_run():
-    pytest.importorskip("torch")
-    return run_events("batchsize", "--param", "device=cpu", "--quick")
+    """The one CPU run of this module, through gputop: (exit code, run document, stderr)."""
+    return cpu_document("batchsize")
 
 
 def test_batch_sizes():
@@ -81,24 +81,27 @@ def test_knee_is_the_smallest_batch_within_95_percent():
 
 
 def test_cpu_run_plumbing(cpu_run):
-    rc, events, err = cpu_run
+    rc, doc, err = cpu_run
     assert rc == 0, err
-    assert events[-1]["event"] == "done" and events[-1]["status"] == "ok"
+    assert doc["status"] == "ok"
     sizes = [1, 2, 4, 8, 16]
-    assert [e["name"] for e in kinds(events, "phase")] == [f"batch={b}" for b in sizes]
-    pts = points(events)
+    assert [ph["name"] for ph in doc["phases"]] == [f"batch={b}" for b in sizes]
+    pts = doc["points"]
     assert [p["batch"] for p in pts] == sizes
     for p in pts:
         assert p["samples_per_s"] > 0 and p["step_ms"] > 0 and p["steps"] >= 3 and p["oom"] is False
         assert p["samples_per_s"] == pytest.approx(p["batch"] / p["step_ms"] * 1e3)
-    res = results(events)
+    res = doc["results"]
     assert res["end"] == "cap" and res["largest_fit"] == 16 and res["oom_batch"] is None
     assert res["oom_boundary"] == "no OOM below the cap (16)" and res["knee"]["knee_batch"] in sizes
     assert res["sizes_planned"] == sizes and "cudnn_allow_tf32" in res["tf32_flags"]
 
 
 def test_cpu_run_analyze(cpu_run):
-    doc = bs.analyze(doc_from_events(cpu_run[1]))
+    doc = reanalyzed(bs, cpu_run[1])
+    # what gputop's runner judged in the run is what the module's analyze says of the same data
+    assert [ph["verdict"] for ph in doc["phases"]] == [ph["verdict"] for ph in cpu_run[1]["phases"]]
+    assert doc["verdict"] == cpu_run[1]["verdict"]
     for ph in doc["phases"]:
         check_verdict(ph["verdict"])
         assert (ph["verdict"]["class"], ph["verdict"]["subclass"]) in \
@@ -107,9 +110,8 @@ def test_cpu_run_analyze(cpu_run):
     assert any("no OOM below the cap (16)" in n for n in doc["verdict"]["notes"])
 
 
-def test_gputop_run_json_on_cpu():
-    pytest.importorskip("torch")
-    rc, doc, err = run_gputop("batchsize", "--device", "cpu", "--quick")
+def test_gputop_run_json_on_cpu(cpu_run):
+    rc, doc, err = cpu_run
     assert rc == 0, err
     assert doc["status"] == "ok" and len(doc["phases"]) == 5 and doc["verdict"]
     assert all(p["verdict"] for p in doc["phases"])

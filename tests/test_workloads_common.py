@@ -3,6 +3,7 @@ of gputop.workload_util. The workload tests run each script for real on the CPU 
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import os
@@ -55,6 +56,23 @@ def run_gputop(name: str, *args: str, timeout: float = 300) -> tuple[int, dict, 
     return r.returncode, doc, r.stderr
 
 
+def cpu_document(name: str) -> tuple[int, dict, str]:
+    """The workload run once on the CPU at quick sizes through gputop, as a test module's shared run: (exit code,
+    the run document, stderr). The document holds what the script's event stream said (params, phases, points,
+    results, warnings, status), as the runner gathered it, and the verdicts the runner's ``analyze`` set."""
+    pytest.importorskip("torch")
+    return run_gputop(name, "--device", "cpu", "--quick")
+
+
+def reanalyzed(mod, doc: dict) -> dict:
+    """A copy of the run document with its verdicts wiped, analysed again by the workload module ``mod``."""
+    doc = copy.deepcopy(doc)
+    doc["verdict"] = None
+    for ph in doc["phases"]:
+        ph["verdict"] = None
+    return mod.analyze(doc) or doc
+
+
 def interrupt_after_first_point(name: str, *args: str, timeout: float = 120) -> tuple[int, list[dict]]:
     """Start the script with --events, send SIGINT after its first point, return (exit code, events)."""
     proc = subprocess.Popen([sys.executable, "-u", str(ROOT / "workloads" / f"{name}.py"), "--events", *args],
@@ -90,17 +108,6 @@ def results(events: list[dict]) -> dict:
     for e in kinds(events, "result"):
         out.update(e["data"])
     return out
-
-
-def doc_from_events(events: list[dict], telemetry: dict | None = None) -> dict:
-    """A run document as the runner builds it (telemetry None, as on the CPU), for ``analyze``."""
-    started = kinds(events, "started")[0]
-    return {"params": started["params"], "device": {"kind": started["device"]["kind"], "static": None,
-                                                    "peaks": None, "reported": started["device"]},
-            "phases": [{"name": e["name"], "telemetry": (telemetry or {}).get(e["name"]), "verdict": None}
-                       for e in kinds(events, "phase")],
-            "points": points(events), "results": results(events), "verdict": None,
-            "warnings": [{"code": e["code"], "message": e["message"]} for e in kinds(events, "warning")]}
 
 
 def gpu_telemetry(**means) -> dict:

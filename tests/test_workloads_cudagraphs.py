@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from gputop.workload_api import Emitter
-from test_workloads_common import (ROOT, check_verdict, doc_from_events, env, gpu_telemetry, kinds, load, points,
-                                   results, run_events, run_gputop)
+from test_workloads_common import (ROOT, check_verdict, cpu_document, env, gpu_telemetry, kinds, load, points,
+                                   reanalyzed, run_events)
 
 cg = load("cudagraphs")
 KERNEL_PHASES = ["kernel time", "naive", "interleaved", "graph", "pipes"]
@@ -23,8 +23,8 @@ KERNEL_PHASES = ["kernel time", "naive", "interleaved", "graph", "pipes"]
 
 @pytest.fixture(scope="module")
 def cpu_run():
-    pytest.importorskip("torch")
-    return run_events("cudagraphs", "--param", "device=cpu", "--quick")
+    """The one CPU run of this module, through gputop: (exit code, run document, stderr)."""
+    return cpu_document("cudagraphs")
 
 
 def test_make_mlp_has_x_dense_layers():
@@ -36,33 +36,35 @@ def test_make_mlp_has_x_dense_layers():
 
 
 def test_cpu_run_skips_gpu_modes_and_times_the_eager_mlp(cpu_run):
-    rc, events, err = cpu_run
+    rc, doc, err = cpu_run
     assert rc == 0, err
-    assert events[-1]["event"] == "done" and events[-1]["status"] == "ok"
-    pts = points(events)
+    assert doc["status"] == "ok"
+    pts = doc["points"]
     skipped = [p for p in pts if p.get("skipped")]
     assert [p["mode"] for p in skipped if p["part"] == "kernels"] == KERNEL_PHASES
-    assert "skipped" in [w["code"] for w in kinds(events, "warning")]
-    layers = events[0]["params"]["mlp_layers"]
+    assert "skipped" in [w["code"] for w in doc["warnings"]]
+    layers = doc["params"]["mlp_layers"]
     eager = [p for p in pts if p["part"] == "mlp" and p["mode"] == "eager"]
     assert [p["layers"] for p in eager] == layers and all(p["step_ms"] > 0 and p["steps"] >= 3 for p in eager)
     assert [p["layers"] for p in skipped if p["part"] == "mlp"] == layers  # the graph half, skipped
-    assert [e["name"] for e in kinds(events, "phase")] == [f"mlp X={x} eager" for x in layers]
-    res = results(events)
+    assert [ph["name"] for ph in doc["phases"]] == [f"mlp X={x} eager" for x in layers]
+    res = doc["results"]
     assert res["v100_reference_us_per_kernel"] == {"naive": 9.6, "interleaved": 3.8, "graph": 3.4}
     assert set(res["mlp"]) == {str(x) for x in layers} and all("graph_ms" not in v for v in res["mlp"].values())
 
 
 def test_cpu_run_analyze_judges_nothing_without_a_gpu(cpu_run):
     """On the CPU nothing is launched on a GPU: the eager MLP has no graph to be compared with."""
-    doc = cg.analyze(doc_from_events(cpu_run[1]))
+    doc = reanalyzed(cg, cpu_run[1])
+    # what gputop's runner judged in the run is what the module's analyze says of the same data
+    assert [ph["verdict"] for ph in doc["phases"]] == [ph["verdict"] for ph in cpu_run[1]["phases"]]
+    assert doc["verdict"] == cpu_run[1]["verdict"]
     assert doc["phases"] and all(ph["verdict"] is None for ph in doc["phases"])
     assert doc["verdict"] is None and "skipped" in [w["code"] for w in doc["warnings"]]
 
 
-def test_gputop_run_json_on_cpu():
-    pytest.importorskip("torch")
-    rc, doc, err = run_gputop("cudagraphs", "--device", "cpu", "--quick")
+def test_gputop_run_json_on_cpu(cpu_run):
+    rc, doc, err = cpu_run
     assert rc == 0, err
     assert doc["status"] == "ok" and doc["verdict"] is None
     assert "skipped" in [w["code"] for w in doc["warnings"]]

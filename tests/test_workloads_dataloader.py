@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from test_workloads_common import (check_verdict, doc_from_events, gpu_telemetry, interrupt_after_first_point, kinds,
-                                   load, points, results, run_events, run_gputop)
+from test_workloads_common import (check_verdict, cpu_document, gpu_telemetry, interrupt_after_first_point, load,
+                                   points, reanalyzed)
 
 dl = load("dataloader")
 PHASES = ["workers=0", "workers=2", "+pin_memory", "+persistent"]
@@ -16,8 +16,8 @@ PHASES = ["workers=0", "workers=2", "+pin_memory", "+persistent"]
 
 @pytest.fixture(scope="module")
 def cpu_run():
-    pytest.importorskip("torch")
-    return run_events("dataloader", "--param", "device=cpu", "--quick")
+    """The one CPU run of this module, through gputop: (exit code, run document, stderr)."""
+    return cpu_document("dataloader")
 
 
 def test_transform_is_real_deterministic_array_work():
@@ -46,12 +46,12 @@ def test_shm_fit_shrinks_workers_and_prefetch_to_dev_shm():
 
 
 def test_cpu_run_plumbing(cpu_run):
-    rc, events, err = cpu_run
+    rc, doc, err = cpu_run
     assert rc == 0, err
-    assert events[0]["event"] == "started" and events[0]["device"]["kind"] == "cpu"
-    assert events[-1] == {**events[-1], "event": "done", "status": "ok"}
-    assert [e["name"] for e in kinds(events, "phase")] == PHASES
-    pts = points(events)
+    assert doc["device"]["kind"] == "cpu" and doc["device"]["reported"]["kind"] == "cpu"  # as the script started
+    assert doc["status"] == "ok"
+    assert [ph["name"] for ph in doc["phases"]] == PHASES
+    pts = doc["points"]
     assert [p["phase"] for p in pts] == PHASES
     for p in pts:
         for key in ("samples_per_s", "step_ms", "data_wait_ms", "compute_ms", "data_wait_pct", "compute_pct",
@@ -63,23 +63,25 @@ def test_cpu_run_plumbing(cpu_run):
     assert pts[0]["worker_cpu_pct"] == 0  # no workers: the transform ran in the loop
     assert all(p["worker_cpu_pct"] > 0 for p in pts[1:])  # the workers did the transform
     assert pts[3]["persistent_workers"] and pts[3]["prefetch_factor"] == 4
-    res = results(events)
+    res = doc["results"]
     assert res["transform"]["passes"] >= 1 and res["transform"]["ms_per_sample"] > 0
     assert set(res["speedup_vs_workers0"]) == set(PHASES) and res["speedup_vs_workers0"]["workers=0"] == 1.0
     assert "cudnn_allow_tf32" in res["tf32_flags"]
 
 
 def test_cpu_run_analyze_sets_every_verdict(cpu_run):
-    doc = dl.analyze(doc_from_events(cpu_run[1]))
+    doc = reanalyzed(dl, cpu_run[1])
+    # what gputop's runner judged in the run is what the module's analyze says of the same data
+    assert [ph["verdict"] for ph in doc["phases"]] == [ph["verdict"] for ph in cpu_run[1]["phases"]]
+    assert doc["verdict"] == cpu_run[1]["verdict"]
     for ph in doc["phases"]:
         check_verdict(ph["verdict"])
         assert ph["verdict"]["class"] in ("input-starved", "pcie-bound", "compute-bound")
     check_verdict(doc["verdict"])
 
 
-def test_gputop_run_json_on_cpu():
-    pytest.importorskip("torch")
-    rc, doc, err = run_gputop("dataloader", "--device", "cpu", "--quick")
+def test_gputop_run_json_on_cpu(cpu_run):
+    rc, doc, err = cpu_run
     assert rc == 0, err
     assert doc["status"] == "ok" and [p["name"] for p in doc["phases"]] == PHASES
     assert all(p["verdict"] for p in doc["phases"]) and doc["verdict"]
