@@ -352,19 +352,25 @@ def time_mlp(torch, dev, p: dict, layers: int, pool, graphed: bool, emit) -> dic
         step(i)
     sync()
     per = (time.perf_counter() - t0) / probe
-    chunk = max(1, int(p["mlp_seconds"] / 3 / per)) if per > 0 else 1
-    chunks = []
+    budget = p["mlp_seconds"] / 3  # three timed chunks of about this long each
+    chunk = max(1, int(budget / per)) if per > 0 else 1
+    chunks, steps = [], 0
     for _ in range(3):
         t0 = time.perf_counter()
-        for i in range(chunk):
-            step(i)
-        sync()
-        chunks.append(1e3 * (time.perf_counter() - t0) / chunk)
+        n = 0
+        while n < chunk:
+            step(n)
+            n += 1
+            if time.perf_counter() - t0 > 2 * budget:  # the probe was optimistic (a busy host): cut the chunk
+                break
+        sync()  # the steps launched so far are done: the time per step counts all of them
+        chunks.append(1e3 * (time.perf_counter() - t0) / n)
+        steps += n
         if emit.should_stop():
             break
     noise = noise_check(emit, f"mlp X={layers} {mode}: ms per step", chunks)
     pt = {"phase": f"mlp X={layers} {mode}", "part": "mlp", "layers": layers, "mode": mode,
-          "step_ms": statistics.median(chunks), "steps": chunk * len(chunks), "rms_pct": noise["rms_pct"],
+          "step_ms": statistics.median(chunks), "steps": steps, "rms_pct": noise["rms_pct"],
           "batch": p["mlp_batch"], "width": p["mlp_width"]}
     if not graphed:
         emit.point(pt)
