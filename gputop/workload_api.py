@@ -16,13 +16,12 @@ A workload module defines::
     if __name__ == "__main__":
         raise SystemExit(main(sys.modules[__name__]))
 
-As a plain script from a checkout (``python workloads/NAME.py``), ``gputop`` is not on sys.path yet,
-so each script starts with::
+As a plain script from a checkout (``python workloads/NAME.py``), ``gputop`` may not be on sys.path
+(or an installed one would shadow the checkout's), so each script starts with::
 
-    try:
-        import gputop  # noqa: F401
-    except ImportError:  # run as a script from a checkout
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    _CHECKOUT = Path(__file__).resolve().parents[1]
+    if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:
+        sys.path.insert(0, str(_CHECKOUT))
 
 It imports cupy/torch *inside* ``run`` so that ``gputop --list`` and ``--help`` work without them.
 A third-party module imported at the top (numpy in ``dataloader.py``) must be a dependency of gputop

@@ -160,13 +160,7 @@ class RunController:
         sampler = self.sampler if device == "cuda" and self._sampler_is_live() else None
         run = WorkloadRun(spec, values, device=device, nvml_index=nvml_index, timeout=timeout, on_event=on_event,
                           nvml=self.nvml, sampler=sampler)
-        state = RunState(run=run, name=spec.name, target=target)
-        holder["state"] = state
-        with self._lock:
-            self.runs.append(state)
-        run.start()
-        state.events += 1
-        return state
+        return self._track(RunState(run=run, name=spec.name, target=target), holder)
 
     def replay(self, spec: RecordingSpec, speed: float = 1.0) -> RunState:
         """Play a recorded run (one at a time); raises RuntimeError if one is playing, TraceError (a
@@ -178,11 +172,14 @@ class RunController:
 
         holder: dict = {}
         run = RecordedRun(spec.path, speed=speed, on_event=self._counter(holder))
-        state = RunState(run=run, name=spec.workload, target="recording")
+        return self._track(RunState(run=run, name=spec.workload, target="recording"), holder)
+
+    def _track(self, state: RunState, holder: dict) -> RunState:
+        """Keep ``state`` among the session's runs (its event counter finds it in ``holder``) and start it."""
         holder["state"] = state
         with self._lock:
             self.runs.append(state)
-        run.start()
+        state.run.start()
         state.events += 1
         return state
 
