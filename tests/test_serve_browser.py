@@ -110,6 +110,20 @@ class Page:
             await asyncio.sleep(0.1)
         raise AssertionError(f"{want!r} never reached the page; it got: {(await self.text())[-600:]!r}")
 
+    async def screenshot(self, turns: asyncio.Lock, timeout: float = 15.0) -> bytes:
+        """The tab brought to the front and shot once xterm.js has painted the terminal: a tab in the
+        background gets no animation frames, so what its websocket received may not be drawn yet. Tabs take
+        turns (one lock) so each is in front while it waits."""
+        async with turns:
+            await self.call("Page.bringToFront")
+            end = time.monotonic() + timeout
+            while True:
+                shot = await self.call("Page.captureScreenshot", format="png")
+                png = base64.b64decode(shot["data"])
+                if png_distinct_bytes(png) > 40 or time.monotonic() > end:
+                    return png
+                await asyncio.sleep(0.1)
+
     async def press(self, key: str) -> None:
         """A key typed into the terminal, as a person would: a click on it first (the focus), then the key."""
         for kind in ("mousePressed", "mouseReleased"):
@@ -158,15 +172,14 @@ async def open_page(devtools: int, url: str) -> tuple[Page, object, object]:
     return page, ws, session
 
 
-async def session_in_browser(devtools: int, port: int, control: bool) -> dict:
+async def session_in_browser(devtools: int, port: int, control: bool, turns: asyncio.Lock) -> dict:
     """Open the served page, check it shows the monitor, type keys; the page is closed at the end (its
     websocket with it, so the server ends that session's gputop)."""
     page, ws, session = await open_page(devtools, f"http://127.0.0.1:{port}/")
     try:
         await page.wait_text("SM activity", 30)  # the monitor, from the demo trace (an H200)
         await page.wait_text("DRAM bandwidth")
-        shot = await page.call("Page.captureScreenshot", format="png")
-        out = {"png": base64.b64decode(shot["data"])}
+        out = {"png": await page.screenshot(turns)}
         n = len(await page.text())
         await page.press("2")  # the workloads page: keys reach the app
         out["after_2"] = await page.wait_text("2 workloads", since=n)
@@ -202,7 +215,8 @@ def browsed(chromium) -> dict:
             wait_port(ports[c], servers[c])
 
         async def both():
-            tasks = {c: asyncio.create_task(session_in_browser(chromium, ports[c], c)) for c in (False, True)}
+            turns = asyncio.Lock()  # the tabs take turns in front for their screenshots
+            tasks = {c: asyncio.create_task(session_in_browser(chromium, ports[c], c, turns)) for c in (False, True)}
             for _ in range(300):  # the server side: one gputop per browser session, with the right flags
                 sessions = {c: served_gputops(servers[c]) for c in servers}
                 if all(sessions.values()) or all(t.done() for t in tasks.values()):
