@@ -265,3 +265,45 @@ def test_the_json_timeline_begins_its_segments_where_the_work_changed():
     for t, label in marks:
         if any(label.startswith(k) for k in DEMO_PHASES if k != "idle"):
             assert any(-0.2 <= s - (t - t0) <= 0.5 for s in starts), (label, round(t - t0, 2), starts)
+
+
+def test_the_gpu_strip_shows_the_panels_verdict_and_follows_the_phases(tmp_path):
+    """Several GPUs: the strip's line for each GPU is that GPU's live verdict - for the selected one the very
+    verdict the panel shows - so it follows the demo's phases as the panel does (not a fixed last 3 s)."""
+    from pilot_util import sync, two_gpu_trace
+    from test_tui import specs
+
+    from gputop.telemetry.trace import ReplaySource
+    from gputop.tui.app import GputopApp, TuiConfig
+
+    _, _, one, marks = load(demo_trace_path())
+
+    @sync
+    async def run():
+        app = GputopApp(TuiConfig(ReplaySource(str(two_gpu_trace(tmp_path)), speed=float("inf")), start_sampler=False,
+                                  hostname="test-host", specs=specs(), device="cpu", fps=0))
+        async with app.run_test(size=(120, 40)) as pilot:
+            strip, named = app.monitor.strip, []
+            for _ in range(len(one)):
+                tick = app.sampler.step()
+                if tick is None:
+                    break
+                app.frame(force=True)
+                vs = app.monitor.verdicts
+                if app.monitor.verdict is None:
+                    continue
+                assert len(vs) == 2 and vs[app.selected] is app.monitor.verdict
+                line = strip._lines[app.selected].plain
+                assert app.monitor.verdict.display_name() in line, (line, app.monitor.verdict.display_name())
+                named.append((tick["t"], vs[0].cls))
+            await pilot.pause()
+        return named
+
+    named = run()
+    for i, (t, label) in enumerate(marks):
+        want = next((c for k, c in DEMO_PHASES.items() if label.startswith(k)), None)
+        end = marks[i + 1][0] if i + 1 < len(marks) else one[-1]["t"] - 1.0
+        if want is None or end - t < 3.0:
+            continue
+        got = [c for tt, c in named if t + FOLLOW_S <= tt < end - 0.5]
+        assert got and set(got) == {want}, (label, sorted(set(got)))

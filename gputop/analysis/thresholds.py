@@ -22,8 +22,6 @@ from __future__ import annotations
 
 # -- window and sample handling --------------------------------------------------------------------
 WINDOW_S = 2.0  # timeline window: 20 samples at the default 10 Hz, long enough to average GPM noise
-LIVE_WINDOW_S = 3.0  # a live verdict (TUI panel, --export) judges the last 3 s: 30 samples, a little inertia
-LIVE_EVERY_S = 1.0  # ... and is computed again at most once a second (classifying costs about a millisecond)
 MIN_SAMPLES = 5  # fewer samples than this in a window: halve the confidence (one burst can dominate)
 MIN_LAST_WINDOW_FRACTION = 0.5  # a final window shorter than half a window joins the one before it
 
@@ -247,6 +245,7 @@ CHANGE_CONTEXT_DELTA = 50.0  # the watched process gets or drops its CUDA contex
 # is not judged yet: the previous verdict stays, marked as the previous segment's.
 LIVE_MAX_S = 30.0
 LIVE_MIN_S = 0.5
+LIVE_EVERY_S = 1.0  # classifying a window costs about a millisecond
 # Hysteresis within a segment: the class shown stays while its score is within 0.15 of the best class's
 # (and fits at all, >= MIXED_MIN_SCORE), so a window near a boundary does not flip label every second.
 STICKY_MARGIN = 0.15

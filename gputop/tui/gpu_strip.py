@@ -1,21 +1,18 @@
 """The GPU strip: one line per GPU with its own verdict, and the selected GPU's NVLink traffic.
 
 A job on several GPUs (``--run -- torchrun ...``, the ``allreduce`` workload) is diagnosed GPU by GPU: the
-strip classifies every GPU of the source over the same live window as the verdict panel, and looks at the
-comms-bound ones together (:func:`gputop.analysis.comms.group_comms`: a collective is as fast as its slowest
-link). It shows itself only where there is something to show: several GPUs, or NVLink traffic.
+monitor page keeps a live verdict per GPU (the selected one's is the panel's) and looks at the comms-bound ones
+together (:func:`gputop.analysis.comms.group_comms`: a collective is as fast as its slowest link); the strip
+shows them. It shows itself only where there is something to show: several GPUs, or NVLink traffic.
 """
 
 from __future__ import annotations
 
 from rich.text import Text
 
-from gputop.analysis import thresholds as T
-from gputop.analysis.comms import group_comms
 from gputop.analysis.verdict import Verdict, display_name
 from gputop.format import si
 from gputop.tui.lines import Lines
-from gputop.tui.verdict import Diagnosis
 
 
 def nvlink_line(sample: dict | None, peaks: dict | None) -> Text | None:
@@ -48,32 +45,12 @@ def strip_line(pos: int, static: dict, verdict: Verdict | None, selected: bool) 
 
 
 class GpuStrip(Lines):
-    """Every GPU's verdict (computed at most every ``LIVE_EVERY_S``), and the selected GPU's NVLink line."""
+    """Every GPU's verdict (the monitor page's live verdicts, the same the panel shows for the selected GPU),
+    and the selected GPU's NVLink line."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self.diagnoses: dict[int, Diagnosis] = {}
-        self.verdicts: list[Verdict | None] = []
-        self.verdict_t: float | None = None
         self.display = False  # until there are several GPUs or NVLink traffic
-
-    def judge(self, tick: dict | None, window, statics: list[dict], peaks: list[dict],
-              positions: list[int], watched_pid=None) -> list[Verdict | None]:
-        """The verdict of every GPU (of several) over ``window()`` (ticks), at most every ``LIVE_EVERY_S``."""
-        if len(statics) < 2:
-            return []
-        if tick is None or (self.verdict_t is not None and 0 <= tick["t"] - self.verdict_t < T.LIVE_EVERY_S
-                            and len(self.verdicts) == len(statics)):
-            return self.verdicts
-        self.verdict_t = tick["t"]
-        window = window()
-        out = []
-        for i, (st, pk, pos) in enumerate(zip(statics, peaks, positions)):
-            diag = self.diagnoses.setdefault(i, Diagnosis())
-            out.append(diag(window, st, pk, gpu_pos=pos, watched_pid=watched_pid))
-        group_comms([v for v in out if v is not None])
-        self.verdicts = out
-        return out
 
     def show(self, statics: list[dict], peaks: list[dict], samples: list[dict | None], selected: int,
              verdicts: list[Verdict | None]) -> None:

@@ -3,7 +3,8 @@ charts and a running workload's live results on the right.
 
 The page draws itself when the app's frame asks (``draw``), from the app's sampler and the state the
 two pages share (``self.app``: statics, positions, selected GPU, peaks, the run controller). It owns
-the verdict (the classifier over the last few seconds, once a second) and the feeding of its charts.
+the live verdicts (gputop/tui/verdict.py: one per GPU, following the changes of the work; the panel shows the
+selected GPU's, the strip every GPU's, the same objects) and the feeding of its charts.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 
 from gputop.analysis import thresholds as T
+from gputop.analysis.comms import group_comms
 from gputop.format import gpm_na
 from gputop.tui import view
 from gputop.tui.containers import Box, Column
@@ -59,8 +61,9 @@ class MonitorPage(Box):
         self.live_results = ResultsView(id="live-results")
         self.generation = 0  # charts made anew (another source) get new ids
         self.charts = self._make_charts(chart_specs)
-        self.diagnosis = Diagnosis()
-        self.verdict = None
+        self.diagnoses: dict[int, Diagnosis] = {}  # by GPU (its index in app.statics)
+        self.verdicts: list = []  # every GPU's verdict (one GPU: the selected one's only)
+        self.verdict = None  # the selected GPU's
         self.verdict_t: float | None = None  # time of the tick the verdict was computed at
 
     def _make_charts(self, specs: list[ChartSpec]) -> list[HistoryChart]:
@@ -110,9 +113,7 @@ class MonitorPage(Box):
             st, pk, s = app.statics[i], app.peaks[i], samples[i]
             self.device.show(st, pk, s, view.na_reasons_for(st, app.na_reasons))
             self.update_verdict(tick)
-            self.strip.show(app.statics, app.peaks, samples, i, self.strip.judge(
-                tick, lambda: app.sampler.window(T.LIVE_WINDOW_S), app.statics, app.peaks, app.positions,
-                app.watched_pid()))
+            self.strip.show(app.statics, app.peaks, samples, i, self.verdicts)
             self.verdict_panel.show(self.verdict, self.diagnosis.words())
             if self.procs.display and not app.has_class("-short"):
                 self.procs.show((s or {}).get("processes"), app.controller.own_pids(), host, app.tagged_pids())
@@ -122,22 +123,31 @@ class MonitorPage(Box):
             self.live_results.show_run(app.shown_state())
 
     # -- the verdict -------------------------------------------------------------------------------
+    @property
+    def diagnosis(self) -> Diagnosis:
+        """The selected GPU's live verdict (what the panel shows and the charts mark)."""
+        return self.diagnoses.setdefault(self.app.selected, Diagnosis())
+
     def update_verdict(self, tick: dict | None) -> None:
-        """The live verdict of the selected GPU (gputop/tui/verdict.py: it follows the changes of the work
-        and judges again when due)."""
+        """At each new tick, the live verdict of the selected GPU and, with several, of every GPU (each
+        follows the changes of its work and judges again when due: gputop/analysis/live.py); the comms-bound
+        ones are looked at together."""
         if tick is None or self.verdict_t == tick["t"]:
             return
         app = self.app
-        i = app.selected
         self.verdict_t = tick["t"]
         window = app.sampler.window(T.LIVE_MAX_S)
-        self.verdict = self.diagnosis(window, app.statics[i], app.peaks[i], gpu_pos=app.positions[i],
-                                      watched_pid=app.watched_pid())
+        which = range(len(app.statics)) if len(app.statics) > 1 else [app.selected]
+        self.verdicts = [self.diagnoses.setdefault(i, Diagnosis())(
+            window, app.statics[i], app.peaks[i], gpu_pos=app.positions[i], watched_pid=app.watched_pid())
+            for i in which]
+        group_comms(self.verdicts)
+        self.verdict = self.verdicts[app.selected if len(self.verdicts) > 1 else 0]
 
     def forget_verdict(self) -> None:
-        """The next frame classifies again (another GPU, another watched process)."""
+        """The next frame classifies afresh (another source, another GPU or watched process)."""
         self.verdict_t = None
-        self.diagnosis.reset()
+        self.diagnoses.clear()
 
     # -- the charts --------------------------------------------------------------------------------
     def fit_charts(self) -> None:
