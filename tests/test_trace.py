@@ -62,6 +62,20 @@ def test_sampler_thread_runs_a_replay_to_the_end():
     assert not sampler.running and len(sampler.ticks) == len(src.ticks)
 
 
+def test_window_and_since_are_the_newest_ticks_oldest_first():
+    src = ReplaySource(demo_trace_path(), speed=math.inf)
+    sampler = Sampler(src, rate_hz=10)
+    assert sampler.window(3.0) == [] and sampler.latest() is None
+    for _ in range(200):
+        sampler.step()
+    ticks = list(sampler.ticks)
+    last = ticks[-1]["t"]
+    assert sampler.window(3.0) == [t for t in ticks if t["t"] >= last - 3.0] and len(sampler.window(3.0)) >= 29
+    assert sampler.window(None) == ticks and sampler.window(1e9) == ticks
+    mid = ticks[100]["t"]
+    assert sampler.window(since=mid) == ticks[100:] and sampler.since(mid) == ticks[101:]
+
+
 def test_ring_buffer_is_bounded_and_keeps_the_newest():
     src = ReplaySource(demo_trace_path(), speed=math.inf, loop=True)
     sampler = Sampler(src, rate_hz=10, history_s=5)  # 50 ticks

@@ -48,9 +48,10 @@ class LiveVerdict:
         if self.detector is None:
             self.detector = ChangeDetector(gpu_pos, peaks, watched_pid)
         changed = False
-        for tick in window:
-            if self.fed_t is not None and tick["t"] <= self.fed_t:
-                continue
+        new = len(window)  # the ticks not fed yet are at the end: look at those only (called every frame)
+        while new > 0 and (self.fed_t is None or window[new - 1]["t"] > self.fed_t):
+            new -= 1
+        for tick in window[new:]:
             self.fed_t = tick["t"]
             if self.detector.push(tick):
                 changed = True

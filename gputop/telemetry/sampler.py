@@ -105,13 +105,21 @@ class Sampler:
             return self.ticks[-1] if self.ticks else None
 
     def window(self, seconds: float | None = None, since: float | None = None) -> list[dict]:
-        """Ticks of the last ``seconds`` (or all since monotonic time ``since``)."""
+        """Ticks of the last ``seconds`` (or all since monotonic time ``since``), oldest first (walks back
+        from the newest only: the frames ask for the last few seconds of a long history)."""
         with self._lock:
-            ticks = list(self.ticks)
-        if not ticks:
-            return []
-        lo = since if since is not None else (ticks[-1]["t"] - seconds if seconds is not None else None)
-        return ticks if lo is None else [t for t in ticks if t["t"] >= lo]
+            if not self.ticks:
+                return []
+            lo = since if since is not None else (self.ticks[-1]["t"] - seconds if seconds is not None else None)
+            if lo is None:
+                return list(self.ticks)
+            out = []
+            for tick in reversed(self.ticks):
+                if tick["t"] < lo:
+                    break
+                out.append(tick)
+        out.reverse()
+        return out
 
     def since(self, t: float) -> list[dict]:
         """Ticks newer than monotonic time ``t``, oldest first (walks back from the newest only)."""
