@@ -172,7 +172,8 @@ def test_command_session_without_blocking(tmp_path):
     """What the TUI uses: start, poll from its own loop, stop, finish."""
     ready = tmp_path / "ready"  # the command is past Python's start-up (a SIGINT there exits 1, not 130)
     code = f"import time; open({str(ready)!r}, 'w').close(); time.sleep(60)"
-    s = Session(replay_monitor(), [PY, "-c", code], err=io.StringIO()).start()
+    # a long grace: the SIGINT must end it, however slowly a busy machine schedules its exit
+    s = Session(replay_monitor(), [PY, "-c", code], err=io.StringIO(), grace_s=60).start()
     assert s.poll() is False
     end = time.monotonic() + 30
     while not ready.exists() and time.monotonic() < end:

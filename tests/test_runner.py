@@ -397,7 +397,7 @@ def test_a_child_that_exits_without_done_failed(tmp_path):
 
 
 def test_cancel_before_start_stops_the_child_at_once(registry):
-    run, _ = run_it(registry, "fault_hang")
+    run, _ = run_it(registry, "fault_hang", grace_s=60)  # the SIGINT ends it, not the kill, however busy the machine
     run.cancel()
     doc = finish(run.start())
     assert doc["status"] == "interrupted" and doc["interrupted"] is True and doc["exit_code"] == exitcodes.INTERRUPTED

@@ -91,7 +91,7 @@ async def test_the_commands_processes_are_tagged_and_diagnosed(tmp_path):
 @sync
 async def test_q_while_running_stops_the_command(tmp_path):
     # it says "ready" once past Python's start-up, where a SIGINT would end it with 1 rather than 130
-    app = command_app(tmp_path, "import time; print('ready', flush=True); time.sleep(60)")
+    app = command_app(tmp_path, "import time; print('ready', flush=True); time.sleep(60)", grace_s=60)
     child = app.session.child
     log = tmp_path / "cmd.log"
     async with app.run_test(size=(120, 40)) as pilot:
