@@ -136,9 +136,9 @@ def measure(samples: list[dict], static: dict, peaks: dict, hosts: list[dict] | 
     util, sm = ev["util_gpu_pct"], ev["sm_active_pct"]
     ev["sm_active_per_util"] = sm / util if sm is not None and util is not None and util >= 1.0 else None
 
-    busy = [s for s in samples if is_busy(s)]
+    flags = [is_busy(s) for s in samples]
+    busy = [s for s, f in zip(samples, flags) if f]
     ev["busy_sample_pct"] = 100.0 * len(busy) / len(samples) if samples else None
-    flags = [any(s is b for b in busy) for s in samples]
     ev["bursts"] = sum(1 for i, f in enumerate(flags) if f and (i == 0 or not flags[i - 1]))
 
     ev["dram_peak_bytes_per_s"] = number(peaks.get("dram_bytes_per_s"))
