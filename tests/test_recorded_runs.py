@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop.runner.recording import RecordedRun, read_recording
+from gputop.runner.recording import RecordedRun, read_recording, shipped
+from gputop.runner.registry import Registry
 from gputop.telemetry.trace import ReplaySource, TraceError
 from gputop.tui.runs import RecordingSpec, RunState, with_recordings
 from pilot_util import pick, sync, wait_for
@@ -171,3 +172,19 @@ async def test_the_monitor_follows_a_replayed_run_then_comes_home():
         await pilot.press("1")
         await pilot.pause()
         assert "SM activity" in app.screen_text() and "H200" in app.screen_text()
+
+
+@pytest.mark.parametrize("path", shipped(), ids=lambda p: p.name)
+def test_the_shipped_gpu_runs_get_the_same_verdicts_from_the_analysis_today(path):
+    """Each shipped recording (a real H200 run) keeps the document its run printed: its workload's analyze(),
+    run again on that document without its verdicts, gives every phase and the run the same verdict - the
+    analysis (gputop/analysis/*_report.py and the workloads' own) judges real GPU runs as it did."""
+    doc = read_recording(path)["document"]
+    redo = json.loads(json.dumps(doc))
+    for ph in redo.get("phases") or []:
+        ph.pop("verdict", None)
+    redo.pop("verdict", None)
+    out = Registry().get(doc["workload"]).analyze(redo)
+    redo = out if isinstance(out, dict) else redo
+    assert doc["phases"] and [ph.get("verdict") for ph in redo["phases"]] == [ph.get("verdict") for ph in doc["phases"]]
+    assert redo.get("verdict") == doc.get("verdict") and doc.get("verdict")
