@@ -8,8 +8,8 @@ flattens (compute-bound). The sweep reports the knee, the smallest batch within 
 throughput (Lightning's batch-size finder returns only the largest batch that fits), and the
 out-of-memory boundary: the OOM is caught, the memory is given back, and the sweep ends cleanly.
 
-Per batch size: samples/s and step latency (median of the timed steps, each synchronized), peak memory (torch.cuda.max_memory_allocated); the SM
-activity of each batch size's phase comes from gputop's telemetry.
+Per batch size: samples/s and step latency (median of the timed steps, each synchronized), peak memory
+(torch.cuda.max_memory_allocated); the SM activity of each batch size's phase comes from gputop's telemetry.
 
 Run it: ``python workloads/batchsize.py`` (or ``--device cpu --quick``), or ``gputop --run batchsize``.
 ``--param mem_fraction=0.2`` caps the memory this process may use, to reach the OOM sooner.
@@ -127,7 +127,8 @@ def run(p: dict, emit) -> None:
         step_s = statistics.median(times)  # robust to a stray slow step
         noise = noise_check(emit, f"batch {b} step time", times)
         return {"batch": b, "samples_per_s": b / step_s, "step_ms": 1e3 * step_s,
-                "step_ms_mean": 1e3 * sum(times) / len(times), "step_ms_min": 1e3 * min(times), "peak_mem_gb": torch.cuda.max_memory_allocated(dev) / 1e9 if cuda else None,
+                "step_ms_mean": 1e3 * sum(times) / len(times), "step_ms_min": 1e3 * min(times),
+                "peak_mem_gb": torch.cuda.max_memory_allocated(dev) / 1e9 if cuda else None,
                 "steps": len(times), "step_ms_rms_pct": noise["rms_pct"], "oom": False}
 
     def free() -> dict:
