@@ -129,9 +129,9 @@ class MonitorPage(Box):
         return self.diagnoses.setdefault(self.app.selected, Diagnosis())
 
     def update_verdict(self, tick: dict | None) -> None:
-        """At each new tick, the live verdict of the selected GPU and, with several, of every GPU (each
-        follows the changes of its work and judges again when due: gputop/analysis/live.py); the comms-bound
-        ones are looked at together."""
+        """At each frame that brings new ticks: the live verdict of the selected GPU and, with several, of
+        every GPU (each is fed the ticks it has not seen, follows the changes of its work and judges again
+        when due: gputop/analysis/live.py); the comms-bound ones are looked at together."""
         if tick is None or self.verdict_t == tick["t"]:
             return
         app = self.app
