@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="where the workload runs")
     run.add_argument("--quick", action="store_true", help="a few-second version of the workload")
     run.add_argument("--timeout", type=float, metavar="S", help="stop the workload after S seconds")
+    run.add_argument("--grace", type=float, metavar="S",
+                     help="after a stop (Ctrl-C, a signal, --timeout), SIGKILL what is left of the run after S seconds "
+                          "(default 5; more for a job that saves a checkpoint when interrupted)")
     run.add_argument("--csv", metavar="FILE", help="also write the result points as CSV")
     run.add_argument("--log", metavar="FILE", help="with --run -- CMD: send the command's output to FILE")
     out = ap.add_argument_group("output")
@@ -150,6 +153,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         ap.error(f"--seconds must be > 0 (got {args.seconds})")
     if args.timeout is not None and not args.timeout > 0:
         ap.error(f"--timeout must be > 0 (got {args.timeout})")
+    if args.grace is not None and not args.grace >= 0:
+        ap.error(f"--grace must be >= 0 (got {args.grace})")
     return args, command
 
 

@@ -79,6 +79,7 @@ def test_replay_of_a_recorded_trace_with_gpu_choice(tmp_path):
     (["--run"], "--run needs a workload NAME"),
     (["--rate", "abc"], "invalid float value"),
     (["--rate", "1000", "--demo", "--once"], "--rate must be between 0.5 and 50 Hz"),
+    (["--run", "roofline", "--grace", "-1"], "--grace must be >= 0"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle):
     r = gputop_cli(*args)

@@ -44,6 +44,7 @@ START_S = 60.0  # the longest a run may take to get under way (2 busy cores)
 END_S = 60.0  # the longest gputop may take to end after the signal (grace periods included)
 HELPERS_S = 3.0  # gputop's own helpers (a watchdog) may take this long to follow it
 TIMEOUT_S = 3.0  # --timeout of the timeout cells: long enough that the points and the pid file come first
+GRACE = ("--grace", "1")  # the stubborn cells: the grace period is a real wait, shortened (and --grace tested)
 
 
 def validate_monitor(doc: dict) -> None:
@@ -133,8 +134,8 @@ def test_run_name_signal_to_gputop(tmp_path, reaper, sig):
 
 
 def test_run_name_sigterm_with_a_stubborn_child(tmp_path, reaper):
-    """The child (and its grandchild) ignore SIGINT/SIGTERM/SIGHUP: killed after the grace period."""
-    g, pid_file, out = start_workload(tmp_path, reaper, "stubborn=true")
+    """The child (and its grandchild) ignore SIGINT/SIGTERM/SIGHUP: killed after the grace period (--grace 1)."""
+    g, pid_file, out = start_workload(tmp_path, reaper, "stubborn=true", extra=GRACE)
     procs = under_way(g, pid_file)
     g.send(signal.SIGTERM)
     rep = Report("--run fault_tree stubborn=true, SIGTERM to gputop")
@@ -180,13 +181,18 @@ def test_run_name_child_fails(tmp_path, reaper, end, code, status):
 def test_run_name_timeout(tmp_path, reaper, stubborn):
     """Past --timeout: exit 6, "timeout"; a child that ignores the stop request is killed after the grace."""
     g, pid_file, out = start_workload(tmp_path, reaper, f"stubborn={str(stubborn).lower()}",
-                                      extra=("--timeout", str(TIMEOUT_S)))
+                                      extra=("--timeout", str(TIMEOUT_S), *(GRACE if stubborn else ())))
     procs = under_way(g, pid_file)
     rep = Report(f"--run fault_tree --timeout {TIMEOUT_S:g} (stubborn={stubborn})")
     ended(g, rep, procs, 6)
     doc = both_documents(rep, g, out, code=6, status="timeout", errors=True, validate=validate_run)
     if doc is not None:
         rep.expect(doc.get("points") == POINTS, f"points {doc.get('points')!r}, expected the 3 emitted")
+        said = " ".join(e.get("message", "") for e in doc.get("errors", []) + doc.get("warnings", []))
+        if stubborn:
+            rep.expect("killed after 1 s more" in said, f"--grace 1 is not what the document says: {said!r}")
+        else:
+            rep.expect("killed" not in said, f"a child that obeyed the stop was killed: {said!r}")
     rep.finish()
 
 

@@ -22,6 +22,8 @@ def test_child_command_passes_the_source_on():
     cmd = child_command(args)
     assert cmd[:4] == [sys.executable, "-m", "gputop", "--served"] and "--serve-control" not in cmd
     assert cmd[4:] == ["--replay", "t.jsonl.gz", "--speed", "2.0", "--tour", "--gpu", "1"]
+    args, _ = parse(["--serve", "--demo", "--timeout", "30", "--grace", "20"])  # a browser's runs: stopped alike
+    assert child_command(args)[4:] == ["--demo", "--timeout", "30.0", "--grace", "20.0"]
     args, _ = parse(["--serve", "--demo", "--serve-control"])
     assert args.serve == "127.0.0.1:8000" and child_command(args)[4:] == ["--serve-control", "--demo"]
     assert public_url("127.0.0.1", 8000) == "http://127.0.0.1:8000" and public_url("::1", 80) == "http://[::1]:80"

@@ -183,9 +183,10 @@ async def start_hang(app, pilot):
 
 @sync
 async def test_cancel_a_running_workload_and_one_run_per_device():
-    app = make()
+    app = make(grace_s=0.5)  # gputop --grace 0.5
     async with app.run_test(size=(120, 40)) as pilot:
         state = await start_hang(app, pilot)
+        assert state.run.grace_s == 0.5 and state.run.child.grace_s == 0.5
         await pilot.press("r")  # a second run on the same device is refused
         await pilot.pause()
         assert len(app.controller.runs) == 1

@@ -49,7 +49,7 @@ class WorkloadRun(RunView):
 
     def __init__(self, spec, values: dict, device: str = "cuda", nvml_index: int | None = None,
                  timeout: float | None = None, on_event: Callable[[dict], None] | None = None,
-                 grace_s: float = GRACE_S, rate_hz: float = 10.0, nvml=None, sampler=None):
+                 grace_s: float | None = None, rate_hz: float = 10.0, nvml=None, sampler=None):
         if device not in ("cuda", "cpu"):
             raise ValueError(f"device must be 'cuda' or 'cpu' (got {device!r})")
         self.spec, self.device = spec, device
@@ -58,7 +58,7 @@ class WorkloadRun(RunView):
             self.values["device"] = device
         self.nvml_index = (nvml_index or 0) if device == "cuda" else None
         self.timeout = timeout if timeout is not None else spec.timeout
-        self.grace_s, self.rate_hz = grace_s, rate_hz
+        self.grace_s, self.rate_hz = GRACE_S if grace_s is None else grace_s, rate_hz  # None: the default
         self.nvml, self.sampler = nvml, sampler
         self._own_sampler = sampler is None
         self.gpu_pos: int | None = None  # position of our GPU in the sampler's ticks

@@ -92,12 +92,13 @@ class Session:
     """``command`` (run mode) or ``pid`` (watch mode) under ``monitor``."""
 
     def __init__(self, monitor, command: list[str] | None = None, pid: int | None = None, *, log: str | None = None,
-                 timeout: float | None = None, seconds: float | None = None, grace_s: float = GRACE_S,
+                 timeout: float | None = None, seconds: float | None = None, grace_s: float | None = None,
                  json_mode: bool = False, err=None, stdin=None):
         self.monitor = monitor
         self.mode = "run" if command else "watch"
         self.command, self.pid, self.log = command, pid, log
-        self.timeout, self.seconds, self.grace_s = timeout, seconds, grace_s
+        self.timeout, self.seconds = timeout, seconds
+        self.grace_s = GRACE_S if grace_s is None else grace_s  # None: the default
         self.json_mode, self.stdin = json_mode, stdin
         self.err = err if err is not None else sys.stderr
         self.child: Child | None = None

@@ -256,7 +256,8 @@ def main_command_tui(args, command: list[str]) -> int:
         return exitcodes.fail(exitcodes.USAGE, missing)
     log = args.log or (None if watch else os.path.abspath(f"gputop-cmd-{os.getpid()}.log"))
     session = Session(mon, command or None, pid=args.watch if watch else None, log=log,
-                      timeout=args.timeout, seconds=args.seconds, stdin=subprocess.DEVNULL, err=io.StringIO())
+                      timeout=args.timeout, seconds=args.seconds, grace_s=args.grace, stdin=subprocess.DEVNULL,
+                      err=io.StringIO())
     try:
         try:
             session.start()

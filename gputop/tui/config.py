@@ -18,6 +18,7 @@ class TuiConfig:
     span_s: float = 60.0
     device: str = "cuda"  # where workloads run by default
     timeout: float | None = None
+    grace_s: float | None = None  # --grace (None: the supervisor's default)
     save_dir: str | None = None
     na_reason: str | None = None  # why there is no GPU (live source without NVML)
     specs: list | None = None  # workloads (default: the runner's registry)
@@ -50,7 +51,7 @@ def config_from_args(args) -> TuiConfig:
         recordings.append(args.replay)
     device = getattr(args, "device", "cuda")  # the app runs workloads on the CPU where there is no live GPU
     return TuiConfig(source=src, rate_hz=args.rate, gpus=positions, hostname=host, device=device,
-                     timeout=getattr(args, "timeout", None), na_reason=na,
+                     timeout=getattr(args, "timeout", None), grace_s=getattr(args, "grace", None), na_reason=na,
                      read_only=bool(getattr(args, "served", False)) and not getattr(args, "serve_control", False),
                      tour=bool(getattr(args, "tour", False)), recordings=recordings,
                      run_speed=getattr(args, "speed", 1.0), autoplay=autoplay)

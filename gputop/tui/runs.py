@@ -144,7 +144,8 @@ class RunController:
     def active(self) -> list[RunState]:
         return [r for r in self.runs if r.active]
 
-    def start(self, spec, values: dict, device: str, nvml_index: int | None, timeout: float | None = None) -> RunState:
+    def start(self, spec, values: dict, device: str, nvml_index: int | None, timeout: float | None = None,
+              grace_s: float | None = None) -> RunState:
         """Start ``spec``; raises RuntimeError if a run is already going on that GPU (or the CPU).
 
         A run that fails to start ends at once with its error (``WorkloadRun.start`` never leaves it running
@@ -158,8 +159,8 @@ class RunController:
         from gputop.runner.workload_run import WorkloadRun  # here: the monitor alone never loads the runner
 
         sampler = self.sampler if device == "cuda" and self._sampler_is_live() else None
-        run = WorkloadRun(spec, values, device=device, nvml_index=nvml_index, timeout=timeout, on_event=on_event,
-                          nvml=self.nvml, sampler=sampler)
+        run = WorkloadRun(spec, values, device=device, nvml_index=nvml_index, timeout=timeout, grace_s=grace_s,
+                          on_event=on_event, nvml=self.nvml, sampler=sampler)
         return self._track(RunState(run=run, name=spec.name, target=target), holder)
 
     def replay(self, spec: RecordingSpec, speed: float = 1.0) -> RunState:

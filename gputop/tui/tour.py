@@ -92,7 +92,7 @@ class Tour:
         try:
             values = resolve(spec, {}, device, quick=True)
             app.controller.start(spec, values, device, app.nvml_index() if device == "cuda" else None,
-                                 timeout=app.config.timeout)
+                                 timeout=app.config.timeout, grace_s=app.config.grace_s)
         except (ParamError, RuntimeError, ValueError, OSError) as exc:
             app.notify(f"tour: {name} did not start: {exc}", severity="error")
             return

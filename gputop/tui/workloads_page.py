@@ -217,7 +217,7 @@ class WorkloadsPage(Vertical):
         try:
             values = parse_values(spec, self.form.texts())
             state = app.controller.start(spec, values, app.device, app.nvml_index() if app.device == "cuda" else None,
-                                         timeout=app.config.timeout)
+                                         timeout=app.config.timeout, grace_s=app.config.grace_s)
         except (ParamError, RuntimeError, ValueError, OSError) as exc:
             app.notify(str(exc), severity="error")
             return
