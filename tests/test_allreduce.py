@@ -206,7 +206,8 @@ def _launcher(reaper, tmp_path) -> tuple[Gputop, list]:
 
     pid_file = tmp_path / "pids.json"
     reaper.pid_files.append(pid_file)
-    g = Gputop(["--json", "--run", "--", PY, "-c", LAUNCHER, str(pid_file)], tmp_path, env(fake_nvml=True))
+    g = Gputop(["--json", "--grace", "1", "--run", "--", PY, "-c", LAUNCHER, str(pid_file)], tmp_path,
+               env(fake_nvml=True))  # the stubborn launcher is killed after 1 s
     reaper.gputops.append(g)
     procs = wait_until(lambda: read_pids(pid_file), 30, "the launcher's worker", g.proc)
     g.snapshot()
