@@ -307,3 +307,27 @@ def test_the_gpu_strip_shows_the_panels_verdict_and_follows_the_phases(tmp_path)
             continue
         got = [c for tt, c in named if t + FOLLOW_S <= tt < end - 0.5]
         assert got and set(got) == {want}, (label, sorted(set(got)))
+
+
+def test_a_steady_regime_is_judged_again_every_every_s_and_a_change_at_once():
+    """``every_s`` (the strip's other GPUs: thresholds.LIVE_STRIP_EVERY_S) spaces the judgements of a regime
+    that does not change; a new regime is judged as soon as it is old enough (LIVE_MIN_S), as by default."""
+    from gputop.analysis.live import LiveVerdict
+
+    static, peaks, ticks, marks = load(demo_trace_path())
+    live, judged, lo = LiveVerdict(), [], 0  # (tick time, start of the regime judged)
+    for i, tick in enumerate(ticks):
+        while ticks[lo]["t"] < tick["t"] - T.LIVE_MAX_S:
+            lo += 1
+        before = live.judged_t
+        live.update(ticks[lo:i + 1], static, peaks, gpu_pos=0, every_s=T.LIVE_STRIP_EVERY_S)
+        if live.judged_t != before:
+            judged.append((live.judged_t, live.segment_start))
+    same = [b[0] - a[0] for a, b in zip(judged, judged[1:]) if a[1] == b[1]]
+    assert same and min(same) >= T.LIVE_STRIP_EVERY_S - 0.11, same  # a steady regime: every 5 s, no sooner
+    first = {}
+    for t, start in judged:
+        first.setdefault(start, t)
+    assert len(first) >= len(marks) - 1  # every phase of the demo got judged as a regime of its own
+    late = {round(s, 1): round(t - s, 2) for s, t in first.items() if t - s > T.LIVE_MIN_S + 0.25}
+    assert not late, late  # each new regime judged within ~LIVE_MIN_S of its start

@@ -37,9 +37,10 @@ class LiveVerdict:
         self.changed_at: float | None = None  # tick time a change was last confirmed
 
     def update(self, window: list[dict], static: dict, peaks: dict, gpu_pos: int = 0,
-               watched_pid=None) -> Verdict | None:
+               watched_pid=None, every_s: float = T.LIVE_EVERY_S) -> Verdict | None:
         """The verdict after the ticks of ``window`` (the monitor's last ``LIVE_MAX_S`` or more, oldest
-        first; ticks already seen are skipped)."""
+        first; ticks already seen are skipped). A regime that has not changed is judged again every
+        ``every_s`` (a change at once)."""
         if not window:
             return self.verdict
         key = (gpu_pos, watched_pid, id(static), id(peaks))
@@ -68,7 +69,7 @@ class LiveVerdict:
             self.previous = True
             return self.verdict
         due = (changed or self.judged_t is None or start != self.segment_start
-               or not 0 <= now - self.judged_t < T.LIVE_EVERY_S)
+               or not 0 <= now - self.judged_t < every_s)
         if not due:
             return self.verdict
         lo = max(start, now - T.LIVE_MAX_S)

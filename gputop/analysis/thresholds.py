@@ -245,7 +245,9 @@ CHANGE_CONTEXT_DELTA = 50.0  # the watched process gets or drops its CUDA contex
 # is not judged yet: the previous verdict stays, marked as the previous segment's.
 LIVE_MAX_S = 30.0
 LIVE_MIN_S = 0.5
-LIVE_EVERY_S = 1.0  # classifying a window costs about a millisecond
+LIVE_EVERY_S = 1.0  # classifying a 30 s window costs 1-3 ms
+LIVE_STRIP_EVERY_S = 5.0  # the other GPUs of the TUI's strip (a class and a confidence, no numbers): 8 GPUs
+# judged every second would cost ~2% of a core; a change of their regime is still judged at once
 # Hysteresis within a segment: the class shown stays while its score is within 0.15 of the best class's
 # (and fits at all, >= MIXED_MIN_SCORE), so a window near a boundary does not flip label every second.
 STICKY_MARGIN = 0.15

@@ -131,7 +131,8 @@ class MonitorPage(Box):
     def update_verdict(self, tick: dict | None) -> None:
         """At each frame that brings new ticks: the live verdict of the selected GPU and, with several, of
         every GPU (each is fed the ticks it has not seen, follows the changes of its work and judges again
-        when due: gputop/analysis/live.py); the comms-bound ones are looked at together."""
+        when due: gputop/analysis/live.py; a steady regime of a GPU not selected every LIVE_STRIP_EVERY_S);
+        the comms-bound ones are looked at together."""
         if tick is None or self.verdict_t == tick["t"]:
             return
         app = self.app
@@ -139,8 +140,8 @@ class MonitorPage(Box):
         window = app.sampler.window(T.LIVE_MAX_S)
         which = range(len(app.statics)) if len(app.statics) > 1 else [app.selected]
         self.verdicts = [self.diagnoses.setdefault(i, Diagnosis())(
-            window, app.statics[i], app.peaks[i], gpu_pos=app.positions[i], watched_pid=app.watched_pid())
-            for i in which]
+            window, app.statics[i], app.peaks[i], gpu_pos=app.positions[i], watched_pid=app.watched_pid(),
+            every_s=T.LIVE_EVERY_S if i == app.selected else T.LIVE_STRIP_EVERY_S) for i in which]
         group_comms(self.verdicts)
         self.verdict = self.verdicts[app.selected if len(self.verdicts) > 1 else 0]
 

@@ -9,6 +9,7 @@ monitor keeps running.
 
 from __future__ import annotations
 
+from gputop.analysis import thresholds as T
 from gputop.analysis.live import LiveVerdict, window_words
 from gputop.analysis.verdict import Verdict
 
@@ -39,13 +40,14 @@ class Diagnosis:
         return None if v is None or v.t_start is None or v.t_end is None else (v.t_start, v.t_end)
 
     def __call__(self, window: list[dict], static: dict, peaks: dict, gpu_pos: int = 0,
-                 watched_pid: int | None = None) -> Verdict | None:
-        """The verdict for GPU position ``gpu_pos`` after the ticks of ``window`` (None: n/a)."""
+                 watched_pid: int | None = None, every_s: float = T.LIVE_EVERY_S) -> Verdict | None:
+        """The verdict for GPU position ``gpu_pos`` after the ticks of ``window`` (None: n/a); a steady
+        regime is judged again every ``every_s``."""
         if not window:
             return None
         try:
             self.now = window[-1]["t"]
-            return self.live.update(window, static, peaks, gpu_pos=gpu_pos, watched_pid=watched_pid)
+            return self.live.update(window, static, peaks, gpu_pos=gpu_pos, watched_pid=watched_pid, every_s=every_s)
         except Exception as exc:  # a classifier bug on odd data: the panel shows n/a, the monitor goes on
             self.error = f"{type(exc).__name__}: {exc}"
             self.live.reset()
