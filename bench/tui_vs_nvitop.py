@@ -19,6 +19,8 @@ import shlex
 import sys
 import time
 
+import psutil
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tui_cpu import ROOT, PtyProc  # noqa: E402  (the pty runner the other TUI benches use)
 
@@ -31,6 +33,14 @@ def first_frame(p: PtyProc, t_launch: float, seen: dict) -> None:
         return
     if any(m in p.all_out for m in FIRST_FRAME[p.name]):
         seen[p.name] = time.monotonic() - t_launch
+
+
+def thread_times(p: PtyProc) -> dict[int, float]:
+    """CPU seconds (user + system) of each thread of the program's own process, by thread id."""
+    try:
+        return {t.id: t.user_time + t.system_time for t in psutil.Process(p.proc.pid).threads()}
+    except psutil.Error:
+        return {}
 
 
 class Recording(PtyProc):
@@ -49,14 +59,20 @@ def one_size(cols: int, rows: int, cmds: dict, env: dict, first: float, steady: 
             for p in procs:
                 first_frame(p, t0, seen)
             time.sleep(0.01 if len(seen) < len(procs) else 0.2)
+        threads0 = {p.name: thread_times(p) for p in procs}
         for p in procs:
             marks[p.name]["first"] = p.cpu_s()
         t1 = time.monotonic()
         while time.monotonic() - t1 < steady:
             time.sleep(0.2)
         t2 = time.monotonic()
+        split = {}
         for p in procs:
             marks[p.name]["steady"] = p.cpu_s() - marks[p.name]["first"]
+            now = thread_times(p)  # the main thread (its id is the pid: drawing) apart from the others (sampling)
+            split[p.name] = {("main" if tid == p.proc.pid else f"thread {tid}"):
+                             round(100 * (cpu - threads0[p.name].get(tid, 0.0)) / (t2 - t1), 2)
+                             for tid, cpu in now.items() if cpu - threads0[p.name].get(tid, 0.0) > 0}
             if not p.alive():
                 raise SystemExit(f"{p.name} died (code {p.proc.returncode}):\n{p.tail_text()}")
     finally:
@@ -67,7 +83,8 @@ def one_size(cols: int, rows: int, cmds: dict, env: dict, first: float, steady: 
         m = marks[p.name]
         out[p.name] = {"first_s": first, "cpu_pct_first": 100 * m["first"] / (t1 - t0),
                        "cpu_pct_steady": 100 * m["steady"] / (t2 - t1), "steady_s": t2 - t1,
-                       "time_to_first_frame_s": seen.get(p.name)}
+                       "time_to_first_frame_s": seen.get(p.name),
+                       "steady_pct_by_thread": split.get(p.name, {})}
     return out
 
 
@@ -98,6 +115,7 @@ def main() -> int:
             print(f"{size:>7} {n:<7} first {args.first:g} s: {v['cpu_pct_first']:5.1f}% of a core   steady "
                   f"{v['steady_s']:.0f} s: {v['cpu_pct_steady']:5.1f}%   first frame "
                   + (f"{ttf:.2f} s" if ttf is not None else "not seen"), flush=True)
+            print(f"{'':>7} {n:<7} steady by thread (% of a core): {v['steady_pct_by_thread']}", flush=True)
         if len(r) == 2:
             g, n = r["gputop"], r["nvitop"]
             ratios = {k: g[k] / n[k] for k in ("cpu_pct_first", "cpu_pct_steady") if n[k] > 0}

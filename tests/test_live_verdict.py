@@ -66,12 +66,13 @@ CITED = ("util_gpu_pct", "sm_active_pct", "dram_bw_pct", "tensor_pct", "fp32_pct
          "pcie_tx_bps", "feeder_cpu_pct", "busy_sample_pct")
 
 
-def contradictions(v, ticks, static, peaks) -> list[str]:
-    """What in verdict ``v`` disagrees with the numbers of its own window (empty: none)."""
+def contradictions(v, ticks, static, peaks, watched_pid=None) -> list[str]:
+    """What in verdict ``v`` disagrees with the numbers of its own window (empty: none); ``watched_pid``: the
+    process the verdict took as the feeding one (bench/live_follow_gpu.py's live command)."""
     bad = []
     inside = [t for t in ticks if v.t_start <= t["gpus"][0]["t"] <= v.t_end]
     hosts = [t.get("host") or {} for t in inside]
-    ev = measure([t["gpus"][0] for t in inside], static, peaks, hosts)
+    ev = measure([t["gpus"][0] for t in inside], static, peaks, hosts, watched_pid)
     for k in CITED:  # the cited numbers are the window's means
         if k in v.evidence and not close(v.evidence[k], ev.get(k)):
             bad.append(f"{k}: cites {v.evidence[k]}, the window's mean is {ev.get(k)}")

@@ -11,12 +11,25 @@ from gputop.telemetry.sample import GPM_ACTIVITY_FIELDS, POWER_CAP_REASON, THERM
 
 
 def mean(values) -> float | None:
-    vals = [float(v) for v in values if v is not None]
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None  # a float: the values are numbers (ints, floats)
+
+
+def field_mean(samples: list[dict], name: str) -> float | None:
+    """Mean of one field over the samples that have it (:func:`mean` of ``s.get(name)``, in one pass)."""
+    vals = [v for s in samples if (v := s.get(name)) is not None]
     return sum(vals) / len(vals) if vals else None
 
 
 def number(v) -> float | None:
+    if v.__class__ is float:  # the common case, first
+        return v
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def is_number(v) -> bool:
+    """An int or a float, not a bool (what :func:`number` turns into a float)."""
+    return v.__class__ in (float, int) or (isinstance(v, (int, float)) and not isinstance(v, bool))
 
 
 def rounded(v):
@@ -116,8 +129,8 @@ def busy_elsewhere(window: list[dict], gpu: int, hosts: list[dict], watched_pid)
 
 def is_busy(s: dict) -> bool:
     """A sample in which the GPU did work (for bursts, stretches and busy-only statistics)."""
-    return ((number(s.get("util_gpu_pct")) or 0) >= T.BUSY_UTIL_PCT
-            or (number(s.get("sm_active_pct")) or 0) >= T.BUSY_SM_ACTIVE_PCT)
+    u, a = s.get("util_gpu_pct"), s.get("sm_active_pct")
+    return (is_number(u) and u >= T.BUSY_UTIL_PCT) or (is_number(a) and a >= T.BUSY_SM_ACTIVE_PCT)
 
 
 def measure(samples: list[dict], static: dict, peaks: dict, hosts: list[dict] | None = None,
@@ -129,10 +142,10 @@ def measure(samples: list[dict], static: dict, peaks: dict, hosts: list[dict] | 
     ev: dict = {"samples": len(samples)}
     ts = [s["t"] for s in samples if number(s.get("t")) is not None]
     ev["duration_s"] = (max(ts) - min(ts)) if len(ts) > 1 else 0.0
-    ev["util_gpu_pct"] = mean(s.get("util_gpu_pct") for s in samples)
-    ev["util_mem_pct"] = mean(s.get("util_mem_pct") for s in samples)
+    ev["util_gpu_pct"] = field_mean(samples, "util_gpu_pct")
+    ev["util_mem_pct"] = field_mean(samples, "util_mem_pct")
     for name in GPM_ACTIVITY_FIELDS:
-        ev[name] = mean(s.get(name) for s in samples)
+        ev[name] = field_mean(samples, name)
     util, sm = ev["util_gpu_pct"], ev["sm_active_pct"]
     ev["sm_active_per_util"] = sm / util if sm is not None and util is not None and util >= 1.0 else None
 
@@ -146,15 +159,15 @@ def measure(samples: list[dict], static: dict, peaks: dict, hosts: list[dict] | 
     ev["dram_bytes_per_s"] = (dram / 100.0 * ev["dram_peak_bytes_per_s"]
                               if dram is not None and ev["dram_peak_bytes_per_s"] else None)
 
-    ev["pcie_rx_bps"] = mean(s.get("pcie_rx_bps") for s in samples)
-    ev["pcie_tx_bps"] = mean(s.get("pcie_tx_bps") for s in samples)
+    ev["pcie_rx_bps"] = field_mean(samples, "pcie_rx_bps")
+    ev["pcie_tx_bps"] = field_mean(samples, "pcie_tx_bps")
     ev["pcie_link_bytes_per_s"] = number(peaks.get("pcie_bytes_per_s_per_dir"))
     flows = [v for v in (ev["pcie_rx_bps"], ev["pcie_tx_bps"]) if v is not None]
     ev["pcie_link_fraction"] = (max(flows) / ev["pcie_link_bytes_per_s"]
                                 if flows and ev["pcie_link_bytes_per_s"] else None)
 
     clocked = busy or samples
-    ev["sm_clock_mhz"] = mean(s.get("sm_clock_mhz") for s in clocked)
+    ev["sm_clock_mhz"] = field_mean(clocked, "sm_clock_mhz")
     ev["max_sm_clock_mhz"] = number(static.get("max_sm_clock_mhz"))
     ev["sm_clock_ratio"] = (ev["sm_clock_mhz"] / ev["max_sm_clock_mhz"]
                             if ev["sm_clock_mhz"] is not None and ev["max_sm_clock_mhz"] else None)
@@ -169,7 +182,7 @@ def measure(samples: list[dict], static: dict, peaks: dict, hosts: list[dict] | 
     for reason in THERMAL_REASONS:
         ev[reason_key(reason)] = share(lambda rs, r=reason: r in rs)
 
-    ev["power_w"] = mean(s.get("power_w") for s in samples)
+    ev["power_w"] = field_mean(samples, "power_w")
     ev["power_limit_w"] = number(static.get("power_limit_w"))
     ev["power_fraction"] = (ev["power_w"] / ev["power_limit_w"]
                             if ev["power_w"] is not None and ev["power_limit_w"] else None)
