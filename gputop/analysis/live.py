@@ -2,8 +2,10 @@
 
 :class:`LiveVerdict` is fed the monitor's recent ticks at every frame (``update(window)``); it runs the
 change detector (:mod:`.segments`) over the ticks it has not seen and judges the current segment (since
-the last change, at most its last ``LIVE_MAX_S``): again once every ``LIVE_EVERY_S``, and at once when a
-change is confirmed. A segment younger than ``LIVE_MIN_S`` is not judged yet (the previous verdict stays,
+the last change, at most its last ``LIVE_MAX_S``): again once every ``LIVE_EVERY_S`` (every
+``LIVE_SLIDING_EVERY_S`` once the regime is older than ``LIVE_MAX_S``: its window then slides, and each
+judgement shares all but a second or two of its ticks with the one before), and at once when a change is
+confirmed. A segment younger than ``LIVE_MIN_S`` is not judged yet (the previous verdict stays,
 marked ``previous``); the first sample after a change is left out (its counters average the two
 regimes). Within a segment the class shown is sticky (hysteresis, ``prefer`` of
 :func:`.classify.classify`). The verdict's window (``t_start``/``t_end``) is the ticks it judged: a frontend
@@ -68,6 +70,8 @@ class LiveVerdict:
                                             prefer=self.verdict.cls)
             self.previous = True
             return self.verdict
+        if now - start > T.LIVE_MAX_S:  # a long steady regime: its window slides, judge it less often
+            every_s = max(every_s, T.LIVE_SLIDING_EVERY_S)
         due = (changed or self.judged_t is None or start != self.segment_start
                or not 0 <= now - self.judged_t < every_s)
         if not due:
@@ -91,7 +95,7 @@ def window_words(v: Verdict | None, now: float | None, previous: bool = False, c
     length = max(0.0, v.t_end - v.t_start)
     if previous and now is not None:
         return f"previous phase: {length:.1f} s, until {max(0.0, now - v.t_end):.1f} s ago"
-    if now is not None and now - v.t_end > 1.5:
+    if now is not None and now - v.t_end > T.LIVE_SLIDING_EVERY_S + 0.5:  # judged again within that: current
         return f"{length:.1f} s, until {now - v.t_end:.1f} s ago"
     if clock is not None:
         return f"since {clock(v.t_start)}, {length:.1f} s"

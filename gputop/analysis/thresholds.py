@@ -241,11 +241,12 @@ CHANGE_CONTEXT_DELTA = 50.0  # the watched process gets or drops its CUDA contex
 
 # -- the live verdict (gputop.analysis.live) ----------------------------------------------------------------
 # The live verdict judges the current segment (since the last change of regime), at most its last 30 s,
-# again every second, and at once when a change is confirmed. A segment younger than 0.5 s (5 samples)
+# again every second (every 2 s once the segment is older than 30 s), and at once when a change is confirmed. A segment younger than 0.5 s (5 samples)
 # is not judged yet: the previous verdict stays, marked as the previous segment's.
 LIVE_MAX_S = 30.0
 LIVE_MIN_S = 0.5
 LIVE_EVERY_S = 1.0  # classifying a 30 s window costs 1-3 ms
+LIVE_SLIDING_EVERY_S = 2.0  # a regime older than LIVE_MAX_S: its window slides, sharing 28 of 30 s with the last
 LIVE_STRIP_EVERY_S = 5.0  # the other GPUs of the TUI's strip (a class and a confidence, no numbers): 8 GPUs
 # judged every second would cost ~2% of a core; a change of their regime is still judged at once
 # Hysteresis within a segment: the class shown stays while its score is within 0.15 of the best class's
