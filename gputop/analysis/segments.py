@@ -26,6 +26,7 @@ runs the same detector over a recorded run. Pure: no NVML, no Textual.
 from __future__ import annotations
 
 import math
+from collections import deque
 
 from gputop.analysis import thresholds as T
 from gputop.analysis.evidence import is_busy, number
@@ -88,6 +89,12 @@ class _Stats:
             self.s[k] = self.s.get(k, 0.0) + v
             self.ss[k] = self.ss.get(k, 0.0) + v * v
 
+    def remove(self, f: dict) -> None:
+        for k, v in f.items():
+            self.n[k] -= 1
+            self.s[k] -= v
+            self.ss[k] -= v * v
+
     def mean_std(self, k: str) -> tuple[float, float] | None:
         n = self.n.get(k, 0)
         if n < T.CHANGE_MIN_REF_SAMPLES:
@@ -108,7 +115,8 @@ class ChangeDetector:
         self._stats = _Stats()
         self._pending: list[tuple[float, dict]] = []  # samples deviating the same way, not yet a change
         self._keys: set = set()  # the (feature, sign) they share
-        self._recent: list[tuple[float, dict]] = []  # the last SLOW_SAMPLES (time, features): slow test
+        self._recent: deque[tuple[float, dict]] = deque()  # the last SLOW_SAMPLES (time, features): slow test
+        self._recent_sums = _Stats()  # their sums (kept as samples come and go: the slow test runs every tick)
         self._n = 0  # samples in the segment (settled and pending)
 
     def push(self, tick: dict) -> bool:
@@ -117,7 +125,7 @@ class ChangeDetector:
         if self.start_t is None:
             self.start_t = t
         self._n += 1
-        self._recent = (self._recent + [(t, f)])[-T.CHANGE_SLOW_SAMPLES:]
+        self._remember(t, f)
         dev = self._deviations(f)
         if self._pending and not dev and not any(k in f for k, _ in self._keys):
             self._pending.append((t, f))  # this sample lacks the feature that moved (a process list every
@@ -136,6 +144,12 @@ class ChangeDetector:
         self._settle()
         self._stats.add(f)
         return self._slow_change()
+
+    def _remember(self, t: float, f: dict) -> None:
+        self._recent.append((t, f))
+        self._recent_sums.add(f)
+        while len(self._recent) > T.CHANGE_SLOW_SAMPLES:
+            self._recent_sums.remove(self._recent.popleft()[1])
 
     def _deviations(self, f: dict) -> set:
         out = set()
@@ -160,16 +174,16 @@ class ChangeDetector:
         n = T.CHANGE_SLOW_SAMPLES
         if self._n < 2 * n or len(self._recent) < n:
             return False
+        rs = self._recent_sums
         for k in DELTAS:
-            vals = [f[k] for _, f in self._recent if k in f]
             cnt = self._stats.n.get(k, 0)
-            if len(vals) < n or cnt - n < T.CHANGE_MIN_REF_SAMPLES:
+            if rs.n.get(k, 0) < n or cnt - n < T.CHANGE_MIN_REF_SAMPLES:
                 continue
-            s = self._stats.s[k] - sum(vals)  # the segment before the recent samples
-            ss = self._stats.ss[k] - sum(v * v for v in vals)
+            s = self._stats.s[k] - rs.s[k]  # the segment before the recent samples
+            ss = self._stats.ss[k] - rs.ss[k]
             m = s / (cnt - n)
             sd = math.sqrt(max(0.0, ss / (cnt - n) - m * m))
-            recent = sum(vals) / n
+            recent = rs.s[k] / n
             if abs(recent - m) > max(DELTAS[k], T.CHANGE_Z_SLOW * sd / math.sqrt(n)):
                 self._change(list(self._recent), k, m)
                 return True
@@ -187,7 +201,9 @@ class ChangeDetector:
             self._stats.add(f)
         self._pending, self._keys = [], set()
         self._n = len(run)
-        self._recent = list(run)
+        self._recent, self._recent_sums = deque(), _Stats()
+        for t, f in run:
+            self._remember(t, f)
         self.start_t = run[0][0]
         self.changes.append(self.start_t)
 
