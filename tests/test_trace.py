@@ -179,7 +179,7 @@ def test_host_reader_measures_a_busy_child_from_the_first_read():
 
 # -- the words and field names a sample records, and everything that reads them back ---------------------
 RECORDED = [Path(demo_trace_path())] + sorted((Path(__file__).parent / "data" / "traces").glob("*.jsonl.gz"))
-META = {"index", "t", "processes", "lost"}
+META = {"index", "t", "processes", "process_sm_pct", "lost"}  # (process_sm_pct comes with a process list)
 
 
 def recorded_samples():
