@@ -170,9 +170,9 @@ async def drive(app: CommandApp, frames: list[dict], bad: list[str], done) -> No
                            "t_start": v.t_start, "t_end": v.t_end})
             if len(frames) % 5 == 0 and v.t_start is not None:  # 2 checks a second: each is a classify's worth
                 ticks = app.sampler.window(T.LIVE_MAX_S + 5)
-                pos = app.positions[app.selected]
-                one = [{**t, "gpus": [t["gpus"][pos]]} for t in ticks]
-                for why in contradictions(v, one, app.statics[app.selected], app.peaks[app.selected], app.watched_pid()):
+                i = app.selected
+                one = [{**t, "gpus": [t["gpus"][app.positions[i]]]} for t in ticks]
+                for why in contradictions(v, one, app.statics[i], app.peaks[i], app.watched_pid()):
                     bad.append(f"t={d.now:.1f} {v.cls}: {why}")
         await pilot.press("q")
 

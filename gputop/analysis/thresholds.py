@@ -243,8 +243,9 @@ CHANGE_CONTEXT_DELTA = 50.0  # the watched process gets or drops its CUDA contex
 
 # -- the live verdict (gputop.analysis.live) ----------------------------------------------------------------
 # The live verdict judges the current segment (since the last change of regime), at most its last 30 s,
-# again every second (every 2 s once the segment is older than 30 s), and at once when a change is confirmed. A segment younger than 0.5 s (5 samples)
-# is not judged yet: the previous verdict stays, marked as the previous segment's.
+# again every second (every 2 s once the segment is older than 30 s), and at once when a change is confirmed.
+# A segment younger than 0.5 s (5 samples) is not judged yet: the previous verdict stays, marked as the
+# previous segment's.
 LIVE_MAX_S = 30.0
 LIVE_MIN_S = 0.5
 LIVE_EVERY_S = 1.0  # classifying a 30 s window costs 1-3 ms

@@ -23,8 +23,8 @@ from gputop import exitcodes
 # flags passed on to the gputop each browser session runs: (attribute, flag, takes a value)
 PASSED = [("demo", "--demo", False), ("replay", "--replay", True), ("speed", "--speed", True),
           ("rate", "--rate", True), ("device", "--device", True), ("timeout", "--timeout", True),
-          ("grace", "--grace", True), ("source", "--source", True), ("no_color", "--no-color", False), ("tour", "--tour", False),
-          ("quick", "--quick", False)]
+          ("grace", "--grace", True), ("source", "--source", True), ("no_color", "--no-color", False),
+          ("tour", "--tour", False), ("quick", "--quick", False)]
 DEFAULTS = {"speed": 1.0, "rate": 10.0, "device": "cuda"}
 
 
