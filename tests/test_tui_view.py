@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import gputop.format as fmt
+from gputop.analysis import thresholds as T
 from gputop.analysis.verdict import Verdict
 from gputop.telemetry.trace import read_trace
 from gputop.tui import charts, results, view
@@ -327,21 +328,25 @@ def test_results_verdict_wraps_whole_at_80x24_widths():
     assert any(line.startswith("evidence: ") for line in lines)
 
 
-def test_a_recent_verdict_window_is_shaded_up_to_now_and_holds_still_between_judgements():
-    """The live verdict is judged once a second; the frames between (4 a second) shade the same columns,
-    up to the right edge, rather than stepping left and back (an idle chart then redraws nothing). A window
-    that ended earlier (the previous phase) scrolls with its ticks."""
+@pytest.mark.parametrize("every_s", [T.LIVE_EVERY_S, T.LIVE_SLIDING_EVERY_S])
+def test_a_recent_verdict_window_is_shaded_up_to_now_and_holds_still_between_judgements(every_s):
+    """The live verdict is judged every second (every 2 s once its regime is older than its window); the
+    frames between (4 a second) shade the same columns, up to the right edge, rather than stepping left and
+    back (an idle chart then redraws nothing). A window that ended earlier (the previous phase) scrolls with
+    its ticks."""
     from gputop.tui.history_chart import HistoryChart
 
     w = 80
     chart = HistoryChart("SM activity", "sm_active_pct", span=60.0)
     chart.series = charts.BucketSeries(60.0, 2 * w)
     seen = set()
-    for judged in (100.0, 101.0, 102.0):  # a 30 s window judged each second, frames 0.25 s apart
+    for judged in (100.0, 100.0 + every_s, 100.0 + 2 * every_s):  # a 30 s window, frames 0.25 s apart
         chart._mark = (judged - 30.0, judged)
-        for k in range(4):
+        k = 0
+        while 0.25 * k + 0.05 < every_s:  # judged again at the first frame every_s or more later
             chart._t_end = judged + 0.25 * k + 0.05
             seen.add(chart.mark_columns(w))
+            k += 1
     assert len(seen) == 1 and next(iter(seen))[1] == w
     c0, c1 = next(iter(seen))
     assert abs((c1 - c0) - 30.0 / (2 * chart.series.dt)) <= 1  # 30 s of a 60 s chart: half its columns

@@ -95,7 +95,7 @@ def window_words(v: Verdict | None, now: float | None, previous: bool = False, c
     length = max(0.0, v.t_end - v.t_start)
     if previous and now is not None:
         return f"previous phase: {length:.1f} s, until {max(0.0, now - v.t_end):.1f} s ago"
-    if now is not None and now - v.t_end > T.LIVE_SLIDING_EVERY_S + 0.5:  # judged again within that: current
+    if now is not None and now - v.t_end > T.LIVE_CURRENT_S:  # judged again within that: current
         return f"{length:.1f} s, until {now - v.t_end:.1f} s ago"
     if clock is not None:
         return f"since {clock(v.t_start)}, {length:.1f} s"

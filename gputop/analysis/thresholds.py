@@ -250,6 +250,11 @@ LIVE_MAX_S = 30.0
 LIVE_MIN_S = 0.5
 LIVE_EVERY_S = 1.0  # classifying a 30 s window costs 1-3 ms
 LIVE_SLIDING_EVERY_S = 2.0  # a regime older than LIVE_MAX_S: its window slides, sharing 28 of 30 s with the last
+# A verdict whose window ends this close to the newest tick is the current one (judged again within
+# LIVE_SLIDING_EVERY_S, at a frame): its words say "last 30.0 s" and the charts shade it up to their right edge.
+# One threshold for both, so the words and the shading never disagree, and the shading does not step left and
+# back between two judgements (which also redrew every chart row).
+LIVE_CURRENT_S = LIVE_SLIDING_EVERY_S + 0.5
 LIVE_STRIP_EVERY_S = 5.0  # the other GPUs of the TUI's strip (a class and a confidence, no numbers): 8 GPUs
 # judged every second would cost ~2% of a core; a change of their regime is still judged at once
 # Hysteresis within a segment: the class shown stays while its score is within 0.15 of the best class's

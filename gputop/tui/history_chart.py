@@ -6,6 +6,7 @@ from typing import Callable
 
 from rich.text import Text
 
+from gputop.analysis import thresholds as T
 from gputop.format import NA, pct
 from gputop.tui import charts
 from gputop.tui.lines import Lines
@@ -25,7 +26,6 @@ class HistoryChart(Lines):
     EDGE = 1  # blank cells kept at the right edge
     MARK_STYLE = "on grey23"  # the columns of the window the verdict judged (``draw(mark=...)``)
     MIN_ROWS = 3  # the title and two rows of plot
-    RECENT_S = 1.5  # a verdict's window ending this close to now is "up to now" (it is judged once a second)
 
     def __init__(self, title: str, field: str, lo: float = 0.0, hi: float = 100.0, unit: str = "%",
                  color: str = "green", span: float = 60.0,
@@ -163,8 +163,8 @@ class HistoryChart(Lines):
     def mark_columns(self, w: int) -> tuple[int, int] | None:
         """The columns [c0, c1) of the verdict's window on a chart ``w`` cells wide (None: not shown).
 
-        A window that ends within ``RECENT_S`` of the chart's newest tick (the live verdict, judged again
-        once a second) is drawn up to the right edge, its length in whole buckets: between two judgements
+        A window that ends within ``LIVE_CURRENT_S`` of the chart's newest tick (the live verdict, judged
+        again every second or two) is drawn up to the right edge, its length in whole buckets: between two judgements
         the shading stays put instead of stepping left and back, so an idle chart redraws nothing. An older
         window (the previous phase) sits where its ticks are and scrolls with them."""
         series = self.series
@@ -173,7 +173,7 @@ class HistoryChart(Lines):
         m0, m1 = self._mark
         last = self.end_bucket()
         first = last - series.n + 1  # two buckets per cell (braille)
-        if 0 <= self._t_end - m1 <= self.RECENT_S:
+        if 0 <= self._t_end - m1 <= T.LIVE_CURRENT_S:
             b1 = last
             b0 = last - max(0, round((m1 - m0) / series.dt))
         else:
