@@ -2,10 +2,16 @@
 the host reader, and a whole tick (``GpuReader.read`` + ``HostReader.read``).
 
     python bench/sample_cost.py [--reps 2000] [--gpu 0] [--json FILE]
+    python bench/sample_cost.py --paced 20 [--rate 10]     # each call as the sampler makes it, 10 times a second
 
 Each line is the CPU time (this process, user + system) per call in microseconds, the mean over
 ``--reps`` calls made back to back, and the wall time per call. At 10 Hz, 100 us of CPU per tick is
 0.1% of one core. Exit 3 without NVML.
+
+Back to back, a call can be cheaper than the sampler's: NVML and the CPU's caches are warm. ``--paced S``
+makes the sampler's calls in the sampler's order, one tick every 1/``--rate`` s for S seconds, and times
+each with the thread's own CPU clock; then a sampler thread as the TUI runs it (``Sampler`` over a
+``LiveSource``) for as long: its reads and its whole thread, waits and wake-ups included.
 """
 
 from __future__ import annotations
@@ -37,7 +43,11 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=2000)
     ap.add_argument("--gpu", type=int, default=0)
     ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--paced", type=float, metavar="S", help="time the sampler's calls at its pace for S seconds")
+    ap.add_argument("--rate", type=float, default=10.0, help="ticks a second with --paced (default 10)")
     args = ap.parse_args()
+    if args.paced:
+        return paced(args)
 
     from gputop.telemetry.host import HostReader
     from gputop.telemetry.nvml import Nvml
@@ -89,6 +99,95 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"gpu": name, "reps": args.reps, "rows": [
             {"call": r[0], "cpu_us": r[1], "wall_us": r[2]} for r in rows]}, indent=1))
+    return 0
+
+
+def paced(args) -> int:
+    """Each of the sampler's calls, in its order, at its pace: CPU us per call (thread clock), then a real
+    sampler thread for as long (its reads, and the whole thread with its waits)."""
+    import psutil
+
+    from gputop.telemetry.host import HostReader
+    from gputop.telemetry.live import LiveSource
+    from gputop.telemetry.nvml import Nvml
+    from gputop.telemetry.sample import GpmWindow, GpuReader
+    from gputop.telemetry.sampler import Sampler
+
+    nvml = Nvml()
+    if not nvml.available():
+        print(f"sample_cost: {nvml.error}", file=sys.stderr)
+        return 3
+    lib = nvml.lib
+    reader = GpuReader(nvml, args.gpu)
+    h = reader.h
+    win = GpmWindow(nvml, args.gpu, h) if reader.gpm is not None else None
+    host = HostReader()
+    every = {"nvmlDeviceGetComputeRunningProcesses": 10, "HostReader.read (psutil)": 5}
+    calls = {
+        "nvmlDeviceGetUtilizationRates": lambda: lib.nvmlDeviceGetUtilizationRates(h),
+        "GpmWindow.read (sample + 15 metrics)": (lambda: win.read()) if win else None,
+        "nvmlDeviceGetClockInfo(SM)": lambda: lib.nvmlDeviceGetClockInfo(h, lib.NVML_CLOCK_SM),
+        "nvmlDeviceGetClockInfo(MEM)": lambda: lib.nvmlDeviceGetClockInfo(h, lib.NVML_CLOCK_MEM),
+        "nvmlDeviceGetCurrentClocksEventReasons": lambda: lib.nvmlDeviceGetCurrentClocksEventReasons(h),
+        "nvmlDeviceGetPowerUsage": lambda: lib.nvmlDeviceGetPowerUsage(h),
+        "nvmlDeviceGetTemperature": lambda: lib.nvmlDeviceGetTemperature(h, lib.NVML_TEMPERATURE_GPU),
+        "nvmlDeviceGetMemoryInfo(v2)": lambda: lib.nvmlDeviceGetMemoryInfo(h, lib.nvmlMemory_v2),
+        "nvmlDeviceGetComputeRunningProcesses": lambda: lib.nvmlDeviceGetComputeRunningProcesses(h),
+        "HostReader.read (psutil)": host.read,
+    }
+    calls = {k: v for k, v in calls.items() if v is not None}
+    spent = dict.fromkeys(calls, 0.0)
+    made = dict.fromkeys(calls, 0)
+    interval, n = 1.0 / args.rate, int(args.paced * args.rate)
+    whole = 0.0
+    for k in range(n):
+        started = time.monotonic()
+        c_tick = time.thread_time()
+        for name, fn in calls.items():
+            if k % every.get(name, 1):
+                continue
+            c0 = time.thread_time()
+            fn()
+            spent[name] += time.thread_time() - c0
+            made[name] += 1
+        whole += time.thread_time() - c_tick
+        time.sleep(max(0.0, interval - (time.monotonic() - started)))
+    if win:
+        win.close()
+    reader.close()
+
+    src = LiveSource(nvml, gpus=[args.gpu])  # the TUI's sampler, on its own thread
+    sampler = Sampler(src, rate_hz=args.rate)
+    w0 = time.monotonic()
+    sampler.start()
+    tid = sampler._thread.native_id
+    time.sleep(args.paced)
+    thread_s = next((t.user_time + t.system_time for t in psutil.Process().threads() if t.id == tid), 0.0)
+    wall = time.monotonic() - w0  # the thread's whole CPU time (reads, listeners, waits, wake-ups) over this
+    sampler.stop()
+    ticks = len(sampler.ticks)
+    src.close()
+
+    name = nvml.get("name", "nvmlDeviceGetName", h)
+    print(f"{name}: the sampler's calls at {args.rate:g} Hz for {args.paced:g} s ({n} ticks), thread CPU clock")
+    print(f"{'call':<44} {'calls':>6} {'CPU us':>8} {'% core':>7}")
+    rows = []
+    for name_, s_ in spent.items():
+        per = s_ / made[name_] * 1e6 if made[name_] else None
+        pct = 100 * s_ / (n * interval)
+        rows.append({"call": name_, "calls": made[name_], "cpu_us": per, "pct_of_core": pct})
+        print(f"{name_:<44} {made[name_]:6d} {per:8.1f} {pct:7.3f}")
+    tick_us = whole / n * 1e6
+    print(f"{'a whole tick (these calls)':<44} {n:6d} {tick_us:8.1f} {100 * whole / (n * interval):7.3f}")
+    thread_pct = 100 * thread_s / wall
+    reads_pct = 100 * sampler.cpu_s / wall
+    print(f"Sampler thread (LiveSource, {ticks} ticks in {wall:.1f} s): reads {reads_pct:.3f}% of a core "
+          f"({sampler.cpu_s / max(1, ticks) * 1e6:.0f} us a tick), whole thread {thread_pct:.3f}%")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "gpu": name, "rate_hz": args.rate, "seconds": args.paced, "ticks": n, "rows": rows,
+            "whole_tick_us": tick_us, "sampler_ticks": ticks, "sampler_reads_pct": reads_pct,
+            "sampler_thread_pct": thread_pct}, indent=1))
     return 0
 
 
