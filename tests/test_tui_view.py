@@ -330,7 +330,7 @@ def test_results_verdict_wraps_whole_at_80x24_widths():
 
 @pytest.mark.parametrize("every_s", [T.LIVE_EVERY_S, T.LIVE_SLIDING_EVERY_S])
 def test_a_recent_verdict_window_is_shaded_up_to_now_and_holds_still_between_judgements(every_s):
-    """The live verdict is judged every second (every 2 s once its regime is older than its window); the
+    """The live verdict is judged every second (every 5 s once its regime is older than its window); the
     frames between (4 a second) shade the same columns, up to the right edge, rather than stepping left and
     back (an idle chart then redraws nothing). A window that ended earlier (the previous phase) scrolls with
     its ticks."""

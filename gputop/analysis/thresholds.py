@@ -243,13 +243,16 @@ CHANGE_CONTEXT_DELTA = 50.0  # the watched process gets or drops its CUDA contex
 
 # -- the live verdict (gputop.analysis.live) ----------------------------------------------------------------
 # The live verdict judges the current segment (since the last change of regime), at most its last 30 s,
-# again every second (every 2 s once the segment is older than 30 s), and at once when a change is confirmed.
+# again every second (every 5 s once the segment is older than 30 s), and at once when a change is confirmed.
 # A segment younger than 0.5 s (5 samples) is not judged yet: the previous verdict stays, marked as the
 # previous segment's.
 LIVE_MAX_S = 30.0
 LIVE_MIN_S = 0.5
 LIVE_EVERY_S = 1.0  # classifying a 30 s window costs 1-3 ms
-LIVE_SLIDING_EVERY_S = 2.0  # a regime older than LIVE_MAX_S: its window slides, sharing 28 of 30 s with the last
+# A regime older than LIVE_MAX_S: its window slides, sharing 25 of 30 s with the last. Each judgement (classify
+# over 300 ticks, and the panel's evidence written again) costs 6-8 ms of the H100 machine's CPU: every 2 s it was
+# 0.2-0.45% of a core at rest, a fifth of the TUI's steady CPU (bench/tui_parts.py, docs/benchmarks.md).
+LIVE_SLIDING_EVERY_S = 5.0
 # A verdict whose window ends this close to the newest tick is the current one (judged again within
 # LIVE_SLIDING_EVERY_S, at a frame): its words say "last 30.0 s" and the charts shade it up to their right edge.
 # One threshold for both, so the words and the shading never disagree, and the shading does not step left and
