@@ -110,7 +110,7 @@ def paced(args) -> int:
     from gputop.telemetry.host import HostReader
     from gputop.telemetry.live import LiveSource
     from gputop.telemetry.nvml import Nvml
-    from gputop.telemetry.sample import GpmWindow, GpuReader
+    from gputop.telemetry.sample import GPM_METRICS, GpmWindow, GpuReader
     from gputop.telemetry.sampler import Sampler
 
     nvml = Nvml()
@@ -123,9 +123,24 @@ def paced(args) -> int:
     win = GpmWindow(nvml, args.gpu, h) if reader.gpm is not None else None
     host = HostReader()
     every = {"nvmlDeviceGetComputeRunningProcesses": 10, "HostReader.read (psutil)": 5}
+
+    def gpm_sample():  # GpmWindow.read in its two NVML steps, timed apart: a sample into the next buffer ...
+        lib.nvmlGpmSampleGet(h, win.bufs[win.cur])
+        win.cur ^= 1
+        taken[0] += 1
+
+    def gpm_metrics(count=len(GPM_METRICS)):  # ... and the metrics between the two newest samples
+        if taken[0] < 2:
+            return
+        win.mg.numMetrics = count
+        win.mg.sample1, win.mg.sample2 = win.bufs[win.cur], win.bufs[win.cur ^ 1]
+        lib.nvmlGpmMetricsGet(win.mg)
+
+    taken = [0]  # GPM samples taken
     calls = {
         "nvmlDeviceGetUtilizationRates": lambda: lib.nvmlDeviceGetUtilizationRates(h),
-        "GpmWindow.read (sample + 15 metrics)": (lambda: win.read()) if win else None,
+        "nvmlGpmSampleGet": gpm_sample if win else None,
+        f"nvmlGpmMetricsGet ({len(GPM_METRICS)} metrics)": gpm_metrics if win else None,
         "nvmlDeviceGetClockInfo(SM)": lambda: lib.nvmlDeviceGetClockInfo(h, lib.NVML_CLOCK_SM),
         "nvmlDeviceGetClockInfo(MEM)": lambda: lib.nvmlDeviceGetClockInfo(h, lib.NVML_CLOCK_MEM),
         "nvmlDeviceGetCurrentClocksEventReasons": lambda: lib.nvmlDeviceGetCurrentClocksEventReasons(h),
@@ -152,7 +167,15 @@ def paced(args) -> int:
             made[name] += 1
         whole += time.thread_time() - c_tick
         time.sleep(max(0.0, interval - (time.monotonic() - started)))
+    one_metric = 0.0  # the metrics step again, asking for one metric (does its cost grow with the count?)
     if win:
+        for k in range(n // 3):
+            started = time.monotonic()
+            gpm_sample()
+            c0 = time.thread_time()
+            gpm_metrics(1)
+            one_metric += time.thread_time() - c0
+            time.sleep(max(0.0, interval - (time.monotonic() - started)))
         win.close()
     reader.close()
 
@@ -177,6 +200,10 @@ def paced(args) -> int:
         pct = 100 * s_ / (n * interval)
         rows.append({"call": name_, "calls": made[name_], "cpu_us": per, "pct_of_core": pct})
         print(f"{name_:<44} {made[name_]:6d} {per:8.1f} {pct:7.3f}")
+    if win:
+        per = one_metric / max(1, n // 3 - 1) * 1e6
+        rows.append({"call": "nvmlGpmMetricsGet (1 metric)", "calls": n // 3 - 1, "cpu_us": per})
+        print(f"{'nvmlGpmMetricsGet (1 metric, after a sample)':<44} {n // 3 - 1:6d} {per:8.1f}")
     tick_us = whole / n * 1e6
     print(f"{'a whole tick (these calls)':<44} {n:6d} {tick_us:8.1f} {100 * whole / (n * interval):7.3f}")
     thread_pct = 100 * thread_s / wall
