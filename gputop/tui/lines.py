@@ -5,8 +5,9 @@ rebuilding their lines when what they show did not change (a frame on an idle GP
 nothing).
 
 A line is a Rich ``Text``, a ``(str, style)`` pair (one style for the whole row: chart rows), or a
-``(str, style, (c0, c1, style2))`` triple (cells c0..c1 also in ``style2``: a chart's shaded verdict
-window); pairs and triples render without building a ``Text``.
+``(str, style, (c0, c1, style2), ...)`` row with spans (cells c0..c1 also in ``style2``: a chart's shaded
+verdict window, the device panel's label, bar and value; in order, not overlapping, None ignored); pairs
+and rows with spans render without building a ``Text``.
 """
 
 from __future__ import annotations
@@ -124,22 +125,29 @@ class Lines(Widget):
         return out
 
     def _plain_row(self, row: tuple, filters: tuple, bg) -> Strip:
-        """The final strip of a ``(str, style)`` or ``(str, style, (c0, c1, style2))`` row in one step: its
-        styles (the row's, the shaded cells', the padding's) go through the widget's style and the line
-        filters once per style, not once per row."""
+        """The final strip of a ``(str, style)`` or ``(str, style, (c0, c1, style2), ...)`` row in one step: its
+        styles (the row's, its spans', the padding's) go through the widget's style and the line filters once
+        per style, not once per row."""
         text, style = row[0], row[1]
         width = self._width
         if len(text) > width:
             text = text[:width]
         text_style, pad_style = self._final_styles(style, filters, bg)
-        if len(row) > 2 and row[2] is not None:
-            c0, c1, extra = row[2]
-            c0, c1 = max(0, min(c0, len(text))), max(0, min(c1, len(text)))
-            shaded = self._final_styles(f"{style} {extra}" if style else extra, filters, bg)[0]
-            segs = [Segment(part, st) for part, st in ((text[:c0], text_style), (text[c0:c1], shaded),
-                                                       (text[c1:], text_style)) if part]
-        else:
-            segs = [Segment(text, text_style)]
+        segs = []
+        pos = 0
+        for span in row[2:]:
+            if span is None:
+                continue
+            c0, c1, extra = span
+            c0, c1 = max(pos, min(c0, len(text))), max(pos, min(c1, len(text)))
+            if c0 > pos:
+                segs.append(Segment(text[pos:c0], text_style))
+            if c1 > c0:
+                spanned = self._final_styles(f"{style} {extra}" if style else extra, filters, bg)[0]
+                segs.append(Segment(text[c0:c1], spanned))
+            pos = c1
+        if pos < len(text):
+            segs.append(Segment(text[pos:], text_style))
         if len(text) < width:
             segs.append(Segment(" " * (width - len(text)), pad_style))
         return Strip(segs, width)
@@ -182,16 +190,23 @@ class Lines(Widget):
         if strip is None:
             text = self._lines[y]
             console = self.app.console
-            if isinstance(text, tuple):  # one style for the row (and one for its shaded cells)
+            if isinstance(text, tuple):  # one style for the row (and one for each of its spans)
                 row, style = text[0], text[1]
                 base = console.get_style(style) if style else None
-                if len(text) > 2 and text[2] is not None:
-                    c0, c1, extra = text[2]
-                    shaded = (base or Style.null()) + console.get_style(extra)
-                    segs = [Segment(part, st) for part, st in ((row[:c0], base), (row[c0:c1], shaded),
-                                                               (row[c1:], base)) if part]
-                else:
-                    segs = [Segment(row, base)]
+                segs = []
+                pos = 0
+                for span in text[2:]:
+                    if span is None:
+                        continue
+                    c0, c1, extra = span
+                    c0, c1 = max(pos, min(c0, len(row))), max(pos, min(c1, len(row)))
+                    if c0 > pos:
+                        segs.append(Segment(row[pos:c0], base))
+                    if c1 > c0:
+                        segs.append(Segment(row[c0:c1], (base or Style.null()) + console.get_style(extra)))
+                    pos = c1
+                if pos < len(row) or not segs:
+                    segs.append(Segment(row[pos:], base))
             else:
                 segs = text_segments(text, console)
                 if text.style:

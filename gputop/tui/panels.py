@@ -53,7 +53,6 @@ class DevicePanel(Lines):
         super().__init__(*args, **kwargs)
         self.data: tuple[dict, dict, dict | None, dict | None] | None = None
         self._shown = None  # (title, rows, bar width) last drawn
-        self._texts: dict[tuple, Text] = {}  # each row's Text, by what it shows
 
     def show(self, static: dict, peaks: dict, sample: dict | None, na_reasons: dict | None = None) -> None:
         self.data = (static, peaks, sample, na_reasons)
@@ -79,23 +78,18 @@ class DevicePanel(Lines):
             return
         if sample.get("lost"):
             lines.append(Text("GPU LOST: NVML says this GPU fell off the bus", style="bold red"))
-        texts: dict[tuple, Text] = {}
-        for r in rows:
-            bar = None
+        lw = self.LABEL_W
+        for r in rows:  # (row, "", (label: bold), (bar: its level's colour), (value: its style)), no Text built
+            label = f"{r.label:<{lw}}"
+            bar = ""
             if bar_w >= 6:
-                bar = charts.hbar(r.fraction, bar_w) if r.fraction is not None else " " * bar_w
+                bar = (charts.hbar(r.fraction, bar_w) if r.fraction is not None else " " * bar_w) + " "
             style = "dim" if r.level == "na" else ("bold red" if r.level == "hot" and r.fraction is None else "")
-            key = (r.label, bar, r.level, r.text, style)
-            t = self._texts.get(key)  # rows that look the same as last frame keep their Text (and Strip)
-            if t is None:
-                t = Text.assemble((f"{r.label:<{self.LABEL_W}}", "bold"))
-                if bar is not None:
-                    t.append(bar, style=LEVEL_STYLE[r.level] if r.fraction is not None else "")
-                    t.append(" ")
-                t.append(r.text, style=style)
-            texts[key] = t
-            lines.append(t)
-        self._texts = texts
+            bar_style = LEVEL_STYLE[r.level] if r.fraction is not None else ""
+            end = len(label) + len(bar)
+            lines.append((label + bar + r.text, "", (0, len(label), "bold"),
+                          (len(label), end - 1, bar_style) if bar and bar_style else None,
+                          (end, end + len(r.text), style) if style else None))
         self.set_lines(lines)
 
 
