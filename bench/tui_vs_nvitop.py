@@ -35,10 +35,10 @@ def first_frame(p: PtyProc, t_launch: float, seen: dict) -> None:
         seen[p.name] = time.monotonic() - t_launch
 
 
-def thread_times(p: PtyProc) -> dict[int, float]:
-    """CPU seconds (user + system) of each thread of the program's own process, by thread id."""
+def thread_times(p: PtyProc) -> dict[int, tuple[float, float]]:
+    """CPU seconds (user, system) of each thread of the program's own process, by thread id."""
     try:
-        return {t.id: t.user_time + t.system_time for t in psutil.Process(p.proc.pid).threads()}
+        return {t.id: (t.user_time, t.system_time) for t in psutil.Process(p.proc.pid).threads()}
     except psutil.Error:
         return {}
 
@@ -70,9 +70,12 @@ def one_size(cols: int, rows: int, cmds: dict, env: dict, first: float, steady: 
         for p in procs:
             marks[p.name]["steady"] = p.cpu_s() - marks[p.name]["first"]
             now = thread_times(p)  # the main thread (its id is the pid: drawing) apart from the others (sampling)
-            split[p.name] = {("main" if tid == p.proc.pid else f"thread {tid}"):
-                             round(100 * (cpu - threads0[p.name].get(tid, 0.0)) / (t2 - t1), 2)
-                             for tid, cpu in now.items() if cpu - threads0[p.name].get(tid, 0.0) > 0}
+            split[p.name] = {}
+            for tid, (user, system) in now.items():  # % of a core: [user + system, user, system]
+                u0, s0 = threads0[p.name].get(tid, (0.0, 0.0))
+                pct = [round(100 * x / (t2 - t1), 2) for x in (user - u0 + system - s0, user - u0, system - s0)]
+                if pct[0] > 0:
+                    split[p.name]["main" if tid == p.proc.pid else f"thread {tid}"] = pct
             if not p.alive():
                 raise SystemExit(f"{p.name} died (code {p.proc.returncode}):\n{p.tail_text()}")
     finally:
@@ -115,7 +118,8 @@ def main() -> int:
             print(f"{size:>7} {n:<7} first {args.first:g} s: {v['cpu_pct_first']:5.1f}% of a core   steady "
                   f"{v['steady_s']:.0f} s: {v['cpu_pct_steady']:5.1f}%   first frame "
                   + (f"{ttf:.2f} s" if ttf is not None else "not seen"), flush=True)
-            print(f"{'':>7} {n:<7} steady by thread (% of a core): {v['steady_pct_by_thread']}", flush=True)
+            print(f"{'':>7} {n:<7} steady by thread (% of a core: [all, user, system]): {v['steady_pct_by_thread']}",
+                  flush=True)
         if len(r) == 2:
             g, n = r["gputop"], r["nvitop"]
             ratios = {k: g[k] / n[k] for k in ("cpu_pct_first", "cpu_pct_steady") if n[k] > 0}

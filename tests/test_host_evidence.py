@@ -121,3 +121,42 @@ def test_set_up_on_the_cpu_before_the_first_gpu_work_is_not_the_run_verdict():
     ticks += [{"t": smp["t"], "gpus": [smp], "host": h} for smp, h in zip(after, hosts)]
     late = timeline(ticks, 0, H200, PEAKS, watched_pid="4242")
     assert overall(late)["time_by_class_s"].get("host-bound", 0) > 4.0  # after the work: the host's time
+
+
+STAT = """cpu  {all}
+cpu0 {c0}
+cpu1 {c1}
+intr 12345 0 0
+ctxt 999
+"""
+MEMINFO = "MemTotal:       16384000 kB\nMemFree:         1000000 kB\nMemAvailable:    4096000 kB\nBuffers: 1 kB\n"
+
+
+def test_host_cpu_and_ram_from_proc_follow_psutils_formula(tmp_path):
+    """ProcStat (the sampler's host read) gives psutil.cpu_percent(percpu=True)'s numbers: busy = total - idle -
+    iowait with guest time already in user time, a counter that went back as 0, one decimal; and
+    virtual_memory()'s total and available."""
+    (tmp_path / "meminfo").write_text(MEMINFO)
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    first = ("100 0 50 800 50 0 0 0 0 0", "100 0 0 900 0 0 0 0 0 0")
+    # core 0: +30 user (of which 10 guest), +10 system, +50 idle, +10 iowait -> busy 40 of 100 -> 40.0%
+    # core 1: idle went back by 5 (counted as 0), +3 user -> busy 3 of 3 -> 100.0%
+    second = ("130 0 60 850 60 0 0 0 10 0", "103 0 0 895 0 0 0 0 0 0")
+    (tmp_path / "stat").write_text(STAT.format(all="1 2 3", c0=first[0], c1=first[1]))
+    stat = host_mod.ProcStat(str(tmp_path))
+    assert stat.ok and stat.read_memory() == (16384000 * 1024, 4096000 * 1024)
+    (tmp_path / "stat").write_text(STAT.format(all="1 2 3", c0=second[0], c1=second[1]))
+    assert stat.read_cpu() == [40.0, 100.0]
+    assert stat.read_cpu() == [0.0, 0.0]  # nothing moved since
+    assert not host_mod.ProcStat(str(tmp_path / "nowhere")).ok  # no /proc: HostReader falls back to psutil
+
+
+def test_host_read_on_this_machine_agrees_with_psutil():
+    import psutil
+
+    reader = HostReader()
+    h = reader.read()
+    vm = psutil.virtual_memory()
+    assert len(h["cpu_per_core_pct"]) == psutil.cpu_count() and h["ram_total_bytes"] == vm.total
+    assert all(0.0 <= v <= 100.0 for v in h["cpu_per_core_pct"])
+    assert abs(h["ram_used_bytes"] - (vm.total - vm.available)) < 0.05 * vm.total

@@ -14,7 +14,7 @@ from gputop import workload_util
 from gputop.analysis import summary, thresholds
 from gputop.analysis.evidence import measure
 from gputop.telemetry import sample
-from gputop.telemetry.sampler import Sampler
+from gputop.telemetry.sampler import Recent, Sampler
 from gputop.telemetry.trace import (Recorder, ReplaySource, TraceError, demo_trace_path, read_trace, segments,
                                    write_trace)
 
@@ -74,6 +74,35 @@ def test_window_and_since_are_the_newest_ticks_oldest_first():
     assert sampler.window(None) == ticks and sampler.window(1e9) == ticks
     mid = ticks[100]["t"]
     assert sampler.window(since=mid) == ticks[100:] and sampler.since(mid) == ticks[101:]
+
+
+def test_recent_is_the_window_at_every_call_and_follows_a_restart_or_another_sampler():
+    """Recent (what the monitor's live verdicts read every frame) keeps its ticks between calls and adds only
+    the new ones; it equals Sampler.window at every call, after a replay starts over (time goes back) and
+    for another sampler."""
+    src = ReplaySource(demo_trace_path(), speed=math.inf)
+    sampler = Sampler(src, rate_hz=10)
+    recent = Recent(3.0)
+    assert recent.get(sampler) == []
+    for k in range(120):
+        for _ in range(k % 4):  # 0-3 new ticks between two calls, as frames at 4 fps see at 10 Hz
+            sampler.step()
+        assert recent.get(sampler) == sampler.window(3.0)
+    assert len(recent.get(sampler)) >= 29
+    again = Sampler(ReplaySource(demo_trace_path(), speed=math.inf), rate_hz=10)  # time starts over
+    for _ in range(5):
+        again.step()
+    assert recent.get(again) == again.window(3.0) and len(again.window(3.0)) == 5
+    src2 = ReplaySource(demo_trace_path(), speed=math.inf)
+    restarted = Sampler(src2, rate_hz=10)
+    for _ in range(40):
+        restarted.step()
+    assert recent.get(restarted) == restarted.window(3.0)
+    restarted.ticks.clear()
+    src2._i = 0  # the replay plays from its start again: its times go back
+    for _ in range(12):
+        restarted.step()
+    assert recent.get(restarted) == restarted.window(3.0) and len(restarted.window(3.0)) == 12
 
 
 def test_ring_buffer_is_bounded_and_keeps_the_newest():

@@ -15,7 +15,7 @@ from collections import OrderedDict
 
 from gputop.analysis import thresholds as T
 from gputop.analysis.comms import link_evidence
-from gputop.analysis.evidence import busy_elsewhere, is_busy, measure, number, rounded, split_window
+from gputop.analysis.evidence import busy_elsewhere, feeder_pid, is_busy, measure, number, rounded, split_window
 from gputop.analysis.scoring import pick, score
 from gputop.analysis.verdict import Verdict
 from gputop.analysis.vocabulary import BASE_CLASSES, CLASSES, GPM_CLASSES, LABELS, PRIORITY, SPLIT_CLASSES
@@ -45,7 +45,7 @@ def classify(window: list[dict], static: dict | None = None, peaks: dict | None 
             inner.confidence = round(inner.confidence * (0.5 + 0.5 * share), 2)
             return inner
     ev = measure(samples, static or {}, peaks or {}, hosts, watched_pid)
-    ev["feeder_busy_elsewhere_fraction"] = busy_elsewhere(window, gpu, hosts, watched_pid)
+    ev["feeder_busy_elsewhere_fraction"] = busy_elsewhere(window, gpu, feeder_pid(hosts, watched_pid))
     ev.update(link_evidence(samples, peaks))
     s, sub, facts = score(ev, hints)
     main = pick(s, ev, facts, hints, prefer)

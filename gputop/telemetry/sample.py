@@ -8,6 +8,7 @@ over the window since the previous sample.
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import time
@@ -73,6 +74,16 @@ def fields(*names: str) -> tuple[str, ...]:
     return names
 
 
+_PLAIN: dict[type, type] = {}
+
+
+def plain_struct(struct: type) -> type:
+    """A ctypes Structure with ``struct``'s fields (the same layout) and none of its Python attribute hooks."""
+    if struct not in _PLAIN:
+        _PLAIN[struct] = type(f"Plain{struct.__name__}", (ctypes.Structure,), {"_fields_": struct._fields_})
+    return _PLAIN[struct]
+
+
 def decode_clock_reasons(mask: int | None) -> list[str] | None:
     if mask is None:
         return None
@@ -96,8 +107,12 @@ class GpmWindow:
             self.mg = lib.c_nvmlGpmMetricsGet_t()
             self.mg.version = getattr(lib, "NVML_GPM_METRICS_GET_VERSION", 1)
             self.mg.numMetrics = len(self.ids)
-            for i, mid in enumerate(self.ids):  # NVML reads the ids and writes value and nvmlReturn
-                self.mg.metrics[i].metricId = mid
+            # its first metrics, seen through plain ctypes structs of the same fields: pynvml's structs run
+            # Python code on every attribute read and write, ~45 of them a read (bench/sample_cost.py)
+            self.metrics = (plain_struct(lib.c_nvmlGpmMetric_t) * len(self.ids)).from_address(
+                ctypes.addressof(self.mg) + type(self.mg).metrics.offset)
+            for m, mid in zip(self.metrics, self.ids):  # NVML reads the ids and writes value and nvmlReturn
+                m.metricId = mid
 
     def read(self) -> dict | None:
         if not self.ok:
@@ -114,15 +129,14 @@ class GpmWindow:
         mg = self.mg
         mg.sample1 = self.bufs[self.cur ^ 1]
         mg.sample2 = buf
-        metrics = mg.metrics
-        for i in range(len(self.ids)):  # in case NVML writes a code only where a metric fails
-            metrics[i].nvmlReturn = 0
+        metrics = self.metrics
+        for m in metrics:  # in case NVML writes a code only where a metric fails
+            m.nvmlReturn = 0
         self.cur ^= 1
         if nvml.get("gpm_metrics", "nvmlGpmMetricsGet", mg, gpu=self.index) is None:
             return None
         out = {}
-        for i, name in enumerate(self.names):
-            m = metrics[i]
+        for m, name in zip(metrics, self.names):
             if m.nvmlReturn != 0:
                 out[name] = None
                 nvml.na_reasons.setdefault(name, reason_name(m.nvmlReturn))

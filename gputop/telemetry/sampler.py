@@ -141,3 +141,29 @@ class Sampler:
                 ts.append(tick["t"])
                 vs.append(gpus[gpu].get(field))
         return ts, vs
+
+
+class Recent:
+    """The last ``seconds`` of a sampler's ticks, oldest first, kept from one call to the next: each call
+    adds only the ticks that are new since the previous one (a frame that asks for the last 30 s four times
+    a second walked back over 300 ticks each time, which cost more than the verdict judged on them)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self._sampler: Sampler | None = None
+        self._ticks: deque[dict] = deque()
+
+    def get(self, sampler: Sampler) -> list[dict]:
+        ticks = self._ticks
+        latest = sampler.latest()
+        if sampler is not self._sampler or not ticks or latest is None or latest["t"] < ticks[-1]["t"]:
+            self._sampler = sampler  # another sampler, a first call, or time went back (a replay restarted)
+            ticks.clear()
+            ticks.extend(sampler.window(self.seconds))
+        else:
+            ticks.extend(sampler.since(ticks[-1]["t"]))
+        if ticks:
+            lo = ticks[-1]["t"] - self.seconds
+            while ticks[0]["t"] < lo:
+                ticks.popleft()
+        return list(ticks)

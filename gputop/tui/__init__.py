@@ -16,10 +16,12 @@ def main_tui(args) -> int:
         os.environ["NO_COLOR"] = "1"
     if not getattr(args, "served", False) and not (sys.stdin.isatty() and sys.stdout.isatty()):  # served: a browser
         return fail(exitcodes.USAGE, "the monitor needs a terminal; for text use --once, --record or --run NAME")
-    from gputop.tui.app import make_app
+    from gputop.tui.app import config_from_args, make_app
 
     try:
-        app = make_app(args)
+        config = config_from_args(args)
+        config.settle_gc = True
+        app = make_app(config)
     except SourceError as exc:
         return fail(exc.code, str(exc))
     except ValueError as exc:  # a sampling rate out of range

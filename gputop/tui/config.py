@@ -29,6 +29,7 @@ class TuiConfig:
     recordings: list = field(default_factory=list)  # recorded runs to offer (--recorded FILE)
     run_speed: float = 1.0  # how fast recorded runs play (--speed)
     autoplay: str | None = None  # --replay of a recorded run: its run plays along with its telemetry
+    settle_gc: bool = False  # gputop's own TUI process (not tests): start-up's objects leave the GC's scans (app.py)
 
 
 def config_from_args(args) -> TuiConfig:

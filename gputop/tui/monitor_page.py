@@ -17,6 +17,7 @@ from textual.app import ComposeResult
 from gputop.analysis import thresholds as T
 from gputop.analysis.comms import group_comms
 from gputop.format import gpm_na
+from gputop.telemetry.sampler import Recent
 from gputop.tui import view
 from gputop.tui.containers import Box, Column
 from gputop.tui.gpu_strip import GpuStrip
@@ -65,6 +66,7 @@ class MonitorPage(Box):
         self.verdicts: list = []  # every GPU's verdict (one GPU: the selected one's only)
         self.verdict = None  # the selected GPU's
         self.verdict_t: float | None = None  # time of the tick the verdict was computed at
+        self.recent = Recent(T.LIVE_MAX_S)  # the ticks the live verdicts look at
 
     def _make_charts(self, specs: list[ChartSpec]) -> list[HistoryChart]:
         g = f"-{self.generation}" if self.generation else ""
@@ -137,7 +139,7 @@ class MonitorPage(Box):
             return
         app = self.app
         self.verdict_t = tick["t"]
-        window = app.sampler.window(T.LIVE_MAX_S)
+        window = self.recent.get(app.sampler)
         which = range(len(app.statics)) if len(app.statics) > 1 else [app.selected]
         self.verdicts = [self.diagnoses.setdefault(i, Diagnosis())(
             window, app.statics[i], app.peaks[i], gpu_pos=app.positions[i], watched_pid=app.watched_pid(),
