@@ -83,7 +83,7 @@ def main() -> int:
         rows.append(("GpmWindow.read (sample + 15 metrics)", *timed(win.read, args.reps)))
         win.close()
     host = HostReader()
-    rows.append(("HostReader.read (psutil)", *timed(host.read, args.reps // 4)))
+    rows.append(("HostReader.read (/proc)", *timed(host.read, args.reps // 4)))
     rows.append(("GpuReader.read (one GPU, all fields)", *timed(reader.read, args.reps // 4)))
     rows.append(("GpuReader.read + HostReader.read", *timed(lambda: (reader.read(), host.read()), args.reps // 4)))
     reader.close()
@@ -122,7 +122,7 @@ def paced(args) -> int:
     h = reader.h
     win = GpmWindow(nvml, args.gpu, h) if reader.gpm is not None else None
     host = HostReader()
-    every = {"nvmlDeviceGetComputeRunningProcesses": 10, "HostReader.read (psutil)": 5}
+    every = {"nvmlDeviceGetComputeRunningProcesses": 10, "HostReader.read (/proc)": 5}
 
     def gpm_sample():  # GpmWindow.read in its two NVML steps, timed apart: a sample into the next buffer ...
         lib.nvmlGpmSampleGet(h, win.bufs[win.cur])
@@ -148,7 +148,7 @@ def paced(args) -> int:
         "nvmlDeviceGetTemperature": lambda: lib.nvmlDeviceGetTemperature(h, lib.NVML_TEMPERATURE_GPU),
         "nvmlDeviceGetMemoryInfo(v2)": lambda: lib.nvmlDeviceGetMemoryInfo(h, lib.nvmlMemory_v2),
         "nvmlDeviceGetComputeRunningProcesses": lambda: lib.nvmlDeviceGetComputeRunningProcesses(h),
-        "HostReader.read (psutil)": host.read,
+        "HostReader.read (/proc)": host.read,
     }
     calls = {k: v for k, v in calls.items() if v is not None}
     spent = dict.fromkeys(calls, 0.0)

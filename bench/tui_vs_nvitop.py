@@ -1,7 +1,7 @@
 """gputop's TUI against nvitop's at 0.25 s, each in a pseudo-terminal of the same size, launched together:
 CPU over the first ``--first`` seconds from launch, CPU in steady state (the ``--steady`` seconds after
 that), and the time to the first frame (launch until the screen shows the GPU's numbers: gputop's
-"SM activity" or "no GPU", nvitop's "MiB").
+"SM activity" or "no GPU", nvitop's "MiB" or "GiB").
 
     python bench/tui_vs_nvitop.py                      # 80x24, 120x40, 160x48; 30 s + 15 s each
     python bench/tui_vs_nvitop.py --sizes 160x48 --first 30 --steady 30
@@ -24,7 +24,7 @@ import psutil
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tui_cpu import ROOT, PtyProc  # noqa: E402  (the pty runner the other TUI benches use)
 
-FIRST_FRAME = {"gputop": (b"SM activity", b"no GPU"), "nvitop": (b"MiB",)}
+FIRST_FRAME = {"gputop": (b"SM activity", b"no GPU"), "nvitop": (b"MiB", b"GiB")}
 
 
 def first_frame(p: PtyProc, t_launch: float, seen: dict) -> None:
