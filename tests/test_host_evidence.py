@@ -160,3 +160,24 @@ def test_host_read_on_this_machine_agrees_with_psutil():
     assert len(h["cpu_per_core_pct"]) == psutil.cpu_count() and h["ram_total_bytes"] == vm.total
     assert all(0.0 <= v <= 100.0 for v in h["cpu_per_core_pct"])
     assert abs(h["ram_used_bytes"] - (vm.total - vm.available)) < 0.05 * vm.total
+
+
+def test_the_host_is_read_every_half_second_while_a_process_is_watched_else_every_second():
+    class Counting:
+        watched: set = set()
+        reads = 0
+
+        def read(self):
+            self.reads += 1
+            return {"n": self.reads}
+
+    reader = Counting()
+    periodic = host_mod.PeriodicHost(reader)
+    for k in range(31):  # 3 s of ticks at 10 Hz, nothing watched
+        periodic.read(k / 10)
+    assert reader.reads == 4  # at 0, 1, 2 and 3 s
+    reader.watched = {4242}
+    reader.reads = 0
+    for k in range(31, 62):
+        periodic.read(k / 10)
+    assert reader.reads == 6  # every 0.5 s while a process tree is watched
