@@ -87,7 +87,7 @@ def test_gpm_window_needs_two_reads_and_reports_unsupported_metrics():
 
 
 @pytest.mark.skipif(not real_nvml_missing(), reason="this machine has a working NVML")
-def test_live_source_reads_the_host_every_half_second_and_at_once_after_watch(monkeypatch):
+def test_live_source_reads_the_host_every_second_at_rest_and_every_half_second_at_once_after_watch(monkeypatch):
     import os
 
     from gputop.telemetry import live
@@ -99,15 +99,20 @@ def test_live_source_reads_the_host_every_half_second_and_at_once_after_watch(mo
     real = src.host.read
     monkeypatch.setattr(src.host, "read", lambda: reads.append(clock[0]) or real())
     ticks = []
-    for _ in range(12):  # 1.2 s at 10 Hz
+    for _ in range(22):  # 2.2 s at 10 Hz, no process watched
         ticks.append(src.read())
         clock[0] += 0.1
-    assert reads == pytest.approx([1000.0, 1000.5, 1001.0])
-    assert ticks[1]["host"] is ticks[0]["host"] and ticks[5]["host"] is not ticks[4]["host"]
+    assert reads == pytest.approx([1000.0, 1001.0, 1002.0])
+    assert ticks[1]["host"] is ticks[0]["host"] and ticks[10]["host"] is not ticks[9]["host"]
     assert all(t["gpus"][0]["t"] == t["t"] for t in ticks)  # the GPU is read on every tick
     src.watch(os.getpid())
     tick = src.read()
     assert reads[-1] == clock[0] and str(os.getpid()) in tick["host"]["procs"]
+    del reads[:]
+    for _ in range(11):  # 1.1 s more, watching: every 0.5 s
+        clock[0] += 0.1
+        src.read()
+    assert len(reads) == 2
 
 
 def test_gpu_lost_mid_run_marks_it_and_stops_asking():

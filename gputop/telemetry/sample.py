@@ -102,6 +102,7 @@ class GpmWindow:
         self.have_prev = False
         self.ids = list(GPM_METRICS.values())
         self.names = list(GPM_METRICS)
+        self.scales = [_MIB if name.endswith("_bps") else 1.0 for name in self.names]  # GPM's MiB/s -> bytes/s
         self.ok = self.ok and hasattr(lib, "c_nvmlGpmMetricsGet_t")
         if self.ok:  # one request struct, reused every read (its metrics array has ~480 slots)
             self.mg = lib.c_nvmlGpmMetricsGet_t()
@@ -136,16 +137,14 @@ class GpmWindow:
         if nvml.get("gpm_metrics", "nvmlGpmMetricsGet", mg, gpu=self.index) is None:
             return None
         out = {}
-        for m, name in zip(metrics, self.names):
+        for m, name, scale in zip(metrics, self.names, self.scales):
             if m.nvmlReturn != 0:
                 out[name] = None
                 nvml.na_reasons.setdefault(name, reason_name(m.nvmlReturn))
                 continue
-            v = float(m.value)
-            if not math.isfinite(v):  # the first window after a counter reset can read NaN
-                out[name] = None
-                continue
-            out[name] = v * _MIB if name.endswith("_bps") else v
+            v = m.value  # a Python float (c_double)
+            # the first window after a counter reset can read NaN
+            out[name] = v * scale if math.isfinite(v) else None
         return out
 
     def close(self) -> None:
