@@ -31,3 +31,41 @@ def test_live_start_up_imports_neither_the_dcgm_client_nor_the_trace_reader():
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+class SlowFirstRead:
+    """A replay whose first read takes 0.3 s (NVML's first reads on a GPU machine are the slow ones)."""
+
+    def __init__(self, src):
+        self.src, self.reads = src, 0
+
+    def __getattr__(self, name):
+        return getattr(self.src, name)
+
+    def read(self):
+        import time
+
+        self.reads += 1
+        if self.reads == 1:
+            time.sleep(0.3)
+        return self.src.read()
+
+
+@sync
+async def test_the_first_tick_is_drawn_when_it_comes_not_at_the_next_frame():
+    """gputop starts sampling before Textual runs (start_sampling), and a first tick that comes after the first
+    frame is drawn at once: with the frame timer at one frame every 20 s, the device panel shows the first
+    tick's numbers within a second."""
+    import asyncio
+    import time
+
+    app = GputopApp(TuiConfig(SlowFirstRead(ReplaySource(str(DEMO), speed=1.0)), fps=0.05, device="cpu"))
+    t0 = time.monotonic()
+    app.start_sampling()
+    async with app.run_test(size=(120, 40)):
+        while app._last_tick is None and time.monotonic() - t0 < 5:
+            await asyncio.sleep(0.02)
+        assert app._last_tick is not None and time.monotonic() - t0 < 1.0
+        assert "SM activity" in app.screen_text() and app._first_tick not in app.sampler.listeners
+        assert app.sampler.listeners.count(app.sticky.observe) == 1  # started once, before run and not again
+    assert not app.sampler.running  # stopped with the app

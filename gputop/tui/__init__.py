@@ -26,6 +26,7 @@ def main_tui(args) -> int:
         return fail(exc.code, str(exc))
     except ValueError as exc:  # a sampling rate out of range
         return fail(exitcodes.USAGE, str(exc))
+    app.start_sampling()  # the first ticks are read while Textual starts up
     try:
         code = app.run()
     finally:  # however the app ended (an error, a terminal gone), no run of it outlives gputop

@@ -3,8 +3,9 @@
 Sampling runs on the sampler's thread; the app redraws from a timer at ``fps`` (default 4) and only
 when a new tick arrived (or a run changed, or a key changed what is shown), and only the page that is
 shown: each page draws itself (``MonitorPage.draw``, ``WorkloadsPage.draw``). The app holds what the
-pages share (the source, the selected GPU, the run controller, where workloads run), the keys, and the
-frame timer. ``make_app`` builds it from command-line args or a ``TuiConfig`` (tests).
+pages share (the source, the selected GPU, the run controller, where workloads run), the key bindings (what
+they do: ``key_actions``), and the frame timer. ``make_app`` builds it from command-line args or a
+``TuiConfig`` (tests).
 """
 
 from __future__ import annotations
@@ -16,15 +17,14 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher
 
-from gputop import exitcodes
 from gputop.runner.child import STOP_SIGNALS
-from gputop.telemetry.sampler import MAX_RATE_HZ, MIN_RATE_HZ, Sampler
+from gputop.telemetry.sampler import Sampler
 from gputop.tui import view
 from gputop.tui.config import TuiConfig, config_from_args
 from gputop.tui.containers import MainScreen, Pages
 from gputop.tui.help import HelpScreen
+from gputop.tui.key_actions import KeyActions
 from gputop.tui.keybar import KeyBar
 from gputop.tui.monitor_page import CHARTS, HOST_CHART, MonitorPage
 from gputop.tui.panels import GpuStrip, InfoBar
@@ -34,7 +34,6 @@ from gputop.tui.workloads_page import WorkloadsPage
 
 __all__ = ["GputopApp", "TuiConfig", "HelpScreen", "make_app", "config_from_args"]
 
-RATES = (0.5, 1.0, 2.0, 4.0, 5.0, 10.0, 20.0, 50.0)
 NARROW_W, SHORT_H = 110, 32
 LIVE_RESULTS_KEEP_S = 30.0  # the monitor page keeps a finished run's results this long
 SETTLE_GC_S = 3.0  # after start-up (the first frames drawn): settle_gc
@@ -45,6 +44,10 @@ def settle_gc() -> None:
     which took ~40 ms each at random moments (bench/tui_gc.py). Later objects are collected as usual."""
     gc.collect()
     gc.freeze()
+
+
+class Redraw(Message):
+    """Draw now (posted from the sampler's thread)."""
 
 
 class Noted(Message):
@@ -60,7 +63,7 @@ def make_app(args_or_config) -> "GputopApp":
     return GputopApp(config)
 
 
-class GputopApp(App):
+class GputopApp(KeyActions, App):
     CSS_PATH = "gputop.tcss"
     TITLE = "gputop"
     ENABLE_COMMAND_PALETTE = False
@@ -99,6 +102,7 @@ class GputopApp(App):
         self.sticky = view.Sticky()
         self._last_tick = None
         self._dirty = True
+        self._sampling = False
         self.frames = 0  # redraws done (for the benchmark and tests)
         # the workloads are loaded when first needed (the workloads page, the tour): loading runs every
         # workload module, CPU the monitor alone never needs
@@ -131,6 +135,25 @@ class GputopApp(App):
             yield self.workloads
         yield self.keybar
 
+    def start_sampling(self) -> None:
+        """Start the sampler (once). ``gputop`` calls this before ``run()``: the first ticks are read while Textual
+        starts up, and the first frame shows them; the first tick to come after the first frame draws at once."""
+        if self._sampling:
+            return
+        self._sampling = True
+        self.sampler.listeners += [self.sticky.observe, self._first_tick]
+        if self.config.start_sampler:
+            self.sampler.start()
+
+    def _first_tick(self, tick: dict) -> None:
+        """(Sampler thread) the first tick: a frame now, not at the timer's next (post_message is thread-safe)."""
+        self.sampler.listeners.remove(self._first_tick)
+        self.post_message(Redraw())
+
+    def on_redraw(self, event: "Redraw") -> None:
+        if self.is_running:
+            self.redraw()
+
     def load_specs(self) -> None:
         """The workloads (the registry's, and the recorded runs to offer), on first need."""
         if self.specs_loaded:
@@ -155,9 +178,7 @@ class GputopApp(App):
     def on_mount(self) -> None:
         self._set_size_classes(self.size.width, self.size.height)
         self.strip.display = len(self.statics) > 1
-        self.sampler.listeners.append(self.sticky.observe)
-        if self.config.start_sampler:
-            self.sampler.start()
+        self.start_sampling()
         if self.config.fps > 0:
             self.set_interval(1.0 / self.config.fps, self.frame)
         if self.config.settle_gc:
@@ -294,92 +315,6 @@ class GputopApp(App):
         if not self.statics:
             return None
         return self.statics[self.selected].get("index")
-
-    # -- keys --------------------------------------------------------------------------------------
-    def action_page(self, name: str) -> None:
-        if name == "workloads":
-            self.load_specs()
-        self.page = name
-        self.query_one(ContentSwitcher).current = name
-        if name == "workloads" and self.specs:
-            self.workloads.focus_list()
-        else:
-            self.set_focus(None)
-        self.redraw()
-
-    def action_gpu(self, step: int) -> None:
-        if len(self.statics) > 1:
-            self.selected = (self.selected + step) % len(self.statics)
-            self.monitor.forget_verdict()
-            self.frame(force=True)
-
-    def action_pause(self) -> None:
-        self.sampler.paused = not self.sampler.paused
-        self.frame(force=True)
-
-    def action_rate(self, step: int) -> None:
-        if getattr(self.source, "kind", "live") == "replay":
-            self.notify("a replay plays at its recorded rate (use --speed)", severity="warning")
-            return
-        cur = self.sampler.rate_hz
-        if step > 0:
-            nxt = next((r for r in RATES if r > cur + 1e-9), MAX_RATE_HZ)
-        else:
-            nxt = next((r for r in reversed(RATES) if r < cur - 1e-9), MIN_RATE_HZ)
-        self.sampler.set_rate(nxt)
-        self.frame(force=True)
-
-    def action_help(self) -> None:
-        if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
-
-    def action_device(self) -> None:
-        self.workloads.toggle_device()
-
-    def action_run(self) -> None:
-        if self.page != "workloads":
-            self.action_page("workloads")
-            return
-        self.workloads.start_run()
-
-    def action_cancel(self) -> None:
-        self.workloads.cancel_run()
-
-    def action_select_run(self, step: int) -> None:
-        self.workloads.select_run(step)
-
-    def action_tour_next(self) -> None:
-        if self.tour is None:
-            self.notify("n steps through gputop --tour (start gputop with --tour)", severity="warning")
-            return
-        self.load_specs()
-        self.tour.next(self)
-
-    def action_save(self) -> None:
-        self.workloads.save_shown()
-
-    def stop_for_signal(self, signum: int) -> None:
-        """A stop signal: stop the runs (the supervisor kills them on a second one) and leave with 128+N."""
-        self.stop_signal = self.stop_signal or signum
-        self.controller.cancel(signum=signum)
-        self.action_quit_clean()
-
-    def exit_code(self) -> int:
-        return exitcodes.for_signal(self.stop_signal) if self.stop_signal is not None else exitcodes.OK
-
-    def action_quit_clean(self) -> None:
-        if self._quitting:
-            return
-        self._quitting = True
-        if self.controller.active:
-            self.notify("stopping the workload...")
-            self.run_worker(self._stop_then_exit, thread=True)
-        else:
-            self.exit(self.exit_code())
-
-    def _stop_then_exit(self) -> None:
-        self.controller.stop_all()
-        self.call_from_thread(self.exit, self.exit_code())
 
     def screen_text(self) -> str:
         """The screen as plain text (tests, and the screenshots script's .txt copies)."""
