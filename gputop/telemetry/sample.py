@@ -109,7 +109,8 @@ class GpmWindow:
             self.mg.version = getattr(lib, "NVML_GPM_METRICS_GET_VERSION", 1)
             self.mg.numMetrics = len(self.ids)
             # its first metrics, seen through plain ctypes structs of the same fields: pynvml's structs run
-            # Python code on every attribute read and write, ~45 of them a read (bench/sample_cost.py)
+            # Python code on every attribute read and write, ~45 of them a read (gputop's side of a read:
+            # 16.9 -> 8.1 us on the CPU machine, docs/benchmarks.md)
             self.metrics = (plain_struct(lib.c_nvmlGpmMetric_t) * len(self.ids)).from_address(
                 ctypes.addressof(self.mg) + type(self.mg).metrics.offset)
             for m, mid in zip(self.metrics, self.ids):  # NVML reads the ids and writes value and nvmlReturn
