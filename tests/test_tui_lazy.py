@@ -54,18 +54,18 @@ class SlowFirstRead:
 @sync
 async def test_the_first_tick_is_drawn_when_it_comes_not_at_the_next_frame():
     """gputop starts sampling before Textual runs (start_sampling), and a first tick that comes after the first
-    frame is drawn at once: with the frame timer at one frame every 20 s, the device panel shows the first
-    tick's numbers within a second."""
+    frame is drawn at once: with the frame timer's first frame 20 s after start-up, the device panel shows the
+    first tick's numbers long before it (waiting at most 10 s, however slow the machine)."""
     import asyncio
     import time
 
     app = GputopApp(TuiConfig(SlowFirstRead(ReplaySource(str(DEMO), speed=1.0)), fps=0.05, device="cpu"))
-    t0 = time.monotonic()
     app.start_sampling()
     async with app.run_test(size=(120, 40)):
-        while app._last_tick is None and time.monotonic() - t0 < 5:
+        t0 = time.monotonic()
+        while app._last_tick is None and time.monotonic() - t0 < 10:
             await asyncio.sleep(0.02)
-        assert app._last_tick is not None and time.monotonic() - t0 < 1.0
+        assert app._last_tick is not None  # drawn by the first tick's redraw: the timer's frame comes at 20 s
         assert "SM activity" in app.screen_text() and app._first_tick not in app.sampler.listeners
         assert app.sampler.listeners.count(app.sticky.observe) == 1  # started once, before run and not again
     assert not app.sampler.running  # stopped with the app
