@@ -146,9 +146,13 @@ class GputopApp(KeyActions, App):
             self.sampler.start()
 
     def _first_tick(self, tick: dict) -> None:
-        """(Sampler thread) the first tick: a frame now, not at the timer's next (post_message is thread-safe)."""
+        """(Sampler thread) the first tick while the app runs: a frame now, not at the timer's next. A tick read
+        before (sampling starts before Textual) is drawn by on_mount's frame; posting then, with no event loop
+        yet, would put the message into the queue from this thread unguarded."""
+        if not self.is_running:
+            return
         self.sampler.listeners.remove(self._first_tick)
-        self.post_message(Redraw())
+        self.post_message(Redraw())  # with the loop running, post_message hands it over thread-safely
 
     def on_redraw(self, event: "Redraw") -> None:
         if self.is_running:
