@@ -1,0 +1,41 @@
+"""FSDP of a Hugging Face GPT-2 (built from its config, random weights) on synthetic tokens, bf16 autocast.
+
+    torchrun --nproc-per-node N bench/corpus_multi/fsdp_gpt2.py [--seconds 20] [--truth F]
+
+Third-party code: transformers.GPT2LMHeadModel, torch.distributed.fsdp. Truth: rank 0's torch.profiler breakdown.
+"""
+
+import torch
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from _multi import args, init, profile, timed_loop, write_truth
+
+a = args(__doc__.splitlines()[0], batch=(int, 8, "sequences per step per GPU"), seq=(int, 1024, "tokens a sequence"),
+         layers=(int, 24, "transformer layers"), width=(int, 1024, "hidden size"))
+torch, dist, rank, world = init()
+cfg = GPT2Config(n_layer=a.layers, n_embd=a.width, n_head=16, n_positions=a.seq)
+model = FSDP(GPT2LMHeadModel(cfg).cuda(), device_id=torch.cuda.current_device(), use_orig_params=True)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+ids = torch.randint(0, cfg.vocab_size, (a.batch, a.seq), device="cuda")
+
+
+def step():
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+for _ in range(3):
+    step()
+torch.cuda.synchronize()
+loop = timed_loop(step, a.seconds, dist, torch.cuda.synchronize)
+truth = {"case": "fsdp_gpt2", "by": "torch.profiler", **loop}
+prof = profile(step, 3, torch.cuda.synchronize)  # every rank takes part in the profiled steps' collectives
+if rank == 0:
+    truth.update(prof)
+    truth["label"] = "comms-bound" if truth["nccl_share"] and truth["nccl_share"] >= 0.5 else "compute-bound"
+write_truth(a, rank, truth)
+dist.destroy_process_group()

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Multi-GPU corpus (issue 25): third-party-style programs on every GPU of the machine, each recorded by gputop
+# (`gputop --json --record TRACE --run -- torchrun ...`), each with a ground truth that does not come from gputop
+# (bench/corpus_multi/_multi.py). From the repo root on a multi-GPU device:
+#     source .whl/use.sh && bash bench/corpus_multi_gpu.sh [CASE ...]
+# $OUT gets: summary.txt, nvml_links.json, corpus_multi.tar.gz (traces, gputop documents, truths, logs).
+set -u
+OUT=${OUT:-/tmp/gputop-corpus-multi}; mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+export TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=4
+S=${SECONDS_PER_CASE:-20}
+N=$(nvidia-smi -L | wc -l)
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | head -1 | tr ' /' '__')
+W=$(mktemp -d)/corpus_multi_${N}x; mkdir -p "$W"
+P=bench/corpus_multi
+TR="torchrun --standalone --nproc-per-node $N"
+declare -A CMD=(
+  [ddp_resnet50_overlap]="$TR $P/ddp_resnet.py --overlap 1"
+  [ddp_resnet50_after_backward]="$TR $P/ddp_resnet.py --overlap 0"
+  [comms_mlp]="$TR $P/comms_mlp.py"
+  [fsdp_gpt2]="$TR $P/fsdp_gpt2.py"
+  [straggler]="$TR $P/straggler.py --slow 1 --factor 3"
+  [hang_exit]="$TR $P/hang.py --before 8 --leaver 1 --how exit"
+  [hang_idle]="$TR $P/hang.py --before 8 --leaver $((N - 1)) --how idle"
+  [jax_psum]="python3 $P/jax_psum.py"
+)
+ORDER="comms_mlp ddp_resnet50_after_backward ddp_resnet50_overlap straggler hang_exit hang_idle fsdp_gpt2 jax_psum"
+CASES=${*:-$ORDER}
+{ date -u +%FT%TZ; nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv; nvidia-smi topo -m
+  git rev-parse --short HEAD; python3 -c 'import torch, jax; print("torch", torch.__version__, "jax", jax.__version__)'; } > "$OUT/summary.txt" 2>&1
+python3 $P/nvml_links.py > "$OUT/nvml_links.json" 2>&1
+for c in $CASES; do
+  extra=""; case $c in hang_*) extra="--timeout 40 --grace 3";; esac
+  t0=$(date +%s.%N)
+  timeout ${CASE_TIMEOUT:-90} python3 -m gputop --json -o "$W/$c.json" --record "$W/$c.jsonl.gz" $extra \
+    --run -- ${CMD[$c]} --seconds "$S" --truth "$W/${c}_truth_rank{rank}.json" > "$W/$c.log" 2>&1
+  rc=$?
+  t1=$(date +%s.%N)
+  left=$(pgrep -f "corpus_multi/" | wc -l)
+  echo "== $c: exit $rc, $(python3 -c "print(round($t1-$t0,1))") s, processes left: $left" >> "$OUT/summary.txt"
+  python3 - "$W/$c.json" >> "$OUT/summary.txt" 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for g in d.get("gpus", []):
+    v = g.get("verdict") or {}
+    print(f"  gpu {g.get('index')}: {v.get('class')} ({v.get('subclass')}) {v.get('confidence')}: {str(v.get('evidence_text'))[:150]}")
+PY
+  for f in "$W"/${c}_truth_rank*.json; do [ -f "$f" ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d.pop('top_kernels',None); print('  truth', d)" "$f" >> "$OUT/summary.txt"; done
+  pkill -9 -f "corpus_multi/" 2>/dev/null; sleep 1
+  tar -C "$(dirname "$W")" -czf "$OUT/corpus_multi.tar.gz" "$(basename "$W")"  # after every case: a cut-off call keeps what ran
+done
+tar -C "$(dirname "$W")" -czf "$OUT/corpus_multi.tar.gz" "$(basename "$W")"
+ls -la "$OUT"
