@@ -25,7 +25,7 @@ from gputop import exitcodes
 from gputop.analysis.peaks import compute_peaks
 from gputop.exitcodes import fail
 from gputop.export.collector import ExportedGpu, ExportOptions, GputopCollector, gpu_labels
-from gputop.runner.child import StopSignals
+from gputop.runner.stop_signals import StopSignals
 from gputop.sources import SourceError, check_gpus, open_source
 from gputop.telemetry.devices import nvml_index_for_cuda, visible_entries
 from gputop.telemetry.sampler import Sampler

@@ -19,7 +19,7 @@ import sys
 
 from gputop import exitcodes
 from gputop.documents import check_writable, emit, monitor_error_document, writable
-from gputop.runner.child import StopSignals
+from gputop.runner.stop_signals import StopSignals
 from gputop.session.command import Session
 from gputop.session.monitor import check_live_args, open_monitor
 from gputop.session.report import render_text

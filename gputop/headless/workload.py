@@ -16,7 +16,7 @@ from gputop import exitcodes
 from gputop.analysis.verdict import display_name
 from gputop.documents import check_writable, dumps, emit, run_error_document, writable
 from gputop.format import pct, si
-from gputop.runner.child import StopSignals
+from gputop.runner.stop_signals import StopSignals
 from gputop.runner.document import csv_columns, write_csv
 from gputop.runner.params import format_value, parse_given, resolve
 from gputop.runner.recording import RunRecorder, save_recording
