@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(level=logging.INFO, format="gputop: %(message)s")
     try:
         if args.list:
-            from gputop.runner.listing import main_list
+            from gputop.headless.listing import main_list
 
             return main_list(args)
         if args.export is not None:
