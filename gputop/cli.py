@@ -6,6 +6,7 @@ Exit codes are in :mod:`gputop.exitcodes` (and README.md). Bad input is one line
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import sys
 
 import gputop
@@ -30,6 +31,36 @@ exit codes: 0 ok; 1 failed (partial results written); 2 bad usage or input; 3 no
 4 missing dependency; 5 workload crashed; 6 timeout; 128+N stopped by signal N (130 SIGINT,
 143 SIGTERM, 129 SIGHUP; a partial document is still written). --run -- CMD: the command's code.
 """
+
+
+LOCALHOST = "127.0.0.1"  # where --export and --serve listen unless told another host
+
+
+class AddressError(ValueError):
+    pass
+
+
+def parse_address(text: str, flag: str = "--export") -> tuple[str, int]:
+    """``[HOST:]PORT`` -> (host, port); HOST defaults to 127.0.0.1; ``[::1]:9400`` for IPv6."""
+    text = text.strip()
+    if not text:
+        raise AddressError(f"{flag}: empty address; give [HOST:]PORT, e.g. 127.0.0.1:9400")
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = LOCALHOST, text
+    elif host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise AddressError(f"{flag} {text}: {host!r} is not an IPv6 address") from None
+    elif ":" in host:
+        raise AddressError(f"{flag} {text}: write an IPv6 address in brackets, e.g. [::1]:9400")
+    if not host:
+        raise AddressError(f"{flag} {text}: no host before ':'; give HOST:PORT, or PORT alone for {LOCALHOST}")
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise AddressError(f"{flag} {text}: the port must be a number from 1 to 65535")
+    return host, int(port)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -130,6 +161,12 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         ap.error("--job-map and --export-cmdline go with --export")
     if args.replay and args.demo:
         ap.error("--replay and --demo are two sources; give one")
+    for flag in ("export", "serve"):  # (host, port) as args.export_address / args.serve_address
+        text = getattr(args, flag)
+        try:
+            setattr(args, flag + "_address", parse_address(text, "--" + flag) if text is not None else None)
+        except AddressError as exc:
+            ap.error(str(exc))
     if args.source is not None:
         from gputop.telemetry.dcgm import url_of
 
@@ -166,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(level=logging.INFO, format="gputop: %(message)s")
     try:
         if args.list:
-            from gputop.runner.listing import main_list
+            from gputop.headless.listing import main_list
 
             return main_list(args)
         if args.export is not None:

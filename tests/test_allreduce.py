@@ -158,7 +158,7 @@ def test_a_stop_in_the_ddp_phase_is_agreed_by_both_ranks_and_ends_in_time():
         assert sum(any("allreduce.py" in a for a in p.cmdline()) for p in kids) == 2  # both ranks, under torchrun
         for p in kids:  # each rank gets the stop twice: this one, then torchrun's (as on a busy machine, when
             os.kill(p.pid, signal.SIGINT)  # torchrun's reaches a rank only after the ranks agreed to stop)
-        run.cancel(signal.SIGINT)
+        run.stop(signal.SIGINT)
         assert run.wait(90), explain(run.document(), "\n".join(run.events.stderr_tail))
     finally:
         run.kill()

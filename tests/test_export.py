@@ -20,10 +20,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from export_util import free_port, get, start_exporter, stop, wait_for, wait_for_metrics
 from gputop.analysis.peaks import compute_peaks
 from gputop.analysis.vocabulary import CLASSES
-from gputop.cli import build_parser
+from gputop.cli import AddressError, build_parser, parse_address
 from gputop.export.collector import ExportedGpu, ExportOptions, GputopCollector, gpu_labels, read_job_map
 from gputop.export.dcgm_names import GPU_LABELS, JOB_LABEL, MIB, SERIES
-from gputop.export.server import AddressError, parse_address, visible_positions
+from gputop.export.server import visible_positions
 from gputop.telemetry.sampler import Sampler
 from gputop.telemetry.trace import ReplaySource, demo_trace_path
 

@@ -19,6 +19,7 @@ import pytest
 
 from gputop import cli, documents, exitcodes
 from gputop.headless import command as headless
+from gputop.runner.run import drive
 from gputop.session.command import Session
 from gputop.session.finder import GpuFinder, TickStore
 from gputop.session.monitor import Monitor
@@ -49,15 +50,15 @@ def replay_monitor(**kw) -> Monitor:
 def run_command(mon, command, **kw) -> dict:
     """The headless loop on a session: start, poll until it ends, finish; the run facts."""
     s = Session(mon, command, **kw)
-    headless.run_session(s)
-    s.finish()
+    drive(s, "stopping")
+    s.document()
     return s.facts()
 
 
 def watch_process(mon, pid, seconds=None) -> dict:
     s = Session(mon, pid=pid, seconds=seconds)
-    headless.run_session(s)
-    s.finish()
+    drive(s, "watch ended")
+    s.document()
     return s.facts()
 
 
@@ -182,6 +183,17 @@ def test_command_session_without_blocking(tmp_path):
     assert s.wait(30)
     facts = s.facts()
     assert facts["ended"] == "interrupted" and facts["command_exit_code"] == 130 and facts["exit_code"] == 130
+
+
+def test_a_command_stopped_before_it_started_ends_at_once_as_interrupted():
+    """A signal can land between the monitor's start and the launch: the command is stopped as it starts."""
+    s = Session(replay_monitor(), [PY, "-c", "import time; time.sleep(60)"], err=io.StringIO(), grace_s=0.5)
+    assert s.poll() is False and s.exit_code is None
+    s.stop(signal.SIGTERM)
+    s.start()
+    assert s.wait(30)
+    facts = s.document() and s.facts()
+    assert facts["status"] == "interrupted" and facts["exit_code"] == s.exit_code == 128 + signal.SIGTERM
 
 
 def test_timeout_stops_the_command():

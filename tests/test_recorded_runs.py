@@ -100,7 +100,7 @@ def test_stopping_a_replay_keeps_what_was_played():
     run.start()
     while not run.points:
         time.sleep(0.02)
-    run.cancel()
+    run.stop()
     assert run.wait(10)
     doc = run.document()
     assert doc["status"] == "interrupted" and doc["interrupted"] and doc["exit_code"] == 130

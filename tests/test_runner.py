@@ -19,7 +19,7 @@ from gputop import documents, exitcodes
 from gputop.analysis.summary import summarize, window
 from gputop.runner import document
 from gputop.runner.params import format_value
-from gputop.runner.status import exit_code_for, final_status
+from gputop.runner.status import command_status, exit_code_for, final_status
 from gputop.runner.workload_run import WorkloadRun
 from gputop.runner.registry import ENV_PATH, Registry, UnknownWorkload
 
@@ -127,6 +127,42 @@ def test_final_status_of_each_ending():
     assert end(130, "interrupted") == "interrupted"
 
 
+def test_a_commands_exit_code_is_its_own_but_after_a_timeout_or_a_signal():
+    """``--run -- CMD``: the command's own code (as a shell gives it), 6 after --timeout, 128+N when gputop
+    was stopped by signal N."""
+    assert exit_code_for("ok", command_code=0) == 0 and exit_code_for("error", command_code=3) == 3
+    assert exit_code_for("crashed", command_code=128 + signal.SIGSEGV) == 139  # not gputop's 5
+    assert exit_code_for("interrupted", command_code=1) == 1  # q in the TUI stopped it: its own code stands
+    assert exit_code_for("interrupted", signal.SIGTERM, command_code=130) == 143
+    assert exit_code_for("timeout", command_code=130) == exitcodes.TIMEOUT
+    assert exit_code_for("timeout", signal.SIGTERM, command_code=130) == exitcodes.TIMEOUT  # as for a workload
+
+
+def test_command_status_of_each_ending():
+    end = lambda rc, **kw: command_status(rc, **({"stopped": False, "killed": False, "timed_out": False}  # noqa: E731
+                                                 | kw))
+    assert end(0).status == "ok" and end(0).message is None
+    assert (end(3).status, end(3).kind) == ("error", "exited") and "code 3" in end(3).message
+    assert end(-signal.SIGSEGV).status == "crashed" and "SIGSEGV" in end(-signal.SIGSEGV).message
+    assert end(-signal.SIGINT, stopped=True).status == "interrupted" and end(1, stopped=True).status == "interrupted"
+    t = end(-signal.SIGKILL, stopped=True, timed_out=True, killed=True, timeout=2.0, grace_s=1.0)
+    assert t.status == "timeout" and "--timeout 2 s" in t.message and "killed after 1 s more" in t.message
+
+
+def test_every_run_has_the_one_run_protocol():
+    """A workload, a recorded run and a command or watch are driven the same way (gputop.runner.run.Run)."""
+    from gputop.runner.recording import RecordedRun
+    from gputop.runner.run import Run
+    from gputop.session.command import Session
+
+    wanted = [n for n in ("start", "stop", "poll", "wait", "document", "exit_code") if n in vars(Run)]
+    assert len(wanted) == 6
+    for cls in (WorkloadRun, RecordedRun, Session):
+        missing = [n for n in wanted if not hasattr(cls, n)]
+        assert not missing, (cls.__name__, missing)
+        assert isinstance(getattr(cls, "exit_code"), property), cls.__name__
+
+
 # -- runs ------------------------------------------------------------------------------------------
 def test_ok_run_collects_events_points_phases_and_analyze(registry):
     run, events = run_it(registry, "fault_ok", k=[1, 2, 4], sleep=0.05)
@@ -225,7 +261,7 @@ def test_cancel_is_graceful_and_the_partial_document_validates(registry, tmp_pat
     partial = run.document()  # while it runs
     documents.validate(partial)
     assert partial["status"] == "running" and partial["exit_code"] is None and partial["phases"][0]["t_end"] is None
-    run.cancel()
+    run.stop()
     doc = finish(run)
     assert doc["status"] == "interrupted" and doc["interrupted"] is True
     assert doc["exit_code"] == exitcodes.INTERRUPTED and doc["child_exit_code"] == 130
@@ -238,7 +274,7 @@ def test_cancel_kills_after_the_grace_period(registry, tmp_path):
     run, _ = run_it(registry, "fault_hang", grace_s=0.3, obey=False, ready_file=str(ready))
     run.start()
     _wait_for(ready)
-    run.cancel()
+    run.stop()
     doc = finish(run)
     assert doc["status"] == "interrupted" and doc["exit_code"] == exitcodes.INTERRUPTED
     assert doc["child_exit_code"] == -9 and run.child.killed
@@ -364,7 +400,7 @@ def test_attaching_to_an_existing_sampler_reads_the_right_gpu(registry, monkeypa
     feeder = threading.Thread(target=feed)
     feeder.start()
     feeder.join()
-    run.cancel()
+    run.stop()
     doc = finish(run)
     assert doc["device"]["nvml_index"] == 5 and doc["device"]["static"]["name"] == "B"
     assert doc["telemetry"]["sm_active_pct"] == {"mean": 92.0, "max": 94.0}
@@ -398,7 +434,7 @@ def test_a_child_that_exits_without_done_failed(tmp_path):
 
 def test_cancel_before_start_stops_the_child_at_once(registry):
     run, _ = run_it(registry, "fault_hang", grace_s=60)  # the SIGINT ends it, not the kill, however busy the machine
-    run.cancel()
+    run.stop()
     doc = finish(run.start())
     assert doc["status"] == "interrupted" and doc["interrupted"] is True and doc["exit_code"] == exitcodes.INTERRUPTED
     assert not run.child.killed

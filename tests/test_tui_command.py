@@ -195,4 +195,4 @@ async def test_a_stop_signal_gives_the_command_its_grace_period(tmp_path):
         app.stop_for_signal(signal.SIGTERM)
         await wait_for(pilot, lambda: app.return_code is not None)
     assert app.session.child.returncode == 42 and not app.session.child.killed
-    assert app.session.exit_code() == 128 + signal.SIGTERM
+    assert app.session.exit_code == 128 + signal.SIGTERM

@@ -14,7 +14,6 @@ the recording machine's too (the trace header's).
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import platform
 import threading
@@ -25,47 +24,12 @@ from gputop import exitcodes
 from gputop.analysis.peaks import compute_peaks
 from gputop.exitcodes import fail
 from gputop.export.collector import ExportedGpu, ExportOptions, GputopCollector, gpu_labels
-from gputop.runner.child import StopSignals
+from gputop.runner.stop_signals import StopSignals
 from gputop.sources import SourceError, check_gpus, open_source
 from gputop.telemetry.devices import nvml_index_for_cuda, visible_entries
 from gputop.telemetry.sampler import Sampler
 
-DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 9400
-DEFAULT_ADDRESS = f"{DEFAULT_HOST}:{DEFAULT_PORT}"
-
-
 EXPORT_HOST_PERIOD_S = 1.0
-
-
-class AddressError(ValueError):
-    pass
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """``[HOST:]PORT`` -> (host, port); HOST defaults to 127.0.0.1; ``[::1]:9400`` for IPv6."""
-    text = text.strip()
-    if not text:
-        raise AddressError("--export: empty address; give [HOST:]PORT, e.g. 127.0.0.1:9400")
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host, port = DEFAULT_HOST, text
-    elif host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-        _check_ipv6(host, text)
-    elif ":" in host:
-        raise AddressError(f"--export {text}: write an IPv6 address in brackets, e.g. [::1]:9400")
-    if not host:
-        raise AddressError(f"--export {text}: no host before ':'; give HOST:PORT, or PORT alone for 127.0.0.1")
-    if not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise AddressError(f"--export {text}: the port must be a number from 1 to 65535")
-    return host, int(port)
-
-
-def _check_ipv6(host: str, text: str) -> None:
-    try:
-        ipaddress.IPv6Address(host)
-    except ValueError:
-        raise AddressError(f"--export {text}: {host!r} is not an IPv6 address") from None
 
 
 def visible_positions(static: list[dict], env: dict | None = None) -> list[int]:
@@ -81,10 +45,7 @@ def visible_positions(static: list[dict], env: dict | None = None) -> list[int]:
 
 
 def main_export(args) -> int:
-    try:
-        host, port = parse_address(args.export)
-    except AddressError as exc:
-        return fail(exitcodes.USAGE, str(exc))
+    host, port = args.export_address  # parsed and checked by cli.parse
     if args.job_map and not os.path.isdir(args.job_map):
         return fail(exitcodes.USAGE, f"--job-map {args.job_map}: not a directory")
     try:

@@ -14,54 +14,12 @@ document is still written and gputop exits 128+N.
 from __future__ import annotations
 
 import shlex
-import shutil
-import sys
 
 from gputop import exitcodes
-from gputop.documents import check_writable, emit, monitor_error_document, writable
-from gputop.runner.child import StopSignals
-from gputop.session.command import Session
-from gputop.session.monitor import check_live_args, open_monitor
-from gputop.session.report import render_text
-
-
-def prepare_command(args, command: list[str]) -> None:
-    """Raise Failure for bad input before anything runs (the TUI's command view checks the same)."""
-    check_live_args(args, "--run -- CMD")
-    if args.seconds is not None:
-        raise exitcodes.Failure(exitcodes.USAGE, "--seconds goes with --record or --watch; to stop a command "
-                                                 "use --timeout S")
-    if not command:
-        raise exitcodes.Failure(exitcodes.USAGE, "no command after `--`")
-    check_writable(args.output, "--output")
-    check_writable(args.log, "--log")
-    check_writable(args.record, "--record")
-
-
-def command_missing(command: list[str]) -> str | None:
-    if "/" not in command[0] and shutil.which(command[0]) is None:
-        return f"command not found: {command[0]}"
-    return None
-
-
-def prepare_watch(args) -> None:
-    import psutil
-
-    check_live_args(args, "--watch PID")
-    check_writable(args.output, "--output")
-    check_writable(args.record, "--record")
-    if args.watch <= 0 or not psutil.pid_exists(args.watch):
-        raise exitcodes.Failure(exitcodes.USAGE, f"--watch {args.watch}: no such process")
-
-
-def start_failure(exc: BaseException, session: Session) -> exitcodes.Failure:
-    """Why a session could not start, as a usage Failure."""
-    if session.mode == "watch":
-        return exitcodes.Failure(exitcodes.USAGE, f"--watch {session.pid}: {exc}")
-    if isinstance(exc, OSError) and session.log and exc.filename == session.log:
-        return exitcodes.Failure(exitcodes.USAGE, f"cannot write {session.log}: {exc.strerror or exc}")
-    why = "command not found" if isinstance(exc, FileNotFoundError) else "cannot run the command"
-    return exitcodes.Failure(exitcodes.USAGE, f"{why}: {session.command[0]} ({getattr(exc, 'strerror', None) or exc})")
+from gputop.documents import emit, monitor_error_document, writable
+from gputop.runner.run import drive
+from gputop.session.command import Session, check_command, check_watch, command_missing, start_failure, write_report
+from gputop.session.monitor import open_monitor
 
 
 def _refuse(args, mode: str, exc: exitcodes.Failure, command=None, pid=None) -> int:
@@ -72,27 +30,10 @@ def _refuse(args, mode: str, exc: exitcodes.Failure, command=None, pid=None) -> 
     return exc.code
 
 
-def run_session(session: Session) -> None:
-    """Start ``session`` and poll it until it ends; gputop's SIGINT/SIGTERM/SIGHUP stop it (twice: kill)."""
-    def on_stop(signum):  # a second one: the supervisor kills the command at once
-        if not session.stopping:
-            exitcodes.say(f"{exitcodes.signal_name(signum)}: stopping (again to kill it now)"
-                          if session.mode == "run" else f"{exitcodes.signal_name(signum)}: watch ended")
-        session.stop(signum)
-
-    with StopSignals(on_stop):
-        session.start()
-        while not session.poll():
-            if session.child is not None:
-                session.child.wait(0.1)
-            else:
-                session.wait(0.1)
-
-
 def main_command(args, command: list[str]) -> int:
     """``gputop --run -- CMD ARGS...``."""
     try:
-        prepare_command(args, command)
+        check_command(args, command)
         mon = open_monitor(args, note="gputop --run -- " + shlex.join(command))  # NVML first: exit 3
     except exitcodes.Failure as exc:
         return _refuse(args, "run", exc, command=command)
@@ -109,7 +50,7 @@ def main_command(args, command: list[str]) -> int:
 def main_watch(args) -> int:
     """``gputop --watch PID [--seconds N]``: until the process exits, N seconds pass, or a signal."""
     try:
-        prepare_watch(args)
+        check_watch(args)
         mon = open_monitor(args, note=f"gputop --watch {args.watch}", active_ok=True)
     except exitcodes.Failure as exc:
         return _refuse(args, "watch", exc, pid=args.watch)
@@ -124,18 +65,12 @@ def _run_and_report(args, session: Session, **who) -> int:
     """Run the session to its end, then its report; an error document when it could not start."""
     try:
         try:
-            run_session(session)
+            drive(session, "stopping (again to kill it now)" if session.mode == "run" else "watch ended")
         except Exception as exc:  # OSError: the command cannot start; psutil.Error: the pid is gone or not ours
             session.monitor.stop()
             return _refuse(args, session.mode, start_failure(exc, session), **who)
-        doc = session.finish()
+        doc = session.document()
     finally:
         session.monitor.close()
     return write_report(args, doc)
 
-
-def write_report(args, doc: dict) -> int:
-    """The report out (``-o`` first, then stdout as JSON or text); gputop's exit code."""
-    if not emit(doc, json_mode=args.json, output=args.output, render_text=render_text):
-        return doc["exit_code"] or exitcodes.FAILED
-    return doc["exit_code"]

@@ -14,7 +14,7 @@ from gputop import exitcodes
 from gputop.analysis.peaks import compute_peaks
 from gputop.documents import check_writable, emit, header
 from gputop.exitcodes import fail
-from gputop.runner.child import StopSignals
+from gputop.runner.stop_signals import StopSignals
 from gputop.format import gb, gpm_na, pct, si
 from gputop.sources import SourceError, check_gpus, open_source
 from gputop.telemetry.sampler import Sampler

@@ -16,10 +16,11 @@ from gputop import exitcodes
 from gputop.analysis.verdict import display_name
 from gputop.documents import check_writable, dumps, emit, run_error_document, writable
 from gputop.format import pct, si
-from gputop.runner.child import StopSignals
+from gputop.runner.stop_signals import StopSignals
 from gputop.runner.document import csv_columns, write_csv
 from gputop.runner.params import format_value, parse_given, resolve
 from gputop.runner.recording import RunRecorder, save_recording
+from gputop.runner.run import drive
 from gputop.runner.registry import MissingWorkloadDependency, Registry, UnknownWorkload
 from gputop.runner.workload_run import WorkloadRun
 from gputop.workload_api import ParamError
@@ -93,19 +94,11 @@ def main_run(args) -> int:
     run = WorkloadRun(spec, values, device=args.device, nvml_index=index, nvml=nvml, timeout=args.timeout,
                       grace_s=args.grace, on_event=recorder.on_event if recorder else on_event)
 
-    def on_stop(signum):
-        if not run.cancelled:
-            exitcodes.say(f"{exitcodes.signal_name(signum)}: stopping the workload (again to kill it now)")
-        run.cancel(signum)
-
-    with StopSignals(on_stop):
-        run.start()
-        try:
-            while not run.wait(0.1):
-                pass
-        finally:
-            if progress:
-                progress.clear()
+    try:
+        drive(run, "stopping the workload (again to kill it now)")
+    finally:
+        if progress:
+            progress.clear()
     doc = run.document()
     code = doc["exit_code"]
     if args.record:

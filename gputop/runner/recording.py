@@ -150,8 +150,8 @@ def recording_label(header: dict) -> str:
 
 class RecordedRun(RunView):
     """A recorded run played back: the same events at the same pace (``speed`` x), then the recorded
-    final document. ``start()``, ``cancel()`` (stops the playback: an interrupted partial run),
-    ``wait()``, ``document()`` any time, as a WorkloadRun."""
+    final document. A :class:`~gputop.runner.run.Run` as a WorkloadRun is: ``start()``, ``stop()`` (ends the
+    playback: an interrupted partial run), ``poll()`` / ``wait()``, ``document()`` any time."""
 
     def __init__(self, path: str | os.PathLike, speed: float = 1.0, on_event: Callable[[dict], None] | None = None):
         self.path = str(path)
@@ -174,7 +174,7 @@ class RecordedRun(RunView):
         self.child = None
         self.pid = None
         self.signum = None
-        self.cancelled = False
+        self.stopping = False
         self.t0: float | None = None
         self.t_end: float | None = None
         self.ticks: list[dict] = []
@@ -215,7 +215,7 @@ class RecordedRun(RunView):
                 self.events.handle(ev)
         end = self.rec["document"]
         self.t_end = time.monotonic() if self._stop.is_set() else self._at(end.get("wall_time_s") or 0.0)
-        if self._stop.is_set():  # cancelled: what was played so far, as an interrupted run
+        if self._stop.is_set():  # stopped: what was played so far, as an interrupted run
             from gputop.runner.document import build_document
 
             self.status = "interrupted"
@@ -229,20 +229,16 @@ class RecordedRun(RunView):
                           "exit_code": self.exit_code})
 
     # -- what a WorkloadRun offers ---------------------------------------------------------------------
-    def cancel(self, signum: int | None = None) -> None:
-        self.cancelled = True
+    def stop(self, signum: int | None = None) -> None:
+        self.stopping = True
         self.signum = self.signum or signum
         self._stop.set()
 
-    kill = cancel
-
-    @property
-    def finished(self) -> bool:
-        return self._finished.is_set()
+    kill = stop
 
     @property
     def interrupted(self) -> bool:
-        return self.cancelled
+        return self.stopping
 
     @property
     def exit_code(self) -> int | None:

@@ -1,5 +1,6 @@
 """What a frontend reads of a workload run, live (:class:`~gputop.runner.workload_run.WorkloadRun`) or
-played back from a recording (:class:`~gputop.runner.recording.RecordedRun`): one home for both.
+played back from a recording (:class:`~gputop.runner.recording.RecordedRun`): one home for both, and the
+part of the :class:`~gputop.runner.run.Run` protocol they share (``poll``, ``wait``, ``document``).
 
 A class that mixes this in holds ``events`` (a :class:`~gputop.runner.events.RunEvents`), ``ticks`` with
 its ``_ticks_lock``, ``_finished`` (set once the final document is built) and ``_final_doc``.
@@ -23,6 +24,14 @@ class RunView:
     def ticks_copy(self) -> list[dict]:
         with self._ticks_lock:
             return list(self.ticks)
+
+    @property
+    def finished(self) -> bool:
+        """True once the run is over and its final document built."""
+        return self._finished.is_set()
+
+    def poll(self) -> bool:
+        return self._finished.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until the run is over and its document built; False if ``timeout`` passed first."""

@@ -39,7 +39,8 @@ def gpu_uuids(nvml) -> list[str | None]:
 
 
 class WorkloadRun(RunView):
-    """A workload in a child process. ``start()``, then ``wait()`` / ``cancel()``; ``document()`` any time.
+    """A workload in a child process, a :class:`~gputop.runner.run.Run`: ``start()``, then ``poll()`` /
+    ``wait()`` / ``stop()``; ``document()`` any time.
 
     ``spec``: a :class:`gputop.runner.registry.WorkloadSpec`; ``values``: resolved parameter values.
     ``device``: "cuda" (runs on NVML GPU ``nvml_index``, default 0) or "cpu" (no GPU telemetry).
@@ -72,10 +73,10 @@ class WorkloadRun(RunView):
         self.t0: float | None = None
         self.t_end: float | None = None
         self.signum: int | None = None  # the signal that stopped gputop, if one did
-        self.cancelled = False  # the user (or a signal) asked to stop
+        self.stopping = False  # the user (or a signal) asked to stop
         self.ticks: list[dict] = []
         self._ticks_lock = threading.Lock()
-        self._stop_pending = False  # cancel() before the child existed
+        self._stop_pending = False  # stop() before the child existed
         self._finished = threading.Event()
         self._final_doc: dict | None = None
         self._readers: list[threading.Thread] = []
@@ -145,7 +146,7 @@ class WorkloadRun(RunView):
             t = threading.Thread(target=fn, args=(stream,), daemon=True, name=f"gputop-run-{fn.__name__}")
             t.start()
             self._readers.append(t)
-        if self._stop_pending:  # cancel() came before the child existed
+        if self._stop_pending:  # stop() came before the child existed
             self.child.stop()
         return self
 
@@ -196,10 +197,10 @@ class WorkloadRun(RunView):
             self.ticks.append(tick)
 
     # -- stop --------------------------------------------------------------------------------------
-    def cancel(self, signum: int | None = None) -> None:
-        """Ask the workload to stop (SIGINT; killed after the grace period). A second cancel kills it now.
+    def stop(self, signum: int | None = None) -> None:
+        """Ask the workload to stop (SIGINT; killed after the grace period). A second stop kills it now.
         ``signum``: the signal that stopped gputop, for the document and the exit code."""
-        self.cancelled = True
+        self.stopping = True
         if signum is not None and self.signum is None:
             self.signum = signum
         if self.child is None:
@@ -209,7 +210,7 @@ class WorkloadRun(RunView):
 
     def kill(self) -> None:
         """Kill the workload now (SIGKILL to its process group)."""
-        self.cancelled = True
+        self.stopping = True
         if self.child is None:
             self._stop_pending = not self._finished.is_set()
         else:
@@ -277,16 +278,12 @@ class WorkloadRun(RunView):
 
     # -- what the run is now -----------------------------------------------------------------------
     @property
-    def finished(self) -> bool:
-        return self._finished.is_set()
-
-    @property
     def pid(self) -> int | None:
         return self.child.pid if self.child is not None else None
 
     @property
     def interrupted(self) -> bool:
-        return (self.cancelled and not (self.child and self.child.timed_out)) or self.status == "interrupted"
+        return (self.stopping and not (self.child and self.child.timed_out)) or self.status == "interrupted"
 
     @property
     def exit_code(self) -> int | None:

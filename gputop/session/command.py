@@ -1,20 +1,24 @@
 """A watched process under a :class:`~gputop.session.monitor.Monitor`: a command gputop runs (through the
 one supervisor, :class:`gputop.runner.child.Child`) or a process that was already running (``--watch``).
 
-Polled without blocking: ``start()``, ``poll()`` from the caller's loop (the headless loop, the TUI's
-frame timer) until it returns True, ``stop(signum)`` to end it (SIGINT to the command's group, SIGKILL
-after the grace period; a second stop kills at once; a watch just ends and the pid lives on), then
-``finish()`` for the document (built once). ``exit_code()`` is gputop's: the command's own code, 6 after
---timeout, 128+N when signal N stopped gputop, 0 for a watch that ended by itself.
+A :class:`~gputop.runner.run.Run`, polled without blocking: ``start()``, ``poll()`` from the caller's loop
+(:func:`gputop.runner.run.drive`, the TUI's frame timer) until it returns True, ``stop(signum)`` to end it
+(SIGINT to the command's group, SIGKILL after the grace period; a second stop kills at once; a watch just
+ends and the pid lives on), then ``document()`` (built once). ``exit_code`` is gputop's
+(:func:`gputop.runner.status.exit_code_for`): the command's own code, 6 after --timeout, 128+N when signal
+N stopped gputop, 0 for a watch that ended by itself.
 
 The command's stdout passes through (to ``err`` with ``json_mode``, so stdout stays one document); its
 stderr passes through a pipe that gputop reads to spot out-of-memory errors; ``log`` sends both to a file.
+What both frontends check before a session starts (``check_command``, ``check_watch``, ``command_missing``,
+``start_failure``) and how its report goes out (``write_report``) live here too.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -22,8 +26,11 @@ import time
 from datetime import datetime, timezone
 
 from gputop import exitcodes
+from gputop.documents import check_writable, emit
 from gputop.runner.child import GRACE_S, Child
-from gputop.session.report import build_document
+from gputop.runner.status import command_status, exit_code_for
+from gputop.session.monitor import check_live_args
+from gputop.session.report import build_document, render_text
 from gputop.telemetry.devices import multicast_off
 
 OOM_PATTERN = re.compile(rb"out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation",
@@ -144,6 +151,8 @@ class Session:
             if self._logf is not None:
                 self._logf.close()
             raise
+        if self.stopping:  # stop() came before the launch
+            self.child.stop()
         self.pid, self.t_start = self.child.pid, self.child.t_start
         self.monitor.watch(self.pid)
         self.monitor.start()
@@ -160,7 +169,9 @@ class Session:
     # -- while it runs -----------------------------------------------------------------------------
     @property
     def over(self) -> bool:
-        return self.child.done if self.mode == "run" else self.ended is not None
+        if self.mode == "run":
+            return self.child is not None and self.child.done
+        return self.ended is not None and self.t_start is not None
 
     def poll(self) -> bool:
         """Check on the process (--seconds for a watch; the supervisor keeps --timeout); True once ended."""
@@ -185,7 +196,7 @@ class Session:
         self.stopping = True
         if self.mode == "watch":
             self.ended = "interrupted"
-        else:
+        elif self.child is not None:  # else start() stops it as soon as it is launched
             self.child.stop()
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -209,33 +220,24 @@ class Session:
         """
         if self.mode == "watch":
             wall = time.monotonic() - self.t_start
-            code = exitcodes.for_signal(self.signum) if self.signum else exitcodes.OK
-            return {"pid": self.pid, "status": "interrupted" if self.signum else "ok", "exit_code": code,
+            status = "interrupted" if self.signum else "ok"
+            return {"pid": self.pid, "status": status, "exit_code": exit_code_for(status, self.signum),
                     "command_exit_code": None, "ended": self.ended or "exited", "wall_s": round(wall, 3),
                     "signal": self.signum, "oom": False, "errors": []}
         c = self.child
         rc = exitcodes.shell_code(c.returncode)
-        errors = []
-        if c.timed_out:
-            status, how, code = "timeout", "timeout", exitcodes.TIMEOUT
-            errors.append(("timeout", f"the command ran past --timeout {self.timeout:g} s and was stopped"
-                                      + (f" (killed after {self.grace_s:g} s more)" if c.killed else "")))
-        elif self.signum or self.stopping:
-            status, how = "interrupted", "interrupted"
-            code = exitcodes.for_signal(self.signum) if self.signum else rc
-        elif c.returncode < 0:
-            status, how, code = "crashed", f"signal {-c.returncode}", rc
-            errors.append(("crashed", f"the command was killed by {exitcodes.signal_name(-c.returncode)}"))
-        else:
-            status, how, code = ("ok" if rc == 0 else "error"), "exited", rc
-            if rc:
-                errors.append(("exited", f"the command exited with code {rc}"))
-        return {"pid": self.pid, "status": status, "exit_code": code, "command_exit_code": rc, "ended": how,
-                "wall_s": round(c.t_end - c.t_start, 3), "signal": self.signum, "oom": bool(self.monitor.oom_times),
-                "errors": [{"kind": k, "message": m, "detail": ""} for k, m in errors]}
+        end = command_status(c.returncode, stopped=bool(self.signum or self.stopping), killed=c.killed,
+                             timed_out=c.timed_out, grace_s=self.grace_s, timeout=self.timeout)
+        how = {"timeout": "timeout", "interrupted": "interrupted", "crashed": f"signal {-c.returncode}"}
+        errors = [{"kind": end.kind, "message": end.message, "detail": ""}] if end.message else []
+        code = exit_code_for(end.status, self.signum, command_code=rc)
+        return {"pid": self.pid, "status": end.status, "exit_code": code, "command_exit_code": rc,
+                "ended": how.get(end.status, "exited"), "wall_s": round(c.t_end - c.t_start, 3),
+                "signal": self.signum, "oom": bool(self.monitor.oom_times), "errors": errors}
 
-    def finish(self) -> dict:
-        """After it ended: stop sampling, close the log, build the document (once; any thread)."""
+    def document(self) -> dict:
+        """Once it ended (a command: waits for that): stop sampling, close the log, build the document
+        (once; any thread)."""
         with self._lock:
             if self.doc is not None:
                 return self.doc
@@ -252,5 +254,56 @@ class Session:
                                       log=self.log)
             return self.doc
 
-    def exit_code(self) -> int:
-        return self.finish()["exit_code"]
+    @property
+    def exit_code(self) -> int | None:
+        """gputop's exit code once it is over; None before."""
+        return self.facts()["exit_code"] if self.over else None
+
+
+# -- what both frontends (headless/command.py, tui/command.py) check and write -----------------------
+def check_command(args, command: list[str]) -> None:
+    """Raise Failure for bad input to ``--run -- CMD`` before anything runs."""
+    check_live_args(args, "--run -- CMD")
+    if args.seconds is not None:
+        raise exitcodes.Failure(exitcodes.USAGE, "--seconds goes with --record or --watch; to stop a command "
+                                                 "use --timeout S")
+    if not command:
+        raise exitcodes.Failure(exitcodes.USAGE, "no command after `--`")
+    check_writable(args.output, "--output")
+    check_writable(args.log, "--log")
+    check_writable(args.record, "--record")
+
+
+def check_watch(args) -> None:
+    """Raise Failure for bad input to ``--watch PID`` (no such process) before anything runs."""
+    import psutil
+
+    check_live_args(args, "--watch PID")
+    check_writable(args.output, "--output")
+    check_writable(args.record, "--record")
+    if args.watch <= 0 or not psutil.pid_exists(args.watch):
+        raise exitcodes.Failure(exitcodes.USAGE, f"--watch {args.watch}: no such process")
+
+
+def command_missing(command: list[str]) -> str | None:
+    """Why ``command`` cannot run (not on PATH), or None."""
+    if "/" not in command[0] and shutil.which(command[0]) is None:
+        return f"command not found: {command[0]}"
+    return None
+
+
+def start_failure(exc: BaseException, session: Session) -> exitcodes.Failure:
+    """Why a session could not start, as a usage Failure."""
+    if session.mode == "watch":
+        return exitcodes.Failure(exitcodes.USAGE, f"--watch {session.pid}: {exc}")
+    if isinstance(exc, OSError) and session.log and exc.filename == session.log:
+        return exitcodes.Failure(exitcodes.USAGE, f"cannot write {session.log}: {exc.strerror or exc}")
+    why = "command not found" if isinstance(exc, FileNotFoundError) else "cannot run the command"
+    return exitcodes.Failure(exitcodes.USAGE, f"{why}: {session.command[0]} ({getattr(exc, 'strerror', None) or exc})")
+
+
+def write_report(args, doc: dict) -> int:
+    """The report out (``-o`` first, then stdout as JSON or text); gputop's exit code."""
+    if not emit(doc, json_mode=args.json, output=args.output, render_text=render_text):
+        return doc["exit_code"] or exitcodes.FAILED
+    return doc["exit_code"]

@@ -18,7 +18,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
 
-from gputop.runner.child import STOP_SIGNALS
+from gputop.runner.stop_signals import STOP_SIGNALS
 from gputop.telemetry.sampler import Sampler
 from gputop.tui import view
 from gputop.tui.config import TuiConfig, config_from_args

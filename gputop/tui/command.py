@@ -187,7 +187,7 @@ class CommandApp(GputopApp):
             self._analysing = False
 
     def _finish(self) -> None:
-        self.session.finish()
+        self.session.document()
         self._dirty = True
 
     def _draw_command(self) -> None:
@@ -217,9 +217,9 @@ class CommandApp(GputopApp):
         if not self.session.stopping:  # a signal may have stopped it already: a second stop would kill at once
             self.session.stop()
         self.session.wait()
-        self.session.finish()
+        self.session.document()
         self.controller.stop_all()
-        self.call_from_thread(self.exit, self.session.exit_code())
+        self.call_from_thread(self.exit, self.session.exit_code)
 
     def on_unmount(self) -> None:  # before GputopApp.on_unmount closes the source
         if not self.session.over:  # the app ended without q (an error): do not leave the command running
@@ -232,15 +232,15 @@ def main_command_tui(args, command: list[str]) -> int:
     """``gputop --tui --run -- CMD ARGS...`` / ``gputop --tui --watch PID``; the exit code as headless."""
     import platform
 
-    from gputop.headless.command import command_missing, prepare_command, prepare_watch, start_failure, write_report
+    from gputop.session.command import check_command, check_watch, command_missing, start_failure, write_report
     from gputop.session.monitor import open_monitor
 
     watch = not command
     try:
         if watch:
-            prepare_watch(args)
+            check_watch(args)
         else:
-            prepare_command(args, command)
+            check_command(args, command)
         note = f"gputop --watch {args.watch}" if watch else "gputop --run -- " + shlex.join(command)
         mon = open_monitor(args, note=note, active_ok=watch)  # NVML first: exit 3 before anything runs
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -273,7 +273,7 @@ def main_command_tui(args, command: list[str]) -> int:
             if not session.stopping:  # one already stopping keeps its grace period
                 session.stop()
             session.wait()
-        doc = session.finish()
+        doc = session.document()
     finally:
         mon.close()
     return write_report(args, doc)

@@ -233,7 +233,7 @@ class RunController:
         stopped gputop, for the run's document."""
         hit = [r for r in self.active if target is None or r.target == target]
         for r in hit:
-            r.run.cancel(signum)
+            r.run.stop(signum)
         return hit
 
     def stop_all(self, timeout: float = 10.0) -> None:
@@ -241,8 +241,8 @@ class RunController:
         a run after its grace period; one still there after ``timeout`` is killed now."""
         runs = self.active
         for r in runs:
-            if not r.run.cancelled:  # one a signal already stopped keeps its grace period (a second cancel kills)
-                r.run.cancel()
+            if not r.run.stopping:  # one a signal already stopped keeps its grace period (a second stop kills)
+                r.run.stop()
         end = time.monotonic() + timeout
         for r in runs:
             if not r.run.wait(max(0.1, end - time.monotonic())):

@@ -55,12 +55,7 @@ def public_url(host: str, port: int) -> str:
 
 
 def main_serve(args) -> int:
-    from gputop.export.server import AddressError, parse_address
-
-    try:
-        host, port = parse_address(args.serve)
-    except AddressError as exc:
-        return exitcodes.fail(exitcodes.USAGE, str(exc).replace("--export", "--serve"))
+    host, port = args.serve_address  # parsed and checked by cli.parse
     try:
         from textual_serve.server import Server
     except ImportError:
