@@ -8,7 +8,7 @@ Drives the app headlessly (Textual's run_test) with real sampling, runs each wor
 workloads page as a user would (select, quick parameters, r), and saves SVG screenshots
 (app.save_screenshot), a plain-text copy of each screen, and each run's JSON document. Everything
 is packed into DIR/tui_screens.tar.gz (one file: the GPU machine returns few files) and listed in
-DIR/tui_screens.log. PNGs are made afterwards with bench/svg_png.py.
+DIR/tui_screens.log. PNGs are made afterwards with bench/tools/svg_png.py.
 """
 
 from __future__ import annotations
