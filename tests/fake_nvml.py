@@ -1,7 +1,7 @@
 """A thin fake at the pynvml boundary, for fault paths only (NotSupported, GpuIsLost, no library).
 
 It answers from a real recorded static record (tests/data/static/*.json, read off an H100/H200 by
-``bench/gpu_foundation.sh``) and uses the real pynvml structs and error classes, so gputop's code runs
+``bench/gpu/gpu_foundation.sh``) and uses the real pynvml structs and error classes, so gputop's code runs
 exactly as with the real library; ``fail`` maps a pynvml function name to the NVML error code it raises.
 """
 

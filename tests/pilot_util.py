@@ -95,5 +95,5 @@ def fault_specs(monkeypatch):
 
 
 def h200_static() -> dict:
-    """Static facts recorded off a real H200 (bench/gpu_foundation.sh), for the fake NVML."""
+    """Static facts recorded off a real H200 (bench/gpu/gpu_foundation.sh), for the fake NVML."""
     return json.loads((Path(__file__).parent / "data" / "static" / "h200_recorded.json").read_text())["static"]

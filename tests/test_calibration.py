@@ -1,4 +1,4 @@
-"""bench/calibration.py on the recorded labelled traces: the calibration target of issue 11 (verdicts at
+"""bench/tools/calibration.py on the recorded labelled traces: the calibration target of issue 11 (verdicts at
 confidence 0.8 or more right at least 95% of the time) holds, and the rival rule sets run on the same
 windows (CPU only, a few seconds)."""
 
@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("calibration", ROOT / "bench" / "calibration.py")
+    spec = importlib.util.spec_from_file_location("calibration", ROOT / "bench" / "tools" / "calibration.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -2,7 +2,7 @@
 
 * the demo trace that ships with gputop (H200: idle, bf16 matmul, device copy, tiny kernels + sync,
   pageable host-to-device copies): each phase gets the class its physics says;
-* every labelled trace in tests/data/traces/ (recorded by bench/proof/record_all.py on a GPU machine):
+* every labelled trace in tests/data/traces/ (recorded by bench/gpu/proof/record_all.py on a GPU machine):
   the run's overall verdict is the class in its file name ``<case>.<class>.jsonl.gz`` (or ``expect=`` in
   its header note), and each mark labelled ``expect=<class>`` gets that class.
 """
@@ -24,7 +24,7 @@ from verdict_util import check_verdict
 TRACES = Path(__file__).parent / "data" / "traces"
 LABELLED = sorted(TRACES.glob("*.jsonl.gz")) + sorted(TRACES.glob("*.jsonl"))
 
-# The demo trace's phase labels (bench/record_demo.py) -> (class, subclass).
+# The demo trace's phase labels (scripts/record_demo.py) -> (class, subclass).
 DEMO = {
     "idle": ("idle", "waiting"),  # the recording process holds its CUDA context and sleeps
     "matmul bf16": ("compute-bound", "tensor"),
@@ -76,7 +76,7 @@ def test_demo_trace_monitor_timeline():
     assert len(v["mixed"]) >= 2 and v["confidence"] < 0.7
 
 
-@pytest.mark.skipif(not LABELLED, reason="no labelled traces in tests/data/traces yet (bench/proof/record_all.py)")
+@pytest.mark.skipif(not LABELLED, reason="no labelled traces in tests/data/traces yet (bench/gpu/proof/record_all.py)")
 @pytest.mark.parametrize("path", LABELLED, ids=[p.name for p in LABELLED])
 def test_labelled_trace_gets_its_label(path):
     want = trace_expectations(str(path))

@@ -1,4 +1,4 @@
-"""The corpus's ground-truth rule (bench/corpus/_corpus.py) and the loop marks (bench/corpus/mark_trace.py),
+"""The corpus's ground-truth rule (bench/gpu/corpus/_corpus.py) and the loop marks (bench/gpu/corpus/mark_trace.py),
 on the first H100 run's own numbers (docs/results/h100-2026-11-23/corpus)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench" / "corpus"))
+sys.path.insert(0, str(ROOT / "bench" / "gpu" / "corpus"))
 
 from _corpus import label_from_profile  # noqa: E402
 from mark_trace import main as mark_main  # noqa: E402

@@ -1,7 +1,7 @@
 """On a real GPU: the seed lessons (offload, fusion, transfer) show the physics issue 13 asks for.
 
 Each workload runs once, cold and full size, through ``gputop --run NAME --json``; with
-``GPUTOP_LESSON_DOCS=DIR`` the documents bench/lessons_gpu.sh just wrote there (DIR/NAME-*.json) are read
+``GPUTOP_LESSON_DOCS=DIR`` the documents bench/gpu/lessons_gpu.sh just wrote there (DIR/NAME-*.json) are read
 instead, so the bench does not run everything twice. Given documents, the tests need no GPU: they check the
 stored runs of a GPU machine (docs/results/*/lessons) on any machine, e.g.
 ``GPUTOP_LESSON_DOCS=docs/results/h200-2026-11-23/lessons pytest -m gpu tests/test_lessons_gpu.py``.
@@ -93,7 +93,7 @@ def test_offload_sine_with_copies_wins_at_large_sizes():
 def test_offload_downloads_into_a_reused_buffer_and_shows_fresh_memory_apart():
     doc = doc_of("offload")
     big = points(doc, phase="sin")[-1]
-    assert "d2h_fresh_ms" in big, "a document from before the reused host buffer: re-run bench/lessons_gpu.sh"
+    assert "d2h_fresh_ms" in big, "a document from before the reused host buffer: re-run bench/gpu/lessons_gpu.sh"
     # into the reused buffer, the download moves at least half the transfer workload's pageable D2H bandwidth ...
     d2h_gbs = 4 * big["n"] / big["d2h_ms"] / 1e6
     pageable = points(doc_of("transfer"), kind="d2h pageable")[-1]["gb_per_s"]

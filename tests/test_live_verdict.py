@@ -28,7 +28,7 @@ from verdict_util import check_text_quotes_evidence
 
 DATA = Path(__file__).parent / "data"
 TRACES = [Path(demo_trace_path())] + sorted((DATA / "traces").glob("*.jsonl.gz")) + [DATA / "tui_synthetic.jsonl.gz"]
-DEMO_PHASES = {  # the demo's phase labels (bench/record_demo.py) -> class
+DEMO_PHASES = {  # the demo's phase labels (scripts/record_demo.py) -> class
     "idle": "idle", "matmul bf16": "compute-bound", "device copy": "memory-bound",
     "tiny kernels": "latency-bound", "pageable host-to-device": "pcie-bound",
 }
@@ -68,7 +68,7 @@ CITED = ("util_gpu_pct", "sm_active_pct", "dram_bw_pct", "tensor_pct", "fp32_pct
 
 def contradictions(v, ticks, static, peaks, watched_pid=None) -> list[str]:
     """What in verdict ``v`` disagrees with the numbers of its own window (empty: none); ``watched_pid``: the
-    process the verdict took as the feeding one (bench/live_follow_gpu.py's live command)."""
+    process the verdict took as the feeding one (bench/gpu/live_follow_gpu.py's live command)."""
     bad = []
     inside = [t for t in ticks if v.t_start <= t["gpus"][0]["t"] <= v.t_end]
     hosts = [t.get("host") or {} for t in inside]

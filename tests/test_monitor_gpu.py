@@ -1,4 +1,4 @@
-"""On a real GPU: ``gputop --json --run -- python bench/proof/CASE.py`` names each known bottleneck, finds the
+"""On a real GPU: ``gputop --json --run -- python bench/gpu/proof/CASE.py`` names each known bottleneck, finds the
 command's GPU, and keeps its exit code. Skipped without NVML or torch (run with ``pytest -m gpu``)."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def gputop(*args, timeout=300):
 
 @pytest.mark.parametrize("case,cls,sub", CASES, ids=[c[0] for c in CASES])
 def test_known_bottleneck_gets_its_class(case, cls, sub):
-    r = gputop("--json", "--run", "--", sys.executable, f"bench/proof/{case}.py", "--seconds", "8")
+    r = gputop("--json", "--run", "--", sys.executable, f"bench/gpu/proof/{case}.py", "--seconds", "8")
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads(r.stdout)
     if importlib.util.find_spec("jsonschema"):  # the GPU image may not have it
@@ -57,7 +57,7 @@ def test_known_bottleneck_gets_its_class(case, cls, sub):
 
 
 def test_exit_code_and_oom_of_a_failing_command():
-    r = gputop("--json", "--run", "--", sys.executable, "bench/proof/oom.py", "--seconds", "3")
+    r = gputop("--json", "--run", "--", sys.executable, "bench/gpu/proof/oom.py", "--seconds", "3")
     assert r.returncode == 1, r.stderr[-2000:]
     doc = json.loads(r.stdout)
     assert doc["exit_code"] == 1 and "out of memory" in r.stderr.lower()

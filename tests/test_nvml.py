@@ -18,7 +18,7 @@ STATIC_DIR = Path(__file__).parent / "data" / "static"
 
 
 def recorded_static() -> dict:
-    """Static facts recorded off a real Hopper card (bench/gpu_foundation.sh)."""
+    """Static facts recorded off a real Hopper card (bench/gpu/gpu_foundation.sh)."""
     for name in ("h100_recorded.json", "h200_recorded.json"):
         p = STATIC_DIR / name
         if p.exists():

@@ -62,6 +62,17 @@ def test_sampler_thread_runs_a_replay_to_the_end():
     assert not sampler.running and len(sampler.ticks) == len(src.ticks)
 
 
+def test_sampler_thread_id_is_the_os_id_of_its_thread_while_it_runs():
+    import psutil
+    sampler = Sampler(ReplaySource(demo_trace_path(), speed=1.0), rate_hz=10)
+    assert sampler.thread_id is None
+    sampler.start()
+    try:
+        assert sampler.thread_id in {t.id for t in psutil.Process().threads()}
+    finally:
+        sampler.stop()
+    assert sampler.thread_id is None
+
 def test_window_and_since_are_the_newest_ticks_oldest_first():
     src = ReplaySource(demo_trace_path(), speed=math.inf)
     sampler = Sampler(src, rate_hz=10)

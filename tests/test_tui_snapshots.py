@@ -184,7 +184,7 @@ def test_older_runs_stay_viewable_and_save(tmp_path):
 
 
 def test_roofline_results_h100_80x24(snap_compare):
-    """A real H100 run (bench/roofline_gpu.sh, 2026-11-23): every roof, both variants, at 80x24."""
+    """A real H100 run (bench/gpu/roofline_gpu.sh, 2026-11-23): every roof, both variants, at 80x24."""
     assert snap_compare(make(runs=("roofline_h100",)), terminal_size=(80, 24),
                         run_before=at_tick(MATMUL, ("2",)))
 

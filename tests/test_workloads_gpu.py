@@ -1,6 +1,6 @@
 """On a real GPU: the four teaching workloads through ``gputop --run NAME --quick --json`` show the orderings
 the physics predicts, with verdicts that match. Skipped without NVML, torch with CUDA (and cupy for
-cudagraphs). The full-size figures come from bench/workloads_gpu.sh."""
+cudagraphs). The full-size figures come from bench/gpu/workloads_gpu.sh."""
 
 from __future__ import annotations
 

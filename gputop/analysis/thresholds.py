@@ -251,7 +251,7 @@ LIVE_MIN_S = 0.5
 LIVE_EVERY_S = 1.0  # classifying a 30 s window costs 1-3 ms
 # A regime older than LIVE_MAX_S: its window slides, sharing 25 of 30 s with the last. Each judgement (classify
 # over 300 ticks, and the panel's evidence written again) costs 6-8 ms of the H100 machine's CPU: every 2 s it was
-# 0.2-0.45% of a core at rest, a fifth of the TUI's steady CPU (bench/tui_parts.py, docs/benchmarks.md).
+# 0.2-0.45% of a core at rest, a fifth of the TUI's steady CPU (bench/perf/tui_parts.py, docs/benchmarks.md).
 LIVE_SLIDING_EVERY_S = 5.0
 # A verdict whose window ends this close to the newest tick is the current one (judged again within
 # LIVE_SLIDING_EVERY_S, at a frame): its words say "last 30.0 s" and the charts shade it up to their right edge.

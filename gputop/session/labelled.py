@@ -1,5 +1,5 @@
 """Labelled recorded traces: the monitor's diagnosis of a trace, and what a labelled trace should be
-diagnosed as (used by bench/proof, the trace tests and docs/diagnosis.md)."""
+diagnosed as (used by bench/gpu/proof, the trace tests and docs/diagnosis.md)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def diagnose_trace(path: str, window_s: float = T.WINDOW_S) -> dict:
     return analysis
 
 
-# -- labelled traces (bench/proof, tests, docs/diagnosis.md) --------------------------------------------------
+# -- labelled traces (bench/gpu/proof, tests, docs/diagnosis.md) --------------------------------------------------
 EXPECT_RE = re.compile(r"expect=([a-z-]+)")
 # gputop's own marks of a run that say nothing about the work's phases: they do not end a labelled phase
 BOOKKEEPING = ("started", "on GPU ")

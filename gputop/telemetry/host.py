@@ -15,7 +15,7 @@ class ProcStat:
     iowait, guest time already in user time, negative deltas as 0, one decimal), without psutil's
     per-core named tuples and its parse of every /proc/meminfo field. At the sampler's pace on the H100
     machine psutil's read took 466 us, this one 310-357 us, most of it the kernel writing /proc/stat
-    (bench/sample_cost.py --paced). ``ok`` is False where there is no /proc/stat to read (then HostReader
+    (bench/perf/sample_cost.py --paced). ``ok`` is False where there is no /proc/stat to read (then HostReader
     uses psutil)."""
 
     def __init__(self, proc: str = "/proc"):

@@ -4,7 +4,7 @@ Host metrics are read at most every ``HOST_PERIOD_S`` (0.5 s) while a process is
 second (``HOST_IDLE_PERIOD_S``); ticks in between carry the last reading. Linux counts CPU time in 10 ms
 jiffies, so a 0.1 s window could only show a core's CPU% in steps of 10%; and the host read (/proc/stat,
 /proc/meminfo, the watched process trees) is the costliest part of a tick after GPM's sample: ~350 of
-~600 us at the sampler's pace on the H100 machine (bench/sample_cost.py --paced).
+~600 us at the sampler's pace on the H100 machine (bench/perf/sample_cost.py --paced).
 """
 
 from __future__ import annotations

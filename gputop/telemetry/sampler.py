@@ -99,6 +99,11 @@ class Sampler:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    @property
+    def thread_id(self) -> int | None:
+        """The sampling thread's native id (the OS's, as psutil lists threads) while it runs, else None."""
+        return self._thread.native_id if self._thread is not None else None
+
     # -- reading the buffers ---------------------------------------------------------------------
     def latest(self) -> dict | None:
         with self._lock:
