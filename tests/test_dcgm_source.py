@@ -23,7 +23,8 @@ import pytest
 from gputop.analysis.classify import classify
 from gputop.analysis.peaks import compute_peaks
 from gputop.telemetry import dcgm_fields as F
-from gputop.telemetry.dcgm import DcgmError, DcgmExporterSource, parse, to_sample
+from gputop.telemetry.dcgm import DcgmExporterSource, parse, to_sample
+from gputop.telemetry.errors import BadSource
 from gputop.telemetry.sample import SAMPLE_FIELDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -196,9 +197,8 @@ def test_parse_skips_blanks_mig_instances_and_links():
                                  "DCGM_FI_DEV_GPU_TEMP": 40.0}
     s = to_sample(0, 1.0, gpus[0]["values"])
     assert s["sm_active_pct"] == 25.0 and s["temp_c"] == 40 and isinstance(s["temp_c"], int)
-    with pytest.raises(DcgmError) as exc:
+    with pytest.raises(BadSource):  # exit 2 (gputop.exitcodes.code_for)
         parse(mig)
-    assert exc.value.code == 2
 
 
 def test_clock_event_reasons_decode_like_nvml():
@@ -208,15 +208,12 @@ def test_clock_event_reasons_decode_like_nvml():
 
 def test_the_tui_monitor_runs_on_the_source(exporter):
     """The monitor page on a dcgm-exporter source: the device, its counters and the verdict."""
-    import argparse
-
+    from gputop.telemetry.source import DCGM_EXPORTER, SourceSpec
     from gputop.tui.app import GputopApp
-    from gputop.tui.config import config_from_args
+    from gputop.tui.config import open_config
     from pilot_util import step, sync, wait_for
 
-    args = argparse.Namespace(source=f"dcgm-exporter={exporter('h200_matmul_bf16.prom')}", demo=False,
-                              replay=None, speed=1.0, gpu=None, rate=10.0, device="cuda", timeout=None)
-    config = config_from_args(args)
+    config = open_config(SourceSpec(kind=DCGM_EXPORTER, path=exporter("h200_matmul_bf16.prom")))
     config.start_sampler, config.fps = False, 0
 
     @sync

@@ -27,7 +27,7 @@ from gputop.session.report import render_text
 
 def prepare_command(args, command: list[str]) -> None:
     """Raise Failure for bad input before anything runs (the TUI's command view checks the same)."""
-    check_live_args(args, "--run -- CMD")
+    check_live_args(args.spec, "--run -- CMD")
     if args.seconds is not None:
         raise exitcodes.Failure(exitcodes.USAGE, "--seconds goes with --record or --watch; to stop a command "
                                                  "use --timeout S")
@@ -47,7 +47,7 @@ def command_missing(command: list[str]) -> str | None:
 def prepare_watch(args) -> None:
     import psutil
 
-    check_live_args(args, "--watch PID")
+    check_live_args(args.spec, "--watch PID")
     check_writable(args.output, "--output")
     check_writable(args.record, "--record")
     if args.watch <= 0 or not psutil.pid_exists(args.watch):
@@ -93,7 +93,7 @@ def main_command(args, command: list[str]) -> int:
     """``gputop --run -- CMD ARGS...``."""
     try:
         prepare_command(args, command)
-        mon = open_monitor(args, note="gputop --run -- " + shlex.join(command))  # NVML first: exit 3
+        mon = open_monitor(args.spec, "gputop --run -- " + shlex.join(command), args.record)  # NVML first: exit 3
     except exitcodes.Failure as exc:
         return _refuse(args, "run", exc, command=command)
     missing = command_missing(command)
@@ -110,7 +110,7 @@ def main_watch(args) -> int:
     """``gputop --watch PID [--seconds N]``: until the process exits, N seconds pass, or a signal."""
     try:
         prepare_watch(args)
-        mon = open_monitor(args, note=f"gputop --watch {args.watch}", active_ok=True)
+        mon = open_monitor(args.spec, f"gputop --watch {args.watch}", args.record, active_ok=True)
     except exitcodes.Failure as exc:
         return _refuse(args, "watch", exc, pid=args.watch)
     if not args.json:
