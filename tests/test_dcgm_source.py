@@ -142,6 +142,32 @@ def test_the_classifier_on_ticks_from_the_source(exporter, name, cls, subclass):
     assert (v.cls, v.subclass) == (cls, subclass), v.evidence_text
 
 
+def test_the_source_keeps_the_source_protocol(exporter):
+    """The attributes every source sets (gputop/telemetry/source.py): no NVML, the exporter's host, what it lacks."""
+    from gputop.telemetry.source import Source
+
+    url = exporter("h200_matmul_bf16.prom")
+    src = DcgmExporterSource(url)
+    assert isinstance(src, Source)
+    assert (src.kind, src.path, src.label, src.nvml, src.loop, src.finished) == ("dcgm-exporter", url, url, None,
+                                                                                  False, False)
+    assert src.hostname == "vm" and src.header["hostname"] == "vm" and src.indices == [0]
+    assert src.na_reasons["processes"] == "not exported by dcgm-exporter" and src.header["na_reasons"] is src.na_reasons
+    src.watch(1)
+    src.unwatch(1)
+    src.close()
+
+
+def test_an_exporter_that_does_not_answer_is_unreachable():
+    from gputop.telemetry.errors import SourceUnreachable
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(SourceUnreachable, match="cannot reach dcgm-exporter"):  # exit 3 (gputop.exitcodes.code_for)
+        DcgmExporterSource(f"http://127.0.0.1:{port}/metrics")
+
+
 def test_the_exporter_going_away_makes_samples_lost_not_an_error(exporter):
     server_url = exporter("h200_matmul_bf16.prom")
     src = DcgmExporterSource(server_url, fetch_period=0.0)
