@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gputop.telemetry.sampler import DEFAULT_RATE_HZ
-from gputop.telemetry.source import REPLAY, SourceSpec, check_gpus, open_source
+from gputop.telemetry.source import REPLAY, Source, SourceSpec, check_gpus, open_source
 
 
 @dataclass
 class TuiConfig:
-    source: object
+    source: Source
     rate_hz: float = DEFAULT_RATE_HZ
     gpus: list[int] | None = None  # positions in the source's GPUs to show (default all)
     hostname: str | None = None
