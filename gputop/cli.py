@@ -11,6 +11,7 @@ import sys
 
 import gputop
 from gputop import exitcodes
+from gputop.telemetry.sampler import DEFAULT_RATE_HZ, MAX_RATE_HZ, MIN_RATE_HZ
 
 EPILOG = """\
 modes:
@@ -80,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--demo", action="store_true", help="replay the real trace that ships with gputop")
     src.add_argument("--source", metavar="dcgm-exporter=URL",
                      help="read a running dcgm-exporter's /metrics instead of NVML/GPM (the monitor and --once)")
-    src.add_argument("--rate", type=float, default=10.0, metavar="HZ", help="sampling rate (default 10 Hz)")
+    src.add_argument("--rate", type=float, default=DEFAULT_RATE_HZ, metavar="HZ",
+                     help=f"sampling rate, {MIN_RATE_HZ:g} to {MAX_RATE_HZ:g} (default {DEFAULT_RATE_HZ:g} Hz)")
     modes = ap.add_argument_group("modes")
     modes.add_argument("--once", action="store_true", help="print one snapshot and exit")
     modes.add_argument("--record", metavar="FILE", help="record telemetry to FILE (.jsonl or .jsonl.gz); with --run NAME, the run's "
@@ -167,11 +169,12 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
             setattr(args, flag + "_address", parse_address(text, "--" + flag) if text is not None else None)
         except AddressError as exc:
             ap.error(str(exc))
+    url = None
     if args.source is not None:
         from gputop.telemetry.dcgm import url_of
 
         try:
-            url_of(args.source)
+            url = url_of(args.source)
         except ValueError as exc:
             ap.error(str(exc))
         if args.replay or args.demo:
@@ -180,8 +183,6 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
             ap.error("--source dcgm-exporter=URL goes with the monitor (plain gputop) or --once")
     if args.gpu and any(g < 0 for g in args.gpu):
         ap.error("--gpu takes an NVML index >= 0")
-    from gputop.telemetry.sampler import MAX_RATE_HZ, MIN_RATE_HZ
-
     if not MIN_RATE_HZ <= args.rate <= MAX_RATE_HZ:
         ap.error(f"--rate must be between {MIN_RATE_HZ:g} and {MAX_RATE_HZ:g} Hz (got {args.rate:g})")
     if not args.speed > 0:
@@ -192,7 +193,25 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         ap.error(f"--timeout must be > 0 (got {args.timeout})")
     if args.grace is not None and not args.grace >= 0:
         ap.error(f"--grace must be >= 0 (got {args.grace})")
+    args.spec = source_spec(args, url)
     return args, command
+
+
+def source_spec(args: argparse.Namespace, url: str | None = None):
+    """The one place the flags become a :class:`gputop.telemetry.source.SourceSpec` (the source and its rate),
+    which is all the layers below the frontends see of the command line. ``url``: ``--source``'s, checked."""
+    from gputop.telemetry.source import DCGM_EXPORTER, DEMO, LIVE, REPLAY, SourceSpec
+
+    if args.demo:
+        kind, path = DEMO, None
+    elif args.replay:
+        kind, path = REPLAY, args.replay
+    elif url:
+        kind, path = DCGM_EXPORTER, url
+    else:
+        kind, path = LIVE, None
+    return SourceSpec(kind=kind, gpus=tuple(args.gpu or ()), path=path, speed=args.speed, loop=kind == DEMO,
+                      rate_hz=args.rate)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -69,3 +69,18 @@ class Failure(Exception):
     def __init__(self, code: int, message: str, kind: str = "bad_usage"):
         super().__init__(message)
         self.code, self.kind = code, kind
+
+
+def code_for(exc: Exception) -> int:
+    """The exit code of a telemetry source that cannot be opened (:mod:`gputop.telemetry.errors`): NO_GPU where
+    there is no GPU or nothing answers at the URL, USAGE for any other bad source (this table is the one
+    place the source errors meet exit codes)."""
+    from gputop.telemetry.errors import NoGpu, SourceUnreachable
+
+    return NO_GPU if isinstance(exc, (NoGpu, SourceUnreachable)) else USAGE
+
+
+def failure_for(exc: Exception) -> Failure:
+    """A source error as a :class:`Failure`: its exit code (:func:`code_for`), its error document's kind."""
+    code = code_for(exc)
+    return Failure(code, str(exc), "no_gpu" if code == NO_GPU else "bad_usage")

@@ -23,7 +23,8 @@ import pytest
 from gputop.analysis.classify import classify
 from gputop.analysis.peaks import compute_peaks
 from gputop.telemetry import dcgm_fields as F
-from gputop.telemetry.dcgm import DcgmError, DcgmExporterSource, parse, to_sample
+from gputop.telemetry.dcgm import DcgmExporterSource, parse, to_sample
+from gputop.telemetry.errors import BadSource
 from gputop.telemetry.sample import SAMPLE_FIELDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,6 +142,32 @@ def test_the_classifier_on_ticks_from_the_source(exporter, name, cls, subclass):
     assert (v.cls, v.subclass) == (cls, subclass), v.evidence_text
 
 
+def test_the_source_keeps_the_source_protocol(exporter):
+    """The attributes every source sets (gputop/telemetry/source.py): no NVML, the exporter's host, what it lacks."""
+    from gputop.telemetry.source import Source
+
+    url = exporter("h200_matmul_bf16.prom")
+    src = DcgmExporterSource(url)
+    assert isinstance(src, Source)
+    assert (src.kind, src.path, src.label, src.nvml, src.loop, src.finished) == ("dcgm-exporter", url, url, None,
+                                                                                  False, False)
+    assert src.hostname == "vm" and src.header["hostname"] == "vm" and src.indices == [0]
+    assert src.na_reasons["processes"] == "not exported by dcgm-exporter" and src.header["na_reasons"] is src.na_reasons
+    src.watch(1)
+    src.unwatch(1)
+    src.close()
+
+
+def test_an_exporter_that_does_not_answer_is_unreachable():
+    from gputop.telemetry.errors import SourceUnreachable
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(SourceUnreachable, match="cannot reach dcgm-exporter"):  # exit 3 (gputop.exitcodes.code_for)
+        DcgmExporterSource(f"http://127.0.0.1:{port}/metrics")
+
+
 def test_the_exporter_going_away_makes_samples_lost_not_an_error(exporter):
     server_url = exporter("h200_matmul_bf16.prom")
     src = DcgmExporterSource(server_url, fetch_period=0.0)
@@ -196,9 +223,8 @@ def test_parse_skips_blanks_mig_instances_and_links():
                                  "DCGM_FI_DEV_GPU_TEMP": 40.0}
     s = to_sample(0, 1.0, gpus[0]["values"])
     assert s["sm_active_pct"] == 25.0 and s["temp_c"] == 40 and isinstance(s["temp_c"], int)
-    with pytest.raises(DcgmError) as exc:
+    with pytest.raises(BadSource):  # exit 2 (gputop.exitcodes.code_for)
         parse(mig)
-    assert exc.value.code == 2
 
 
 def test_clock_event_reasons_decode_like_nvml():
@@ -208,15 +234,12 @@ def test_clock_event_reasons_decode_like_nvml():
 
 def test_the_tui_monitor_runs_on_the_source(exporter):
     """The monitor page on a dcgm-exporter source: the device, its counters and the verdict."""
-    import argparse
-
+    from gputop.telemetry.source import DCGM_EXPORTER, SourceSpec
     from gputop.tui.app import GputopApp
-    from gputop.tui.config import config_from_args
+    from gputop.tui.config import open_config
     from pilot_util import step, sync, wait_for
 
-    args = argparse.Namespace(source=f"dcgm-exporter={exporter('h200_matmul_bf16.prom')}", demo=False,
-                              replay=None, speed=1.0, gpu=None, rate=10.0, device="cuda", timeout=None)
-    config = config_from_args(args)
+    config = open_config(SourceSpec(kind=DCGM_EXPORTER, path=exporter("h200_matmul_bf16.prom")))
     config.start_sampler, config.fps = False, 0
 
     @sync

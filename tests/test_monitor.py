@@ -22,7 +22,7 @@ from gputop.headless import command as headless
 from gputop.runner.run import drive
 from gputop.session.command import Session
 from gputop.session.finder import GpuFinder, TickStore
-from gputop.session.monitor import Monitor
+from gputop.session.monitor import PROCESS_EVERY, Monitor
 from gputop.session.report import build_document, render_text
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.trace import ReplaySource, demo_trace_path
@@ -62,7 +62,7 @@ def watch_process(mon, pid, seconds=None) -> dict:
     return s.facts()
 
 
-def replay_open(args, note, active_ok=False):
+def replay_open(spec, note, record=None, active_ok=False):
     return replay_monitor(active_ok=active_ok)
 
 
@@ -393,8 +393,9 @@ def test_live_source_finds_the_child_by_pid_with_a_fake_nvml(monkeypatch, capfd)
 
     gpm = {GPM_METRICS["sm_active_pct"]: 97.0, GPM_METRICS["tensor_pct"]: 94.0, GPM_METRICS["hmma_pct"]: 94.0,
            GPM_METRICS["dram_bw_pct"]: 16.0, GPM_METRICS["fp32_pct"]: 1.0}
-    src = LiveSource(Nvml(Fake(static, gpm_values=gpm)))
-    monkeypatch.setattr(headless, "open_monitor", lambda args, note, active_ok=False: Monitor(src, rate_hz=args.rate))
+    src = LiveSource(Nvml(Fake(static, gpm_values=gpm)), process_every=PROCESS_EVERY)  # as open_monitor opens it
+    monkeypatch.setattr(headless, "open_monitor",
+                        lambda spec, note, record=None, active_ok=False: Monitor(src, rate_hz=spec.rate_hz))
     args, command = cli.parse(["--json", "--rate", "20", "--run", "--", PY, "-c", "import time; time.sleep(2.5)"])
     assert headless.main_command(args, command) == 0
     doc = json.loads(capfd.readouterr().out)

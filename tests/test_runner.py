@@ -373,6 +373,9 @@ class _FakeSource:
     def watch(self, pid):
         self.watched.append(pid)
 
+    def unwatch(self, pid):
+        self.watched.remove(pid)
+
 
 class _FakeSampler:
     def __init__(self):

@@ -342,14 +342,13 @@ def test_no_color_reaches_textual(monkeypatch):
 
 
 @sync
-async def test_rate_out_of_range_and_replay_end():
-    import argparse
-
+async def test_the_rate_comes_from_the_command_line_and_a_replay_ends():
+    from gputop.cli import parse
     from gputop.tui.app import make_app
 
-    with pytest.raises(ValueError):
-        make_app(argparse.Namespace(demo=True, replay=None, speed=1.0, gpu=None, rate=500.0, device="cuda",
-                                    timeout=None))
+    other = make_app(parse(["--demo", "--rate", "4"])[0])  # the range itself is the cli's to check (test_cli)
+    assert other.sampler.rate_hz == 4.0 and other.config.rate_hz == 4.0
+    other.source.close()
     app = make()
     async with app.run_test(size=(100, 30)) as pilot:
         while app.sampler.step() is not None:

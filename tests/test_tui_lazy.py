@@ -26,7 +26,7 @@ def test_live_start_up_imports_neither_the_dcgm_client_nor_the_trace_reader():
     import subprocess
     import sys
 
-    code = ("import sys, gputop.cli, gputop.sources, gputop.tui.app; "
+    code = ("import sys, gputop.cli, gputop.telemetry.source, gputop.tui.app; "
             "print(sorted(m for m in ('gputop.telemetry.dcgm', 'gputop.telemetry.trace', 'urllib.request') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -189,7 +189,7 @@ def main() -> int:
     child.write_text(CHILD)
     command = [sys.executable, str(child), str(marks_file), str(args.phase_s)]
     gargs, _ = parse(["--tui", "--rate", "10", "--run", "--", *command])
-    mon = open_monitor(gargs, note="bench/gpu/live_follow_gpu.py")
+    mon = open_monitor(gargs.spec, note="bench/gpu/live_follow_gpu.py")
     session = Session(mon, command, log=str(tmp / "child.log"), grace_s=5.0, stdin=subprocess.DEVNULL,
                       err=io.StringIO())
     session.start()

@@ -28,6 +28,7 @@ try:
 except ImportError:  # run as a script from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from gputop.cli import parse  # noqa: E402
 from gputop.runner.params import format_value  # noqa: E402
 from gputop.tui.app import make_app  # noqa: E402
 
@@ -139,8 +140,7 @@ def main() -> int:
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    ns = argparse.Namespace(demo=False, replay=args.replay, speed=1.0, gpu=args.gpu, rate=10.0,
-                            device="cuda", timeout=None)
+    ns, _ = parse((["--replay", args.replay] if args.replay else []) + [f"--gpu={g}" for g in args.gpu or []])
     app = make_app(ns)
     app.config.save_dir = str(out)
     app.device = args.device

@@ -14,6 +14,7 @@ the recording machine's too (the trace header's).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import threading
@@ -25,9 +26,10 @@ from gputop.analysis.peaks import compute_peaks
 from gputop.exitcodes import fail
 from gputop.export.collector import ExportedGpu, ExportOptions, GputopCollector, gpu_labels
 from gputop.runner.stop_signals import StopSignals
-from gputop.sources import SourceError, check_gpus, open_source
 from gputop.telemetry.devices import nvml_index_for_cuda, visible_entries
+from gputop.telemetry.errors import SourceError
 from gputop.telemetry.sampler import Sampler
+from gputop.telemetry.source import check_gpus, open_source
 
 EXPORT_HOST_PERIOD_S = 1.0
 
@@ -48,13 +50,14 @@ def main_export(args) -> int:
     host, port = args.export_address  # parsed and checked by cli.parse
     if args.job_map and not os.path.isdir(args.job_map):
         return fail(exitcodes.USAGE, f"--job-map {args.job_map}: not a directory")
+    # host metrics feed only the verdict's host-side evidence: once per (1 s) scrape is enough
+    spec = dataclasses.replace(args.spec, host_period_s=EXPORT_HOST_PERIOD_S)
     try:
-        # host metrics feed only the verdict's host-side evidence: once per (1 s) scrape is enough
-        src = open_source(args, need_gpu=True, loop_demo=True, host_period_s=EXPORT_HOST_PERIOD_S)
+        src = open_source(spec, need_gpu=True)
         static = src.static()
-        wanted = check_gpus(args.gpu, static)
+        wanted = check_gpus(spec.gpus, static)
     except SourceError as exc:
-        return fail(exc.code, str(exc))
+        return fail(exitcodes.code_for(exc), str(exc))
     live = src.kind == "live"
     visible = visible_positions(static) if live else range(len(static))  # a replay's GPUs are another machine's
     positions = [p for p in wanted if p in visible]
@@ -63,12 +66,12 @@ def main_export(args) -> int:
         return fail(exitcodes.USAGE, f"no GPU to export: CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}"
                     + (f" and --gpu {args.gpu}" if args.gpu else "") + " leave none of "
                     + (", ".join(f"{s.get('index')} ({s.get('uuid')})" for s in static) or "no GPUs"))
-    hostname = platform.node() if live else (getattr(src, "header", {}).get("hostname") or platform.node())
+    hostname = src.hostname or platform.node()
     gpus = [ExportedGpu(pos, static[pos], compute_peaks(static[pos]), gpu_labels(static[pos], hostname))
             for pos in positions]
     options = ExportOptions(cmdline=args.export_cmdline, job_map=args.job_map,
                             slurm_job=os.environ.get("SLURM_JOB_ID") or None, live=live)
-    sampler = Sampler(src, rate_hz=args.rate)
+    sampler = Sampler(src, rate_hz=spec.rate_hz)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(GputopCollector(sampler, gpus, options))
     stop = threading.Event()

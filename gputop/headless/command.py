@@ -34,7 +34,7 @@ def main_command(args, command: list[str]) -> int:
     """``gputop --run -- CMD ARGS...``."""
     try:
         check_command(args, command)
-        mon = open_monitor(args, note="gputop --run -- " + shlex.join(command))  # NVML first: exit 3
+        mon = open_monitor(args.spec, "gputop --run -- " + shlex.join(command), args.record)  # NVML first: exit 3
     except exitcodes.Failure as exc:
         return _refuse(args, "run", exc, command=command)
     missing = command_missing(command)
@@ -51,7 +51,7 @@ def main_watch(args) -> int:
     """``gputop --watch PID [--seconds N]``: until the process exits, N seconds pass, or a signal."""
     try:
         check_watch(args)
-        mon = open_monitor(args, note=f"gputop --watch {args.watch}", active_ok=True)
+        mon = open_monitor(args.spec, f"gputop --watch {args.watch}", args.record, active_ok=True)
     except exitcodes.Failure as exc:
         return _refuse(args, "watch", exc, pid=args.watch)
     if not args.json:

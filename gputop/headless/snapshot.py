@@ -6,7 +6,7 @@ is complete), so it exits 0 then.
 
 from __future__ import annotations
 
-import platform
+import dataclasses
 import time
 from datetime import datetime, timezone
 
@@ -16,19 +16,21 @@ from gputop.documents import check_writable, emit, header
 from gputop.exitcodes import fail
 from gputop.runner.stop_signals import StopSignals
 from gputop.format import gb, gpm_na, pct, si
-from gputop.sources import SourceError, check_gpus, open_source
+from gputop.telemetry.errors import SourceError
 from gputop.telemetry.sampler import Sampler
+from gputop.telemetry.source import SourceSpec, check_gpus, open_source
 from gputop.telemetry.trace import Recorder
 
 GPM_WINDOW_S = 0.25  # --once: GPM counters are rates over a window between two reads
 
 
-def snapshot(args) -> dict:
+def snapshot(spec: SourceSpec) -> dict:
     """The --once document (raises SourceError)."""
-    src = open_source(args, need_gpu=True, process_every=1)
+    spec = dataclasses.replace(spec, loop=False, process_every=1)  # one sample, with the GPU processes in it
+    src = open_source(spec, need_gpu=True)
     try:
         static = src.static()
-        positions = check_gpus(args.gpu, static)
+        positions = check_gpus(spec.gpus, static)
         tick = src.read()
         if src.kind == "live":
             time.sleep(GPM_WINDOW_S)
@@ -37,9 +39,8 @@ def snapshot(args) -> dict:
             while tick is not None and tick["gpus"] and tick["gpus"][0].get("sm_active_pct") is None:
                 tick = src.read()
             if tick is None:
-                src = open_source(args, need_gpu=True)
+                src = open_source(spec, need_gpu=True)
                 tick = src.read()
-        na = getattr(getattr(src, "nvml", None), "na_reasons", None) or getattr(src, "na_reasons", {})
         gpus = []
         for pos in positions:
             sample = dict(tick["gpus"][pos])
@@ -50,10 +51,10 @@ def snapshot(args) -> dict:
         doc = {
             **header("once"),
             "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "source": {"kind": src.kind, "path": getattr(src, "path", None)},
-            "host": {"hostname": platform.node() if src.kind == "live" else src.header.get("hostname"), **host},
+            "source": {"kind": src.kind, "path": src.path},
+            "host": {"hostname": src.hostname, **host},
             "gpus": gpus,
-            "na_reasons": dict(na),
+            "na_reasons": dict(src.na_reasons),
         }
         return doc
     finally:
@@ -63,11 +64,11 @@ def snapshot(args) -> dict:
 def main_once(args) -> int:
     try:
         check_writable(args.output, "--output")
-        doc = snapshot(args)
+        doc = snapshot(args.spec)
     except exitcodes.Failure as exc:
         return fail(exc.code, str(exc))
     except SourceError as exc:
-        return fail(exc.code, str(exc))
+        return fail(exitcodes.code_for(exc), str(exc))
     ok = emit(doc, json_mode=args.json, output=args.output, render_text=render_text)
     return exitcodes.OK if ok else exitcodes.FAILED
 
@@ -127,21 +128,22 @@ def _n(v, fmt: str = "d") -> str:
 
 def main_record(args) -> int:
     """Record live telemetry to a trace until --seconds pass or Ctrl-C."""
+    spec = args.spec
     try:
-        src = open_source(args, need_gpu=True)
+        src = open_source(spec, need_gpu=True)
     except SourceError as exc:
-        return fail(exc.code, str(exc))
+        return fail(exitcodes.code_for(exc), str(exc))
     if src.kind != "live":
         src.close()
         return fail(exitcodes.USAGE, "--record records live NVML; it does not take --replay or --demo")
     try:
-        rec = Recorder(args.record, src.static(), rate_hz=args.rate)
+        rec = Recorder(args.record, src.static(), rate_hz=spec.rate_hz)
     except OSError as exc:
         src.close()
         return fail(exitcodes.USAGE, f"cannot write {args.record}: {exc.strerror}")
-    sampler = Sampler(src, rate_hz=args.rate)
+    sampler = Sampler(src, rate_hz=spec.rate_hz)
     sampler.listeners.append(rec)
-    exitcodes.say(f"recording {len(src.indices)} GPU(s) at {args.rate:g} Hz to {args.record}"
+    exitcodes.say(f"recording {len(src.indices)} GPU(s) at {spec.rate_hz:g} Hz to {args.record}"
                   + (f" for {args.seconds:g} s" if args.seconds else " until Ctrl-C"))
     stops = StopSignals(lambda signum: None)
     try:

@@ -92,7 +92,7 @@ def main_run(args) -> int:
     on_event = progress.on_event if progress else None
     recorder = RunRecorder(on_event) if getattr(args, "record_run", None) else None  # --record-run FILE
     run = WorkloadRun(spec, values, device=args.device, nvml_index=index, nvml=nvml, timeout=args.timeout,
-                      grace_s=args.grace, on_event=recorder.on_event if recorder else on_event)
+                      grace_s=args.grace, rate_hz=args.spec.rate_hz, on_event=recorder.on_event if recorder else on_event)
 
     try:
         drive(run, "stopping the workload (again to kill it now)")

@@ -29,6 +29,7 @@ from gputop.runner.run_view import RunView
 from gputop.runner.params import format_value
 from gputop.runner.status import STATUSES, exit_code_for, final_status
 from gputop.telemetry.devices import child_env_all, child_env_for, multicast_off
+from gputop.telemetry.sampler import DEFAULT_RATE_HZ
 
 
 def gpu_uuids(nvml) -> list[str | None]:
@@ -50,7 +51,7 @@ class WorkloadRun(RunView):
 
     def __init__(self, spec, values: dict, device: str = "cuda", nvml_index: int | None = None,
                  timeout: float | None = None, on_event: Callable[[dict], None] | None = None,
-                 grace_s: float | None = None, rate_hz: float = 10.0, nvml=None, sampler=None):
+                 grace_s: float | None = None, rate_hz: float = DEFAULT_RATE_HZ, nvml=None, sampler=None):
         if device not in ("cuda", "cpu"):
             raise ValueError(f"device must be 'cuda' or 'cpu' (got {device!r})")
         self.spec, self.device = spec, device
@@ -135,9 +136,7 @@ class WorkloadRun(RunView):
             return self
         self.status = "running"
         if self.sampler is not None:
-            watch = getattr(self.sampler.source, "watch", None)
-            if watch:
-                watch(self.child.pid)
+            self.sampler.source.watch(self.child.pid)
             self.sampler.listeners.append(self._on_tick)
             if self._own_sampler:
                 self.sampler.start()
@@ -153,7 +152,8 @@ class WorkloadRun(RunView):
     def _open_telemetry(self) -> None:
         """Static facts and peaks of our GPU, and the sampler (our own unless one was given)."""
         if self.sampler is not None:
-            indices = list(getattr(self.sampler.source, "indices", []))
+            source = self.sampler.source
+            indices = source.indices if source.kind == "live" else []  # a recording's GPUs are not this machine's
             if self.device == "cuda" and self.nvml_index in indices:
                 self.gpu_pos = indices.index(self.nvml_index)
                 self.static = self.sampler.source.static()[self.gpu_pos]
@@ -183,14 +183,10 @@ class WorkloadRun(RunView):
         if self._on_tick in self.sampler.listeners:
             self.sampler.listeners.remove(self._on_tick)
         if self.child is not None:
-            unwatch = getattr(getattr(self.sampler.source, "host", None), "unwatch", None)
-            if unwatch:
-                unwatch(self.child.pid)
+            self.sampler.source.unwatch(self.child.pid)
         if self._own_sampler:
             self.sampler.stop()
-            close = getattr(self.sampler.source, "close", None)
-            if close:
-                close()
+            self.sampler.source.close()
 
     def _on_tick(self, tick: dict) -> None:
         with self._ticks_lock:

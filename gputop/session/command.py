@@ -263,7 +263,7 @@ class Session:
 # -- what both frontends (headless/command.py, tui/command.py) check and write -----------------------
 def check_command(args, command: list[str]) -> None:
     """Raise Failure for bad input to ``--run -- CMD`` before anything runs."""
-    check_live_args(args, "--run -- CMD")
+    check_live_args(args.spec, "--run -- CMD")
     if args.seconds is not None:
         raise exitcodes.Failure(exitcodes.USAGE, "--seconds goes with --record or --watch; to stop a command "
                                                  "use --timeout S")
@@ -278,7 +278,7 @@ def check_watch(args) -> None:
     """Raise Failure for bad input to ``--watch PID`` (no such process) before anything runs."""
     import psutil
 
-    check_live_args(args, "--watch PID")
+    check_live_args(args.spec, "--watch PID")
     check_writable(args.output, "--output")
     check_writable(args.record, "--record")
     if args.watch <= 0 or not psutil.pid_exists(args.watch):

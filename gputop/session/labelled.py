@@ -8,6 +8,7 @@ import re
 
 from gputop.analysis import thresholds as T
 from gputop.session.monitor import OOM_MARK, Monitor
+from gputop.telemetry.sampler import DEFAULT_RATE_HZ
 from gputop.telemetry.trace import read_trace
 
 
@@ -24,7 +25,7 @@ def diagnose_trace(path: str, window_s: float = T.WINDOW_S) -> dict:
     pids = {k for t in ticks for k in ((t.get("host") or {}).get("procs") or {})}
     pid = int(next(iter(pids))) if len(pids) == 1 else None
     src = ReplaySource(path, speed=float("inf"))
-    mon = Monitor(src, rate_hz=header.get("rate_hz") or 10.0, window_s=window_s, tree=lambda: set())
+    mon = Monitor(src, rate_hz=header.get("rate_hz") or DEFAULT_RATE_HZ, window_s=window_s, tree=lambda: set())
     if pid is not None:
         mon.finder.set_pid(pid)
         mon.pid = pid

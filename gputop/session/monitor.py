@@ -7,6 +7,7 @@ Used alike by the headless ``--run -- CMD`` / ``--watch PID`` and by the TUI's c
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from gputop import exitcodes
@@ -18,7 +19,9 @@ from gputop.analysis.wording import advise
 from gputop.analysis.peaks import compute_peaks
 from gputop.analysis.summary import summarize
 from gputop.session.finder import GpuFinder, TickStore
-from gputop.telemetry.sampler import Sampler
+from gputop.telemetry.errors import SourceError
+from gputop.telemetry.sampler import DEFAULT_RATE_HZ, Sampler
+from gputop.telemetry.source import SourceSpec, open_source
 from gputop.telemetry.trace import Recorder
 
 # NVML's process list every 2nd sample (5 Hz at 10 Hz) rather than the live view's every 10th: the moment
@@ -27,45 +30,40 @@ PROCESS_EVERY = 2
 OOM_MARK = "oom: the command reported out of memory"
 
 
-def check_live_args(args, what: str) -> None:
+def check_live_args(spec: SourceSpec, what: str) -> None:
     """A monitored run diagnoses live GPUs: raise a usage Failure for --replay/--demo."""
-    if getattr(args, "replay", None) or getattr(args, "demo", False):
+    if spec.recorded:
         raise exitcodes.Failure(exitcodes.USAGE, f"{what} diagnoses live GPUs; it does not take --replay or --demo")
 
 
-def open_monitor(args, note: str, active_ok: bool = False) -> "Monitor":
-    """The live source ``args`` ask for under a new Monitor; raises Failure (3 without NVML, 2 for bad input)."""
-    from gputop.sources import SourceError, open_source
-
+def open_monitor(spec: SourceSpec, note: str, record: str | None = None, active_ok: bool = False) -> "Monitor":
+    """The live source ``spec`` names, sampled at its rate under a new Monitor (``record``: a trace file to write);
+    raises Failure (3 without NVML, 2 for bad input)."""
     try:
-        src = open_source(args, need_gpu=True)
+        src = open_source(dataclasses.replace(spec, process_every=PROCESS_EVERY), need_gpu=True)
     except SourceError as exc:
-        raise exitcodes.Failure(exc.code, str(exc), "no_gpu" if exc.code == exitcodes.NO_GPU else "bad_usage") from None
+        raise exitcodes.failure_for(exc) from None
     try:
-        return Monitor(src, rate_hz=args.rate, record=args.record, note=note, active_ok=active_ok)
-    except ValueError as exc:  # the sampling rate
-        src.close()
-        raise exitcodes.Failure(exitcodes.USAGE, str(exc)) from None
+        return Monitor(src, rate_hz=spec.rate_hz, record=record, note=note, active_ok=active_ok)
     except OSError as exc:
         src.close()
-        raise exitcodes.Failure(exitcodes.USAGE, f"cannot write {args.record}: {exc.strerror}") from None
+        raise exitcodes.Failure(exitcodes.USAGE, f"cannot write {record}: {exc.strerror}") from None
 
 
 class Monitor:
     """Samples a source while one process (tree) runs, then diagnoses each GPU it used.
 
-    ``source``: a LiveSource, or a ReplaySource (tests, offline diagnosis). The TUI can call
-    :meth:`live` for the current verdicts while a run is in progress.
+    ``source``: a LiveSource (opened by :func:`open_monitor` to list GPU processes every ``PROCESS_EVERY``-th
+    tick), or a ReplaySource (tests, offline diagnosis). The TUI can call :meth:`live` for the current verdicts
+    while a run is in progress.
     """
 
-    def __init__(self, source, rate_hz: float = 10.0, record: str | None = None, note: str = "",
+    def __init__(self, source, rate_hz: float = DEFAULT_RATE_HZ, record: str | None = None, note: str = "",
                  window_s: float = T.WINDOW_S, tree=None, active_ok: bool = False):
         self.source = source
         self.static = source.static()
         self.peaks = [compute_peaks(s) for s in self.static]
         self.window_s = window_s
-        for reader in getattr(source, "readers", []):
-            reader.process_every = PROCESS_EVERY
         self.sampler = Sampler(source, rate_hz=rate_hz)
         self.store = TickStore()
         self.finder = GpuFinder(tree=tree, active_ok=active_ok)

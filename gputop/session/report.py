@@ -34,7 +34,7 @@ def build_document(mode: str, monitor, facts: dict, command: list[str] | None, s
         "started_at": started_at,
         "wall_s": facts.get("wall_s"),
         "log": log,
-        "source": {"kind": src.kind, "path": getattr(src, "path", None)},
+        "source": {"kind": src.kind, "path": src.path},
         "host": {"hostname": platform.node()},
         "errors": facts.get("errors") or [],
         **analysis,

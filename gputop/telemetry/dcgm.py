@@ -19,8 +19,8 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from gputop import exitcodes
 from gputop.telemetry import dcgm_fields as F
+from gputop.telemetry.errors import BadSource, SourceError, SourceUnreachable
 from gputop.telemetry.host import HostReader, PeriodicHost
 from gputop.telemetry.sample import SAMPLE_FIELDS, decode_clock_reasons
 
@@ -28,14 +28,6 @@ KIND = "dcgm-exporter"
 FETCH_PERIOD_S = 1.0
 FETCH_TIMEOUT_S = 3.0
 NOT_EXPORTED = "not exported by dcgm-exporter"
-
-
-class DcgmError(Exception):
-    """Why the exporter cannot be read; ``code``: USAGE (bad URL, not dcgm-exporter text) or NO_GPU."""
-
-    def __init__(self, code: int, message: str):
-        super().__init__(message)
-        self.code = code
 
 
 def url_of(spec: str) -> str:
@@ -54,15 +46,16 @@ def url_of(spec: str) -> str:
 
 
 def fetch(url: str, timeout: float = FETCH_TIMEOUT_S) -> str:
+    """The text at ``url``; raises SourceUnreachable when nothing answers there (or with an HTTP error)."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
             return resp.read().decode("utf-8", errors="replace")
     except urllib.error.HTTPError as exc:
-        raise DcgmError(exitcodes.NO_GPU, f"{url}: HTTP {exc.code} {exc.reason}") from None
+        raise SourceUnreachable(f"{url}: HTTP {exc.code} {exc.reason}") from None
     except urllib.error.URLError as exc:
-        raise DcgmError(exitcodes.NO_GPU, f"{url}: cannot reach dcgm-exporter ({exc.reason})") from None
+        raise SourceUnreachable(f"{url}: cannot reach dcgm-exporter ({exc.reason})") from None
     except (OSError, ValueError) as exc:  # timeouts, resets, a bad host name
-        raise DcgmError(exitcodes.NO_GPU, f"{url}: cannot reach dcgm-exporter ({exc})") from None
+        raise SourceUnreachable(f"{url}: cannot reach dcgm-exporter ({exc})") from None
 
 
 def _value(v: float) -> float | None:
@@ -75,7 +68,7 @@ def parse(text: str, where: str = "the text") -> dict[int, dict]:
     """dcgm-exporter's text -> ``{gpu index: {"labels": {...}, "values": {DCGM name: value}}}``.
 
     Only whole GPUs: series with a ``gpu`` label and no MIG instance or NVLink/NVSwitch label. Raises
-    DcgmError(USAGE) when the text is not Prometheus text or holds no DCGM_FI_* GPU series."""
+    BadSource when the text is not Prometheus text or holds no DCGM_FI_* GPU series."""
     gpus: dict[int, dict] = {}
     try:
         for family in text_string_to_metric_families(text):
@@ -92,9 +85,9 @@ def parse(text: str, where: str = "the text") -> dict[int, dict]:
                 gpu = gpus.setdefault(index, {"labels": dict(labels), "values": {}})
                 gpu["values"].setdefault(s.name, _value(float(s.value)))
     except (ValueError, TypeError, IndexError, KeyError) as exc:
-        raise DcgmError(exitcodes.USAGE, f"{where} is not Prometheus text ({exc})") from None
+        raise BadSource(f"{where} is not Prometheus text ({exc})") from None
     if not gpus:
-        raise DcgmError(exitcodes.USAGE, f"{where} has no DCGM_FI_* GPU metrics: not a dcgm-exporter")
+        raise BadSource(f"{where} has no DCGM_FI_* GPU metrics: not a dcgm-exporter")
     return gpus
 
 
@@ -145,16 +138,19 @@ def to_static(index: int, labels: dict, values: dict) -> dict:
 
 
 class DcgmExporterSource:
-    """A telemetry source (like LiveSource / ReplaySource) over a dcgm-exporter's ``/metrics``."""
+    """A telemetry source (a :class:`gputop.telemetry.source.Source`, like LiveSource / ReplaySource) over a
+    dcgm-exporter's ``/metrics``; raises SourceError when it cannot be read at first."""
 
     kind = KIND
+    nvml = None
+    loop = False
     finished = False
 
     def __init__(self, url: str, gpus: list[int] | None = None, fetch_period: float = FETCH_PERIOD_S,
                  timeout: float = FETCH_TIMEOUT_S):
         self.url, self.path, self.label = url, url, url
         self.fetch_period, self.timeout = fetch_period, timeout
-        self._gpus = parse(fetch(url, timeout), url)  # raises DcgmError: the source does not open
+        self._gpus = parse(fetch(url, timeout), url)  # raises SourceError: the source does not open
         self._fetched = time.monotonic()
         self.indices = sorted(self._gpus) if not gpus else [i for i in gpus if i in self._gpus]
         self._static = [to_static(i, self._gpus[i]["labels"], self._gpus[i]["values"]) for i in self.indices]
@@ -164,8 +160,9 @@ class DcgmExporterSource:
         if not exported.issuperset(F.MEM_TOTAL_PARTS[:2]):
             na["mem_total_bytes"] = NOT_EXPORTED
         na["processes"] = NOT_EXPORTED
-        self.na_reasons = na  # field -> why it is n/a (read by --once; the TUI reads header["na_reasons"])
-        self.header = {"hostname": _label(first, *F.LABELS_HOSTNAME), "na_reasons": na, "rate_hz": None}
+        self.na_reasons = na  # field -> why it is n/a
+        self.hostname = _label(first, *F.LABELS_HOSTNAME)
+        self.header = {"hostname": self.hostname, "na_reasons": na, "rate_hz": None}
         self.error: str | None = None  # the last failed fetch, while the exporter is unreachable
         self.host = HostReader()
         self._host = PeriodicHost(self.host)
@@ -180,7 +177,7 @@ class DcgmExporterSource:
         try:
             self._gpus = parse(fetch(self.url, self.timeout), self.url)
             self.error = None
-        except DcgmError as exc:  # the exporter restarting: its GPUs read n/a (lost) until it is back
+        except SourceError as exc:  # the exporter restarting: its GPUs read n/a (lost) until it is back
             self._gpus, self.error = {}, str(exc)
 
     def read(self) -> dict:
@@ -195,6 +192,9 @@ class DcgmExporterSource:
     def watch(self, pid: int) -> None:
         self.host.watch(pid)
         self._host.again()
+
+    def unwatch(self, pid: int) -> None:
+        self.host.unwatch(pid)
 
     def close(self) -> None:
         pass

@@ -9,22 +9,30 @@ jiffies, so a 0.1 s window could only show a core's CPU% in steps of 10%; and th
 
 from __future__ import annotations
 
+import platform
 import time
 
 from gputop.telemetry.host import HOST_PERIOD_S, HostReader, PeriodicHost
 from gputop.telemetry.nvml import Nvml
-from gputop.telemetry.sample import GpuReader
+from gputop.telemetry.sample import PROCESS_EVERY, GpuReader
 from gputop.telemetry.static import device_count, read_static
 
 
 class LiveSource:
+    """NVML's GPUs on this machine (a :class:`gputop.telemetry.source.Source`)."""
+
     kind = "live"
     label = "live"
+    path = None
+    loop = False
     finished = False
 
     def __init__(self, nvml: Nvml | None = None, gpus: list[int] | None = None, gpm: bool = True,
-                 process_every: int = 10, host_period_s: float = HOST_PERIOD_S):
+                 process_every: int = PROCESS_EVERY, host_period_s: float = HOST_PERIOD_S):
         self.nvml = nvml or Nvml()
+        self.hostname = platform.node()
+        self.header: dict = {}  # nothing recorded
+        self.na_reasons = self.nvml.na_reasons  # the same dict: it fills as NVML calls fail
         n = device_count(self.nvml) if self.nvml.available() else 0
         self.indices = list(range(n)) if gpus is None else [i for i in gpus if 0 <= i < n]
         self._static: list[dict] | None = None
@@ -48,6 +56,9 @@ class LiveSource:
     def watch(self, pid: int) -> None:
         self.host.watch(pid)
         self._host.again()  # the next tick reads the host again, with this process tree in it
+
+    def unwatch(self, pid: int) -> None:
+        self.host.unwatch(pid)
 
     def close(self) -> None:
         for r in self.readers:

@@ -189,10 +189,13 @@ class NvlinkCounters:
         return (rx - prev[2]) * 1024.0 / dt, (tx - prev[1]) * 1024.0 / dt
 
 
+PROCESS_EVERY = 10  # the live view lists GPU processes on every 10th read (once a second at 10 Hz)
+
+
 class GpuReader:
     """Reads dynamic samples of one GPU. Processes are refreshed every ``process_every`` reads."""
 
-    def __init__(self, nvml: Nvml, index: int, gpm: bool = True, process_every: int = 10):
+    def __init__(self, nvml: Nvml, index: int, gpm: bool = True, process_every: int = PROCESS_EVERY):
         self.nvml, self.index = nvml, index
         self.h = handle(nvml, index)
         sup = nvml.get("gpm_supported", "nvmlGpmQueryDeviceSupport", self.h, gpu=index) if gpm else None

@@ -12,15 +12,22 @@ import time
 from collections import deque
 from typing import Callable
 
-DEFAULT_RATE_HZ = 10.0
+DEFAULT_RATE_HZ = 10.0  # --rate's default: every mode samples at this rate unless told another
 DEFAULT_HISTORY_S = 600.0  # ten minutes
-MIN_RATE_HZ, MAX_RATE_HZ = 0.5, 50.0
+MIN_RATE_HZ, MAX_RATE_HZ = 0.5, 50.0  # --rate's range (checked once, by gputop/cli.py); the TUI's + and - keys stop there
+
+
+def within_range(rate_hz: float) -> float:
+    """``rate_hz`` held inside [MIN_RATE_HZ, MAX_RATE_HZ]."""
+    return min(MAX_RATE_HZ, max(MIN_RATE_HZ, rate_hz))
 
 
 class Sampler:
+    """Reads ``source`` (a :class:`gputop.telemetry.source.Source`) ``rate_hz`` times a second (held within the
+    range, as the command line checked it) into a ring of the last ``history_s`` seconds of ticks."""
+
     def __init__(self, source, rate_hz: float = DEFAULT_RATE_HZ, history_s: float = DEFAULT_HISTORY_S):
-        if not MIN_RATE_HZ <= rate_hz <= MAX_RATE_HZ:
-            raise ValueError(f"sampling rate must be between {MIN_RATE_HZ} and {MAX_RATE_HZ} Hz (got {rate_hz})")
+        rate_hz = within_range(rate_hz)
         self.source = source
         self.history_s = history_s
         self.rate_hz = rate_hz
@@ -43,7 +50,7 @@ class Sampler:
         return 1.0 / self.rate_hz
 
     def set_rate(self, rate_hz: float) -> float:
-        rate_hz = min(MAX_RATE_HZ, max(MIN_RATE_HZ, rate_hz))
+        rate_hz = within_range(rate_hz)
         with self._lock:
             self.rate_hz = rate_hz
             self.ticks = deque(self.ticks, maxlen=self._maxlen(rate_hz))
@@ -78,7 +85,7 @@ class Sampler:
             started = time.monotonic()
             if not self.paused:
                 try:
-                    if self.step() is None and getattr(self.source, "finished", False):
+                    if self.step() is None and self.source.finished:
                         return
                 except Exception as exc:  # keep sampling; the UI shows the error
                     self.errors += 1

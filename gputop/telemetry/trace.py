@@ -154,9 +154,11 @@ def segments(rows: list[dict]) -> list[tuple[str | None, list[dict]]]:
 
 
 class ReplaySource:
-    """Plays a recorded trace back at ``speed`` x real time (``inf``: as fast as it is read)."""
+    """Plays a recorded trace back at ``speed`` x real time (``inf``: as fast as it is read); with ``loop``, again
+    from the start at its end (the demo). A :class:`gputop.telemetry.source.Source`."""
 
     kind = "replay"
+    nvml = None
 
     def __init__(self, path: str, speed: float = 1.0, loop: bool = False):
         if not speed > 0:
@@ -171,6 +173,9 @@ class ReplaySource:
         self._offset = 0.0  # added to t on each loop, so time keeps increasing
         self.finished = False
         self.label = os.path.basename(path)
+        self.hostname = self.header.get("hostname")
+        self.na_reasons = dict(self.header.get("na_reasons") or {})
+        self.indices = [d.get("index", i) for i, d in enumerate(self.static())]
 
     def static(self) -> list[dict]:
         return self.header.get("devices", [])
@@ -213,6 +218,9 @@ class ReplaySource:
         return max(0.0, (self.ticks[self._i]["t"] - self.ticks[self._i - 1]["t"]) / self.speed)
 
     def watch(self, pid: int) -> None:  # nothing to watch in a recording
+        pass
+
+    def unwatch(self, pid: int) -> None:
         pass
 
     def close(self) -> None:

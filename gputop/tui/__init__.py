@@ -10,7 +10,7 @@ def main_tui(args) -> int:
 
     from gputop import exitcodes
     from gputop.exitcodes import fail
-    from gputop.sources import SourceError
+    from gputop.telemetry.errors import SourceError
 
     if getattr(args, "no_color", False):
         os.environ["NO_COLOR"] = "1"
@@ -23,9 +23,7 @@ def main_tui(args) -> int:
         config.settle_gc = True
         app = make_app(config)
     except SourceError as exc:
-        return fail(exc.code, str(exc))
-    except ValueError as exc:  # a sampling rate out of range
-        return fail(exitcodes.USAGE, str(exc))
+        return fail(exitcodes.code_for(exc), str(exc))
     app.start_sampling()  # the first ticks are read while Textual starts up
     try:
         code = app.run()

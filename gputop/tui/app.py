@@ -96,7 +96,7 @@ class GputopApp(KeyActions, App):
         self.positions = config.gpus if config.gpus is not None else list(range(len(all_static)))
         self.statics = [all_static[p] for p in self.positions]
         self.peaks = [view.peaks_for(st) for st in self.statics]
-        self.na_reasons = view.source_na_reasons(self.source)  # why fields are n/a (live: fills as NVML fails)
+        self.na_reasons = self.source.na_reasons  # why fields are n/a (live: fills as NVML fails)
         self.selected = 0
         self.page = "monitor"
         self.sticky = view.Sticky()
@@ -108,7 +108,7 @@ class GputopApp(KeyActions, App):
         # workload module, CPU the monitor alone never needs
         self.specs, self.spec_errors = (config.specs, config.spec_errors) if config.specs is not None else ([], [])
         self.specs_loaded = config.specs is not None
-        self.controller = RunController(self.sampler, nvml=getattr(self.source, "nvml", None))
+        self.controller = RunController(self.sampler, nvml=self.source.nvml)
         self.no_gpu = no_live_gpu(self.source, self.statics, config.na_reason)  # why runs stay on the CPU
         self.device = "cpu" if self.no_gpu else config.device  # where workloads run: "cuda" or "cpu"
         self.shown_run: int | None = None  # index into controller.runs; None: the latest
@@ -273,14 +273,14 @@ class GputopApp(KeyActions, App):
         return self.sticky.apply(pos, gpus[pos]) if pos < len(gpus) else None
 
     def _header(self) -> list[str]:
-        kind = getattr(self.source, "kind", "live")
-        mode = "demo" if kind == "replay" and getattr(self.source, "loop", False) else kind
+        kind = self.source.kind
+        mode = "demo" if kind == "replay" and self.source.loop else kind
         rate = self.sampler.rate_hz
         if kind == "replay":
-            rate = (getattr(self.source, "header", {}) or {}).get("rate_hz") or rate
+            rate = self.source.header.get("rate_hz") or rate
         parts = view.header_parts(self.statics, mode, rate, self.config.hostname,
-                                  self.sampler.paused, getattr(self.source, "label", ""))
-        if getattr(self.source, "finished", False):
+                                  self.sampler.paused, self.source.label)
+        if self.source.finished:
             parts[-1] += " (finished)"
         if self.config.read_only:
             parts.append("read-only")
@@ -336,6 +336,4 @@ class GputopApp(KeyActions, App):
         self.controller.stop_all(timeout=5.0)
         self.sampler.stop()
         for source in {id(s): s for s in (self.source, self.home_source) if s is not None}.values():
-            close = getattr(source, "close", None)
-            if close:
-                close()
+            source.close()

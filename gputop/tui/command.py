@@ -242,7 +242,7 @@ def main_command_tui(args, command: list[str]) -> int:
         else:
             check_command(args, command)
         note = f"gputop --watch {args.watch}" if watch else "gputop --run -- " + shlex.join(command)
-        mon = open_monitor(args, note=note, active_ok=watch)  # NVML first: exit 3 before anything runs
+        mon = open_monitor(args.spec, note, args.record, active_ok=watch)  # NVML first: exit 3 before anything runs
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             mon.close()
             raise exitcodes.Failure(exitcodes.USAGE, "--tui needs a terminal; without --tui the diagnosis prints as text")

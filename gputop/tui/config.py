@@ -1,15 +1,18 @@
-"""What the TUI is built from: ``TuiConfig``, and ``config_from_args`` (the command line's source)."""
+"""What the TUI is built from: ``TuiConfig``; ``open_config`` (a SourceSpec and the TUI's options) and
+``config_from_args`` (those from the command line)."""
 
 from __future__ import annotations
 
-import platform
 from dataclasses import dataclass, field
+
+from gputop.telemetry.sampler import DEFAULT_RATE_HZ
+from gputop.telemetry.source import REPLAY, Source, SourceSpec, check_gpus, open_source
 
 
 @dataclass
 class TuiConfig:
-    source: object
-    rate_hz: float = 10.0
+    source: Source
+    rate_hz: float = DEFAULT_RATE_HZ
     gpus: list[int] | None = None  # positions in the source's GPUs to show (default all)
     hostname: str | None = None
     start_sampler: bool = True  # tests step the sampler by hand
@@ -32,27 +35,28 @@ class TuiConfig:
     settle_gc: bool = False  # gputop's own TUI process (not tests): start-up's objects leave the GC's scans (app.py)
 
 
-def config_from_args(args) -> TuiConfig:
-    """Open the source the command line asks for (raises SourceError)."""
-    from gputop.sources import check_gpus, open_source
-
-    src = open_source(args, need_gpu=False, loop_demo=True)
+def open_config(spec: SourceSpec, device: str = "cuda", timeout: float | None = None, grace_s: float | None = None,
+                read_only: bool = False, tour: bool = False, recorded: list[str] | None = None) -> TuiConfig:
+    """Open the source ``spec`` names for the TUI, with the TUI's own options (raises SourceError)."""
+    src = open_source(spec, need_gpu=False)
     statics = src.static()
-    live = getattr(src, "kind", "") == "live"
-    positions = list(range(len(statics))) if live else check_gpus(args.gpu, statics)
-    host = platform.node() if live else getattr(src, "header", {}).get("hostname")
+    live = src.kind == "live"
+    positions = list(range(len(statics))) if live else check_gpus(spec.gpus, statics)
     na = None
     if live and not statics:
-        nvml = getattr(src, "nvml", None)
-        na = getattr(nvml, "error", None) or "no NVIDIA GPU found"
-    recordings = list(getattr(args, "recorded", None) or [])
+        na = src.nvml.error or "no NVIDIA GPU found"
+    recordings = list(recorded or [])
     autoplay = None
-    if getattr(args, "replay", None) and isinstance((getattr(src, "header", None) or {}).get("run"), dict):
-        autoplay = args.replay  # a recorded run (--record-run): the monitor plays its telemetry, the run its events
-        recordings.append(args.replay)
-    device = getattr(args, "device", "cuda")  # the app runs workloads on the CPU where there is no live GPU
-    return TuiConfig(source=src, rate_hz=args.rate, gpus=positions, hostname=host, device=device,
-                     timeout=getattr(args, "timeout", None), grace_s=getattr(args, "grace", None), na_reason=na,
-                     read_only=bool(getattr(args, "served", False)) and not getattr(args, "serve_control", False),
-                     tour=bool(getattr(args, "tour", False)), recordings=recordings,
-                     run_speed=getattr(args, "speed", 1.0), autoplay=autoplay)
+    if spec.kind == REPLAY and isinstance(src.header.get("run"), dict):
+        autoplay = spec.path  # a recorded run (--record-run): the monitor plays its telemetry, the run its events
+        recordings.append(spec.path)
+    return TuiConfig(source=src, rate_hz=spec.rate_hz, gpus=positions, hostname=src.hostname, device=device,
+                     timeout=timeout, grace_s=grace_s, na_reason=na, read_only=read_only, tour=tour,
+                     recordings=recordings, run_speed=spec.speed, autoplay=autoplay)
+
+
+def config_from_args(args) -> TuiConfig:
+    """The TUI's config from its command line: the source from ``args.spec`` (the cli's SourceSpec), the TUI's own
+    options from the rest (raises SourceError)."""
+    return open_config(args.spec, device=args.device, timeout=args.timeout, grace_s=args.grace,
+                       read_only=args.served and not args.serve_control, tour=args.tour, recorded=args.recorded)

@@ -35,16 +35,14 @@ def use_source(app, source) -> None:
     old = app.sampler
     old.stop()
     if old.source is not app.home_source and old.source is not source:
-        close = getattr(old.source, "close", None)
-        if close:
-            close()
+        old.source.close()
     app.source = source
     app.sampler = Sampler(source, rate_hz=old.rate_hz)
     app.controller.sampler = app.sampler
     app.statics = list(source.static())
     app.positions = list(range(len(app.statics)))
     app.peaks = [view.peaks_for(st) for st in app.statics]
-    app.na_reasons = view.source_na_reasons(source)
+    app.na_reasons = source.na_reasons
     app.selected = 0
     app.sticky = view.Sticky()
     app.sampler.listeners.append(app.sticky.observe)

@@ -37,7 +37,7 @@ class KeyActions:
         self.frame(force=True)
 
     def action_rate(self, step: int) -> None:
-        if getattr(self.source, "kind", "live") == "replay":
+        if self.source.kind == "replay":
             self.notify("a replay plays at its recorded rate (use --speed)", severity="warning")
             return
         cur = self.sampler.rate_hz

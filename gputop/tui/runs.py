@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from gputop.documents import dumps
+from gputop.telemetry.sampler import DEFAULT_RATE_HZ
 from gputop.workload_api import ParamError
 
 __all__ = ["load_registry", "default_values", "parse_values", "no_live_gpu", "RunState",
@@ -25,10 +26,9 @@ def no_live_gpu(source, statics: list[dict], na_reason: str | None = None) -> st
     """Why workloads cannot run on a GPU in this session, in a few words; None when they can (a live
     NVML source with a GPU). A replay's GPUs are a recording: a run there would get no telemetry of
     its own GPU, and on a machine without one it could not start at all."""
-    kind = getattr(source, "kind", "live")
+    kind = source.kind
     if kind == "replay":
-        demo = getattr(source, "loop", False)
-        return "--demo replays a recorded trace" if demo else "--replay plays a recorded trace"
+        return "--demo replays a recorded trace" if source.loop else "--replay plays a recorded trace"
     if kind != "live":
         return f"a {kind} source has no live GPU"
     if not statics:
@@ -159,8 +159,9 @@ class RunController:
         from gputop.runner.workload_run import WorkloadRun  # here: the monitor alone never loads the runner
 
         sampler = self.sampler if device == "cuda" and self._sampler_is_live() else None
+        rate_hz = self.sampler.rate_hz if self.sampler is not None else DEFAULT_RATE_HZ  # a run's own sampler too
         run = WorkloadRun(spec, values, device=device, nvml_index=nvml_index, timeout=timeout, grace_s=grace_s,
-                          on_event=on_event, nvml=self.nvml, sampler=sampler)
+                          rate_hz=rate_hz, on_event=on_event, nvml=self.nvml, sampler=sampler)
         return self._track(RunState(run=run, name=spec.name, target=target), holder)
 
     def replay(self, spec: RecordingSpec, speed: float = 1.0) -> RunState:
@@ -197,7 +198,7 @@ class RunController:
         return on_event
 
     def _sampler_is_live(self) -> bool:
-        return self.sampler is not None and getattr(self.sampler.source, "kind", "") == "live"
+        return self.sampler is not None and self.sampler.source.kind == "live"
 
     def own_pids(self) -> set[int]:
         """PIDs of this session's running workloads (and their children), to tag in the process table."""

@@ -20,15 +20,6 @@ def peaks_for(static: dict) -> dict:
     return compute_peaks(static)
 
 
-def source_na_reasons(source) -> dict[str, str]:
-    """The n/a reasons a source records (field -> NVML's reason): live NVML's, filled as calls fail
-    (first failure of each field, whichever GPU), or the ones a trace's header carries."""
-    nvml = getattr(source, "nvml", None)
-    if nvml is not None:
-        return nvml.na_reasons
-    return dict((getattr(source, "header", None) or {}).get("na_reasons") or {})
-
-
 def na_reasons_for(static: dict, shared: dict[str, str]) -> dict[str, str]:
     """The reasons for one GPU: its static record's own (if it carries them) over the source's."""
     own = static.get("na_reasons")
