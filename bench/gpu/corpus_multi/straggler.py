@@ -2,7 +2,7 @@
 --factor times the math. The others wait in the all-reduce for it each step. Truth: each rank's compute time per
 step measured with CUDA events (construction), written by every rank.
 
-    torchrun --nproc-per-node N bench/corpus_multi/straggler.py --slow 1 --factor 3 --truth DIR/rank{rank}.json
+    torchrun --nproc-per-node N bench/gpu/corpus_multi/straggler.py --slow 1 --factor 3 --truth DIR/rank{rank}.json
 """
 
 import torch

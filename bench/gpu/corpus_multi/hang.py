@@ -2,7 +2,7 @@
 part (--how exit: its process ends; --how idle: it sleeps, its GPU idle) while the others enter the next all-reduce
 and wait in it until gputop's --timeout stops the job. The truth is the construction: when the stall began.
 
-    torchrun --nproc-per-node N bench/corpus_multi/hang.py --before 10 --leaver 1 --how exit --truth F
+    torchrun --nproc-per-node N bench/gpu/corpus_multi/hang.py --before 10 --leaver 1 --how exit --truth F
 """
 
 import time

@@ -1,7 +1,7 @@
 """A JAX data-parallel step over every local GPU with pmap: a matmul block, then a psum of a 256 MiB gradient-like
 array across the devices (one process drives all GPUs, as JAX does on one host).
 
-    python bench/corpus_multi/jax_psum.py [--seconds 20] [--truth F]
+    python bench/gpu/corpus_multi/jax_psum.py [--seconds 20] [--truth F]
 
 Truth: construction (psum of 256 MiB a step next to 4 bf16 8192^2 matmuls), and the step time.
 """

@@ -1,7 +1,7 @@
 """A DDP-style loop whose gradient all-reduce dominates the step: a wide MLP (8 x 8192^2 fp32, 2 GiB of gradients)
 on a tiny batch, the flat gradient all-reduced after backward.
 
-    torchrun --nproc-per-node N bench/corpus_multi/comms_mlp.py [--seconds 20] [--truth F]
+    torchrun --nproc-per-node N bench/gpu/corpus_multi/comms_mlp.py [--seconds 20] [--truth F]
 
 Truth: rank 0's torch.profiler NCCL share of kernel time (by construction it is most of it).
 """

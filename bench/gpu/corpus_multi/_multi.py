@@ -1,4 +1,4 @@
-"""Shared by the multi-GPU corpus programs (bench/corpus_multi_gpu.sh): one process a GPU under torchrun, and the
+"""Shared by the multi-GPU corpus programs (bench/gpu/corpus_multi_gpu.sh): one process a GPU under torchrun, and the
 ground truth of a run, written by rank 0 (or by every rank, ``--truth DIR/rank{r}.json``) as JSON.
 
 The ground truth does not come from gputop: torch.profiler's kernel-time breakdown over a few steps after the timed

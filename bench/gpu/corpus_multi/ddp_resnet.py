@@ -1,6 +1,6 @@
 """torchrun DDP of a torchvision ResNet-50 (bf16 autocast, synthetic images already on the GPU).
 
-    torchrun --nproc-per-node N bench/corpus_multi/ddp_resnet.py [--overlap 1] [--seconds 20] [--truth F]
+    torchrun --nproc-per-node N bench/gpu/corpus_multi/ddp_resnet.py [--overlap 1] [--seconds 20] [--truth F]
 
 --overlap 1: DDP's own bucketed all-reduce, overlapped with backward (the usual case: compute-bound, comms in mixed).
 --overlap 0: backward under no_sync(), then every gradient all-reduced after backward (comms on the critical path).

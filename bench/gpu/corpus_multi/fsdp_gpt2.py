@@ -1,6 +1,6 @@
 """FSDP of a Hugging Face GPT-2 (built from its config, random weights) on synthetic tokens, bf16 autocast.
 
-    torchrun --nproc-per-node N bench/corpus_multi/fsdp_gpt2.py [--seconds 20] [--truth F]
+    torchrun --nproc-per-node N bench/gpu/corpus_multi/fsdp_gpt2.py [--seconds 20] [--truth F]
 
 Third-party code: transformers.GPT2LMHeadModel, torch.distributed.fsdp. Truth: rank 0's torch.profiler breakdown.
 """

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Multi-GPU corpus (issue 25): third-party-style programs on every GPU of the machine, each recorded by gputop
 # (`gputop --json --record TRACE --run -- torchrun ...`), each with a ground truth that does not come from gputop
-# (bench/corpus_multi/_multi.py). From the repo root on a multi-GPU device:
-#     source .whl/use.sh && bash bench/corpus_multi_gpu.sh [CASE ...]
+# (bench/gpu/corpus_multi/_multi.py). From the repo root on a multi-GPU device:
+#     source .whl/use.sh && bash bench/gpu/corpus_multi_gpu.sh [CASE ...]
 # $OUT gets: summary.txt, nvml_links.json, corpus_multi.tar.gz (traces, gputop documents, truths, logs).
 set -u
 OUT=${OUT:-/tmp/gputop-corpus-multi}; mkdir -p "$OUT"
@@ -12,7 +12,7 @@ S=${SECONDS_PER_CASE:-20}
 N=$(nvidia-smi -L | wc -l)
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | head -1 | tr ' /' '__')
 W=$(mktemp -d)/corpus_multi_${N}x; mkdir -p "$W"
-P=bench/corpus_multi
+P=bench/gpu/corpus_multi
 TR="torchrun --standalone --nproc-per-node $N"
 declare -A CMD=(
   [ddp_resnet50_overlap]="$TR $P/ddp_resnet.py --overlap 1"

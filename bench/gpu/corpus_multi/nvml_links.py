@@ -1,6 +1,6 @@
 """What NVML says of each GPU's NVLinks on this machine: the common-speed field, each link's speed field (scope =
 link), each link's state and version (nvmlDeviceGetNvLinkVersion: 6 = NVLink 4, 7 = NVLink 5), the P2P status
-between GPU pairs. Printed as JSON (bench/corpus_multi_gpu.sh keeps it)."""
+between GPU pairs. Printed as JSON (bench/gpu/corpus_multi_gpu.sh keeps it)."""
 
 import json
 
