@@ -143,14 +143,18 @@ def test_closing_the_terminal_on_the_idle_monitor_ends_gputop(tmp_path: Path, re
     rep.finish()
 
 
-def test_closing_the_terminal_during_a_workload_stops_it_and_ends_gputop(tmp_path: Path, reaper):
+@pytest.mark.parametrize("controlling", [True, False], ids=["controlling-tty", "not-the-controlling-tty"])
+def test_closing_the_terminal_during_a_workload_stops_it_and_ends_gputop(tmp_path: Path, reaper, controlling):
+    """Also on a pty that is not gputop's controlling terminal: no SIGHUP comes, only the failed writes (and
+    reads at end-of-file) tell gputop the terminal is gone; it stops as on SIGHUP all the same."""
     pid_file = tmp_path / "pids.json"
     reaper.pid_files.append(pid_file)
-    term = Terminal(TUI_DEMO, env(**{PIDFILE_ENV: str(pid_file)}), controlling=True)
+    term = Terminal(TUI_DEMO, env(**{PIDFILE_ENV: str(pid_file)}), controlling=controlling)
     reaper.gputops.append(term)
     start_workload_with_keys(term, "fault_tree")
     procs = wait_until(lambda: read_pids(pid_file), START_S, "the workload's pid file", term.proc)
-    rep = Report("--demo, fault_tree running on the CPU, the terminal closed")
+    rep = Report(f"--demo, fault_tree running on the CPU, the terminal ({'' if controlling else 'not '}"
+                 "the controlling one) closed")
     check_hang_up(term, rep, procs)
     rep.finish()
 
@@ -180,16 +184,3 @@ def test_closing_the_terminal_during_the_tour_ends_gputop(tmp_path: Path, reaper
     check_hang_up(term, rep, [])
     rep.finish()
 
-
-def test_a_terminal_that_fails_every_write_stops_the_workload_and_ends_gputop(tmp_path: Path, reaper):
-    """The same, on a pty that is not gputop's controlling terminal: no SIGHUP comes, only the failed writes
-    (and reads at end-of-file) tell gputop the terminal is gone; it stops as on SIGHUP."""
-    pid_file = tmp_path / "pids.json"
-    reaper.pid_files.append(pid_file)
-    term = Terminal(TUI_DEMO, env(**{PIDFILE_ENV: str(pid_file)}), controlling=False)
-    reaper.gputops.append(term)
-    start_workload_with_keys(term, "fault_tree")
-    procs = wait_until(lambda: read_pids(pid_file), START_S, "the workload's pid file", term.proc)
-    rep = Report("--demo, fault_tree running on the CPU, the terminal (not the controlling one) closed")
-    check_hang_up(term, rep, procs)
-    rep.finish()
