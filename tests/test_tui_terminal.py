@@ -9,7 +9,7 @@ import signal
 
 from gputop.telemetry.trace import ReplaySource
 from gputop.tui.app import GputopApp, TuiConfig
-from gputop.tui.terminal import TerminalLost, _GuardedFile
+from gputop.tui.terminal import TerminalLost, GuardedFile
 from pilot_util import DEMO, sync, wait_for
 
 
@@ -81,7 +81,7 @@ class DeadTerminal:
 
 def test_a_failed_write_is_reported_once_and_later_ones_are_dropped():
     dead, lost = DeadTerminal(), []
-    f = _GuardedFile(dead, lost.append)
+    f = GuardedFile(dead, lost.append)
     for _ in range(100):  # more than Textual's writer queue holds (30): none blocks, none raises
         f.write("\x1b[?1049h")
         f.flush()

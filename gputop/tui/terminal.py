@@ -69,7 +69,7 @@ def detach_output() -> None:
 class _Lost:
     """What both drivers share: the loss, noticed once."""
 
-    _lost_lock = threading.Lock()  # one driver per process
+    _lost_lock = threading.RLock()  # one driver per process; re-entered by a signal handler interrupting it
     lost: str | None = None  # why, once the terminal is gone
 
     def lose(self, reason: str, detach: bool = True) -> None:
@@ -87,7 +87,7 @@ class _Lost:
             pass
 
 
-class _GuardedFile:
+class GuardedFile:
     """The file Textual's writer thread writes to: the first write or flush that fails reports the loss
     and drops it, and every later one is dropped (so the thread lives on, and its queue keeps draining)."""
 
@@ -121,7 +121,7 @@ class TerminalDriver(_Lost, LinuxDriver):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._file = _GuardedFile(self._file or sys.__stderr__, self.lose)
+        self._file = GuardedFile(self._file or sys.__stderr__, self.lose)
 
     def _sigcont_application(self, *_) -> None:
         """SIGCONT: back from Ctrl+Z on a terminal that is still there; on a hung-up one (the kernel sends
