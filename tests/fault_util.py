@@ -290,10 +290,18 @@ def plain(data: bytes) -> str:
     return _CSI.sub(b"", data).decode("utf-8", errors="replace")
 
 
-class Terminal(_Watched):
-    """gputop on a pseudo-terminal of ``cols`` x ``rows``; a thread reads everything it writes."""
+# Run as ``python -c CTTY -m gputop ARGS``: makes the pty (stdin) the controlling terminal of the new session,
+# as a terminal emulator, sshd or tmux does, then becomes gputop (same pid). Closing the master side then hangs
+# the tty up and the kernel itself sends gputop SIGHUP and SIGCONT.
+CTTY = ("import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+        "os.execv(sys.executable, [sys.executable] + sys.argv[1:])")
 
-    def __init__(self, args: list[str], env: dict, cols: int = 100, rows: int = 30):
+
+class Terminal(_Watched):
+    """gputop on a pseudo-terminal of ``cols`` x ``rows``; a thread reads everything it writes. With
+    ``controlling`` the pty is gputop's controlling terminal (what a real terminal gives it)."""
+
+    def __init__(self, args: list[str], env: dict, cols: int = 100, rows: int = 30, controlling: bool = False):
         import fcntl
         import termios
 
@@ -303,8 +311,9 @@ class Terminal(_Watched):
         env = dict(env, TERM="xterm-256color", COLUMNS=str(cols), LINES=str(rows))
         env.pop("TEXTUAL", None)
         self.env = env
+        argv = [PY, "-c", CTTY] if controlling else [PY]
         try:
-            self.proc = subprocess.Popen([PY, "-m", "gputop", *self.args], cwd=ROOT, env=env, stdin=slave,
+            self.proc = subprocess.Popen([*argv, "-m", "gputop", *self.args], cwd=ROOT, env=env, stdin=slave,
                                          stdout=slave, stderr=slave, start_new_session=True, close_fds=True)
         finally:
             os.close(slave)
@@ -312,20 +321,37 @@ class Terminal(_Watched):
         self.master = master
         self.data = bytearray()
         self._lock = threading.Lock()
+        self._stop_reading = threading.Event()
         self.seen: list[Proc] = []
         self._reader = threading.Thread(target=self._read, daemon=True, name="pty-reader")
         self._reader.start()
 
     def _read(self) -> None:
-        while True:
+        import select
+
+        while not self._stop_reading.is_set():
             try:
+                ready, _, _ = select.select([self.master], [], [], 0.05)
+                if not ready:
+                    continue
                 chunk = os.read(self.master, 65536)
-            except OSError:  # EIO: every slave end is closed
+            except (OSError, ValueError):  # EIO: every slave end is closed
                 break
             if not chunk:
                 break
             with self._lock:
                 self.data += chunk
+
+    def hang_up(self) -> None:
+        """Close the master side, as a terminal window closing, an SSH connection dropping or ``tmux
+        kill-session`` does: the reader stops first (a read in progress would hold the master open), then
+        the last reference to the master goes and the kernel hangs the tty up. No signal is sent here."""
+        self.snapshot()
+        self._stop_reading.set()
+        self._reader.join(10.0)
+        assert not self._reader.is_alive(), "the pty reader did not stop"
+        os.close(self.master)
+        self.master = -1
 
     def output(self) -> bytes:
         with self._lock:
@@ -347,7 +373,8 @@ class Terminal(_Watched):
         except subprocess.TimeoutExpired:
             raise AssertionError(f"gputop {' '.join(self.args)} (TUI) still running after {timeout:g} s; "
                                  f"screen text: {plain(self.output())[-1500:]!r}") from None
-        self._reader.join(5.0)  # the rest of the output (EIO once every slave end is closed)
+        if self.master >= 0:
+            self._reader.join(5.0)  # the rest of the output (EIO once every slave end is closed)
         return code
 
     def restored(self) -> bool:
@@ -369,10 +396,14 @@ class Terminal(_Watched):
 
     def close(self) -> None:
         self.kill()
-        try:
-            os.close(self.master)
-        except OSError:
-            pass
+        self._stop_reading.set()
+        self._reader.join(5.0)
+        if self.master >= 0:
+            try:
+                os.close(self.master)
+            except OSError:
+                pass
+            self.master = -1
 
 
 # -- checking a cell --------------------------------------------------------------------------------------

@@ -112,3 +112,75 @@ def test_tui_command_with_unwritable_output_exits_2_before_running(tmp_path: Pat
     rep.expect(len(lines) == 1, f"{len(lines)} lines on the terminal, expected one: {plain(out)[-800:]!r}")
     rep.no_traceback(plain(out), "the terminal")
     rep.finish()
+
+
+# -- the terminal goes away -------------------------------------------------------------------------------
+# The pty is gputop's controlling terminal and the test closes its master side (what a terminal window closing,
+# a dropped SSH connection or tmux kill-session does): the kernel hangs the tty up and sends SIGHUP and SIGCONT,
+# and every write to it fails from then on. The test sends no signal. Specification: gputop stops the run as q
+# would (its grace period), exits 129 (SIGHUP), and nothing of the run, gputop included, is left.
+HANG_UP_EXIT_S = 60.0  # bounded: before the fix gputop never exited (blocked on its writer's full queue)
+
+
+def check_hang_up(term: Terminal, rep: Report, procs) -> None:
+    term.hang_up()
+    try:
+        rc = term.wait(HANG_UP_EXIT_S)
+    except AssertionError as exc:
+        rep.problems.append(str(exc).split(";")[0])
+        return
+    rep.exit_code(rc, 128 + signal.SIGHUP)
+    rep.gone(procs, within=HELPERS_S, what="the run's processes")
+    rep.gone(others(term.seen, procs), within=HELPERS_S, what="other processes seen under gputop")
+
+
+def test_closing_the_terminal_on_the_idle_monitor_ends_gputop(tmp_path: Path, reaper):
+    term = Terminal(TUI_DEMO, env(), controlling=True)
+    reaper.gputops.append(term)
+    term.wait_text("SM activity", START_S)  # the monitor, drawn from the demo trace
+    rep = Report("--demo, the monitor idle, the terminal closed")
+    check_hang_up(term, rep, [])
+    rep.finish()
+
+
+@pytest.mark.parametrize("controlling", [True, False], ids=["controlling-tty", "not-the-controlling-tty"])
+def test_closing_the_terminal_during_a_workload_stops_it_and_ends_gputop(tmp_path: Path, reaper, controlling):
+    """Also on a pty that is not gputop's controlling terminal: no SIGHUP comes, only the failed writes (and
+    reads at end-of-file) tell gputop the terminal is gone; it stops as on SIGHUP all the same."""
+    pid_file = tmp_path / "pids.json"
+    reaper.pid_files.append(pid_file)
+    term = Terminal(TUI_DEMO, env(**{PIDFILE_ENV: str(pid_file)}), controlling=controlling)
+    reaper.gputops.append(term)
+    start_workload_with_keys(term, "fault_tree")
+    procs = wait_until(lambda: read_pids(pid_file), START_S, "the workload's pid file", term.proc)
+    rep = Report(f"--demo, fault_tree running on the CPU, the terminal ({'' if controlling else 'not '}"
+                 "the controlling one) closed")
+    check_hang_up(term, rep, procs)
+    rep.finish()
+
+
+def test_closing_the_terminal_during_tui_run_command_stops_it_and_ends_gputop(tmp_path: Path, reaper):
+    pid_file = tmp_path / "pids.json"
+    reaper.pid_files.append(pid_file)
+    term = Terminal(["--tui", "--log", str(tmp_path / "cmd.log"), "--run", "--", PY, str(TREE_CMD), str(pid_file),
+                     "hang"], env(fake_nvml=True), controlling=True)
+    reaper.gputops.append(term)
+    procs = wait_until(lambda: read_pids(pid_file), START_S, "the command's pid file", term.proc)
+    child = next(p for p in procs if p.role == "child")
+    term.wait_text(f"pid {child.pid}", START_S)
+    rep = Report("--tui --run -- CMD running, the terminal closed")
+    check_hang_up(term, rep, procs)
+    rep.finish()
+
+
+def test_closing_the_terminal_during_the_tour_ends_gputop(tmp_path: Path, reaper):
+    term = Terminal([*TUI_DEMO, "--tour"], env(), controlling=True)
+    reaper.gputops.append(term)
+    term.wait_text("press n to start", START_S)
+    since = term.mark()
+    term.press("n")  # the first stop: the shipped recorded roofline run plays (no GPU here)
+    term.wait_text("tour 1/", START_S, since=since)
+    rep = Report("--demo --tour at its first stop, the terminal closed")
+    check_hang_up(term, rep, [])
+    rep.finish()
+

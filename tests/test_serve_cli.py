@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from gputop.cli import parse
-from gputop.tui.serve import child_command, public_url
+from gputop.tui.serve import PYTHON_GPUTOP, child_command, public_url
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,12 +20,14 @@ def gputop(*args: str) -> subprocess.CompletedProcess:
 def test_child_command_passes_the_source_on():
     args, _ = parse(["--serve", "0.0.0.0:9000", "--replay", "t.jsonl.gz", "--speed", "2", "--gpu", "1", "--tour"])
     cmd = child_command(args)
-    assert cmd[:4] == [sys.executable, "-m", "gputop", "--served"] and "--serve-control" not in cmd
-    assert cmd[4:] == ["--replay", "t.jsonl.gz", "--speed", "2.0", "--tour", "--gpu", "1"]
+    n = len(PYTHON_GPUTOP) + 1
+    assert cmd[:n] == [*PYTHON_GPUTOP, "--served"] and "--serve-control" not in cmd
+    assert cmd[0] == sys.executable and ("-P" in cmd or sys.version_info < (3, 11))  # not the working directory's
+    assert cmd[n:] == ["--replay", "t.jsonl.gz", "--speed", "2.0", "--tour", "--gpu", "1"]
     args, _ = parse(["--serve", "--demo", "--timeout", "30", "--grace", "20"])  # a browser's runs: stopped alike
-    assert child_command(args)[4:] == ["--demo", "--timeout", "30.0", "--grace", "20.0"]
+    assert child_command(args)[n:] == ["--demo", "--timeout", "30.0", "--grace", "20.0"]
     args, _ = parse(["--serve", "--demo", "--serve-control"])
-    assert args.serve == "127.0.0.1:8000" and child_command(args)[4:] == ["--serve-control", "--demo"]
+    assert args.serve == "127.0.0.1:8000" and child_command(args)[n:] == ["--serve-control", "--demo"]
     assert public_url("127.0.0.1", 8000) == "http://127.0.0.1:8000" and public_url("::1", 80) == "http://[::1]:80"
 
 

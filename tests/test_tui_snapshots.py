@@ -192,3 +192,60 @@ def test_roofline_results_h100_80x24(snap_compare):
 def test_roofline_results_h100_160x48(snap_compare):
     assert snap_compare(make(runs=("roofline_h100",)), terminal_size=(160, 48),
                         run_before=at_tick(MATMUL, ("2",)))
+
+
+def focused_field(typed: tuple[str, ...]):
+    """The workloads page, Tab until a parameter field has the focus (the first: ``n``), then type ``typed``
+    there (its cursor does not blink: one screen to compare)."""
+
+    async def run_before(pilot) -> None:
+        app = pilot.app
+        await at_tick(MATMUL, ("2",))(pilot)
+        for _ in range(5):
+            if (app.focused.id or "").startswith("param-"):
+                break
+            await pilot.press("tab")
+            await pilot.pause()
+        field = app.focused
+        assert field.id == "param-n", field
+        field.cursor_blink = False
+        await pilot.press("end", *["backspace"] * len(field.value), *typed)
+        await wait_for(pilot, lambda: field.value == "".join(typed))
+        await pilot.pause()
+
+    return run_before
+
+
+def test_focused_parameter_shows_its_value_80x24(snap_compare):
+    """A focused field keeps its row and shows what is typed (not a tall focus border with the value hidden)."""
+    assert snap_compare(make(runs=("roofline_cpu",)), terminal_size=(80, 24), run_before=focused_field(tuple("8192")))
+
+
+def test_focused_parameter_shows_its_value_160x48(snap_compare):
+    assert snap_compare(make(runs=("roofline_cpu",)), terminal_size=(160, 48),
+                        run_before=focused_field(tuple("8192")))
+
+
+def test_esc_leaves_the_form_then_q_and_question_mark_are_keys_again():
+    """Esc, as the form's hint says, leaves a parameter field for the workload list: ? then opens the help
+    and q quits, rather than being typed into the field."""
+    import asyncio
+
+    async def go():
+        app = make(runs=("roofline_cpu",))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await focused_field(tuple("64"))(pilot)
+            field = app.focused
+            assert "n                64" in app.screen_text()  # the value being typed is on the screen
+            await pilot.press("escape")
+            await pilot.pause()
+            assert app.focused is app.query_one("#wl-list") and field.value == "64"
+            await pilot.press("question_mark")
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+            await pilot.press("q")
+            await wait_for(pilot, lambda: app.return_code is not None)
+            assert field.value == "64" and app.return_code == 0  # neither ? nor q went into the field
+
+    asyncio.run(go())

@@ -29,6 +29,7 @@ from gputop.tui.keybar import KeyBar
 from gputop.tui.monitor_page import CHARTS, HOST_CHART, MonitorPage
 from gputop.tui.panels import GpuStrip, InfoBar
 from gputop.tui.runs import RunController, load_registry, no_live_gpu, with_recordings
+from gputop.tui.terminal import driver_for
 from gputop.tui.tour import Tour
 from gputop.tui.workloads_page import WorkloadsPage
 
@@ -176,6 +177,9 @@ class GputopApp(KeyActions, App):
             self.specs, errors = with_recordings(self.specs, list(self.config.recordings) + shipped)
             self.spec_errors = list(self.spec_errors) + errors
 
+    def get_driver_class(self):
+        return driver_for(super().get_driver_class())  # one that survives losing the terminal (tui.terminal)
+
     def get_default_screen(self) -> Screen:
         return MainScreen(id="_default")
 
@@ -202,7 +206,7 @@ class GputopApp(KeyActions, App):
             return
         loop = asyncio.get_running_loop()
         for sig in STOP_SIGNALS:
-            loop.add_signal_handler(sig, self.stop_for_signal, sig)
+            loop.add_signal_handler(sig, self.signal_arrived, sig)
 
     def on_resize(self, event) -> None:
         self._set_size_classes(event.size.width, event.size.height)

@@ -3,6 +3,8 @@ or a stop signal. A mixin of ``GputopApp``: the actions act on the app's pages, 
 
 from __future__ import annotations
 
+import signal
+
 from textual.widgets import ContentSwitcher
 
 from gputop import exitcodes
@@ -14,6 +16,8 @@ RATES = (0.5, 1.0, 2.0, 4.0, 5.0, 10.0, 20.0, 50.0)  # the sampling rates + and 
 
 class KeyActions:
     """The app's actions (mixed into ``GputopApp``, which holds the state they use)."""
+
+    terminal_gone = False  # the terminal (or the browser) went away (tui.terminal)
 
     def action_page(self, name: str) -> None:
         if name == "workloads":
@@ -76,6 +80,19 @@ class KeyActions:
 
     def action_save(self) -> None:
         self.workloads.save_shown()
+
+    def signal_arrived(self, signum: int) -> None:
+        """SIGINT, SIGTERM or SIGHUP to gputop. The SIGHUP the kernel sends when the terminal goes is the loss
+        already acted on (on_terminal_lost), not a second stop (which would kill the runs at once)."""
+        if not (signum == signal.SIGHUP and self.terminal_gone):
+            self.stop_for_signal(signum)
+
+    def on_terminal_lost(self, event) -> None:
+        """The terminal or the browser is gone (tui.terminal.TerminalLost): stop as SIGHUP does, exit 129;
+        a quit already under way (q, a signal) goes on as it was."""
+        self.terminal_gone = True
+        if self.stop_signal is None and not self._quitting:
+            self.stop_for_signal(signal.SIGHUP)
 
     def stop_for_signal(self, signum: int) -> None:
         """A stop signal: stop the runs (the supervisor kills them on a second one) and leave with 128+N."""

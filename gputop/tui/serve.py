@@ -5,7 +5,9 @@ command :func:`child_command` builds: this gputop, with the same source flags, `
 FILE``, ``--gpu N``..., and the hidden ``--served``), whose screen it streams to the page. The server
 binds 127.0.0.1 unless told another host. The served TUI is read-only unless ``--serve-control``: the
 keys that start, cancel or save a run are refused there with a notification (the monitor, the pages,
-the help, the tour and the results still work).
+the help, the tour and the results still work). A page that closes (its websocket: textual-serve then
+tells the session to quit) or a server that goes away ends the session as a closed terminal does: its runs
+stopped as q stops them, within their grace period (``tui/terminal.ServedDriver``).
 """
 
 from __future__ import annotations
@@ -29,9 +31,20 @@ PASSED = [("demo", "--demo", False), ("replay", "--replay", True), ("speed", "--
 DEFAULTS = {"speed": 1.0, "rate": DEFAULT_RATE_HZ, "device": "cuda"}
 
 
+# The session's gputop must not import from its working directory (``python -m`` puts it first on sys.path):
+# served from the folder that holds a clone named ``gputop``, the clone would be imported as a namespace package
+# ahead of an editable install (whose finder comes after the path's), with no ``__version__``. ``-P`` (3.11+)
+# leaves the working directory off the path; on 3.10 the module runs with the path's first entry removed.
+if sys.version_info >= (3, 11):
+    PYTHON_GPUTOP = [sys.executable, "-P", "-m", "gputop"]
+else:
+    PYTHON_GPUTOP = [sys.executable, "-c", "import runpy, sys; del sys.path[0]; "
+                     "runpy.run_module('gputop', run_name='__main__', alter_sys=True)"]
+
+
 def child_command(args) -> list[str]:
     """The gputop command line textual-serve runs for each browser session."""
-    cmd = [sys.executable, "-m", "gputop", "--served"]
+    cmd = [*PYTHON_GPUTOP, "--served"]
     if getattr(args, "serve_control", False):
         cmd.append("--serve-control")
     for attr, flag, valued in PASSED:

@@ -12,6 +12,7 @@ import asyncio
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input, Label, OptionList, Static
 
@@ -59,6 +60,9 @@ class ParamForm(Vertical):
 
 
 class WorkloadsPage(Vertical):
+    # Esc leaves the form (as its hint says) for the workload list, where q, ? and the page keys work again;
+    # Textual's Input keeps the focus on Esc, and every key, q included, would be typed into the field
+    BINDINGS = [Binding("escape", "leave_form", "leave the form", show=False)]
     DEFAULT_CSS = """
     WorkloadsPage #wl-top { height: 14; }
     WorkloadsPage #wl-list { width: 24; height: 100%; }
@@ -180,6 +184,10 @@ class WorkloadsPage(Vertical):
 
     def on_descendant_focus(self) -> None:
         self.app.redraw()  # the hint follows the focused parameter
+
+    def action_leave_form(self) -> None:
+        if self.specs and self.app.focused is not self.query_one("#wl-list", OptionList):
+            self.focus_list()
 
     # -- the keys the app routes here --------------------------------------------------------------
     def toggle_device(self) -> None:
