@@ -205,13 +205,20 @@ def test_host_reader_measures_a_busy_child_from_the_first_read():
 
     from gputop.telemetry.host import HostReader
 
-    child = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<3: pass"])
+    import psutil
+
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<30: pass"])
     try:
+        ref = psutil.Process(child.pid)
         host = HostReader()
         host.watch(child.pid)
-        time.sleep(0.5)
+        c0, t0 = sum(ref.cpu_times()[:2]), time.monotonic()
+        while sum(ref.cpu_times()[:2]) - c0 < 0.3:  # until it has spun 0.3 CPU-s, however loaded the machine is
+            time.sleep(0.05)
         procs = host.read()["procs"][str(child.pid)]
-        assert procs["cpu_pct"] > 30  # a spinning process, seen on the first read after watch()
+        expected = 100.0 * (sum(ref.cpu_times()[:2]) - c0) / (time.monotonic() - t0)
+        # a spinning process, seen on the first read after watch(): what /proc says it used since then
+        assert procs["cpu_pct"] > 0.5 * expected > 0
     finally:
         child.kill()
         child.wait()

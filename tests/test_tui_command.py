@@ -59,9 +59,9 @@ async def test_status_timeline_and_exit_code(tmp_path):
         assert f"output: {tmp_path / 'cmd.log'}" in text
         go.write_text("")
         await wait_for(pilot, lambda: "exited with code 3" in app.screen_text())
-        await wait_for(pilot, lambda: "final timeline" in app.screen_text())
-        text = app.screen_text()
-        assert "sampling stopped" in text and "verdict: compute-bound" in text
+        # the final timeline and the status line's "sampling stopped" come in frames of their own: wait for both
+        await wait_for(pilot, lambda: all(w in app.screen_text() for w in ("final timeline", "sampling stopped")))
+        assert "verdict: compute-bound" in app.screen_text()
         assert app.is_running  # the TUI stays open after the command exits
         await pilot.press("q")
         await wait_for(pilot, lambda: app.return_code is not None)
