@@ -34,7 +34,7 @@ def _fresh_memory_line(pts: list[dict]) -> Text | None:
 
 def _offload_block(mine: list[dict], op: str, width: int, height: int) -> tuple[list[Text], list[Series]]:
     """The title and plot of one op (``height`` lines in all), and its series."""
-    series = [(label, style, marker, [(float(q["n"]), q[legend_line]) for q in mine if q.get(key)])
+    series = [(label, style, marker, [(float(q["n"]), q[key]) for q in mine if q.get(key)])
               for label, key, style, marker in OFFLOAD_CURVES]
     series = [s for s in series if s[3]]
     head = Text(f"{op}: ms vs n {'(n x n)' if op == 'matmul' else '(elements)'}", style="bold")
