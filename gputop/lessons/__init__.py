@@ -10,6 +10,7 @@ runs and measures; the runner, the headless CLI and the TUI find its lesson here
 
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass
 from typing import Callable
@@ -25,6 +26,7 @@ class Lesson:
     tour: str | None = None  # None: not a stop of gputop --tour
 
 
+@functools.cache
 def lesson(name: str | None) -> Lesson | None:
     """The lesson of workload ``name``, or None when gputop has none for it."""
     if name not in NAMES:
