@@ -2,8 +2,8 @@
 
 Each stop names a workload and one sentence on what to look at while it runs (its lesson's ``TOUR``).
 With a live GPU the stop runs the workload there (its ``--quick`` version); without one it replays the
-recorded GPU run that ships with gputop (gputop/data/runs/, or ``--recorded FILE``), or else runs the CPU version; a stop with none
-of these is passed over, said why. ``n`` on a stop whose run still goes stops it first.
+recorded GPU run that ships with gputop (gputop/data/runs/, or ``--recorded FILE``), or else runs the CPU
+version; a stop with none of these is passed over, said why. ``n`` on a stop whose run still goes stops it first.
 """
 
 from __future__ import annotations
