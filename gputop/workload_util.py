@@ -1,7 +1,9 @@
-"""Small helpers the teaching workloads share: timing statistics, and reading a run document.
+"""Small helpers the teaching workloads use while they run: timing statistics, the torch device and TF32
+switches, a small CNN, what joins two GPUs, and the verdicts at the end of a run by hand.
 
 Workload scripts (``workloads/*.py``) import this next to :mod:`gputop.workload_api`. Nothing here
-imports torch or cupy: the torch helpers take the ``torch`` module as an argument.
+imports torch or cupy: the torch helpers take the ``torch`` module as an argument. Reading a run
+document is the lessons' (:mod:`gputop.lessons.docs`).
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import math
 
 from gputop.analysis.verdict import display_name
-from gputop.telemetry.sample import THROTTLE_REASONS, fields
 
 NOISE_LIMIT_PCT = 5.0  # seed 003: warn when the RMS of repeated timings exceeds 5 % of their mean
 
@@ -105,60 +106,7 @@ class Timer:
         return False
 
 
-# -- reading a run document (in ``analyze``) ----------------------------------------------------------
-
-def phase_points(doc: dict) -> dict[str, list[dict]]:
-    """The points grouped by their ``phase`` key."""
-    out: dict[str, list[dict]] = {}
-    for p in doc.get("points") or []:
-        if isinstance(p, dict) and p.get("phase") is not None:
-            out.setdefault(str(p["phase"]), []).append(p)
-    return out
-
-
-def tele(phase: dict | None, field: str, stat: str = "mean"):
-    """A telemetry summary value of a phase (None when n/a, e.g. on CPU)."""
-    summary = (phase or {}).get("telemetry") or {}
-    value = summary.get(field)
-    if isinstance(value, dict):
-        return value.get(stat)
-    return value
-
-
-# The phase telemetry tele_text puts in words (fields of gputop.analysis.summary.GPU_FIELDS), and its words.
-TELE_FIELDS = fields("util_gpu_pct", "sm_active_pct", "tensor_pct", "dram_bw_pct")
-TELE_WORDS = ("kernel-active", "SM active", "tensor", "DRAM bw")
-
-
-def tele_numbers(phase: dict | None) -> dict:
-    """The GPU telemetry ``tele_text`` puts in words, as evidence numbers: {field: mean} of those not n/a."""
-    means = {field: tele(phase, field) for field in TELE_FIELDS}
-    return {field: v for field, v in means.items() if v is not None}
-
-
-def tele_text(phase: dict | None) -> str:
-    """The GPU telemetry of a phase in words, or "" when there is none."""
-    numbers = tele_numbers(phase)
-    return ", ".join(f"{label} {numbers[field]:.0f}%" for field, label in zip(TELE_FIELDS, TELE_WORDS)
-                     if field in numbers)
-
-
-def phase_window(phase: dict) -> dict:
-    """The window of a phase, as a verdict of that phase takes it: ``Verdict(..., **phase_window(ph))``."""
-    return {"t_start": phase.get("t_start"), "t_end": phase.get("t_end"), "window_s": phase.get("duration_s")}
-
-
-def throttle_warnings(doc: dict) -> None:
-    """Add a ``throttling`` warning for each phase whose telemetry saw a power or thermal clock limit."""
-    seen = {w.get("message") for w in doc.get("warnings") or []}
-    for ph in doc.get("phases") or []:
-        reasons = tele(ph, "clock_reasons_seen") or []
-        hits = [r for r in reasons if r in THROTTLE_REASONS]
-        if hits:
-            msg = f"phase '{ph.get('name')}': clocks were limited ({', '.join(hits)}); timings may be low"
-            if msg not in seen:
-                doc.setdefault("warnings", []).append({"code": "throttling", "message": msg})
-
+# -- what joins the GPUs, and what gputop concludes ----------------------------------------------------
 
 def link_facts(uuids: list[str]) -> dict | None:
     """What joins the first two GPUs of ``uuids`` (CUDA's order, as "GPU-..." strings), read through NVML:
@@ -177,13 +125,24 @@ def link_facts(uuids: list[str]) -> dict | None:
     return read_link(nvml, a, b)
 
 
-def print_verdicts(analyze, p: dict, info: dict, points: list[dict], results: dict) -> None:
-    """A workload run on its own (no gputop): the verdicts of its ``analyze`` at the end, without the
+def analyzed(workload: str, doc: dict) -> dict:
+    """``doc`` as gputop judges it: the lesson of ``workload`` (:func:`gputop.lessons.lesson`) runs its
+    ``analyze`` on it; unchanged when there is no lesson of that name."""
+    from gputop.lessons import lesson
+
+    found = lesson(workload)
+    if found is not None:
+        found.analyze(doc)
+    return doc
+
+
+def print_verdicts(workload: str, p: dict, info: dict, points: list[dict], results: dict) -> None:
+    """A workload run on its own (no gputop): the verdicts of its lesson at the end, without the
     telemetry and peaks that ``gputop --run`` adds."""
     doc = {"params": p, "device": {"kind": info.get("kind"), "peaks": None}, "points": [dict(q) for q in points],
            "results": results, "warnings": [],
            "phases": [{"name": name, "telemetry": None} for name in dict.fromkeys(q["phase"] for q in points)]}
-    analyze(doc)
+    analyzed(workload, doc)
     judged = [ph for ph in doc["phases"] if ph.get("verdict")]
     if judged:
         print("\nverdicts (gputop --run adds the GPU's telemetry and peaks):")

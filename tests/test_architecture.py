@@ -199,12 +199,6 @@ def test_the_layer_check_finds_each_kind_of_crossing(tmp_path):
     ]
 
 
-# Nine crossings on main today, being removed by the helpers working on lessons and the Run protocol:
-#   gputop.analysis.{amp,batchsize,cudagraphs,dataloader,fusion,offload,transfer}_report -> gputop.workload_util
-#   gputop.tui.command -> gputop.headless.command;  gputop.tui.serve -> gputop.export.server
-# Remove the xfail once those are merged.
-@pytest.mark.xfail(strict=True, reason="9 known crossings on main (7 analysis reports -> workload_util, "
-                                       "tui.command -> headless.command, tui.serve -> export.server)")
 def test_imports_follow_the_layer_order():
     crossings = layer_crossings(modules())
     assert not crossings, f"{len(crossings)} import(s) across the layers:\n" + "\n".join(crossings)

@@ -1,5 +1,6 @@
-"""The comms-bound class and the all-reduce numbers (gputop.analysis.comms), on synthetic samples and sweeps
-(the class logic is pure), and the NVLink facts read through the NVML choke point with a fake pynvml.
+"""The comms-bound class (gputop.analysis.comms) and the all-reduce numbers (gputop.lessons.allreduce), on
+synthetic samples and sweeps (the class logic is pure), and the NVLink facts read through the NVML choke point
+with a fake pynvml.
 
 The numbers below are made up to sit on either side of the thresholds (analysis/thresholds.py); none is a
 measurement. The H200's NVLink facts (18 links at 26562 MB/s) are what a fake NVML reports here.
@@ -12,8 +13,9 @@ import pynvml
 import pytest
 
 from gputop.analysis.classify import classify
-from gputop.analysis.comms import fit_latency_bandwidth, group_comms, link_peak, step_verdict, sweep_verdicts
+from gputop.analysis.comms import group_comms
 from gputop.analysis.peaks import compute_peaks
+from gputop.lessons.allreduce import fit_latency_bandwidth, link_peak, step_verdict, sweep_verdicts
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.sample import GpuReader
 from gputop.telemetry.static import read_link, read_nvlink, read_static

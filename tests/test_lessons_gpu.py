@@ -20,7 +20,7 @@ import pytest
 
 from gputop.documents import validate
 from gputop.telemetry.nvml import Nvml
-from gputop.tui import lesson_views
+from gputop.tui.lessons import offload as offload_view
 from gpu_util import torch_cuda
 from verdict_util import check_verdict
 
@@ -100,7 +100,7 @@ def test_offload_downloads_into_a_reused_buffer_and_shows_fresh_memory_apart():
     assert d2h_gbs >= 0.5 * pageable, (d2h_gbs, pageable)
     # ... and into fresh memory (x.cpu()) it also pays the page faults, shown apart in the view
     assert big["d2h_fresh_ms"] > 2 * big["d2h_ms"], (big["d2h_fresh_ms"], big["d2h_ms"])
-    text = "\n".join(t.plain for t in lesson_views.offload_view(doc, 160, 40))
+    text = "\n".join(t.plain for t in offload_view.view(doc, 160, 40))
     assert "x.cpu() into fresh memory pays page faults" in text
 
 
@@ -125,7 +125,7 @@ def test_offload_naive_timing_is_flat_and_said_why():
     assert real_growth > 30  # the real GPU time grows by well over an order of magnitude ...
     assert real_growth > 10 * naive_hi / naive_lo  # ... the unsynchronised one does not: it times the launch
     assert naive_hi < 0.1 * mat[-1]["gpu_ms"]
-    text = "\n".join(t.plain for t in lesson_views.offload_view(doc, 120, 40))
+    text = "\n".join(t.plain for t in offload_view.view(doc, 120, 40))
     assert "times the launch only" in text
     assert "times only the launch" in next(p["verdict"] for p in doc["phases"] if p["name"] == "matmul")["evidence_text"]
 

@@ -178,7 +178,7 @@ async def test_the_monitor_follows_a_replayed_run_then_comes_home():
 def test_the_shipped_gpu_runs_get_the_same_verdicts_from_the_analysis_today(path):
     """Each shipped recording (a real H200 run) keeps the document its run printed: its workload's analyze(),
     run again on that document without its verdicts, gives every phase and the run the same verdict - the
-    analysis (gputop/analysis/*_report.py and the workloads' own) judges real GPU runs as it did."""
+    analysis (the lessons, gputop/lessons/NAME.py, found by the workload's name) judges real GPU runs as it did."""
     doc = read_recording(path)["document"]
     redo = json.loads(json.dumps(doc))
     for ph in redo.get("phases") or []:

@@ -1,4 +1,5 @@
-"""workloads/roofline.py: the CPU sweep end to end, the GPU code path on a fake cupy, analyze(), errors."""
+"""workloads/roofline.py: the CPU sweep end to end, the GPU code path on a fake cupy, errors; and its lesson's
+analyze() (gputop/lessons/roofline.py)."""
 
 import importlib.util
 import io
@@ -13,6 +14,7 @@ import pytest
 import fake_cupy
 from fake_nvml import FakeNvml
 from gputop.analysis.peaks import compute_peaks
+from gputop.lessons import roofline as roofline_lesson
 from gputop.measure import ceilings
 from gputop.measure.probe import ClockProbe, gpu_context
 from gputop.telemetry.nvml import Nvml
@@ -88,7 +90,7 @@ def test_cpu_sweep_event_stream(cpu_run):
 
 def test_cpu_sweep_analysis(cpu_run):
     doc = _doc(_events(cpu_run.stdout), {"kind": "cpu", "peaks": None, "static": None, "reported": None})
-    roofline.analyze(doc)
+    roofline_lesson.analyze(doc)
     ridge = doc["results"]["ridge"]
     assert ridge["basis"] == "measured" and ridge["fp32"]["theoretical"] is None
     roofs = doc["results"]["measured_roofs"]
@@ -260,7 +262,7 @@ def test_analyze_h100_seed_figures():
     doc = _h100_doc([_pt("mul+add", 1, 560.0), _pt("mul+add", 1000, 29200.0, clock=1755),
                      _pt("fma", 1000, 58000.0, clock=1755)],
                     measured={"dram_bytes_per_s": 3.0e12, "fp32_flops": 60e12, "tensor_dense_flops": {"bf16": 700e12}})
-    roofline.analyze(doc)
+    roofline_lesson.analyze(doc)
     k1, seed, fma = doc["points"]
     assert k1["bound"] == "memory-bound" and k1["pct_roof_theoretical"] == pytest.approx(66.8, abs=0.1)
     assert seed["bound"] == "compute-bound" and seed["pct_fp32_theoretical"] == pytest.approx(43.6, abs=0.1)
@@ -278,7 +280,7 @@ def test_analyze_h100_seed_figures():
 
 def test_analyze_flags_a_point_above_the_roof():
     doc = _h100_doc([_pt("fma", 1, 1000.0)])  # 4 TB/s at k=1 on a 3.35 TB/s GPU
-    roofline.analyze(doc)
+    roofline_lesson.analyze(doc)
     p = doc["points"][0]
     assert p["flags"] and "above the theoretical memory roof" in p["flags"][0]
     assert doc["results"]["points_above_roof"] == 1
@@ -288,7 +290,7 @@ def test_analyze_flags_a_point_above_the_roof():
 
 def test_analyze_tolerates_an_empty_document():
     doc = {"device": {"kind": "cuda"}, "points": [], "results": {}}
-    roofline.analyze(doc)
+    roofline_lesson.analyze(doc)
     assert doc["verdict"] is None and doc["results"]["ridge"]["basis"] is None
 
 
@@ -305,7 +307,7 @@ def test_gpu_sweep_real():
     ev = _events(r.stdout)
     started = ev[0]["device"]
     doc = _doc(ev, {"kind": "cuda", "peaks": started["peaks"], "static": started["static"], "reported": started})
-    roofline.analyze(doc)
+    roofline_lesson.analyze(doc)
     assert doc["results"]["points_above_roof"] == 0, [p["flags"] for p in doc["points"] if p["flags"]]
     best = {p["variant"]: p["gflops"] for p in doc["points"] if p["k"] == 1000}
     assert best["fma"] > best["mul+add"]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gputop import workload_util
 from gputop.analysis import summary, thresholds
 from gputop.analysis.evidence import measure
+from gputop.lessons import docs
 from gputop.telemetry import sample
 from gputop.telemetry.sampler import Recent, Sampler
 from gputop.telemetry.trace import (Recorder, ReplaySource, TraceError, demo_trace_path, read_trace, segments,
@@ -246,7 +246,7 @@ def test_field_lists_elsewhere_are_sample_fields():
     assert set(sample.GPM_ACTIVITY_FIELDS) <= set(sample.SAMPLE_FIELDS)
     assert "tensor_pct" in sample.GPM_ACTIVITY_FIELDS and "pcie_rx_bps" not in sample.GPM_ACTIVITY_FIELDS
     assert set(summary.GPU_FIELDS) <= set(sample.SAMPLE_FIELDS)
-    assert set(workload_util.TELE_FIELDS) <= set(summary.GPU_FIELDS)  # tele_text reads the phase summaries
+    assert set(docs.TELE_FIELDS) <= set(summary.GPU_FIELDS)  # tele_text reads the phase summaries
     with pytest.raises(ValueError, match="not sample fields: tensor_util"):
         sample.fields("sm_active_pct", "tensor_util")
 
@@ -261,7 +261,7 @@ def test_throttle_words_are_clock_reason_words_and_everyone_uses_them():
     words = set(sample.CLOCK_REASONS.values())
     assert set(sample.THERMAL_REASONS) <= set(sample.THROTTLE_REASONS) <= words
     assert sample.POWER_CAP_REASON in sample.THROTTLE_REASONS and "idle" not in sample.THROTTLE_REASONS
-    assert workload_util.THROTTLE_REASONS is sample.THROTTLE_REASONS
+    assert docs.THROTTLE_REASONS is sample.THROTTLE_REASONS
     assert not hasattr(thresholds, "THERMAL_REASONS") and not hasattr(thresholds, "POWER_CAP_REASON")
 
 
@@ -275,5 +275,5 @@ def test_decoded_reasons_reach_the_classifier_and_the_workload_warnings():
     assert ev["hardware_thermal_slowdown_sample_fraction"] == 1.0
     assert ev["software_thermal_slowdown_sample_fraction"] == 0.0
     doc = {"phases": [{"name": "hot", "telemetry": {"clock_reasons_seen": words}}], "warnings": []}
-    workload_util.throttle_warnings(doc)
+    docs.throttle_warnings(doc)
     assert "software power cap, hardware thermal slowdown" in doc["warnings"][0]["message"]

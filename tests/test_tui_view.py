@@ -12,6 +12,7 @@ from gputop.analysis import thresholds as T
 from gputop.analysis.verdict import Verdict
 from gputop.telemetry.trace import read_trace
 from gputop.tui import charts, results, view
+from gputop.tui.lessons import roofline
 from gputop.tui.verdict import Diagnosis
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -223,7 +224,7 @@ def test_roofline_view_draws_both_roofs():
            "peaks": {"dram_bytes_per_s": 4.8e12, "fp32_flops": 6.7e13}},
            "points": [{"ai": 0.25, "gflops": 1100.0}, {"ai": 250.0, "gflops": 50000.0}],
            "results": {"measured_roofs": {"dram_bytes_per_s": 4.3e12, "fp32_flops": 5.9e13}}}
-    text = "\n".join(t.plain for t in results.roofline_view(doc, 100, 20))
+    text = "\n".join(t.plain for t in roofline.view(doc, 100, 20))
     assert "theoretical 4.8 TB/s" in text and "measured 4.3 TB/s" in text
     assert "◆" in text and text.count("●") >= 3  # 2 points + the legend's marker
 
@@ -285,10 +286,10 @@ def _h100_roofline_doc(with_tensor=True):
 
 def test_roofline_view_names_every_roof_and_marks_each_variant():
     doc = _h100_roofline_doc()
-    roofs = {r.label: r for r in results.roofline_roofs(doc)}
+    roofs = {r.label: r for r in roofline.roofline_roofs(doc)}
     assert {"theoretical", "theoretical bf16", "measured", "DRAM", "L2", "FP64", "bf16 tensor"} <= set(roofs)
     assert roofs["theoretical"].dotted and not roofs["measured"].dotted  # theoretical vs measured distinct
-    text = "\n".join(t.plain for t in results.roofline_view(doc, 150, 30))
+    text = "\n".join(t.plain for t in roofline.view(doc, 150, 30))
     for name in ("DRAM 3.15 TB/s", "L2 8 TB/s", "FP32 65.3 T", "bf16 824 T", "FP64 33.4 T"):
         assert name in text, name
     assert "● mul+add" in text and "▲ fma" in text  # the legend: a marker per variant
@@ -297,7 +298,7 @@ def test_roofline_view_names_every_roof_and_marks_each_variant():
 
 
 def test_roofline_view_small_keeps_percent_of_roof_per_variant():
-    lines = [t.plain for t in results.roofline_view(_h100_roofline_doc(with_tensor=False), 78, 12)]
+    lines = [t.plain for t in roofline.view(_h100_roofline_doc(with_tensor=False), 78, 12)]
     assert lines[-2].startswith("● mul+add k:%roof 1:72 1000:45")
     assert lines[-1].startswith("▲ fma k:%roof 1:74 1000:91")
     assert len(lines) == 12

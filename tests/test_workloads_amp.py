@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from gputop.lessons import amp as amp_lesson
 from gputop.workload_api import ParamError
 from test_workloads_common import check_verdict, cpu_document, gpu_telemetry, load, reanalyzed
 
@@ -62,7 +63,7 @@ def subclasses(doc: dict) -> list[tuple[str, str]]:
 
 
 def test_cpu_run_analyze(cpu_run):
-    doc = reanalyzed(amp, cpu_run[1])
+    doc = reanalyzed(amp_lesson, cpu_run[1])
     # what gputop's runner judged in the run is what the module's analyze says of the same data
     assert [ph["verdict"] for ph in doc["phases"]] == [ph["verdict"] for ph in cpu_run[1]["phases"]]
     assert doc["verdict"] == cpu_run[1]["verdict"]
@@ -98,7 +99,7 @@ def test_analyze_h100_like_bf16_wins():
     pts = [_pt("fp32-strict", 64.0, 2.0), _pt("tf32", 21.0, 2.01), _pt("bf16", 9.1, 2.02), _pt("fp16", 9.6, 2.03)]
     tel = {"fp32-strict": gpu_telemetry(tensor_pct=0.0, sm_active_pct=95.0),
            "bf16": gpu_telemetry(tensor_pct=46.0, sm_active_pct=90.0)}
-    doc = amp.analyze(_doc(pts, tel))
+    doc = amp_lesson.analyze(_doc(pts, tel))
     assert subclasses(doc) == [("compute-bound", "fp32")] + [("compute-bound", "tensor")] * 3
     fp32 = doc["phases"][0]["verdict"]
     assert "tensor 0%" in fp32["evidence_text"] and fp32["evidence"]["tensor_pct"] == 0.0
@@ -116,7 +117,7 @@ def test_analyze_flags_a_diverged_fp16_and_no_gain():
     pts = [_pt("fp32-strict", 10.0, 2.0), _pt("bf16", 9.5, 2.05), _pt("fp16", 9.0, float("nan"))]
     for p in pts:
         p["speedup_vs_fp32_strict"] = 10.0 / p["step_ms"]
-    doc = amp.analyze(_doc(pts))
+    doc = amp_lesson.analyze(_doc(pts))
     assert [sub for _, sub in subclasses(doc)] == ["fp32", "no amp speedup", "loss not finite"]
     assert doc["phases"][2]["verdict"]["evidence"]["eval_loss"] is None  # NaN is n/a, not a number
     assert doc["verdict"]["subclass"] == "no amp gain" and "loss off in fp16" in doc["verdict"]["evidence_text"]
@@ -126,9 +127,9 @@ def test_analyze_flags_a_diverged_fp16_and_no_gain():
 
 def test_analyze_loss_mismatch_and_missing_baseline():
     pts = [_pt("fp32-strict", 60.0, 2.0), _pt("bf16", 8.0, 2.6)]
-    doc = amp.analyze(_doc(pts))
+    doc = amp_lesson.analyze(_doc(pts))
     assert doc["phases"][1]["verdict"]["subclass"] == "loss off"
     assert doc["phases"][1]["verdict"]["evidence"]["eval_loss_rel_diff"] == pytest.approx(0.3)
     assert "(30.0% from FP32)" in doc["phases"][1]["verdict"]["evidence_text"]
     assert doc["verdict"]["subclass"] == "no amp gain"  # the fast mode's loss is off: no clean win
-    assert amp.analyze(_doc([_pt("bf16", 8.0, 2.0)]))["verdict"] is None
+    assert amp_lesson.analyze(_doc([_pt("bf16", 8.0, 2.0)]))["verdict"] is None

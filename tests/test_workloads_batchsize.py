@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from gputop.lessons import batchsize as batchsize_lesson
 from gputop.workload_api import Emitter, ParamError
 from test_workloads_common import (check_verdict, cpu_document, gpu_telemetry, interrupt_after_first_point, load,
                                    points, reanalyzed, results)
@@ -75,9 +76,9 @@ def test_sweep_propagates_other_errors_and_stops_on_time():
 def test_knee_is_the_smallest_batch_within_95_percent():
     pts = [{"batch": b, "samples_per_s": s, "oom": False} for b, s in
            [(1, 500), (2, 990), (4, 1900), (8, 3300), (16, 4800), (32, 5000), (64, 5100), (128, 5050)]]
-    k = bs.knee(pts + [{"batch": 256, "oom": True}])
+    k = batchsize_lesson.knee(pts + [{"batch": 256, "oom": True}])
     assert k["knee_batch"] == 32 and k["best_batch"] == 64 and k["fraction"] == 0.95
-    assert bs.knee([]) is None
+    assert batchsize_lesson.knee([]) is None
 
 
 def test_cpu_run_plumbing(cpu_run):
@@ -98,7 +99,7 @@ def test_cpu_run_plumbing(cpu_run):
 
 
 def test_cpu_run_analyze(cpu_run):
-    doc = reanalyzed(bs, cpu_run[1])
+    doc = reanalyzed(batchsize_lesson, cpu_run[1])
     # what gputop's runner judged in the run is what the module's analyze says of the same data
     assert [ph["verdict"] for ph in doc["phases"]] == [ph["verdict"] for ph in cpu_run[1]["phases"]]
     assert doc["verdict"] == cpu_run[1]["verdict"]
@@ -128,7 +129,7 @@ def test_analyze_h100_like_sweep_with_oom():
     doc = {"phases": [{"name": p["phase"], "telemetry": tel.get(p["phase"]), "verdict": None} for p in pts],
            "points": pts, "warnings": [],
            "results": bs.summarize(pts, {"reason": "oom", "oom_batch": 8192}, 65536)}
-    bs.analyze(doc)
+    batchsize_lesson.analyze(doc)
     cls = {ph["name"]: (ph["verdict"]["class"], ph["verdict"]["subclass"]) for ph in doc["phases"]}
     assert cls["batch=1"] == cls["batch=16"] == ("latency-bound", "launch")
     assert cls["batch=32"] == ("latency-bound", "transition")  # doubling to 64 gains 1.22x
@@ -157,12 +158,12 @@ def test_analyze_still_rising_and_flat():
               for b in (1, 2, 4)]
     doc = {"phases": [{"name": p["phase"], "telemetry": None, "verdict": None} for p in rising], "points": rising,
            "results": {"end": "cap"}, "warnings": []}
-    v = bs.analyze(doc)["verdict"]
+    v = batchsize_lesson.analyze(doc)["verdict"]
     assert (v["class"], v["subclass"]) == ("latency-bound", "up to batch 4: throughput still rising")
     flat = [dict(p, samples_per_s=1000.0) for p in rising]
     doc = {"phases": [{"name": p["phase"], "telemetry": None, "verdict": None} for p in flat], "points": flat,
            "results": {"end": "cap"}, "warnings": []}
-    v = bs.analyze(doc)["verdict"]
+    v = batchsize_lesson.analyze(doc)["verdict"]
     assert (v["class"], v["subclass"]) == ("compute-bound", "at every batch size")
 
 

@@ -1,5 +1,5 @@
 """Helpers shared by the teaching workloads' tests (dataloader, amp, batchsize, cudagraphs), and the tests
-of gputop.workload_util. The workload tests run each script for real on the CPU at tiny sizes."""
+of gputop.workload_util and gputop.lessons.docs. The workload tests run each script for real on the CPU at tiny sizes."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ import pytest
 from gputop import documents
 from gputop.analysis.verdict import display_name
 from gputop.workload_api import Emitter
-from gputop.workload_util import (noise_check, phase_points, phase_window, stats, tele, tele_numbers, tele_text,
-                                  throttle_warnings)
+from gputop.lessons import lesson
+from gputop.lessons.docs import phase_points, phase_window, tele, tele_numbers, tele_text, throttle_warnings
+from gputop.workload_util import noise_check, stats
 from verdict_util import check_verdict  # noqa: F401  (the workload tests import it from here)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,7 +66,7 @@ def cpu_document(name: str) -> tuple[int, dict, str]:
 
 
 def reanalyzed(mod, doc: dict) -> dict:
-    """A copy of the run document with its verdicts wiped, analysed again by the workload module ``mod``."""
+    """A copy of the run document with its verdicts wiped, analysed again by the lesson module ``mod``."""
     doc = copy.deepcopy(doc)
     doc["verdict"] = None
     for ph in doc["phases"]:
@@ -140,6 +141,8 @@ def test_noise_check_warns_above_five_percent(capsys):
     assert ev["event"] == "warning" and ev["code"] == "noisy_timing" and "noisy" in ev["message"]
 
 
+# -- gputop.lessons.docs --------------------------------------------------------------------------------
+
 def test_throttle_warnings_once_per_phase():
     doc = {"phases": [{"name": "a", "telemetry": gpu_telemetry(reasons=["software power cap"])},
                       {"name": "b", "telemetry": gpu_telemetry(reasons=["idle"])},
@@ -185,7 +188,7 @@ def recorded(name: str) -> dict:
     doc["verdict"] = None
     for ph in doc["phases"]:
         ph["verdict"] = None
-    return load(name).analyze(doc) or doc
+    return lesson(name).analyze(doc) or doc
 
 
 @pytest.mark.parametrize("name", sorted(RECORDED))
@@ -206,7 +209,7 @@ def test_recorded_h200_run_gets_verdicts_of_the_one_shape(name):
 @pytest.mark.parametrize("name", ["dataloader", "amp", "batchsize", "cudagraphs"])
 def test_workload_module_shape(name):
     mod = load(name)
-    assert mod.NAME == name and mod.DESCRIPTION and callable(mod.run) and callable(mod.analyze)
+    assert mod.NAME == name and mod.DESCRIPTION and callable(mod.run) and callable(lesson(name).analyze)
     assert "torch" in mod.NEEDS
     names = [p.name for p in mod.PARAMS]
     assert "device" in names and set(mod.QUICK) <= set(names) and set(mod.CPU) <= set(names)

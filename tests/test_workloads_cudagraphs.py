@@ -13,6 +13,7 @@ import types
 import numpy as np
 import pytest
 
+from gputop.lessons import cudagraphs as cudagraphs_lesson
 from gputop.workload_api import Emitter
 from test_workloads_common import (ROOT, check_verdict, cpu_document, env, gpu_telemetry, kinds, load, points,
                                    reanalyzed, run_events)
@@ -55,7 +56,7 @@ def test_cpu_run_skips_gpu_modes_and_times_the_eager_mlp(cpu_run):
 
 def test_cpu_run_analyze_judges_nothing_without_a_gpu(cpu_run):
     """On the CPU nothing is launched on a GPU: the eager MLP has no graph to be compared with."""
-    doc = reanalyzed(cg, cpu_run[1])
+    doc = reanalyzed(cudagraphs_lesson, cpu_run[1])
     # what gputop's runner judged in the run is what the module's analyze says of the same data
     assert [ph["verdict"] for ph in doc["phases"]] == [ph["verdict"] for ph in cpu_run[1]["phases"]]
     assert doc["verdict"] == cpu_run[1]["verdict"]
@@ -235,7 +236,7 @@ def _gpu_doc():
 
 
 def test_analyze_h100_like_run():
-    doc = cg.analyze(_gpu_doc())
+    doc = cudagraphs_lesson.analyze(_gpu_doc())
     cls = {ph["name"]: (ph["verdict"]["class"], ph["verdict"]["subclass"]) for ph in doc["phases"]}
     launch, hidden = ("latency-bound", "launch overhead"), ("compute-bound", "launch overhead hidden")
     assert cls == {"kernel time": ("compute-bound", "kernel alone"), "naive": launch, "interleaved": launch,
@@ -264,7 +265,7 @@ def test_analyze_kernel_bound_when_kernels_are_long():
             q["kernel_us"], q["overhead_ratio"] = 40.0, q["us_per_kernel"] / 40.0
         if q.get("speedup_vs_eager"):
             q["speedup_vs_eager"] = 1.05
-    doc = cg.analyze(doc)
+    doc = cudagraphs_lesson.analyze(doc)
     hidden = ("compute-bound", "launch overhead hidden")
     assert (doc["verdict"]["class"], doc["verdict"]["subclass"]) == hidden
     assert (doc["phases"][1]["verdict"]["class"], doc["phases"][1]["verdict"]["subclass"]) == hidden

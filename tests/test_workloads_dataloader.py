@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from gputop.lessons import dataloader as dataloader_lesson
 from test_workloads_common import (check_verdict, cpu_document, gpu_telemetry, interrupt_after_first_point, load,
                                    points, reanalyzed)
 
@@ -70,7 +71,7 @@ def test_cpu_run_plumbing(cpu_run):
 
 
 def test_cpu_run_analyze_sets_every_verdict(cpu_run):
-    doc = reanalyzed(dl, cpu_run[1])
+    doc = reanalyzed(dataloader_lesson, cpu_run[1])
     # what gputop's runner judged in the run is what the module's analyze says of the same data
     assert [ph["verdict"] for ph in doc["phases"]] == [ph["verdict"] for ph in cpu_run[1]["phases"]]
     assert doc["verdict"] == cpu_run[1]["verdict"]
@@ -105,7 +106,7 @@ def test_analyze_starved_then_fixed_h100_like():
            _pt("+pin_memory", 8, 7300, 6.0, 2.0, 92.0), _pt("+persistent", 8, 7600, 3.0, 2.0, 95.0)]
     tel = {"workers=0": gpu_telemetry(util_gpu_pct=9.0, sm_active_pct=6.0),
            "+persistent": gpu_telemetry(util_gpu_pct=97.0, sm_active_pct=71.0, reasons=["software power cap"])}
-    doc = dl.analyze(_doc(pts, tel))
+    doc = dataloader_lesson.analyze(_doc(pts, tel))
     classes = [(ph["verdict"]["class"], ph["verdict"]["subclass"]) for ph in doc["phases"]]
     assert classes == [("input-starved", "no workers")] + [("compute-bound", None)] * 3
     for ph in doc["phases"]:
@@ -123,7 +124,7 @@ def test_analyze_starved_then_fixed_h100_like():
 def test_analyze_transfer_bound_and_still_starved():
     pts = [_pt("workers=0", 0, 500, 70.0, 20.0, 10.0), _pt("workers=4", 4, 900, 20.0, 55.0, 25.0),
            _pt("+pin_memory", 4, 1500, 60.0, 5.0, 35.0)]
-    doc = dl.analyze(_doc(pts))
+    doc = dataloader_lesson.analyze(_doc(pts))
     assert [(ph["verdict"]["class"], ph["verdict"]["subclass"]) for ph in doc["phases"]] == \
         [("input-starved", "no workers"), ("pcie-bound", "pageable"), ("input-starved", "too few workers")]
     assert "pin_memory" in doc["phases"][1]["verdict"]["advice"]
@@ -133,10 +134,10 @@ def test_analyze_transfer_bound_and_still_starved():
 
 def test_analyze_not_starved_and_empty():
     pts = [_pt("workers=0", 0, 5000, 5.0, 1.0, 93.0), _pt("workers=8", 8, 5050, 2.0, 1.0, 96.0)]
-    doc = dl.analyze(_doc(pts))
+    doc = dataloader_lesson.analyze(_doc(pts))
     assert doc["verdict"]["class"] == "compute-bound" and "only 5%" in doc["verdict"]["evidence_text"]
     check_verdict(doc["verdict"])
-    assert dl.analyze({"phases": [], "points": [], "results": {}})["verdict"] is None
+    assert dataloader_lesson.analyze({"phases": [], "points": [], "results": {}})["verdict"] is None
 
 
 def test_interrupt_keeps_the_phases_done():

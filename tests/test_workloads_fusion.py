@@ -11,7 +11,8 @@ import sys
 import pytest
 
 import lesson_docs
-from gputop.tui import lesson_views
+from gputop.lessons import fusion as fusion_lesson
+from gputop.tui.lessons import fusion as fusion_view
 from gputop.tui.results import results_lines
 from gputop.workload_api import ParamError
 from test_workloads_common import ROOT, check_verdict, env, load, run_gputop
@@ -28,7 +29,7 @@ def cpu_doc():
 
 
 def test_module_shape_and_lists():
-    assert fusion.NAME == "fusion" and "torch" in fusion.NEEDS and callable(fusion.analyze)
+    assert fusion.NAME == "fusion" and "torch" in fusion.NEEDS and callable(fusion_lesson.analyze)
     names = {p.name for p in fusion.PARAMS}
     assert "device" in names and set(fusion.QUICK) <= names and set(fusion.CPU) <= names
     assert fusion.parse_list("variants", "jit, eager", fusion.VARIANTS) == ["jit", "eager"]
@@ -96,7 +97,7 @@ def test_cpu_torch_compile_fuses_the_nested_sine(tmp_path, monkeypatch):
 
 
 def test_analyze_gpu_shaped_document():
-    doc = fusion.analyze(lesson_docs.fusion())
+    doc = fusion_lesson.analyze(lesson_docs.fusion())
     by = {p["name"]: p["verdict"] for p in doc["phases"]}
     for v in by.values():
         check_verdict(v)
@@ -111,7 +112,7 @@ def test_analyze_gpu_shaped_document():
 
 
 def test_slow_fused_kernels_are_math_bound():
-    doc = fusion.analyze(lesson_docs.fusion(fused_bps=1.0e12))  # fused kernels at 30% of the roof
+    doc = fusion_lesson.analyze(lesson_docs.fusion(fused_bps=1.0e12))  # fused kernels at 30% of the roof
     v = next(p["verdict"] for p in doc["phases"] if p["name"] == "nested_sin compile")
     assert v["class"] == "compute-bound" and v["subclass"] == "fused"
     assert doc["verdict"]["class"] == "compute-bound" and "the math sets the pace" in doc["verdict"]["evidence_text"]
@@ -122,7 +123,7 @@ def test_bars_view_shows_speedups_and_skips():
     doc["points"].append({"phase": "gelu jit", "fn": "gelu", "variant": "jit", "skipped": True,
                           "reason": "UnsupportedNodeError: something"})
     doc["points"] = [q for q in doc["points"] if not (q["phase"] == "gelu jit" and not q.get("skipped"))]
-    lines = [t.plain for t in lesson_views.fusion_view(doc, 110, 20)]
+    lines = [t.plain for t in fusion_view.view(doc, 110, 20)]
     text = "\n".join(lines)
     assert "DRAM roof 3.35 TB/s" in text and "4.00x eager" in text and "skipped: UnsupportedNodeError" in text
     row = next(t for t in lines if t.startswith("nested_sin eager"))
@@ -154,7 +155,7 @@ def test_a_variant_this_torch_cannot_build_is_skipped_with_its_reason(monkeypatc
     assert len(skipped) == 1 and skipped[0]["variant"] == "compile" and "C++ compiler" in skipped[0]["reason"]
     assert any(e["event"] == "warning" and e["code"] == "skipped" for e in events)
     assert [q["variant"] for q in pts if not q.get("skipped")] == ["eager"]
-    lines = [t.plain for t in lesson_views.fusion_view({"points": pts, "device": {"kind": "cpu"}}, 100, 10)]
+    lines = [t.plain for t in fusion_view.view({"points": pts, "device": {"kind": "cpu"}}, 100, 10)]
     assert any(ln.startswith("nested_sin compile") and "skipped: RuntimeError" in ln for ln in lines)
 
 

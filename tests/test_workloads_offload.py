@@ -9,8 +9,9 @@ import sys
 import pytest
 
 import lesson_docs
-from gputop.analysis import offload_report
-from gputop.tui import lesson_views
+from gputop.lessons import lesson
+from gputop.lessons import offload as offload_lesson
+from gputop.tui.lessons import offload as offload_view
 from gputop.tui.results import results_lines
 from gputop.workload_api import ParamError
 from test_workloads_common import ROOT, check_verdict, env, load, run_gputop
@@ -27,7 +28,10 @@ def cpu_doc():
 
 
 def test_module_shape_and_help():
-    assert offload.NAME == "offload" and "torch" in offload.NEEDS and callable(offload.analyze)
+    assert offload.NAME == "offload" and "torch" in offload.NEEDS
+    found = lesson("offload")  # gputop's analysis of the run is the lesson's, found by name
+    assert found.analyze is offload_lesson.analyze and found.csv_rows is offload_lesson.csv_rows
+    assert not hasattr(offload, "analyze") and not hasattr(offload, "csv_rows")  # the script only measures
     names = {p.name for p in offload.PARAMS}
     assert "device" in names and set(offload.QUICK) <= names and set(offload.CPU) <= names
     r = subprocess.run([sys.executable, str(ROOT / "workloads" / "offload.py"), "--help"], capture_output=True,
@@ -45,10 +49,9 @@ def test_bad_ops_is_one_line_and_exit_2():
 
 def test_crossover_is_where_the_gpu_wins_for_good():
     pts = [{"n": n, "cpu_ms": c, "g": g} for n, c, g in ((1, 1, 5), (2, 2, 1), (4, 3, 4), (8, 8, 4), (16, 20, 5))]
-    assert offload_report.crossover(pts, "g") == 8  # it won at n=2 too, but lost again at n=4
-    assert offload_report.wins_at(pts, "g") == [2, 8, 16]
-    assert offload_report.crossover([{"n": 1, "cpu_ms": 1, "g": 2}], "g") is None
-    assert offload.analyze is offload_report.analyze and offload.csv_rows is offload_report.csv_rows
+    assert offload_lesson.crossover(pts, "g") == 8  # it won at n=2 too, but lost again at n=4
+    assert offload_lesson.wins_at(pts, "g") == [2, 8, 16]
+    assert offload_lesson.crossover([{"n": 1, "cpu_ms": 1, "g": 2}], "g") is None
 
 
 def test_cpu_run_measures_the_cpu_curve(cpu_doc):
@@ -67,7 +70,7 @@ def test_cpu_run_measures_the_cpu_curve(cpu_doc):
     assert not [w for w in doc["warnings"] if w["code"] == "analyze_failed"], doc["warnings"]
     # no GPU curve, nothing to judge: no verdict rather than a made-up one
     assert doc["verdict"] is None and all(p["verdict"] is None for p in doc["phases"])
-    rows = offload.csv_rows(doc)
+    rows = offload_lesson.csv_rows(doc)
     assert len(rows) == len(doc["points"]) and list(rows[0])[:4] == ["op", "log2", "n", "cpu_ms"]
 
 
@@ -77,7 +80,7 @@ def test_cpu_run_view(cpu_doc):
 
 
 def test_analyze_gpu_shaped_document():
-    doc = offload.analyze(lesson_docs.offload())
+    doc = offload_lesson.analyze(lesson_docs.offload())
     by = {p["name"]: p["verdict"] for p in doc["phases"]}
     for v in by.values():
         check_verdict(v)
@@ -102,7 +105,7 @@ def test_verdict_per_size_reads_the_regime():
     """Small sizes: the copies cost what the smallest copies cost (fixed cost) and the GPU loses: latency-bound;
     from there the copies move real bytes and are most of the time: transfer-bound, whether the GPU wins or not
     -- never latency-bound at the largest size (as the 2026-11-23 runs' 64 MB downloads at 1.5 GB/s were called)."""
-    doc = offload.analyze(lesson_docs.offload())
+    doc = offload_lesson.analyze(lesson_docs.offload())
     by = {(q["op"], q["n"]): q["verdict"] for q in doc["points"] if q.get("verdict")}
     assert [by[("matmul", n)]["class"] for n in (1, 16, 128, 256, 4096)] == \
         ["latency-bound", "latency-bound", "latency-bound", "pcie-bound", "pcie-bound"]
@@ -111,41 +114,41 @@ def test_verdict_per_size_reads_the_regime():
     assert by[("sin", 1 << 26)]["class"] == "pcie-bound"
     # the copies' fixed cost is the median of the three smallest sizes, so one slow first call does not move it
     pts = [q for q in lesson_docs.offload()["points"] if q.get("op") == "sin"]
-    fixed = offload_report.fixed_copy_ms(pts)
+    fixed = offload_lesson.fixed_copy_ms(pts)
     pts[0]["h2d_ms"] *= 5
-    assert offload_report.fixed_copy_ms(pts) == pytest.approx(fixed, rel=1e-3)
-    assert offload_report.fixed_copy_ms(pts[:3]) is None  # too few sizes: judged by bytes instead
+    assert offload_lesson.fixed_copy_ms(pts) == pytest.approx(fixed, rel=1e-3)
+    assert offload_lesson.fixed_copy_ms(pts[:3]) is None  # too few sizes: judged by bytes instead
 
 
 def test_fresh_host_memory_is_shown_apart():
-    doc = offload.analyze(lesson_docs.offload())
+    doc = offload_lesson.analyze(lesson_docs.offload())
     sin = next(p["verdict"] for p in doc["phases"] if p["name"] == "sin")
     assert sin["evidence"]["d2h_fresh_ms"] > 10 * sin["evidence"]["d2h_ms"]
     assert "by x.cpu() into fresh memory (page faults)" in sin["evidence_text"] and "page fault" in sin["notes"][-1]
-    rows = offload.csv_rows(doc)
+    rows = offload_lesson.csv_rows(doc)
     assert all(r["d2h_fresh_ms"] >= r["d2h_ms"] for r in rows)
-    text = [t.plain for t in lesson_views.offload_view(doc, 160, 40)]
+    text = [t.plain for t in offload_view.view(doc, 160, 40)]
     fresh = next(t for t in text if t.startswith("x.cpu() into fresh memory pays page faults"))
     assert "download 194 vs 14.9 ms reused, sin 2^26" in fresh and len(text) <= 40
-    narrow = lesson_views.offload_view(doc, 80, 30)
+    narrow = offload_view.view(doc, 80, 30)
     assert len(narrow) <= 30 and all(len(t.plain) <= 80 for t in narrow if t.plain.startswith("x.cpu()"))
 
 
 def test_a_document_from_before_the_reused_buffer_reads_right():
     """The runs of 2026-11-23 (x.cpu() into fresh memory in the gpu+copies curve): the sine won at 2^22 and lost
     at 2^24 and 2^26 -- no crossover for good, said so, and no fresh-memory line (those documents had none)."""
-    doc = offload.analyze(lesson_docs.offload(fresh_in_curve=True))
+    doc = offload_lesson.analyze(lesson_docs.offload(fresh_in_curve=True))
     sin = next(p["verdict"] for p in doc["phases"] if p["name"] == "sin")
     check_verdict(sin)
     assert sin["evidence"]["crossover_with_copies_n"] is None and sin["evidence"]["last_win_with_copies_n"] == 1 << 22
     assert "never wins for good (it won at n=4194304, then lost again)" in sin["evidence_text"]
     assert "d2h_fresh_ms" not in sin["evidence"] and len(sin["notes"]) == 1
-    text = "\n".join(t.plain for t in lesson_views.offload_view(doc, 160, 40))
+    text = "\n".join(t.plain for t in offload_view.view(doc, 160, 40))
     assert "GPU wins from never with copies" in text and "fresh memory" not in text
 
 
 def test_fast_copies_make_the_large_matmul_compute_bound():
-    doc = offload.analyze(lesson_docs.offload(copy_bps=1e13))
+    doc = offload_lesson.analyze(lesson_docs.offload(copy_bps=1e13))
     mat = next(p["verdict"] for p in doc["phases"] if p["name"] == "matmul")
     assert (mat["class"], mat["subclass"]) == ("compute-bound", "gpu wins")
     big = max((q for q in doc["points"] if q.get("op") == "sin"), key=lambda q: q["n"])
@@ -153,13 +156,13 @@ def test_fast_copies_make_the_large_matmul_compute_bound():
 
 
 def test_gpu_shaped_view_shows_four_curves_and_the_crossovers():
-    doc = offload.analyze(lesson_docs.offload())
-    lines = lesson_views.offload_view(doc, 110, 40)
+    doc = offload_lesson.analyze(lesson_docs.offload())
+    lines = offload_view.view(doc, 110, 40)
     text = "\n".join(t.plain for t in lines)
     assert "GPU wins from n=256 with copies, n=128 without" in text
     assert all(m in text for m in ("●", "◆", "▲", "×")) and "times the launch only" in text
     assert len(lines) <= 40
-    small = lesson_views.offload_view(doc, 80, 14)  # one op only when there is no room for two plots
+    small = offload_view.view(doc, 80, 14)  # one op only when there is no room for two plots
     assert len(small) <= 14 and sum("ms vs n" in t.plain for t in small) == 1
 
 

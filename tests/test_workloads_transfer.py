@@ -10,7 +10,8 @@ import sys
 import pytest
 
 import lesson_docs
-from gputop.tui import lesson_views
+from gputop.lessons import transfer as transfer_lesson
+from gputop.tui.lessons import transfer as transfer_view
 from gputop.tui.results import results_lines
 from test_workloads_common import ROOT, check_verdict, env, load, run_gputop
 
@@ -26,7 +27,7 @@ def cpu_doc():
 
 
 def test_module_shape():
-    assert transfer.NAME == "transfer" and "torch" in transfer.NEEDS and callable(transfer.analyze)
+    assert transfer.NAME == "transfer" and "torch" in transfer.NEEDS and callable(transfer_lesson.analyze)
     names = {p.name for p in transfer.PARAMS}
     assert "device" in names and set(transfer.QUICK) <= names and set(transfer.CPU) <= names
     p = {"min_log2": 12, "max_log2": 16, "step_log2": 2}
@@ -60,7 +61,7 @@ def test_cpu_run_is_the_host_memcpy_baseline(cpu_doc):
 
 
 def test_analyze_gpu_shaped_document():
-    doc = transfer.analyze(lesson_docs.transfer())
+    doc = transfer_lesson.analyze(lesson_docs.transfer())
     by = {p["name"]: p["verdict"] for p in doc["phases"]}
     for v in by.values():
         check_verdict(v)
@@ -81,14 +82,14 @@ def test_analyze_gpu_shaped_document():
 
 
 def test_pinned_far_below_the_link_is_not_called_link_bound():
-    doc = transfer.analyze(lesson_docs.transfer(pinned_bps=20e9))
+    doc = transfer_lesson.analyze(lesson_docs.transfer(pinned_bps=20e9))
     v = next(p["verdict"] for p in doc["phases"] if p["name"] == "h2d pinned")
     assert (v["class"], v["subclass"]) == ("pcie-bound", "below link")
 
 
 def test_view_draws_the_link_and_the_streams_timeline():
-    doc = transfer.analyze(lesson_docs.transfer())
-    lines = [t.plain for t in lesson_views.transfer_view(doc, 100, 30)]
+    doc = transfer_lesson.analyze(lesson_docs.transfer())
+    lines = [t.plain for t in transfer_view.view(doc, 100, 30)]
     text = "\n".join(lines)
     assert "PCIe link 63 GB/s" in text and "╌" in text and "●" in text
     rows = {ln.split("│")[0].strip(): ln for ln in lines if "│" in ln and ln.split("│")[0].strip()[:1].isalpha()}
@@ -100,7 +101,7 @@ def test_view_draws_the_link_and_the_streams_timeline():
     seed_up = lines.index(rows["seed    upload"])
     seed_cells = [lines[seed_up + i].split("│")[1] for i in range(3)]
     assert not any(seed_cells[0][c] != " " and seed_cells[2][c] != " " for c in range(len(seed_cells[0])))
-    assert len(lesson_views.transfer_view(doc, 80, 14)) <= 14
+    assert len(transfer_view.view(doc, 80, 14)) <= 14
 
 
 def test_listing_needs_no_torch_and_running_without_it_is_exit_4():

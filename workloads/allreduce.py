@@ -43,10 +43,10 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as a script from a checkout:
     sys.path.insert(0, str(_CHECKOUT))  # its own gputop first, whatever else is installed
 
-from gputop.analysis.comms import LATENCY_SHARE, fit_latency_bandwidth, link_peak, step_verdict, sweep_verdicts
+from gputop.analysis.verdict import display_name
 from gputop.telemetry.devices import multicast_off
 from gputop.workload_api import Param, ParamError, main, require_torch
-from gputop.workload_util import link_facts, phase_points, throttle_warnings, torch_device
+from gputop.workload_util import analyzed, link_facts, torch_device
 
 NAME = "allreduce"
 DESCRIPTION = "all-reduce across GPUs (torchrun): bus bandwidth vs message size, DDP step with/without overlap"
@@ -286,58 +286,17 @@ def run(p: dict, emit) -> None:
         dist.destroy_process_group()
 
 
-# -- 3. the verdicts (in gputop's process, on the run document; as text at the end of a run by hand) -------
+# -- 3. the verdicts, in words at the end of a run by hand (gputop judges the run document: lessons/allreduce) --
 
 def say_verdicts(emit, sizes: list[dict], steps: list[dict]) -> None:
-    """What the numbers mean, in words (rank 0 of a run by hand; gputop's ``analyze`` does the same on the
-    document)."""
+    """What the numbers mean, in words (rank 0 of a run by hand): the verdicts gputop gives the run document
+    (:mod:`gputop.lessons.allreduce`), one per message size, then the DDP step's."""
     if emit.events:
         return
-    fit = fit_latency_bandwidth(sizes)
-    verdicts = sweep_verdicts(sizes, fit, None) + [v for v in [step_verdict(steps)] if v is not None]
-    for v in verdicts:
-        emit.log(f"{v.display_name()}: {v.evidence_text}")
-
-
-def analyze(doc: dict) -> dict:
-    """Latency- vs bandwidth-bound message sizes, and whether the DDP step is comms-bound.
-
-    The link's peak comes from NVML (rank 0's ``link`` result on GPUs); gloo on a CPU has no link to
-    compare with, so there the sweep's own best busbw is the reference."""
-    by_phase = phase_points(doc)
-    link = link_peak((doc.get("results") or {}).get("link"))
-    sweep_pts = sorted(by_phase.get("bus bandwidth", []), key=lambda q: q["size_bytes"])
-    fit = fit_latency_bandwidth(sweep_pts)
-    for q, v in zip(sweep_pts, sweep_verdicts(sweep_pts, fit, link)):
-        q["bound"] = "latency" if v.cls == "latency-bound" else "bandwidth"
-        q["latency_share"] = v.evidence.get("latency_share")
-        q["verdict"] = v.to_dict()
-        if (link or {}).get("peak_gbps"):
-            q["busbw_gbps_peak"] = link["peak_gbps"]  # the results view's bars: busbw as a share of the link
-    verdicts = {}
-    for ph in doc.get("phases") or []:
-        name = ph.get("name")
-        if name == "bus bandwidth" and sweep_pts:
-            big = sweep_pts[-1]["verdict"]
-            ph["verdict"] = big
-            verdicts[name] = big
-        if name == "ddp step" and by_phase.get("ddp step"):
-            v = step_verdict(by_phase["ddp step"])
-            if v is not None:
-                ph["verdict"] = verdicts[name] = v.to_dict()
-    if fit:
-        doc["results"] = {**(doc.get("results") or {}), "latency_us": fit.get("latency_us"),
-                          "busbw_gbps_best": fit.get("busbw_gbps"), "half_bandwidth_bytes": fit.get("half_bytes"),
-                          "latency_share_limit": LATENCY_SHARE, "link_peak": link}
-    doc["verdict"] = verdicts.get("ddp step") or verdicts.get("bus bandwidth")
-    throttle_warnings(doc)
-    return doc
-
-
-def csv_rows(doc: dict) -> list[dict]:
-    cols = ("phase", "size_bytes", "time_us", "algbw_gbps", "busbw_gbps", "bound", "mode", "step_ms",
-            "exposed_comm_ms", "comm_ms", "hidden_pct")
-    return [{c: q.get(c) for c in cols} for q in doc.get("points") or []]
+    doc = analyzed(NAME, {"points": [dict(q) for q in sizes + steps], "phases": [{"name": "ddp step"}]})
+    verdicts = [q["verdict"] for q in doc["points"] if q.get("verdict")]
+    for v in verdicts + [ph["verdict"] for ph in doc["phases"] if ph.get("verdict")]:
+        emit.log(f"{display_name(v)}: {v['evidence_text']}")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as a script from a checkout:
     sys.path.insert(0, str(_CHECKOUT))  # its own gputop first, whatever else is installed
 
-from gputop.analysis.batchsize_report import analyze, knee  # noqa: F401  (gputop calls analyze on the run document)
+from gputop.lessons.batchsize import knee  # the knee as its lesson defines it
 from gputop.workload_api import Param, ParamError, is_oom, main, require_torch
 from gputop.workload_util import noise_check, small_cnn, tf32_flags, torch_device
 

@@ -32,7 +32,7 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as a script from a checkout:
     sys.path.insert(0, str(_CHECKOUT))  # its own gputop first, whatever else is installed
 
-from gputop.analysis.cudagraphs_report import MODES, V100_REFERENCE_US, analyze  # noqa: F401  (gputop calls it)
+from gputop.lessons.cudagraphs import MODES, V100_REFERENCE_US  # the modes its lesson judges
 from gputop.workload_api import Param, main, require_cupy, require_torch
 from gputop.workload_util import noise_check, torch_device
 

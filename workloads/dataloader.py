@@ -34,7 +34,6 @@ if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as
 
 import numpy as np
 
-from gputop.analysis.dataloader_report import analyze  # noqa: F401  (gputop calls it on the run document)
 from gputop.workload_api import Param, main, require_torch
 from gputop.workload_util import noise_check, small_cnn, stats, tf32_flags, torch_device
 

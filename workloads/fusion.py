@@ -37,7 +37,6 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as a script from a checkout:
     sys.path.insert(0, str(_CHECKOUT))  # its own gputop first, whatever else is installed
 
-from gputop.analysis.fusion_report import analyze  # noqa: F401  (gputop calls it on the run document)
 from gputop.workload_api import Param, ParamError, main, require_torch
 from gputop.workload_util import torch_device
 

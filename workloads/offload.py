@@ -43,7 +43,7 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as a script from a checkout:
     sys.path.insert(0, str(_CHECKOUT))  # its own gputop first, whatever else is installed
 
-from gputop.analysis.offload_report import OPS, analyze, crossovers, csv_rows  # noqa: F401  (gputop calls them)
+from gputop.lessons.offload import OPS, crossovers  # the ops its lesson judges, and where the GPU wins
 from gputop.workload_api import Param, ParamError, main, require_torch
 from gputop import workload_util as wu
 from gputop.workload_util import torch_device
@@ -251,7 +251,7 @@ def run(p: dict, emit) -> None:
         results["crossover_n"] = {op: crossovers([q for q in measured if q["op"] == op]) for op in ops}
     emit.result(results)
     if kept:
-        wu.print_verdicts(analyze, p, info, kept, results)
+        wu.print_verdicts(NAME, p, info, kept, results)
 
 
 def print_row(pt: dict) -> None:

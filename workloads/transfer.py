@@ -37,7 +37,7 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as a script from a checkout:
     sys.path.insert(0, str(_CHECKOUT))  # its own gputop first, whatever else is installed
 
-from gputop.analysis.transfer_report import COPY_PHASES, analyze, csv_rows  # noqa: F401  (gputop calls them)
+from gputop.lessons.transfer import COPY_PHASES  # the copies its lesson judges
 from gputop.workload_api import Param, ParamError, main, require_torch
 from gputop import workload_util as wu
 from gputop.workload_util import torch_device
@@ -252,7 +252,7 @@ def run(p: dict, emit) -> None:
                         "reason": "needs a CUDA GPU"})
         emit.result(results)
         if kept:
-            wu.print_verdicts(analyze, p, info, kept, results)
+            wu.print_verdicts(NAME, p, info, kept, results)
         return
     if not emit.should_stop():
         results["largest_copy_gb_per_s"] = copies(torch, p, emit, nbytes)
@@ -260,7 +260,7 @@ def run(p: dict, emit) -> None:
         results["streams"] = streams_part(torch, p, emit)
     emit.result(results)
     if kept:
-        wu.print_verdicts(analyze, p, info, kept, results)
+        wu.print_verdicts(NAME, p, info, kept, results)
 
 
 def print_row(pt: dict) -> None:

@@ -140,8 +140,8 @@ def _record(path: str, run, doc: dict) -> None:
 
 def csv_rows(spec, doc: dict) -> list[dict]:
     """The rows of ``--csv``: the workload's ``csv_rows(doc)`` if it has one (its own column order), else the points."""
-    fn = getattr(spec.module, "csv_rows", None)
-    if callable(fn):
+    fn = spec.csv_rows
+    if fn is not None:
         try:
             return list(fn(doc))
         except Exception as exc:

@@ -3,9 +3,10 @@ folders named in ``GPUTOP_WORKLOADS_PATH`` (os.pathsep-separated; the tests use 
 
 Each module is loaded by file path under a unique module name. Loading only reads ``NAME``,
 ``DESCRIPTION``, ``PARAMS``, ``QUICK``, ``CPU``, ``NEEDS``, ``TIMEOUT`` (default timeout, s), ``GPUS`` ("all":
-every GPU is visible to it, and sampled), ``analyze(doc)``
-and ``csv_rows(doc)`` (the rows of ``--csv``, in the workload's own column order; default: the points): workload
-scripts import cupy/torch inside ``run()``, so listing them never loads a GPU library. When two folders
+every GPU is visible to it, and sampled): workload scripts import cupy/torch inside ``run()``, so listing them
+never loads a GPU library. A workload's ``analyze(doc)`` and ``csv_rows(doc)`` (the rows of ``--csv``, in its
+own column order; default: the points) are its lesson's (:func:`gputop.lessons.lesson`, by name), else the
+script's own (a workload from ``GPUTOP_WORKLOADS_PATH`` may define them). When two folders
 hold a workload of the same name, the first one wins (``workloads/`` first, then the path entries in order).
 
 A workload that imports a third-party module at its top that is not installed here (numpy, say) is
@@ -30,6 +31,7 @@ from types import ModuleType
 from typing import Callable
 
 from gputop import paths
+from gputop.lessons import lesson
 from gputop.workload_api import Param, install_hint, is_installed, missing_package
 
 ENV_PATH = "GPUTOP_WORKLOADS_PATH"
@@ -75,7 +77,17 @@ class WorkloadSpec:
 
     @property
     def analyze(self) -> Callable[[dict], object] | None:
-        fn = getattr(self.module, "analyze", None)
+        """Its lesson's ``analyze``, else the script's own, else None."""
+        return self._lesson_or_own("analyze")
+
+    @property
+    def csv_rows(self) -> Callable[[dict], list[dict]] | None:
+        """Its lesson's ``csv_rows``, else the script's own, else None (``--csv`` writes the points)."""
+        return self._lesson_or_own("csv_rows")
+
+    def _lesson_or_own(self, what: str):
+        found = lesson(self.name)
+        fn = getattr(found, what) if found is not None else getattr(self.module, what, None)
         return fn if callable(fn) else None
 
     @property

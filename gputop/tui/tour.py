@@ -1,30 +1,21 @@
 """``gputop --tour``: a presenter's walk through the workloads, one key (``n``) per stop.
 
-Each stop names a workload and one sentence on what to look at while it runs. With a live GPU the stop
-runs the workload there (its ``--quick`` version); without one it replays the recorded GPU run that ships
-with gputop (gputop/data/runs/, or ``--recorded FILE``), or else runs the CPU version; a stop with none
-of these is passed over, said why. ``n`` on a stop whose run still goes stops it first.
+Each stop names a workload and one sentence on what to look at while it runs (its lesson's ``TOUR``).
+With a live GPU the stop runs the workload there (its ``--quick`` version); without one it replays the
+recorded GPU run that ships with gputop (gputop/data/runs/, or ``--recorded FILE``), or else runs the CPU
+version; a stop with none of these is passed over, said why. ``n`` on a stop whose run still goes stops it first.
 """
 
 from __future__ import annotations
 
+from gputop.lessons import lesson
 from gputop.runner.params import resolve
 from gputop.tui.follow import go_home
 from gputop.tui.runs import RecordingSpec
 from gputop.workload_api import ParamError
 
-STOPS = [
-    ("roofline", "Watch each dot climb the memory roof's slope as the arithmetic intensity k/4 grows, then "
-                 "flatten under the compute roof: left of the ridge the kernel waits on DRAM, right of it on the ALUs."),
-    ("batchsize", "Watch samples/s double with each doubling of the batch while the step time stays flat "
-                  "(launch-bound), then level off at the knee (compute-bound), until the sweep hits out-of-memory."),
-    ("amp", "Watch Tensor active and the step time: strict FP32 leaves the tensor cores idle; TF32, bf16 and fp16 "
-            "put the matmuls on them and each step gets faster."),
-    ("cudagraphs", "Watch Kernel duty read near 100% while SM activity stays low: tiny kernels are launch-bound, "
-                   "and one CUDA graph launch for many kernels cuts the time per kernel."),
-    ("dataloader", "Watch the GPU starve while the CPU transforms the data in the training loop, and come back "
-                   "as worker processes, pinned memory and persistent workers feed it."),
-]
+# The stops in order; what to look at at each is its lesson's TOUR sentence (gputop/lessons/NAME.py).
+STOPS = [(name, lesson(name).tour) for name in ("roofline", "batchsize", "amp", "cudagraphs", "dataloader")]
 
 
 class Tour:

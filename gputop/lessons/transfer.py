@@ -1,12 +1,12 @@
 """The transfer run's analysis: a verdict per copy phase (pageable or pinned, each direction, and the host
 memcpy baseline) with the size below which copies are latency-bound, a verdict per streams mode, the run's
-verdict, and the CSV rows. ``workloads/transfer.py`` exposes ``analyze(doc)`` and ``csv_rows(doc)`` (gputop
-runs them on the run document) and calls ``analyze`` itself when run standalone."""
+verdict, and the CSV rows: ``analyze(doc)`` and ``csv_rows(doc)``, which gputop runs on the run document of
+``workloads/transfer.py`` (and that script, run on its own, through ``workload_util.print_verdicts``)."""
 
 from __future__ import annotations
 
 from gputop.analysis.verdict import Verdict
-from gputop.workload_util import phase_points, phase_window, tele_numbers, tele_text, throttle_warnings
+from gputop.lessons.docs import phase_points, phase_window, tele_numbers, tele_text, throttle_warnings
 
 COPY_PHASES = ["h2d pageable", "h2d pinned", "d2h pageable", "d2h pinned"]
 

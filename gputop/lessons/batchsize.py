@@ -1,6 +1,6 @@
 """The batchsize run's verdicts: each batch size judged by what the next larger batch buys (per doubling),
-and the run as a whole, with the knee. ``workloads/batchsize.py`` exposes :func:`analyze` (gputop runs it on
-the run document) and :func:`knee` (the run's summary reports it).
+and the run as a whole, with the knee; and its tour sentence. gputop runs :func:`analyze` on the run document;
+``workloads/batchsize.py`` reports :func:`knee` in its summary.
 """
 
 from __future__ import annotations
@@ -8,7 +8,11 @@ from __future__ import annotations
 import math
 
 from gputop.analysis.verdict import Verdict
-from gputop.workload_util import phase_points, phase_window, tele, tele_numbers, tele_text, throttle_warnings
+from gputop.lessons.docs import phase_points, phase_window, tele, tele_numbers, tele_text, throttle_warnings
+
+# gputop --tour: what to look at while this workload runs
+TOUR = ("Watch samples/s double with each doubling of the batch while the step time stays flat "
+        "(launch-bound), then level off at the knee (compute-bound), until the sweep hits out-of-memory.")
 
 KNEE_FRACTION = 0.95  # the knee: the smallest batch within 95% of the best samples/s
 

@@ -1,6 +1,6 @@
 """The offload run's analysis: where the GPU starts to win (the crossovers), a verdict per size and per op,
-the first call apart, and the CSV rows. ``workloads/offload.py`` exposes it as its ``analyze(doc)`` and
-``csv_rows(doc)`` (gputop runs them on the run document) and calls ``analyze`` itself when run standalone.
+the first call apart, and the CSV rows: ``analyze(doc)`` and ``csv_rows(doc)``, which gputop runs on the run
+document of ``workloads/offload.py`` (and that script, run on its own, through ``workload_util.print_verdicts``).
 
 Per size, the GPU-with-copies call is judged: latency-bound when its copies cost little more than the
 copies of the smallest size (the fixed cost of a copy: set-up, a synchronize) and the GPU loses;
@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 
 from gputop.analysis.verdict import Verdict
-from gputop.workload_util import phase_points, phase_window, tele_numbers, tele_text, throttle_warnings
+from gputop.lessons.docs import phase_points, phase_window, tele_numbers, tele_text, throttle_warnings
 
 OPS = ["matmul", "sin"]
 CURVES = {"with_copies": "gpu_copies_ms", "without_copies": "gpu_ms", "naive": "gpu_naive_ms"}

@@ -1,5 +1,5 @@
-"""The amp run's verdicts. ``workloads/amp.py`` exposes :func:`analyze` (gputop runs it on the run
-document).
+"""The amp lesson (``workloads/amp.py``): its run's verdicts (:func:`analyze`, gputop runs it on the run
+document) and its tour sentence.
 
 Every mode trains the same matmul-heavy model, so every verdict is "compute-bound"; the subclass says
 what the mode showed: which pipe did the math, or why the mode's speed does not count.
@@ -10,7 +10,11 @@ from __future__ import annotations
 import math
 
 from gputop.analysis.verdict import Verdict
-from gputop.workload_util import phase_points, phase_window, tele, tele_numbers, tele_text, throttle_warnings
+from gputop.lessons.docs import phase_points, phase_window, tele, tele_numbers, tele_text, throttle_warnings
+
+# gputop --tour: what to look at while this workload runs
+TOUR = ("Watch Tensor active and the step time: strict FP32 leaves the tensor cores idle; TF32, bf16 and fp16 "
+        "put the matmuls on them and each step gets faster.")
 
 FAST = 1.5  # a mode this much faster than strict FP32 is using the tensor cores
 

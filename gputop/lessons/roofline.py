@@ -1,11 +1,16 @@
 """The roofline run's analysis: every sweep point against the measured and theoretical roofs, the ridge
-points, and the verdict. ``workloads/roofline.py`` exposes it as its ``analyze(doc)`` (gputop runs it on
-the run document) and calls it itself when run standalone."""
+points, and the verdict: ``analyze(doc)`` and ``csv_rows(doc)``, which gputop runs on the run document of
+``workloads/roofline.py`` (and that script, run on its own, through ``workload_util.analyzed``); and its tour
+sentence. The roofline maths is :mod:`gputop.analysis.roofline`."""
 
 from __future__ import annotations
 
 from gputop.analysis import roofline as rl
 from gputop.analysis.verdict import Verdict
+
+# gputop --tour: what to look at while this workload runs
+TOUR = ("Watch each dot climb the memory roof's slope as the arithmetic intensity k/4 grows, then "
+        "flatten under the compute roof: left of the ridge the kernel waits on DRAM, right of it on the ALUs.")
 
 
 def csv_rows(doc: dict) -> list[dict]:

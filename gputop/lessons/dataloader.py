@@ -1,11 +1,16 @@
 """The dataloader run's verdicts: each phase judged from its measured split of the step time (data wait,
 host-to-device copy, compute), and the run as a whole (how much the workers gained, how many would keep
-up). ``workloads/dataloader.py`` exposes :func:`analyze` (gputop runs it on the run document)."""
+up): :func:`analyze`, which gputop runs on the run document of ``workloads/dataloader.py``; and its tour
+sentence."""
 
 from __future__ import annotations
 
 from gputop.analysis.verdict import Verdict
-from gputop.workload_util import phase_points, phase_window, tele, tele_numbers, tele_text, throttle_warnings
+from gputop.lessons.docs import phase_points, phase_window, tele, tele_numbers, tele_text, throttle_warnings
+
+# gputop --tour: what to look at while this workload runs
+TOUR = ("Watch the GPU starve while the CPU transforms the data in the training loop, and come back "
+        "as worker processes, pinned memory and persistent workers feed it.")
 
 STARVED_PCT = 50.0  # data wait above this share of the step: the input pipeline is the bottleneck
 PARTLY_PCT = 20.0

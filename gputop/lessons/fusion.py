@@ -1,6 +1,6 @@
 """The fusion run's verdicts: each variant of each function judged by its bandwidth against the DRAM roof
-and by whether its operations were fused, and the run as a whole. ``workloads/fusion.py`` exposes
-:func:`analyze` (gputop runs it on the run document).
+and by whether its operations were fused, and the run as a whole: :func:`analyze`, which gputop runs
+on the run document of ``workloads/fusion.py``.
 
 An elementwise op does a few FLOPs per 8 bytes: memory-bound when its achieved bandwidth reaches half the
 DRAM roof; a fused kernel that moves few bytes but stays below that is paced by its math (compute-bound).
@@ -10,7 +10,7 @@ The subclass says whether the operations were fused. On the CPU there is no DRAM
 from __future__ import annotations
 
 from gputop.analysis.verdict import Verdict
-from gputop.workload_util import phase_points, phase_window, tele_numbers, tele_text, throttle_warnings
+from gputop.lessons.docs import phase_points, phase_window, tele_numbers, tele_text, throttle_warnings
 
 FUSED_GAIN = 1.5  # the issue's bar: a fused nested sine at least this much faster than eager at large sizes
 MEMORY_BOUND = 0.5  # at least half the DRAM roof: the traffic sets the pace; below it, the math does

@@ -1,5 +1,6 @@
 """The cudagraphs run's verdicts: each launch mode and each MLP step judged from what was measured, and the
-run as a whole. ``workloads/cudagraphs.py`` exposes :func:`analyze` (gputop runs it on the run document).
+run as a whole (:func:`analyze`, gputop runs it on the run document), and its tour sentence.
+``workloads/cudagraphs.py`` runs the :data:`MODES` judged here.
 
 A phase is latency-bound ("launch overhead") when launching costs more than the work launched; once the
 launches are hidden (back to back, or a graph) the GPU's own work sets the pace: compute-bound in this
@@ -9,7 +10,11 @@ workload's sense (whether pipes, DRAM or too few blocks limit that work is for t
 from __future__ import annotations
 
 from gputop.analysis.verdict import Verdict
-from gputop.workload_util import phase_points, phase_window, tele_numbers, tele_text, throttle_warnings
+from gputop.lessons.docs import phase_points, phase_window, tele_numbers, tele_text, throttle_warnings
+
+# gputop --tour: what to look at while this workload runs
+TOUR = ("Watch Kernel duty read near 100% while SM activity stays low: tiny kernels are launch-bound, "
+        "and one CUDA graph launch for many kernels cuts the time per kernel.")
 
 MODES = ["naive", "interleaved", "graph", "pipes"]
 V100_REFERENCE_US = {"naive": 9.6, "interleaved": 3.8, "graph": 3.4}  # NVIDIA's published figures
