@@ -401,7 +401,7 @@ def cell(v) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     if isinstance(v, (list, tuple)):
-        return ", ".join(cell(x) for x in v)
+        return ", ".join(cell(x) for x in v) or "none"
     return str(v)
 
 
@@ -415,11 +415,15 @@ def table(rows: list[dict], cols: list[str], indent: str = "  ") -> list[str]:
 
 
 def result_lines(results: dict, indent: str = "  ") -> list[str]:
-    """A workload's results, one labelled line per value: nested dicts indented under their key, lists
-    of dicts as tables, lists of values joined."""
+    """A workload's results, one labelled line per value: a short dict of values on its key's line, other
+    dicts indented under their key, lists of dicts as tables, lists of values joined."""
     out = []
     for key, v in results.items():
-        if isinstance(v, dict):
+        flat = isinstance(v, dict) and v and not any(isinstance(x, (dict, list, tuple)) for x in v.values())
+        line = f"{indent}{key}: " + ", ".join(f"{k} {cell(x)}" for k, x in v.items()) if flat else ""
+        if flat and len(line) <= 100:
+            out.append(line)
+        elif isinstance(v, dict):
             out.append(f"{indent}{key}:" + ("" if v else " none"))
             out += result_lines(v, indent + "  ")
         elif isinstance(v, (list, tuple)) and v and all(isinstance(x, dict) for x in v):
