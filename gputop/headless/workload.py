@@ -209,27 +209,6 @@ def telemetry_line(s: dict | None) -> str:
     return "  ".join(parts) + f"  ({s.get('samples', 0)} samples)"
 
 
-def _words(v) -> str:
-    """A verdict field in words: a list joined with '; ', a dict as 'key value' pairs."""
-    if isinstance(v, (list, tuple)):
-        return "; ".join(_words(x) for x in v)
-    if isinstance(v, dict):
-        return ", ".join(f"{k} {_cell(x)}" for k, x in v.items())
-    return _cell(v)
-
-
-def verdict_lines(v: dict | None) -> list[str]:
-    """The run's verdict: its class, evidence, notes and advice, one labelled line each."""
-    if not v:
-        return []
-    conf = f" (confidence {v['confidence']:.2f})" if v.get("confidence") is not None else ""
-    lines = [f"verdict: {display_name(v)}{conf}", f"  evidence: {_words(v.get('evidence_text')) or 'n/a'}"]
-    lines += [f"  note: {_words(n)}" for n in v.get("notes") or []]
-    if v.get("advice"):
-        lines.append(f"  advice: {_words(v['advice'])}")
-    return lines
-
-
 def render_text(doc: dict, stream=None, no_color: bool = False) -> str:
     """The run as a person reads it: what ran, the points as a table, the results as labelled lines, the
     telemetry, then the workload's key figure (sized to ``stream``, stdout by default) and the verdict under it."""
@@ -267,7 +246,7 @@ def render_text(doc: dict, stream=None, no_color: bool = False) -> str:
     drawing = figures.figures_text(doc, width, height, figures.wants_color(stream, no_color))
     if drawing:
         lines += ["", drawing]
-    verdict = verdict_lines(doc["verdict"])
+    verdict = figures.verdict_lines(doc["verdict"])
     if verdict:
         lines += [""] + verdict
     return "\n".join(lines) + "\n"

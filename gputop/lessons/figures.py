@@ -21,6 +21,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 
+from gputop.analysis.verdict import display_name
 from gputop.format import si
 
 FIXED = (80, 20)  # a narrower terminal, a file or a pipe gets this drawing
@@ -76,6 +77,7 @@ def draw(fig: Curves | Bars, width: int = FIXED[0], height: int = FIXED[1], colo
 def _figure(width: int, height: int, color: bool):
     import plotext
 
+    plotext.terminal.limit(False, False)  # the size asked for, whatever plotext finds the terminal to be
     f = plotext.figure
     f.clear()
     f.plot_size(width, height)
@@ -121,10 +123,10 @@ def _log_ticks(lo: float, hi: float, base: int = 10) -> list[float]:
 
 
 def _lin_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
-    """About ``n`` round ticks (steps of 1, 2 or 5 times a power of ten) from lo to hi."""
+    """About ``n`` round ticks (steps of 1, 2, 2.5 or 5 times a power of ten) from lo to hi."""
     raw = (hi - lo) / max(1, n - 1) or 1.0
     mag = 10.0 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
     first = math.ceil(lo / step) * step
     return [first + i * step for i in range(int((hi - first) / step + 1e-9) + 1)]
 
@@ -390,7 +392,7 @@ def figures_text(doc: dict, width: int = FIXED[0], height: int = FIXED[1], color
     return "\n\n".join(t for t in (draw(fig, width, height, color) for fig in figs) if t)
 
 
-# -- results as labelled lines and tables --------------------------------------------------------------
+# -- results and verdicts as labelled lines and tables --------------------------------------------------------------
 
 def cell(v) -> str:
     """A value as the text report writes it: n/a, 4 significant digits, yes/no, a list joined by commas."""
@@ -436,3 +438,24 @@ def result_lines(results: dict, indent: str = "  ") -> list[str]:
         else:
             out.append(f"{indent}{key}: {cell(v)}")
     return out
+
+
+def _words(v) -> str:
+    """A verdict field in words: a list joined with '; ', a dict as 'key value' pairs."""
+    if isinstance(v, (list, tuple)):
+        return "; ".join(_words(x) for x in v)
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {cell(x)}" for k, x in v.items())
+    return cell(v)
+
+
+def verdict_lines(v: dict | None) -> list[str]:
+    """A verdict: its class, evidence, notes and advice, one labelled line each."""
+    if not v:
+        return []
+    conf = f" (confidence {v['confidence']:.2f})" if v.get("confidence") is not None else ""
+    lines = [f"verdict: {display_name(v)}{conf}", f"  evidence: {_words(v.get('evidence_text')) or 'n/a'}"]
+    lines += [f"  note: {_words(n)}" for n in v.get("notes") or []]
+    if v.get("advice"):
+        lines.append(f"  advice: {_words(v['advice'])}")
+    return lines
