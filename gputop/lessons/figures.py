@@ -85,6 +85,29 @@ def _figure(width: int, height: int, color: bool):
     return f
 
 
+def _line_pixel():
+    """The labelled lines' colour (plotext's cycler may hand a text black, unreadable on a dark terminal)."""
+    import plotext
+
+    return plotext.pixel(foreground="orange")
+
+
+def _across(f, xs: tuple[float, float], ys: tuple[float, float]) -> None:
+    """A labelled line from (xs[0], ys[0]) to (xs[1], ys[1]): a signal, so that it keeps the terminal's own
+    background (plotext's line() paints it white)."""
+    import plotext
+
+    mark = plotext.marker("─" if ys[0] == ys[1] else "│", _line_pixel())
+    f.draw(f.signal(list(xs), list(ys), marker=mark).lines())
+
+
+def _line_label(text: str):
+    """A labelled line's text, in the line's colour."""
+    import plotext
+
+    return plotext.colorize(text, _line_pixel()).matrix()
+
+
 def _render(f, color: bool, legend: list[str], width: int) -> str:
     """The built figure, then its legend under it (plotext's own box would hide the data), wrapped to ``width``."""
     f.legend(active=False)
@@ -152,26 +175,26 @@ def curves_plot(fig: Curves, width: int, height: int, color: bool) -> str:
     tx = (lambda v: math.log10(v)) if fig.xlog else float
     ty = (lambda v: math.log10(v)) if fig.ylog else float
     f = _figure(width, height, color)
+    xs = [x for _, pts in series for x, _ in pts]
+    ys = [y for _, pts in series for _, y in pts] + [y for _, y in lines]
+    span = {}
+    for axis, log, vals, base, t in (("x", fig.xlog, xs, 2 if fig.xlabel.startswith("batch") else 10, tx),
+                                     ("y", fig.ylog, ys, 10, ty)):
+        lo, hi = _limits(vals, log)
+        span[axis] = (t(lo), t(hi))
+        ruler = f.ruler(axis)
+        ruler.lim(t(lo), t(hi))
+        ticks = _log_ticks(min(vals), max(vals), base) if log else _lin_ticks(lo, hi)
+        ruler.ticks([t(v) for v in ticks], [_short(v, integer=base == 2) for v in ticks])
+    for _, y in lines:  # the lines across first: the data draws over them
+        _across(f, span["x"], (ty(y), ty(y)))
     for (label, pts), marker in zip(series, MARKERS * len(series)):
         s = f.signal([tx(x) for x, _ in pts], [ty(y) for _, y in pts], marker=marker)
         s.label(label)
         s.lines()
         f.draw(s)
-    for label, y in lines:  # a line across, its label at its left end
-        f.line(ty(y))
-    xs = [x for _, pts in series for x, _ in pts]
-    ys = [y for _, pts in series for _, y in pts] + [y for _, y in lines]
-    for axis, log, vals, base, t in (("x", fig.xlog, xs, 2 if fig.xlabel.startswith("batch") else 10, tx),
-                                     ("y", fig.ylog, ys, 10, ty)):
-        lo, hi = _limits(vals, log)
-        ruler = f.ruler(axis)
-        ruler.lim(t(lo), t(hi))
-        ticks = _log_ticks(min(vals), max(vals), base) if log else _lin_ticks(lo, hi)
-        ruler.ticks([t(v) for v in ticks], [_short(v, integer=base == 2) for v in ticks])
-        if axis == "x":
-            x_left = t(lo)
-    for label, y in lines:
-        f.draw(f.text(x_left, ty(y), f" {label} ", alignment="left"))
+    for label, y in lines:  # each line's label at its left end
+        f.draw(f.text(span["x"][0], ty(y), _line_label(f" {label} "), alignment="left"))
     f.title(fig.title)
     f.label(fig.xlabel, "x")
     f.label(fig.ylabel, "y")
@@ -189,6 +212,8 @@ def bars_plot(fig: Bars, width: int, height: int, color: bool) -> str:
     across = sum(len(label) + 2 for label in fig.labels) > width - 12
     value_axis = "x" if across else "y"
     f = _figure(width, height, color)
+    for _, v in fig.lines:  # the lines across first: the bars draw over them
+        _across(f, (v, v) if across else (0.5, n + 0.5), (0.5, n + 0.5) if across else (v, v))
     totals = [sum(vals[i] for _, vals in parts) for i in range(n)]
     base = [0.0] * n
     for (label, vals), fill in zip(parts, FILLS * len(parts)):  # each part a floating bar on the ones below
@@ -200,9 +225,8 @@ def bars_plot(fig: Bars, width: int, height: int, color: bool) -> str:
         f.draw(b)
         base = top
     for label, v in fig.lines:
-        f.line(v, orientation="v" if across else "h")
-        f.draw(f.text(v, n + 0.5, f" {label}", alignment="left") if across else
-               f.text(0.5, v, f" {label} ", alignment="left"))
+        f.draw(f.text(v, n + 0.5, _line_label(f" {label}"), alignment="left") if across else
+               f.text(0.5, v, _line_label(f" {label} "), alignment="left"))
     hi = max(totals + [v for _, v in fig.lines] + [0.0]) * 1.12 or 1.0
     ticks = _lin_ticks(0.0, hi)
     f.ruler(value_axis).lim(0, hi)
