@@ -10,8 +10,10 @@ Two kinds of figure, one drawing helper each:
   Bars    one bar per phase, or stacked parts of each bar (the dataloader's step split), and labelled lines
 
 ``FIGURES`` maps a workload's name to the function that picks its figure's series out of the run document
-(None when there is nothing to draw). plotext is imported inside the drawing functions only: the TUI keeps
-its own braille charts, and no other mode pays for the import.
+(a list: one figure, one per op for offload, none when nothing was measured). plotext is imported inside the
+drawing functions only: the TUI keeps its own braille charts, and no other mode pays for the import. The
+results and the verdict of the same reports are written as labelled lines and tables here too
+(``result_lines``, ``verdict_lines``), for ``gputop --run`` and for a workload run on its own alike.
 """
 
 from __future__ import annotations
