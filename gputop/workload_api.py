@@ -401,8 +401,8 @@ def run_module(module, values: dict, emit: Emitter) -> int:
     if not emit.events and emit.points:  # on its own: the results, the key figure and the verdicts
         from gputop.workload_util import print_verdicts
 
-        print_verdicts(getattr(module, "analyze", None), emit.params, emit.device, emit.points, emit.results,
-                       workload=module.NAME, stream=emit.stream)
+        print_verdicts(module.NAME, emit.params, emit.device, emit.points, emit.results,
+                       analyze=getattr(module, "analyze", None), stream=emit.stream)
     emit.done()
     return code
 

@@ -177,7 +177,7 @@ def link_facts(uuids: list[str]) -> dict | None:
     return read_link(nvml, a, b)
 
 
-def print_verdicts(analyze, p: dict, info: dict, points: list[dict], results: dict, workload: str = "",
+def print_verdicts(workload: str, p: dict, info: dict, points: list[dict], results: dict, analyze=None,
                    stream=None) -> None:
     """A workload run on its own (no gputop): its results as labelled lines, its key figure and the verdicts
     of its ``analyze`` at the end, without the telemetry and peaks that ``gputop --run`` adds."""
