@@ -241,6 +241,7 @@ class Emitter:
         self.stop_requested = False
         self.status = "ok"
         self.on_point: Callable[[dict], None] | None = None  # a standalone script's own printer
+        self.params, self.device, self.points, self.results = {}, {}, [], {}  # standalone: for the report at the end
 
     def _send(self, event: str, **fields) -> None:
         if self.events:
@@ -251,7 +252,9 @@ class Emitter:
     def started(self, workload: str, params: dict, device: dict) -> None:
         self._send("started", workload=workload, params=params, device=device, pid=_pid())
         if not self.events:
-            print(f"{workload} on {device.get('name', device.get('kind'))}  params: {params}", file=self.stream)
+            self.params, self.device = dict(params), dict(device)
+            print(f"{workload} on {device.get('name', device.get('kind'))}  params: "
+                  + " ".join(f"{k}={_short(v)}" for k, v in params.items()), file=self.stream)
 
     def phase(self, name: str) -> None:
         self._send("phase", name=name)
@@ -264,6 +267,7 @@ class Emitter:
     def point(self, data: dict) -> None:
         self._send("point", data=data)
         if not self.events:
+            self.points.append(dict(data))
             if self.on_point:
                 self.on_point(data)
             else:
@@ -271,8 +275,8 @@ class Emitter:
 
     def result(self, data: dict) -> None:
         self._send("result", data=data)
-        if not self.events:
-            print(json.dumps(data, indent=2, default=jsonable), file=self.stream)
+        if not self.events:  # printed as labelled lines at the end (run_module)
+            self.results.update(data)
 
     def log(self, message: str) -> None:
         self._send("log", message=message)
@@ -307,6 +311,8 @@ def _pid() -> int:
 def _short(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
+    if isinstance(v, (list, tuple)):
+        return ",".join(_short(x) for x in v)
     return str(v)
 
 
@@ -392,6 +398,10 @@ def run_module(module, values: dict, emit: Emitter) -> int:
     finally:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
+    if not emit.events and emit.points:  # on its own: the results, the key figure and the verdicts
+        from gputop.workload_util import print_verdicts
+
+        print_verdicts(module.NAME, emit.params, emit.device, emit.points, emit.results, stream=emit.stream)
     emit.done()
     return code
 

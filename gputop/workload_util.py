@@ -136,15 +136,26 @@ def analyzed(workload: str, doc: dict) -> dict:
     return doc
 
 
-def print_verdicts(workload: str, p: dict, info: dict, points: list[dict], results: dict) -> None:
-    """A workload run on its own (no gputop): the verdicts of its lesson at the end, without the
-    telemetry and peaks that ``gputop --run`` adds."""
-    doc = {"params": p, "device": {"kind": info.get("kind"), "peaks": None}, "points": [dict(q) for q in points],
-           "results": results, "warnings": [],
-           "phases": [{"name": name, "telemetry": None} for name in dict.fromkeys(q["phase"] for q in points)]}
+def print_verdicts(workload: str, p: dict, info: dict, points: list[dict], results: dict,
+                   stream=None) -> None:
+    """A workload run on its own (no gputop): its results as labelled lines, its key figure and the verdicts
+    of its ``analyze`` at the end, without the telemetry and peaks that ``gputop --run`` adds."""
+    import sys
+
+    from gputop.lessons import figures
+
+    stream = sys.stdout if stream is None else stream
+    doc = {"workload": workload, "params": p, "device": {"peaks": None, **info}, "points": [dict(q) for q in points],
+           "results": dict(results), "warnings": [], "verdict": None,
+           "phases": [{"name": name, "telemetry": None} for name in dict.fromkeys(
+               q["phase"] for q in points if q.get("phase") is not None)]}
     analyzed(workload, doc)
+    out = ["", "results:", *figures.result_lines(doc["results"])] if doc["results"] else []
+    drawing = figures.figures_text(doc, *figures.size_for(stream), figures.wants_color(stream))
+    out += ["", drawing] if drawing else []
     judged = [ph for ph in doc["phases"] if ph.get("verdict")]
     if judged:
-        print("\nverdicts (gputop --run adds the GPU's telemetry and peaks):")
-    for ph in judged:
-        print(f"  {ph['name']}: {display_name(ph['verdict'])}: {ph['verdict']['evidence_text']}")
+        out += ["", "verdicts (gputop --run adds the GPU's telemetry and peaks):"]
+    out += [f"  {ph['name']}: {display_name(ph['verdict'])}: {ph['verdict']['evidence_text']}" for ph in judged]
+    out += ["", *figures.verdict_lines(doc["verdict"])] if doc["verdict"] else []
+    print("\n".join(out), file=stream, flush=True)

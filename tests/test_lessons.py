@@ -19,7 +19,7 @@ from gputop.tui import tour
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = sorted(p.stem for p in (ROOT / "workloads").glob("*.py") if not p.name.startswith("_"))
 LESSON_FILES = sorted(p.stem for p in (ROOT / "gputop" / "lessons").glob("*.py")
-                      if p.stem not in ("__init__", "docs"))
+                      if p.stem not in ("__init__", "docs", "figures"))
 
 
 def gputop_imports(path: Path) -> list[str]:

@@ -45,7 +45,6 @@ if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as
 
 from gputop.lessons.offload import OPS, crossovers  # the ops its lesson judges, and where the GPU wins
 from gputop.workload_api import Param, ParamError, main, require_torch
-from gputop import workload_util as wu
 from gputop.workload_util import torch_device
 
 NAME = "offload"
@@ -216,9 +215,8 @@ def run(p: dict, emit) -> None:
     dev, info = torch_device(torch, p["device"])
     cuda = dev.type == "cuda"
     emit.started(NAME, p, info)
-    kept: list[dict] = []  # run on its own: the points, for the verdicts at the end
     if not emit.events:
-        emit.on_point = lambda pt: (kept.append(pt), print_row(pt))
+        emit.on_point = print_row
     results: dict = {"ops": ops, "matmul_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
                      "note": "gpu naive: perf_counter around the call with no synchronize -- only the launch"}
     if cuda:
@@ -250,8 +248,6 @@ def run(p: dict, emit) -> None:
     if cuda:
         results["crossover_n"] = {op: crossovers([q for q in measured if q["op"] == op]) for op in ops}
     emit.result(results)
-    if kept:
-        wu.print_verdicts(NAME, p, info, kept, results)
 
 
 def print_row(pt: dict) -> None:

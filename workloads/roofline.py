@@ -37,7 +37,6 @@ if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as
     sys.path.insert(0, str(_CHECKOUT))  # its own gputop first, whatever else is installed
 
 from gputop import workload_util as wu
-from gputop.analysis.verdict import display_name
 from gputop.measure import ceilings, host
 from gputop.measure.probe import gpu_context
 from gputop.measure.timing import time_host, time_launches, timing_stats
@@ -173,8 +172,7 @@ def run_gpu(p: dict, emit: Emitter, variants: list[str], ks: list[int]) -> tuple
             quick = p["runs"] < 10  # --quick: three matmul shapes instead of six
             ceilings.measure_with_torch(probe, p["runs"], quick, p["tensor_s"], emit, results["measured_roofs"])
     finally:
-        if emit.events:
-            emit.result(results)
+        emit.result(results)
     return info, points, results
 
 
@@ -225,7 +223,7 @@ def run_cpu(p: dict, emit: Emitter, variants: list[str], ks: list[int]) -> tuple
 
         points = run_sweep(emit, variants, ks, n, time_point)
     finally:
-        if (results or points) and emit.events:
+        if results or points:
             emit.result(results)
     return info, points, results
 
@@ -270,11 +268,6 @@ def print_summary(doc: dict) -> None:
         flags = "  !! " + "; ".join(pt["flags"]) if pt.get("flags") else ""
         print(f"  {pt['variant']:<8} k={pt['k']:<5} AI={pt['ai']:<7.2f} {pt['gflops']:10.1f} GFLOP/s  {pcts} %  "
               f"{pt.get('bound') or 'n/a'}{flags}")
-    v = doc.get("verdict")
-    if v:
-        print(f"\nverdict:  {display_name(v)}\nevidence: {v['evidence_text']}\nadvice:   {v['advice']}")
-        for line in v["notes"]:
-            print(f"  - {line}")
 
 
 def write_seed_csv(path: str, points: list[dict]) -> None:

@@ -39,7 +39,6 @@ if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as
 
 from gputop.lessons.transfer import COPY_PHASES  # the copies its lesson judges
 from gputop.workload_api import Param, ParamError, main, require_torch
-from gputop import workload_util as wu
 from gputop.workload_util import torch_device
 
 NAME = "transfer"
@@ -237,9 +236,8 @@ def run(p: dict, emit) -> None:
     dev, info = torch_device(torch, p["device"])
     cuda = dev.type == "cuda"
     emit.started(NAME, p, info)
-    kept: list[dict] = []  # run on its own: the points, for the verdicts at the end
     if not emit.events:
-        emit.on_point = lambda pt: (kept.append(pt), print_row(pt))
+        emit.on_point = print_row
     results: dict = {"sizes_bytes": nbytes}
     memcpy = host_memcpy(p, emit, nbytes)
     if memcpy:
@@ -251,16 +249,12 @@ def run(p: dict, emit) -> None:
             emit.point({"phase": label, "kind": label.split()[0] if "streams" in label else label, "skipped": True,
                         "reason": "needs a CUDA GPU"})
         emit.result(results)
-        if kept:
-            wu.print_verdicts(NAME, p, info, kept, results)
         return
     if not emit.should_stop():
         results["largest_copy_gb_per_s"] = copies(torch, p, emit, nbytes)
     if not emit.should_stop():
         results["streams"] = streams_part(torch, p, emit)
     emit.result(results)
-    if kept:
-        wu.print_verdicts(NAME, p, info, kept, results)
 
 
 def print_row(pt: dict) -> None:

@@ -14,8 +14,9 @@ import sys
 
 from gputop import exitcodes
 from gputop.analysis.verdict import display_name
-from gputop.documents import check_writable, dumps, emit, run_error_document, writable
+from gputop.documents import check_writable, emit, run_error_document, writable
 from gputop.format import pct, si
+from gputop.lessons import figures
 from gputop.runner.stop_signals import StopSignals
 from gputop.runner.document import csv_columns, write_csv
 from gputop.runner.params import format_value, parse_given, resolve
@@ -111,7 +112,8 @@ def main_run(args) -> int:
         except OSError as exc:
             exitcodes.say(f"cannot write {args.csv}: {exc.strerror}")
             code = code or exitcodes.FAILED
-    if not emit(doc, json_mode=args.json, output=args.output, render_text=render_text):
+    text = lambda d: render_text(d, no_color=getattr(args, "no_color", False))  # noqa: E731
+    if not emit(doc, json_mode=args.json, output=args.output, render_text=text):
         code = code or exitcodes.FAILED
     if doc["status"] != "ok" or doc["interrupted"]:
         first = doc["errors"][0]["message"] if doc["errors"] else ""
@@ -179,20 +181,8 @@ class Progress:
 
 
 # -- the readable summary ------------------------------------------------------------------------
-def _cell(v) -> str:
-    if v is None:
-        return "n/a"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return format_value(v) if isinstance(v, (list, bool)) else str(v)
-
-
-def table(rows: list[dict], cols: list[str], indent: str = "  ") -> list[str]:
-    cells = [[_cell(r.get(c)) for c in cols] for r in rows]
-    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
-    out = [indent + "  ".join(c.rjust(w) for c, w in zip(cols, widths))]
-    out += [indent + "  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
-    return out
+_cell = figures.cell
+table = figures.table
 
 
 def telemetry_line(s: dict | None) -> str:
@@ -212,7 +202,10 @@ def telemetry_line(s: dict | None) -> str:
     return "  ".join(parts) + f"  ({s.get('samples', 0)} samples)"
 
 
-def render_text(doc: dict) -> str:
+def render_text(doc: dict, stream=None, no_color: bool = False) -> str:
+    """The run as a person reads it: what ran, the points as a table, the results as labelled lines, the
+    telemetry, then the workload's key figure (sized to ``stream``, stdout by default) and the verdict under it."""
+    stream = sys.stdout if stream is None else stream
     dev = doc["device"]
     where = dev["kind"]
     name = (dev.get("static") or {}).get("name") or (dev.get("reported") or {}).get("name")
@@ -228,20 +221,11 @@ def render_text(doc: dict) -> str:
         cols = [c for c in csv_columns(pts) if all(not isinstance(p.get(c), (dict, list)) for p in pts)][:9]
         lines += ["", f"points ({len(pts)}):"] + table(pts, cols)
     if doc["results"]:
-        lines += ["", "results:"]
-        lines += [f"  {k}: {_cell(v) if not isinstance(v, dict) else dumps(v, indent=None)}"
-                  for k, v in doc["results"].items()]
+        lines += ["", "results:"] + figures.result_lines(doc["results"])
     lines += ["", "telemetry: " + telemetry_line(doc["telemetry"])]
     for ph in doc["phases"]:
         verdict = f"  -> {display_name(ph['verdict'])}" if ph.get("verdict") else ""
         lines.append(f"  {ph['name']} ({ph['duration_s']:.1f} s): {telemetry_line(ph['telemetry'])}{verdict}")
-    v = doc["verdict"]
-    if v:
-        conf = f" (confidence {v['confidence']:.2f})" if v.get("confidence") is not None else ""
-        lines += ["", f"verdict: {display_name(v)}{conf}", f"  evidence: {v.get('evidence_text') or 'n/a'}"]
-        lines += [f"  note: {n}" for n in v.get("notes") or []]
-        if v.get("advice"):
-            lines.append(f"  advice: {v['advice']}")
     for w in doc["warnings"]:
         lines.append(f"warning ({w['code']}): {w['message']}")
     for e in doc["errors"]:
@@ -251,4 +235,11 @@ def render_text(doc: dict) -> str:
     if dev.get("peaks"):
         pk = dev["peaks"]
         lines.append(f"peaks: DRAM {si(pk.get('dram_bytes_per_s'), 'B/s')}  FP32 {si(pk.get('fp32_flops'), 'FLOP/s')}")
+    width, height = figures.size_for(stream)
+    drawing = figures.figures_text(doc, width, height, figures.wants_color(stream, no_color))
+    if drawing:
+        lines += ["", drawing]
+    verdict = figures.verdict_lines(doc["verdict"])
+    if verdict:
+        lines += [""] + verdict
     return "\n".join(lines) + "\n"
