@@ -249,3 +249,24 @@ def test_esc_leaves_the_form_then_q_and_question_mark_are_keys_again():
             assert field.value == "64" and app.return_code == 0  # neither ? nor q went into the field
 
     asyncio.run(go())
+
+
+# the picker as gputop --demo lists it on a machine without a GPU: every workload and its recording
+DEMO_LIST = [n for w in ("allreduce", "amp", "batchsize", "cudagraphs", "dataloader", "fusion", "offload", "roofline",
+                         "transfer") for n in (w, f"{w} (recorded H200)")]
+
+
+def make_listing() -> GputopApp:
+    app = make(runs=("roofline_cpu",))
+    app.config.specs[:] = [SimpleNamespace(**{**vars(app.config.specs[0]), "name": n}) for n in DEMO_LIST]
+    app.controller.runs.clear()  # no run shown: the list and the form have the page
+    return app
+
+
+def test_workload_list_fits_its_names_80x24(snap_compare):
+    """The list as wide as its longest name (no name wraps) and as tall as its entries (issue 24)."""
+    assert snap_compare(make_listing(), terminal_size=(80, 24), run_before=at_tick(MATMUL, ("2",)))
+
+
+def test_workload_list_fits_its_names_160x48(snap_compare):
+    assert snap_compare(make_listing(), terminal_size=(160, 48), run_before=at_tick(MATMUL, ("2",)))
