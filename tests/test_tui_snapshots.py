@@ -270,3 +270,37 @@ def test_workload_list_fits_its_names_80x24(snap_compare):
 
 def test_workload_list_fits_its_names_160x48(snap_compare):
     assert snap_compare(make_listing(), terminal_size=(160, 48), run_before=at_tick(MATMUL, ("2",)))
+
+
+def test_every_workload_name_is_whole_on_one_row_at_80x24():
+    """The list is as wide as its longest name: each name on one row, the last ones (roofline, transfer)
+    above the fold with no run shown (pilot test; the snapshots above show it)."""
+    import asyncio
+
+    async def go():
+        app = make_listing()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await at_tick(MATMUL, ("2",))(pilot)
+            rows = app.screen_text().split("\n")
+            for name in DEMO_LIST:
+                assert any(f"▊ {name} " in r for r in rows), name
+
+    asyncio.run(go())
+
+
+def test_results_evidence_wraps_whole_at_80x24():
+    """A real H100 roofline's evidence (three rows at 80 columns) wraps whole under the plot, which keeps its rows."""
+    import asyncio
+    import re
+
+    async def go():
+        app = make(runs=("roofline_h100",))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await at_tick(MATMUL, ("2",))(pilot)
+            text = app.screen_text()
+            evidence = app.controller.runs[0].document()["verdict"]["evidence_text"]
+            assert len(evidence) > 2 * 80
+            assert re.sub(r"\s+", " ", "evidence: " + evidence) in re.sub(r"\s+", " ", text)
+            assert "100T│" in text and "10T│" in text and "1T│" in text  # the plot is still there
+
+    asyncio.run(go())
