@@ -282,7 +282,8 @@ class GputopApp(KeyActions, App):
         rate = self.sampler.rate_hz
         if kind == "replay":
             rate = self.source.header.get("rate_hz") or rate
-        parts = view.header_parts(self.statics, mode, rate, self.config.hostname,
+        host = self.source.hostname if self.home_source is not None else self.config.hostname  # a followed replay's
+        parts = view.header_parts(self.statics, mode, rate, host,
                                   self.sampler.paused, self.source.label)
         if self.source.finished:
             parts[-1] += " (finished)"

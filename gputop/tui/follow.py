@@ -20,6 +20,27 @@ def follow_recording(app, state) -> None:
     if app.home_source is None:
         app.home_source = app.source
     use_source(app, ReplaySource(path, speed=app.config.run_speed))
+    followed = app.source
+
+    def back_when_over() -> None:  # the replay ended (or was stopped): the session's own source again
+        if app.source is not followed:  # a live run or another replay took over already
+            timer.stop()
+        elif not state.active:
+            timer.stop()
+            go_home(app)
+            app.notify(f"the replay of {state.name} is over: the monitor shows {describe(app)} again")
+
+    timer = app.set_interval(0.5, back_when_over)
+
+
+def describe(app) -> str:
+    """What the monitor shows from the app's source, in words ("the demo", "this machine's host only", ...)."""
+    source = app.source
+    if source.kind == "replay":
+        return "the demo" if source.loop else f"the replay of {source.label or 'a trace'}"
+    if source.kind == "live":
+        return "this machine's GPUs" if app.statics else "this machine's host only (no GPU)"
+    return f"the {source.kind} GPUs"
 
 
 def go_home(app) -> None:

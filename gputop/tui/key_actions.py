@@ -35,6 +35,9 @@ class KeyActions:
             self.selected = (self.selected + step) % len(self.statics)
             self.monitor.forget_verdict()
             self.frame(force=True)
+        else:  # g / G with one GPU (or none): say why nothing moved
+            self.notify("this source has one GPU: g / G switch between GPUs" if self.statics
+                        else "this source has no GPU: g / G switch between GPUs", severity="warning")
 
     def action_pause(self) -> None:
         self.sampler.paused = not self.sampler.paused

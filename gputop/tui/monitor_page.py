@@ -99,7 +99,8 @@ class MonitorPage(Box):
 
     def draw(self, tick: dict | None, samples: list[dict | None], show_results: bool) -> None:
         app = self.app
-        host = view.host_line(tick.get("host") if tick else None)
+        recorded = (app.source.hostname or "") if app.source.kind == "replay" else None  # a replay: its host's
+        host = view.host_line(tick.get("host") if tick else None, recorded)
         if not app.statics:
             why = app.config.na_reason or "no GPU in this source"
             self.device.data = None  # (a resize redraws from data: none now)

@@ -65,7 +65,9 @@ class WorkloadsPage(Vertical):
     BINDINGS = [Binding("escape", "leave_form", "leave the form", show=False)]
     DEFAULT_CSS = """
     WorkloadsPage #wl-top { height: 14; }
-    WorkloadsPage #wl-list { width: 24; height: 100%; }
+    /* the list as wide as its longest name (up to 40% of the screen) and as tall as its entries */
+    WorkloadsPage #wl-list { width: auto; max-width: 40%; min-width: 16; height: auto; max-height: 100%;
+                             scrollbar-size-vertical: 1; }
     WorkloadsPage #wl-detail { width: 1fr; padding: 0 1; }
     WorkloadsPage #wl-scroll { height: 1fr; scrollbar-size-vertical: 1; }
     WorkloadsPage #wl-desc { height: auto; }
@@ -154,7 +156,10 @@ class WorkloadsPage(Vertical):
             self._set_static(self.query_one("#wl-desc", Static), desc)
         runs = app.controller.runs
         shown = app.shown_state()
-        self.set_class(shown is None, "-no-run")
+        if self.has_class("-no-run") != (shown is None):  # the list's height changes: keep its entry in view
+            self.set_class(shown is None, "-no-run")
+            ol = self.query_one("#wl-list", OptionList)
+            self.call_after_refresh(ol.scroll_to_highlight)
         line = Text()
         if runs:
             line.append(f"run {runs.index(shown) + 1}/{len(runs)} ", style="bold")
