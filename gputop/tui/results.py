@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from gputop.analysis.verdict import display_name
+from gputop.lessons.report_lines import words
 from gputop.tui import charts, lessons
 
 CONSOLE = Console(width=400, color_system=None, file=None, legacy_windows=False)
@@ -164,15 +165,6 @@ def status_line(doc: dict, progress: dict | None = None) -> Text:
     return t
 
 
-def _text(v) -> str:
-    """A verdict field as one line: lists joined with '; ', dicts as 'key value' pairs."""
-    if isinstance(v, (list, tuple)):
-        return "; ".join(_text(x) for x in v)
-    if isinstance(v, dict):
-        return ", ".join(f"{k} {x}" for k, x in v.items())
-    return str(v)
-
-
 def _wrapped(label: str, text: str, width: int, n: int, style: str = "") -> list[Text]:
     """``label: text`` in at most ``n`` lines of ``width``, the last one cut with … when it runs over."""
     t = Text.assemble((label, "bold"), (text, style))
@@ -195,10 +187,10 @@ def results_lines(doc: dict, width: int, height: int) -> list[Text]:
         name = display_name(verdict) if verdict.get("class") else ""
         # the class wraps like the monitor's verdict panel (a roofline's names its ridge and both sides)
         tail = _wrapped("verdict: ", name, width, 3, "bold yellow")
-        tail += _wrapped("evidence: ", _text(verdict.get("evidence_text") or verdict.get("evidence")), width,
+        tail += _wrapped("evidence: ", words(verdict.get("evidence_text") or verdict.get("evidence")), width,
                          1 if small else 2)
         if verdict.get("advice"):
-            tail += _wrapped("advice: ", _text(verdict["advice"]), width, 1 if small else 2, "italic")
+            tail += _wrapped("advice: ", words(verdict["advice"]), width, 1 if small else 2, "italic")
     room = max(0, body_h - len(tail))
     own = lessons.view(doc.get("workload"))
     if own is None and roofline_points((doc.get("points") or [])[:5]):
