@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from gputop.analysis.verdict import display_name
+from gputop.lessons.report_lines import words
 from gputop.tui import charts, lessons
 
 CONSOLE = Console(width=400, color_system=None, file=None, legacy_windows=False)
@@ -168,15 +169,6 @@ def status_line(doc: dict, progress: dict | None = None, recorded_on: str | None
     return t
 
 
-def _text(v) -> str:
-    """A verdict field as one line: lists joined with '; ', dicts as 'key value' pairs."""
-    if isinstance(v, (list, tuple)):
-        return "; ".join(_text(x) for x in v)
-    if isinstance(v, dict):
-        return ", ".join(f"{k} {x}" for k, x in v.items())
-    return str(v)
-
-
 def _wrapped(label: str, text: str, width: int, n: int, style: str = "") -> list[Text]:
     """``label: text`` in at most ``n`` lines of ``width``, the last one cut with … when it runs over."""
     t = Text.assemble((label, "bold"), (text, style))
@@ -201,11 +193,11 @@ def results_lines(doc: dict, width: int, height: int) -> list[Text]:
         tail = _wrapped("verdict: ", name, width, 3, "bold yellow")
         # 80x24: evidence and advice wrap into the rows the plot spares above its least (7), cut only past them
         spare = max(2, body_h - 7 - len(tail)) if small else 4
-        evidence = _wrapped("evidence: ", _text(verdict.get("evidence_text") or verdict.get("evidence")), width,
+        evidence = _wrapped("evidence: ", words(verdict.get("evidence_text") or verdict.get("evidence")), width,
                             min(spare - 1, 3) if verdict.get("advice") else spare)
         tail += evidence
         if verdict.get("advice"):
-            tail += _wrapped("advice: ", _text(verdict["advice"]), width, spare - len(evidence) if small else 2,
+            tail += _wrapped("advice: ", words(verdict["advice"]), width, spare - len(evidence) if small else 2,
                              "italic")
     room = max(0, body_h - len(tail))
     own = lessons.view(doc.get("workload"))
