@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from gputop.analysis import thresholds as T
 from gputop.analysis.evidence import mean, number
+from gputop.analysis.links import nvlink_peak
 from gputop.analysis.peaks import PCIE_ENCODING, PCIE_GT_PER_S
 from gputop.analysis.verdict import Verdict
 from gputop.format import si
@@ -106,14 +107,14 @@ def group_comms(verdicts: list) -> list:
 
 def link_peak(facts: dict | None) -> dict | None:
     """The peak per direction of the link NVML says joins two GPUs (``static.read_link``'s facts):
-    NVLink = active links x their common speed; PCIe = generation x width, less line encoding."""
+    NVLink = active links x a link's speed (:func:`gputop.analysis.links.nvlink_peak`: NVML's common speed, else
+    each link's speed field, else the NVLink version's rate); PCIe = generation x width, less line encoding."""
     if not facts:
         return None
     out = {"kind": facts.get("kind"), "gpus": facts.get("gpus"), "peak_gbps": None, "source": None}
-    links, speed = facts.get("nvlink_links_active"), facts.get("nvlink_speed_mbps")
-    if facts.get("kind") == "nvlink" and links and speed:
-        out["peak_gbps"] = links * speed * 1e6 / 1e9
-        out["source"] = f"{links} NVLinks x {speed / 1000:.1f} GB/s (NVML)"
+    peak, source = nvlink_peak(facts)
+    if facts.get("kind") == "nvlink" and peak:
+        out["peak_gbps"], out["source"] = peak / 1e9, source
     elif facts.get("kind") == "pcie":
         gen = facts.get("pcie_max_gen") or facts.get("pcie_cur_gen")
         width = facts.get("pcie_cur_width") or facts.get("pcie_max_width")

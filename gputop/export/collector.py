@@ -33,6 +33,9 @@ PEAKS = (  # (series, peaks key, help)
     ("gputop_peak_fp16_flops", "fp16_flops", "Theoretical FP16 (non-tensor) FLOP/s at the max SM clock."),
     ("gputop_peak_pcie_bytes_per_second", "pcie_bytes_per_s_per_dir",
      "Theoretical PCIe bandwidth per direction at the current link (bytes/s)."),
+    ("gputop_peak_nvlink_bytes_per_second", "nvlink_bytes_per_s_per_dir",
+     "NVLink bandwidth per direction of the GPU's active links (bytes/s): NVML's common link speed, else each "
+     "link's speed field, else the NVLink version's payload rate (gputop --once says which)."),
 )
 
 
