@@ -208,6 +208,7 @@ ADVICE = {
     ("comms-bound", None): COMMS_ADVICE[None],
     ("comms-bound", "link"): COMMS_ADVICE["link"],
     ("comms-bound", "exposed"): COMMS_ADVICE["exposed"],
+    ("comms-bound", "waiting"): COMMS_ADVICE["waiting"],
     ("throttled", "power"):
         "the power limit holds the clocks far below max: check `nvidia-smi -q -d POWER` for a lowered limit; "
         "numbers from this window are not representative",
