@@ -238,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
             from gputop.headless.snapshot import main_once
 
             return main_once(args)
+        if args.replay and args.json:  # a recorded trace's run document, as --run prints it live
+            from gputop.headless.replay import main_replay_json
+
+            return main_replay_json(args)
         from gputop.tui import main_tui
 
         return main_tui(args)
