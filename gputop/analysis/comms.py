@@ -16,6 +16,7 @@ Pure (no NVML, no torch). Two users:
 from __future__ import annotations
 
 from gputop.analysis import thresholds as T
+from gputop.analysis.collectives import judge_job
 from gputop.analysis.evidence import mean, number
 from gputop.analysis.links import nvlink_peak
 from gputop.analysis.peaks import PCIE_ENCODING, PCIE_GT_PER_S
@@ -113,10 +114,14 @@ def group_text(ev: dict) -> str:
             + (f", the least busy link at {100 * low:.0f}%" if low is not None else ""))
 
 
-def group_comms(verdicts: list) -> list:
-    """The verdicts (:class:`Verdict` or their dicts) of the GPUs of one process group, looked at together:
-    where at least two of them are comms-bound, each of those gets the group's numbers as evidence (how
-    many, the least and most busy link) and says so: a collective moves at the pace of its slowest member."""
+def group_comms(verdicts: list, gpus: list[int] | None = None, timelines: list | None = None) -> list:
+    """The verdicts (:class:`Verdict` or their dicts) of the GPUs of one process group (NVML indices ``gpus``,
+    default their positions), looked at together: where at least two of them are comms-bound, each of those gets
+    the group's numbers as evidence (how many, the least and most busy link) and says so: a collective moves at
+    the pace of its slowest member. Then a stalled collective and a straggler
+    (:func:`gputop.analysis.collectives.judge_job`, with each GPU's ``timelines`` where a run has them)."""
+    judge_job(verdicts, gpus, timelines)
+
     def get(v, key):
         return getattr(v, {"class": "cls"}.get(key, key)) if isinstance(v, Verdict) else v.get(key)
 

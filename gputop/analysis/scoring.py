@@ -7,6 +7,7 @@ Each rule is soft (:func:`ramp` between the two ends of a threshold pair in
 from __future__ import annotations
 
 from gputop.analysis import thresholds as T
+from gputop.analysis.collectives import score_stall
 from gputop.analysis.comms import own_dram_pct, score_comms
 from gputop.analysis.evidence import number, thermal_reasons_seen
 from gputop.analysis.vocabulary import BASE_CLASSES, CLASSES, PRIORITY
@@ -163,6 +164,9 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
     s["comms-bound"], sub["comms-bound"] = score_comms(ev, s, ramp)
     s["latency-bound"] *= 1 - s["comms-bound"]  # NCCL's kernels keep a few SMs busy while they wait on the link
     s["input-starved"] *= 1 - s["comms-bound"]  # gaps while peers exchange data (and a job's tree: every rank's CPU)
+    # NCCL's kernels waiting for a peer that never comes: a few SMs resident, nothing moves (collectives.py)
+    s["stalled"] = score_stall(ev, ramp) if gpm else 0.0
+    s["latency-bound"] *= 1 - s["stalled"]
     # Near full on average, or at the edge at its peak (a caching allocator growing and freeing a big batch:
     # the next allocation fails at the peak, whatever the mean).
     s["memory-capacity"] = max(ramp(ev.get("mem_used_fraction"), T.MEM_USED_FRACTION),

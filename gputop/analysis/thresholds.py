@@ -171,6 +171,28 @@ COMMS_SM_ACTIVE_PCT = (10.0, 20.0)
 # 1.37 TB/s of DRAM: 3.2 bytes a link byte. That much DRAM traffic is the communication's, not a memory-bound
 # kernel mix of the GPU's own (the memory-bound score looks at the rest).
 COMMS_DRAM_PER_LINK_BYTE = 3.0
+
+# -- a stalled collective, a straggler (gputop.analysis.collectives) ----------------------------------------
+# NCCL's kernels waiting for a peer that never comes, on the 4-H100 corpus (hang_exit, hang_idle): duty cycle
+# 100% in every sample, SMs 18.18% (24 channels / 132 SMs) to the hundredth, INT pipe 0.16% and the others 0,
+# DRAM 0.001%, NVLink 0, PCIe 0.2-1.4 MB/s (NVML's own reads), power 123-142 W of 700 flat to 0.1%. The
+# nearest single-GPU window (wl_cudagraphs_h200's CUDA-graph replay of tiny kernels): duty cycle 95-97%, SMs
+# 21%, INT pipe 1.38%, tensor and FP32 0.23%, DRAM 0: its pipes and duty cycle keep it latency-bound.
+STALL_UTIL_PCT = (97.0, 99.5)
+STALL_SM_ACTIVE_PCT = ((2.0, 5.0), (35.0, 50.0))  # (rises over, falls over): a few SMs, not none, not most
+STALL_PIPE_PCT = (0.5, 1.0)  # the busiest pipe (the spinning warps' integer compares): about nothing
+STALL_DRAM_PCT = (0.1, 0.5)
+STALL_LINK_BYTES_PER_S = (1e8, 5e8)  # NVLink, the busier direction
+STALL_PCIE_FRACTION = (0.01, 0.03)
+STALL_POWER_FRACTION = (0.35, 0.5)  # a waiting kernel draws little over idle (130 W of 700 on an H100)
+STALL_POWER_CV = (0.10, 0.25)  # power flat: its coefficient of variation over the window (the first 2 s after
+# the stall include the decay from the busy level: 180 -> 130 W)
+# A straggler: a GPU of the job that works (compute- or memory-bound) while the others wait in collectives, with
+# its busiest unit this much busier than the same unit on the waiters (more work: the 4-H100 straggler, 3x
+# the matmuls, reads tensor 89% against 22%), or its SM clock at most this share of theirs (throttled).
+STRAGGLER_WORK_RATIO = 1.5
+STRAGGLER_WORK_MARGIN_PCT = 10.0
+STRAGGLER_CLOCK_RATIO = 0.9
 # An all-reduce message is latency-bound when the fixed cost of a call (the sweep's fitted latency) is at
 # least half its time: the usual alpha-beta model's crossover, where the transfer time equals the latency.
 COMMS_LATENCY_SHARE = 0.5

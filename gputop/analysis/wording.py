@@ -9,6 +9,8 @@ from __future__ import annotations
 from gputop.analysis import thresholds as T
 from gputop.analysis.comms import ADVICE as COMMS_ADVICE
 from gputop.analysis.comms import describe_comms
+from gputop.analysis.collectives import ADVICE as STALL_ADVICE
+from gputop.analysis.collectives import describe_stall
 from gputop.analysis.evidence import thermal_reasons_seen
 from gputop.analysis.scoring import ramp
 from gputop.analysis.vocabulary import BASE_CLASSES, PIPE_NAMES
@@ -87,6 +89,8 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
         return text
     if cls == "comms-bound":
         return describe_comms(sub, ev)
+    if cls == "stalled":
+        return describe_stall(sub, ev)
     if cls == "host-bound":
         sm = f", SMs {_p(ev.get('sm_active_pct'))} busy" if gpm else ""
         return (f"the GPU idle {_p(ev.get('gpu_idle_pct'))} of the time (kernels active "
@@ -206,6 +210,9 @@ ADVICE = {
         "the PCIe link is near its peak: send less (keep data on the GPU, lower precision, compress), overlap "
         "copies with compute on separate streams",
     ("comms-bound", None): COMMS_ADVICE[None],
+    ("comms-bound", "straggler"): STALL_ADVICE["straggler"],
+    ("stalled", None): STALL_ADVICE[None],
+    ("stalled", "collective"): STALL_ADVICE["collective"],
     ("comms-bound", "link"): COMMS_ADVICE["link"],
     ("comms-bound", "exposed"): COMMS_ADVICE["exposed"],
     ("comms-bound", "waiting"): COMMS_ADVICE["waiting"],
