@@ -4,7 +4,7 @@ Pure (no NVML). Two parts:
 
 * **stalled** (a class of its own): NCCL's kernels wait for a peer that never comes. Kernels resident all the
   time (duty cycle 100%), a fixed few SMs busy (one a channel: 24 of an H100's 132 read 18.2%), no pipe, no DRAM,
-  no NVLink, no PCIe traffic, power low and flat. :func:`score_stall` scores that fingerprint for one GPU's window
+  no NVLink, no PCIe traffic, power low (and flat, once the first second's decay from the busy level is over). :func:`score_stall` scores that fingerprint for one GPU's window
   (the classifier); :func:`judge_job` then looks at the job's other GPUs: which wait in the same stall, which
   left (no process on the GPU any more) or idle (a process that runs nothing), for how long.
   Its own class, not a comms-bound subclass: a stall is no bottleneck (nothing moves, the job makes no
@@ -51,9 +51,9 @@ def _median(xs: list) -> float | None:
 def stall_evidence(samples: list[dict], peaks: dict | None = None) -> dict:
     """The window's numbers the stall fingerprint needs: the medians of its samples' duty cycle, SM activity,
     busiest pipe, DRAM, NVLink and PCIe traffic (medians: the window where a stall begins still holds the last
-    samples of the work before it), how flat the power is (the coefficient of variation of the window's second
-    half: the first second of a stall still decays from the busy level) and its median, and how many processes
-    the GPU's last process list held (None: no list in the window)."""
+    samples of the work before it), the power it settled at (the median of the window's second half) and whether
+    it is falling (the first seconds of a stall decay from the busy level; then it is flat to 0.1%), and how many
+    processes the GPU's last process list held (None: no list in the window)."""
     def med(key):
         return _median([number(s.get(key)) for s in samples])
 
@@ -61,24 +61,21 @@ def stall_evidence(samples: list[dict], peaks: dict | None = None) -> dict:
         v = [x for x in (number(s.get(a)), number(s.get(b))) if x is not None]
         return max(v) if v else None
 
-    power = [p for s in samples if (p := number(s.get("power_w"))) is not None]
-    power = power[len(power) // 2:]
+    watts = [p for s in samples if (p := number(s.get("power_w"))) is not None]
+    power = watts[len(watts) // 2:]  # the level it settled at: the first seconds of a stall decay from busy
     lists = [s["processes"] for s in samples if isinstance(s.get("processes"), list)]
     pipes = [max((number(s.get(k)) for k in PIPES if number(s.get(k)) is not None), default=None) for s in samples]
     pcie_peak = number((peaks or {}).get("pcie_bytes_per_s_per_dir"))
     pcie = _median([flow(s, "pcie_rx_bps", "pcie_tx_bps") for s in samples])
 
-    def spread(xs):
-        m = sum(xs) / len(xs)
-        return (sum((x - m) ** 2 for x in xs) / len(xs)) ** 0.5
-
-    return {"power_cv": spread(power) / (sum(power) / len(power)) if len(power) > 1 and sum(power) else None,
-            "processes_on_gpu": len(lists[-1]) if lists else None,
+    return {"processes_on_gpu": len(lists[-1]) if lists else None,
             "stall_util_median_pct": med("util_gpu_pct"), "stall_sm_median_pct": med("sm_active_pct"),
             "stall_pipe_median_pct": _median(pipes), "stall_dram_median_pct": med("dram_bw_pct"),
             "stall_nvlink_median_bps": _median([flow(s, "nvlink_rx_bps", "nvlink_tx_bps") for s in samples]),
             "stall_pcie_median_fraction": pcie / pcie_peak if pcie is not None and pcie_peak else None,
-            "stall_power_median_w": _median(power)}
+            "stall_power_median_w": _median(power),
+            "stall_power_falling": (1.0 if watts and watts[-1] <= T.STALL_POWER_FALLING * max(watts) else 0.0)
+            if watts else None}
 
 
 def score_stall(ev: dict, ramp) -> float:
@@ -90,51 +87,53 @@ def score_stall(ev: dict, ramp) -> float:
         return 0.0
     limit = ev.get("power_limit_w")
     power = ev["stall_power_median_w"] / limit if ev.get("stall_power_median_w") is not None and limit else None
+    low = 1.0 if ev.get("stall_power_falling") else 1 - ramp(power, T.STALL_POWER_FRACTION)  # low, or on its way down
     return (ramp(util, T.STALL_UTIL_PCT)
             * ramp(sm, T.STALL_SM_ACTIVE_PCT[0]) * (1 - ramp(sm, T.STALL_SM_ACTIVE_PCT[1]))
             * (1 - ramp(pipe, T.STALL_PIPE_PCT))
             * (1 - ramp(ev.get("stall_dram_median_pct"), T.STALL_DRAM_PCT))
             * (1 - ramp(ev.get("stall_nvlink_median_bps"), T.STALL_LINK_BYTES_PER_S))
             * (1 - ramp(ev.get("stall_pcie_median_fraction"), T.STALL_PCIE_FRACTION))
-            * (1 - ramp(power, T.STALL_POWER_FRACTION))
-            * (1 - ramp(ev.get("power_cv"), T.STALL_POWER_CV)))
+            * low)
 
 
-def describe_stall(sub: str | None, ev: dict) -> str:
+def describe_stall(sub: str | None, ev: dict, job: dict | None = None) -> str:
     """The evidence sentence of a stalled GPU (with the job's story where :func:`judge_job` added it)."""
     nvlink = max((v for v in (ev.get("nvlink_rx_bps"), ev.get("nvlink_tx_bps")) if v is not None), default=None)
     text = (f"kernels active {ev.get('util_gpu_pct') or 0:.0f}%, SMs {ev.get('sm_active_pct') or 0:.1f}% busy, "
             f"no pipe at work, DRAM {ev.get('dram_bw_pct') or 0:.2f}%, NVLink {si(nvlink or 0, 'B/s')}, "
-            f"PCIe {si(max(ev.get('pcie_rx_bps') or 0, ev.get('pcie_tx_bps') or 0), 'B/s')}, power flat at "
-            f"{ev.get('power_w') or 0:.0f} W: a kernel waits and nothing moves")
+            f"PCIe {si(max(ev.get('pcie_rx_bps') or 0, ev.get('pcie_tx_bps') or 0), 'B/s')}, power low "
+            f"({ev.get('power_w') or 0:.0f} W): a kernel waits and nothing moves")
     if sub == "collective":
         text = "a collective is stuck: " + text
-    waiting, left, idle = ev.get("job_waiting_gpus"), ev.get("job_left_gpus"), ev.get("job_idle_gpus")
+    job = job or {}
+    waiting, left, idle = job.get("waiting"), job.get("left"), job.get("idle")
     if waiting:
-        text += f"; GPUs {_gpus(waiting)} wait in it"
+        text += f"; {_gpus(waiting)} wait in it"
         if ev.get("stalled_for_s") is not None:
             text += f" for {ev['stalled_for_s']:.0f} s"
     if left:
-        text += f"; GPU {_gpus(left)} left (no process on it any more)"
+        text += f"; {_gpus(left)} left (no process on it any more)"
     if idle:
-        text += f"; GPU {_gpus(idle)} idle (its process holds it and runs nothing)"
+        text += f"; {_gpus(idle)} idle (its process holds it and runs nothing)"
     return text
 
 
 def _gpus(xs) -> str:
-    return ", ".join(str(x) for x in xs)
+    """'GPU0, GPU2' (as nvidia-smi topo names them; a GPU's index is a name, not a measured number)."""
+    return ", ".join(f"GPU{x}" for x in xs)
 
 
 # -- the job's GPUs together ----------------------------------------------------------------------------------
 
 def _get(v, key):
     if isinstance(v, Verdict):
-        return {"class": v.cls, "subclass": v.subclass, "evidence": v.evidence, "notes": v.notes,
+        return {"class": v.cls, "subclass": v.subclass, "evidence": v.evidence, "notes": v.notes, "job": v.job,
                 "evidence_text": v.evidence_text, "t_start": v.t_start, "t_end": v.t_end}.get(key)
     if key in ("t_start", "t_end"):
         return (v.get("window") or {}).get(key)
-    if key == "notes":
-        return v.setdefault("notes", [])
+    if key in ("notes", "job"):
+        return v.setdefault(key, [] if key == "notes" else {})
     return v.get(key)
 
 
@@ -206,8 +205,10 @@ def _stalls(items: list, lines: dict) -> None:
     idle = [g for g, (cls, _) in state.items() if cls in ("idle", "host-bound", "input-starved") and g not in left]
     for g, v in items:
         ev = _get(v, "evidence")
-        if g in stalled and "job_waiting_gpus" not in ev:
-            ev.update({"job_waiting_gpus": stalled, "job_left_gpus": left, "job_idle_gpus": idle,
+        job = _get(v, "job")
+        if g in stalled and "waiting" not in job:
+            job.update({"waiting": stalled, "left": left, "idle": idle})
+            ev.update({"job_gpus_waiting": len(stalled), "job_gpus_left": len(left), "job_gpus_idle": len(idle),
                        "stalled_for_s": spans[g][2] if spans[g] else _stalled_for(v)})
             if spans[g]:
                 ev["stalled_since_s"] = spans[g][0]
@@ -217,14 +218,14 @@ def _stalls(items: list, lines: dict) -> None:
                     seg["subclass"] = seg["verdict"]["subclass"] = sub
                     seg["verdict"]["advice"] = ADVICE[sub]
             if _get(v, "class") == "stalled":
-                _set(v, subclass=sub, evidence_text=describe_stall(sub, ev), advice=ADVICE[sub])
+                _set(v, subclass=sub, evidence_text=describe_stall(sub, ev, job), advice=ADVICE[sub])
             else:  # a run that stalled after its work: the stall is said first
                 _get(v, "notes").insert(0, f"stalled for {ev['stalled_for_s']:.0f} s from {ev['stalled_since_s']:.1f} s: "
-                                           + describe_stall(sub, ev))
-        elif g in left + idle and "job_stalled_gpus" not in ev:
-            ev["job_stalled_gpus"] = stalled
+                                           + describe_stall(sub, ev, job))
+        elif g in left + idle and "stalled" not in job:
+            job["stalled"] = stalled
             how = "left the job (no process on it any more)" if g in left else "ran nothing"
-            _get(v, "notes").insert(0, f"this GPU {how} while GPUs {_gpus(stalled)} waited in a collective: "
+            _get(v, "notes").insert(0, f"this GPU {how} while {_gpus(stalled)} waited in a collective: "
                                        "the stall is likely its doing")
 
 
@@ -242,32 +243,39 @@ def _stragglers(items: list) -> None:
     wev = [_get(v, "evidence") for _, v in waiters]
     ratio_w = [r for e in wev if (r := e.get("sm_clock_ratio")) is not None]
     for g, v in busy:
-        ev = _get(v, "evidence")
-        if "straggler_why" in ev:
+        ev, job = _get(v, "evidence"), _get(v, "job")
+        if "why" in job:
             continue
         unit, pct = _busiest(ev)
         theirs = sum((e.get(unit + "_pct") or 0.0) for e in wev) / len(wev)
-        why = []
+        name = {"dram_bw": "DRAM"}.get(unit, unit)
+        why, nums = [], {}
         if pct >= T.STRAGGLER_WORK_RATIO * theirs + T.STRAGGLER_WORK_MARGIN_PCT:
-            why.append(f"more work: its {unit.replace('dram_bw', 'DRAM')} {pct:.0f}% busy vs {theirs:.0f}% on the others")
+            why.append(f"more work: its {name} {pct:.0f}% busy vs {theirs:.0f}% on the others")
+            nums.update({"straggler_busiest_pct": pct, "waiters_busiest_pct": theirs})
         mine = ev.get("sm_clock_ratio")
-        if ratio_w and mine is not None and mine <= T.STRAGGLER_CLOCK_RATIO * (sum(ratio_w) / len(ratio_w)):
-            clocks = f"SM clock {ev.get('sm_clock_mhz') or 0:.0f} MHz vs {_mean_clock(wev):.0f} on the others"
-            reasons = [r for r in ("thermal", "power cap") if (ev.get(r.replace(" ", "_") + "_sample_fraction") or 0) > 0.1]
-            why.append(f"throttled: {clocks}" + (f" ({', '.join(reasons)})" if reasons else ""))
+        thermal = (ev.get("thermal_sample_fraction") or 0) > T.THERMAL_SAMPLE_FRACTION[0]
+        # a lower clock at the power cap is what more work does to a GPU; alone, or with heat, it is the cause
+        if (ratio_w and mine is not None and mine <= T.STRAGGLER_CLOCK_RATIO * (sum(ratio_w) / len(ratio_w))
+                and (thermal or not why)):
+            why.append(f"throttled: SM clock {ev.get('sm_clock_mhz') or 0:.0f} MHz vs {_mean_clock(wev):.0f} on the "
+                       "others" + (" (thermal)" if thermal else ""))
+            nums.update({"straggler_sm_clock_mhz": ev.get("sm_clock_mhz"), "waiters_sm_clock_mhz": _mean_clock(wev)})
         if not why:
             continue
-        ev.update({"straggler": True, "straggler_why": why, "job_waiting_gpus": [w for w, _ in waiters]})
-        text = (f"; the straggler of its job: GPUs {_gpus([w for w, _ in waiters])} wait for it in collectives "
-                f"({'; '.join(why)})")
-        _set(v, evidence_text=_get(v, "evidence_text") + text)
+        waiting = [w for w, _ in waiters]
+        job.update({"straggler": g, "why": why, "waiting": waiting})
+        ev.update(nums)
+        _set(v, evidence_text=_get(v, "evidence_text")
+             + f"; the straggler of its job: {_gpus(waiting)} wait for it in collectives ({'; '.join(why)})")
         for w, wv in waiters:
-            wev_ = _get(wv, "evidence")
-            wev_.setdefault("waits_for_gpus", [])
-            if g not in wev_["waits_for_gpus"]:
-                wev_["waits_for_gpus"].append(g)
-                _set(wv, subclass="straggler", advice=ADVICE["straggler"],
-                     evidence_text=_get(wv, "evidence_text") + f"; it waits for GPU {g}, the straggler ({'; '.join(why)})")
+            wjob = _get(wv, "job")
+            if g in wjob.setdefault("waits_for", []):
+                continue
+            wjob["waits_for"].append(g)
+            _get(wv, "evidence").update(nums)
+            _set(wv, subclass="straggler", advice=ADVICE["straggler"],
+                 evidence_text=_get(wv, "evidence_text") + f"; it waits for {_gpus([g])}, the straggler ({'; '.join(why)})")
 
 
 def _mean_clock(evs: list[dict]) -> float:

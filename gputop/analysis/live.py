@@ -85,7 +85,7 @@ class LiveVerdict:
         self.verdict = classify(ticks, static, peaks, gpu=gpu_pos, watched_pid=watched_pid, prefer=prefer)
         if self.verdict.cls == "stalled":  # since the regime began, however long ago (the window is at most 30 s)
             self.verdict.evidence["stalled_for_s"] = round(now - start, 1)
-            self.verdict.evidence_text = describe_stall(self.verdict.subclass, self.verdict.evidence)
+            self.verdict.evidence_text = describe_stall(self.verdict.subclass, self.verdict.evidence, self.verdict.job)
         self.judged_t, self.segment_start, self.previous = now, start, False
         return self.verdict
 

@@ -185,8 +185,9 @@ STALL_DRAM_PCT = (0.1, 0.5)
 STALL_LINK_BYTES_PER_S = (1e8, 5e8)  # NVLink, the busier direction
 STALL_PCIE_FRACTION = (0.01, 0.03)
 STALL_POWER_FRACTION = (0.35, 0.5)  # a waiting kernel draws little over idle (130 W of 700 on an H100)
-STALL_POWER_CV = (0.10, 0.25)  # power flat: its coefficient of variation over the window (the first 2 s after
-# the stall include the decay from the busy level: 180 -> 130 W)
+# ... or its power is on its way down there: the last sample at most this share of the window's highest (an H100
+# falls from 580 W to 130 W over the 2 s after its last matmul, 45 W every 100 ms)
+STALL_POWER_FALLING = 0.8
 # A straggler: a GPU of the job that works (compute- or memory-bound) while the others wait in collectives, with
 # its busiest unit this much busier than the same unit on the waiters (more work: the 4-H100 straggler, 3x
 # the matmuls, reads tensor 89% against 22%), or its SM clock at most this share of theirs (throttled).
