@@ -149,6 +149,34 @@ def confusion(directory: str | Path = CORPUS) -> tuple[list[str], list[dict]]:
     return lines, judged
 
 
+def before_after(directory: str | Path = CORPUS) -> list[str]:
+    """The confusion of the machine's corpus, case by case: what gputop ecf143b said (the documents recorded with
+    the traces, ``CASE.gputop-ecf143b.json.gz``) and what it says now, each GPU judged by :func:`judge`."""
+    import gzip
+
+    sys.path.insert(0, str(ROOT))
+    from gputop.headless.replay import replay_document
+
+    def said(doc, res):
+        names = [f"{res['gpus'][g][1].split(' ')[0]}{'' if res['gpus'][g][0] else ' (wrong)'}" for g in sorted(res["gpus"])]
+        return ", ".join(f"{n} x{names.count(n)}" if names.count(n) > 1 else n for n in dict.fromkeys(names))
+
+    lines = ["| case | truth | ecf143b (before) | now | right before | right now |", "|---|---|---|---|---|---|"]
+    tot = [0, 0, 0]
+    for case in cases(directory):
+        want = expected(directory, case)
+        old = json.loads(gzip.open(os.path.join(directory, f"{case}.gputop-ecf143b.json.gz")).read())
+        new = replay_document(os.path.join(directory, case + ".jsonl.gz"))
+        rb, rn = judge(old, want), judge(new, want)
+        nb, nn = sum(r for r, _, _ in rb["gpus"].values()), sum(r for r, _, _ in rn["gpus"].values())
+        truth = "; ".join(dict.fromkeys(" / ".join(sorted(a)) for a, _ in want["gpus"].values()))
+        lines.append(f"| {case} | {truth} | {said(old, rb)} | {said(new, rn)} | {nb}/{len(want['gpus'])} | "
+                     f"{nn}/{len(want['gpus'])} |")
+        tot = [tot[0] + nb, tot[1] + nn, tot[2] + len(want["gpus"])]
+    lines.append(f"| **all** | | | | **{tot[0]}/{tot[2]}** | **{tot[1]}/{tot[2]}** |")
+    return lines
+
+
 if __name__ == "__main__":
     table, got = confusion(sys.argv[1] if len(sys.argv) > 1 else CORPUS)
     print("\n".join(table))
