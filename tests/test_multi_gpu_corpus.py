@@ -180,3 +180,50 @@ def test_export_says_stalled_collective_so_an_alert_can_fire():
                    "3": ("stalled", "collective")}
     stalled = {s.labels["gpu"]: s.value for s in fams["gputop_stalled_seconds"].samples}
     assert stalled["1"] == 0.0 and all(stalled[g] > 0 for g in ("0", "2", "3"))
+
+
+# -- the job's GPUs together, on made-up verdicts (numbers chosen on either side of the thresholds) -------------
+def _waiter(tensor=20.0):
+    from gputop.analysis.verdict import Verdict
+
+    ev = {"tensor_pct": tensor, "sm_clock_mhz": 1980.0, "sm_clock_ratio": 1.0, "util_gpu_pct": 98.0}
+    return Verdict("comms-bound", "waiting", 0.8, ev, "waits", "advice")
+
+
+def test_a_straggler_with_a_low_clock_and_heat_but_no_more_work_is_named_throttled():
+    from gputop.analysis.verdict import Verdict
+
+    hot = Verdict("compute-bound", "tensor", 0.8, {"tensor_pct": 24.0, "sm_clock_mhz": 1100.0, "sm_clock_ratio": 0.56,
+                                                    "thermal_sample_fraction": 0.6}, "tensor 24% busy", "advice")
+    vs = [_waiter(), hot, _waiter(), _waiter()]
+    group_comms(vs, [0, 1, 2, 3])
+    assert hot.job["straggler"] == 1 and hot.job["waiting"] == [0, 2, 3]
+    assert hot.job["why"] == ["throttled: SM clock 1100 MHz vs 1980 on the others (thermal)"]
+    assert all(v.subclass == "straggler" and v.job["waits_for"] == [1] for v in (vs[0], vs[2], vs[3]))
+    group_comms(vs, [0, 1, 2, 3])  # judged again (the TUI does, every frame): said once
+    assert vs[0].evidence_text.count("the straggler") == 1
+
+
+def test_no_straggler_where_the_busy_gpus_are_the_many_or_do_no_more_work():
+    from gputop.analysis.verdict import Verdict
+
+    same = Verdict("compute-bound", "tensor", 0.8, {"tensor_pct": 22.0, "sm_clock_mhz": 1980.0, "sm_clock_ratio": 1.0},
+                   "tensor 22% busy", "advice")
+    group_comms([_waiter(), same, _waiter()], [0, 1, 2])
+    assert not same.job
+    many = [Verdict("compute-bound", "tensor", 0.8, {"tensor_pct": 90.0}, "x", "a") for _ in range(3)]
+    group_comms([_waiter()] + many, [0, 1, 2, 3])
+    assert not any(v.job for v in many)
+
+
+def test_a_lone_stalled_gpu_is_stalled_but_not_named_a_collective():
+    from gputop.analysis.classify import classify
+    from tests.test_classify import NVLINK_H200, STALLED, window
+
+    v = classify(window(**STALLED), NVLINK_H200, compute_peaks(NVLINK_H200))
+    assert v.cls == "stalled" and v.subclass is None and "latency-bound" not in v.mixed
+    group_comms([v], [0])
+    assert v.subclass is None and v.job == {"waiting": [0], "left": [], "idle": []}
+    busy = classify(window(**dict(STALLED, int_pct=1.4, fp32_pct=0.23, util_gpu_pct=96.0)), NVLINK_H200,
+                    compute_peaks(NVLINK_H200))  # a CUDA graph of tiny kernels (wl_cudagraphs_h200's numbers)
+    assert busy.cls == "latency-bound"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.analysis.comms import link_peak
+from gputop.analysis.comms import link_peak  # gputop.lessons.allreduce's on main since 26eb86f: see the report
 from gputop.analysis.links import nvlink_peak
 from gputop.analysis.peaks import compute_peaks
 from gputop.telemetry.nvml import Nvml
