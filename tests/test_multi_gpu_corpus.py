@@ -162,15 +162,10 @@ def test_replay_json_on_the_command_line(tmp_path):
 
 
 def test_export_says_stalled_collective_so_an_alert_can_fire():
-    from gputop.export.collector import ExportedGpu, ExportOptions, GputopCollector, gpu_labels
-    from gputop.telemetry.sampler import Sampler
+    from tests.export_util import replay_collector
     from tests.test_export import scrape
 
-    src = ReplaySource(str(CORPUS / "hang_exit.jsonl.gz"), speed=float("inf"))
-    static = src.static()
-    sampler = Sampler(src)
-    gpus = [ExportedGpu(i, s, compute_peaks(s), gpu_labels(s, "node")) for i, s in enumerate(static)]
-    collector = GputopCollector(sampler, gpus, ExportOptions(live=False))
+    collector, sampler, src = replay_collector(CORPUS / "hang_exit.jsonl.gz")
     while src.ticks[-1]["t"] - (sampler.latest() or {"t": 0.0})["t"] > 5.0:  # to 5 s before the end
         sampler.step()
     fams = scrape(collector)

@@ -100,16 +100,10 @@ def test_once_and_its_json_carry_the_nvlink_peak_and_where_it_came_from(tmp_path
 
 
 def test_export_has_the_nvlink_peak_series():
-    from gputop.export.collector import ExportedGpu, ExportOptions, GputopCollector, gpu_labels
-    from gputop.telemetry.sampler import Sampler
-    from gputop.telemetry.trace import ReplaySource
+    from tests.export_util import replay_collector
     from tests.test_export import scrape
 
-    src = ReplaySource(str(CORPUS / "comms_mlp.jsonl.gz"), speed=float("inf"))
-    static = src.static()
-    sampler = Sampler(src)
-    gpus = [ExportedGpu(i, s, compute_peaks(s), gpu_labels(s, "node")) for i, s in enumerate(static)]
-    collector = GputopCollector(sampler, gpus, ExportOptions(live=False))
+    collector, sampler, _ = replay_collector(CORPUS / "comms_mlp.jsonl.gz")
     sampler.step()
     fam = scrape(collector)["gputop_peak_nvlink_bytes_per_second"]
     assert [s.value for s in fam.samples] == pytest.approx([18 * 25e9] * 4)
