@@ -222,3 +222,12 @@ def test_a_lone_stalled_gpu_is_stalled_but_not_named_a_collective():
     busy = classify(window(**dict(STALLED, int_pct=1.4, fp32_pct=0.23, util_gpu_pct=96.0)), NVLINK_H200,
                     compute_peaks(NVLINK_H200))  # a CUDA graph of tiny kernels (wl_cudagraphs_h200's numbers)
     assert busy.cls == "latency-bound"
+
+
+def test_compute_bound_with_the_link_busy_lists_comms_in_mixed():
+    """JAX's psum of 256 MiB beside 4 bf16 matmuls a step: the matmuls decide, the link (16% of its peak, in every
+    sample) is communication hidden behind them: compute-bound, comms-bound in mixed, a note says so."""
+    for g in doc_of("jax_psum")["gpus"]:
+        v = g["verdict"]
+        assert v["class"] == "compute-bound" and "comms-bound" in v["mixed"], v["mixed"]
+        assert any(n.startswith("NVLink also busy") for n in v["notes"])

@@ -60,6 +60,8 @@ def classify(window: list[dict], static: dict | None = None, peaks: dict | None 
     if weak and split:  # nothing fits the window as a whole: what most of its samples look like
         main = max(split, key=lambda c: (split[c], -PRIORITY[c]))
     others = [c for c in CLASSES if c != main and s[c] >= T.MIXED_MIN_SCORE]
+    if facts.get("comms_overlapped") and main not in ("comms-bound", "stalled") and "comms-bound" not in others:
+        others.append("comms-bound")  # the link busy too, overlapped with the GPU's own work
     if main in ("throttled", "memory-capacity"):
         second = 0.0  # overlays: the class underneath is listed in mixed, it does not compete
     else:

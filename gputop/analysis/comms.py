@@ -73,16 +73,24 @@ def own_dram_pct(ev: dict) -> float | None:
     return max(0.0, dram - (ev.get("nvlink_dram_pct") or 0.0))
 
 
-def score_comms(ev: dict, s: dict, ramp) -> tuple[float, str | None]:
-    """(score, subclass) of comms-bound: the SMs wait (no pipe, no DRAM of their own near a peak) while NVLink is
-    busy (its share of the link's peak), or while it carries steady light traffic with kernels resident (NCCL's
-    kernels waiting in collectives: small all-reduces, a late peer). Subclass "link" when the link itself is
-    near its peak, "waiting" when the traffic is light."""
+def link_busy(ev: dict, ramp) -> tuple[float, float]:
+    """(link, steady): the NVLink's share of its peak on the ramp of ``NVLINK_LINK_FRACTION``, and steady light
+    traffic with NCCL's kernels resident (at most ``COMMS_STEADY_SCORE``; 0 without NVLinks up). Communication is
+    there when either is high, whatever else the GPU does."""
     link = ramp(ev.get("nvlink_link_fraction"), T.NVLINK_LINK_FRACTION)
     resident = max(ramp(ev.get("util_gpu_pct"), T.BUSY_NOTHING_PEAK_UTIL_PCT),
                    ramp(ev.get("sm_active_pct"), T.COMMS_SM_ACTIVE_PCT))
     steady = (ramp(ev.get("nvlink_active_sample_fraction"), T.NVLINK_STEADY_SAMPLE_FRACTION) * resident
               * T.COMMS_STEADY_SCORE) if ev.get("nvlink_link_bytes_per_s") else 0.0  # NVLinks up (a peak known)
+    return link, steady
+
+
+def score_comms(ev: dict, s: dict, ramp) -> tuple[float, str | None]:
+    """(score, subclass) of comms-bound: the SMs wait (no pipe, no DRAM of their own near a peak) while NVLink is
+    busy (its share of the link's peak), or while it carries steady light traffic with kernels resident (NCCL's
+    kernels waiting in collectives: small all-reduces, a late peer). Subclass "link" when the link itself is
+    near its peak, "waiting" when the traffic is light."""
+    link, steady = link_busy(ev, ramp)
     waiting = 1 - max(s.get("compute-bound", 0.0), s.get("memory-bound", 0.0))
     frac = ev.get("nvlink_link_fraction") or 0.0
     sub = "link" if frac >= T.NVLINK_NEAR_LINK_FRACTION else ("waiting" if steady > link else None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gputop.analysis import thresholds as T
 from gputop.analysis.collectives import score_stall
-from gputop.analysis.comms import own_dram_pct, score_comms
+from gputop.analysis.comms import link_busy, own_dram_pct, score_comms
 from gputop.analysis.evidence import number, thermal_reasons_seen
 from gputop.analysis.vocabulary import BASE_CLASSES, CLASSES, PRIORITY
 
@@ -162,6 +162,9 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
                                  and power < T.MIXED_MIN_SCORE)
 
     s["comms-bound"], sub["comms-bound"] = score_comms(ev, s, ramp)
+    # NVLink busy under the GPU's own work (DDP's all-reduce overlapped with backward): comms listed in mixed
+    facts["comms_overlapped"] = (max(link_busy(ev, ramp)) >= T.MIXED_MIN_SCORE
+                                 and s["comms-bound"] < T.MIXED_MIN_SCORE)
     s["latency-bound"] *= 1 - s["comms-bound"]  # NCCL's kernels keep a few SMs busy while they wait on the link
     s["input-starved"] *= 1 - s["comms-bound"]  # gaps while peers exchange data (and a job's tree: every rank's CPU)
     # NCCL's kernels waiting for a peer that never comes: a few SMs resident, nothing moves (collectives.py)

@@ -268,6 +268,10 @@ def notes(ev: dict, s: dict, facts: dict, main: str) -> list[str]:
         out.append(f"power cap reached in {_p(100 * ev['power_cap_sample_fraction'])} of busy samples "
                    f"({_w(ev.get('power_w'))}/{_w(ev.get('power_limit_w'))} W) with the SM clock at "
                    f"{_p(100 * (ev.get('sm_clock_ratio') or 0))} of max: normal under a heavy load")
+    if facts.get("comms_overlapped") and main not in ("comms-bound", "stalled"):
+        out.append(f"NVLink also busy (rx {si(ev.get('nvlink_rx_bps') or 0, 'B/s')} / tx "
+                   f"{si(ev.get('nvlink_tx_bps') or 0, 'B/s')}, {_p(100 * (ev.get('nvlink_link_fraction') or 0))} of "
+                   "the link), overlapped with the GPU's own work: communication hidden behind it")
     if facts.get("pcie_overlapped"):
         out.append(f"PCIe also busy ({_p(100 * ev['pcie_link_fraction'])} of the link), overlapped with GPU work")
     if main == "idle" and facts.get("cpu_busy", 0) >= 0.5 and facts.get("feeder") == "process":
