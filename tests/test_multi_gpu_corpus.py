@@ -231,3 +231,31 @@ def test_compute_bound_with_the_link_busy_lists_comms_in_mixed():
         v = g["verdict"]
         assert v["class"] == "compute-bound" and "comms-bound" in v["mixed"], v["mixed"]
         assert any(n.startswith("NVLink also busy") for n in v["notes"])
+
+
+def test_a_long_run_that_ends_in_a_stall_says_the_stall_first():
+    """Ten minutes of work, then the hang: each waiting GPU's run verdict is its work, with the stall in mixed and
+    said first (in the stalled segment's numbers), the GPU that left named."""
+    import copy
+
+    from gputop.analysis.collectives import judge_job
+    from gputop.analysis.timeline import overall
+
+    gpus = copy.deepcopy(doc_of("hang_exit")["gpus"])
+    for g in gpus:  # the healthy stretch made 600 s long, what follows shifted after it
+        shift = 0.0
+        for s in g["timeline"]:
+            s["t_start"] += shift
+            if s["class"] == "compute-bound":
+                shift = 600.0 - (s["t_end"] - s["t_start"] + shift)
+            s["t_end"] += shift
+        g["verdict"] = overall(g["timeline"])
+    judge_job([g["verdict"] for g in gpus], [g["index"] for g in gpus], [g["timeline"] for g in gpus])
+    for g in gpus:
+        v = g["verdict"]
+        if g["index"] == 1:
+            assert v["notes"][0].startswith("this GPU left the job")
+            continue
+        assert v["class"] == "compute-bound" and v["mixed"][0] == "stalled"
+        assert v["notes"][0].startswith("stalled for") and "GPU1 left" in v["notes"][0] and "SMs 1" in v["notes"][0]
+        assert v["job"] == {"waiting": [0, 2, 3], "left": [1], "idle": []}

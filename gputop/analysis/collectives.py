@@ -219,9 +219,14 @@ def _stalls(items: list, lines: dict) -> None:
                     seg["verdict"]["advice"] = ADVICE[sub]
             if _get(v, "class") == "stalled":
                 _set(v, subclass=sub, evidence_text=describe_stall(sub, ev, job), advice=ADVICE[sub])
-            else:  # a run that stalled after its work: the stall is said first
+            else:  # a run that stalled after its work: the stall is said first, in the stalled segment's numbers
+                st = max((x for x in lines.get(g) or [] if x.get("class") == "stalled"),
+                         key=lambda x: x["t_end"] - x["t_start"])
+                sev = dict((st.get("verdict") or {}).get("evidence") or {}, stalled_for_s=ev["stalled_for_s"])
                 _get(v, "notes").insert(0, f"stalled for {ev['stalled_for_s']:.0f} s from {ev['stalled_since_s']:.1f} s: "
-                                           + describe_stall(sub, ev, job))
+                                           + describe_stall(sub, sev, job))
+                if isinstance(v, dict) and "stalled" not in v.setdefault("mixed", []):
+                    v["mixed"].insert(0, "stalled")
         elif g in left + idle and "stalled" not in job:
             job["stalled"] = stalled
             how = "left the job (no process on it any more)" if g in left else "ran nothing"
