@@ -9,7 +9,9 @@ would have printed there: per-GPU timelines and verdicts, the job's GPUs judged 
 collectives, stragglers), the run's verdict. A trace without marks (a plain ``--record``): every GPU that did
 any work is the job's, from the start of the trace.
 
-Schema: ``gputop/schema/monitor.schema.json`` with ``mode`` "replay".
+Schema: ``gputop/schema/monitor.schema.json`` with ``mode`` "replay". (``gputop.session.labelled.diagnose_trace``,
+the labelled single-GPU traces' diagnosis for the calibration, finds the GPUs by the watched pid instead: a
+torchrun job's ranks are other pids, so the marks are the job's record here.)
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import re
 
 from gputop import exitcodes
 from gputop.analysis.evidence import is_busy
-from gputop.session.monitor import Monitor
+from gputop.session.monitor import OOM_MARK, Monitor
 from gputop.session.report import build_document, render_text
 
 ON_GPU = re.compile(r"^on GPU (\d+) \((.+)\)$")
@@ -65,6 +67,9 @@ def replay_monitor(path: str) -> Monitor:
     while not src.finished:
         mon.sampler.step()
     mon.t0 = started[0] if started else (src.ticks[0]["t"] if src.ticks else 0.0)
+    mon.oom_times = [t for t, label in src.marks if label == OOM_MARK]
+    pids = {k for t in src.ticks for k in ((t.get("host") or {}).get("procs") or {})}  # the command gputop watched
+    mon.pid = int(next(iter(pids))) if len(pids) == 1 else None
     return mon
 
 
@@ -75,8 +80,9 @@ def replay_document(path: str) -> dict:
     code = next((int(m.group(1)) for _, label in src.marks if (m := EXITED.match(label))), None)
     ticks = src.ticks
     wall = (ticks[-1]["t"] - mon.t0) if ticks else None
-    facts = {"status": "ok" if code == 0 else ("error" if code is not None else None), "pid": None,
-             "exit_code": code, "command_exit_code": code, "ended": "exited" if code is not None else "trace ended",
+    facts = {"status": "ok" if code == 0 else ("error" if code is not None else None), "pid": mon.pid,
+             "exit_code": code, "command_exit_code": code,
+             "ended": ("trace ended" if code is None else f"signal {code - 128}" if code > 128 else "exited"),
              "wall_s": round(wall, 3) if wall is not None else None, "signal": None, "errors": []}
     doc = build_document("replay", mon, facts, None, src.header.get("recorded_at"))
     doc["host"] = {"hostname": src.header.get("hostname")}
