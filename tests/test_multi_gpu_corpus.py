@@ -174,6 +174,8 @@ def test_export_says_stalled_collective_so_an_alert_can_fire():
     assert now == {"0": ("stalled", "collective"), "1": ("idle", ""), "2": ("stalled", "collective"),
                    "3": ("stalled", "collective")}
     stalled = {s.labels["gpu"]: s.value for s in fams["gputop_stalled_seconds"].samples}
+    v = collector.verdicts()[0]
+    assert v.job["left"] == [1] and "GPU1 has no process (left the job, or not of it)" in v.evidence_text
     assert stalled["1"] == 0.0 and all(stalled[g] > 0 for g in ("0", "2", "3"))
 
 
@@ -218,7 +220,7 @@ def test_a_lone_stalled_gpu_is_stalled_but_not_named_a_collective():
     v = classify(window(**STALLED), NVLINK_H200, compute_peaks(NVLINK_H200))
     assert v.cls == "stalled" and v.subclass is None and "latency-bound" not in v.mixed
     group_comms([v], [0])
-    assert v.subclass is None and v.job == {"waiting": [0], "left": [], "idle": []}
+    assert v.subclass is None and v.job == {"waiting": [0], "left": [], "idle": [], "basis": "node"}
     busy = classify(window(**dict(STALLED, int_pct=1.4, fp32_pct=0.23, util_gpu_pct=96.0)), NVLINK_H200,
                     compute_peaks(NVLINK_H200))  # a CUDA graph of tiny kernels (wl_cudagraphs_h200's numbers)
     assert busy.cls == "latency-bound"
@@ -258,4 +260,4 @@ def test_a_long_run_that_ends_in_a_stall_says_the_stall_first():
             continue
         assert v["class"] == "compute-bound" and v["mixed"][0] == "stalled"
         assert v["notes"][0].startswith("stalled for") and "GPU1 left" in v["notes"][0] and "SMs 1" in v["notes"][0]
-        assert v["job"] == {"waiting": [0, 2, 3], "left": [1], "idle": []}
+        assert v["job"] == {"waiting": [0, 2, 3], "left": [1], "idle": [], "basis": "run"}

@@ -112,10 +112,12 @@ def describe_stall(sub: str | None, ev: dict, job: dict | None = None) -> str:
         text += f"; {_gpus(waiting)} wait in it"
         if ev.get("stalled_for_s") is not None:
             text += f" for {ev['stalled_for_s']:.0f} s"
+    node = job.get("basis") == "node"  # the node's GPUs, not a run's: an idle GPU may be another job's or none
     if left:
-        text += f"; {_gpus(left)} left (no process on it any more)"
+        text += f"; {_gpus(left)} " + ("has no process (left the job, or not of it)" if node
+                                       else "left (no process on it any more)")
     if idle:
-        text += f"; {_gpus(idle)} idle (its process holds it and runs nothing)"
+        text += f"; {_gpus(idle)} idle (" + ("if of this job: " if node else "") + "its process runs nothing)"
     return text
 
 
@@ -159,8 +161,10 @@ def _stalled_for(v) -> float | None:
 def judge_job(verdicts: list, gpus: list[int] | None = None, timelines: list | None = None) -> list:
     """The verdicts (:class:`Verdict` or their dicts, None for a GPU without one) of one job's GPUs (NVML indices
     ``gpus``, default their positions), looked at together: a stalled collective's waiting, left and idle GPUs,
-    and a straggler. ``timelines``: each GPU's timeline segments (a run's document): what the other GPUs did
-    while the stall lasted is read there (a run's verdict of a GPU that left is its work before it left).
+    and a straggler. ``timelines``: each GPU's timeline segments (a run's document: the GPUs its command used):
+    what the other GPUs did while the stall lasted is read there (a run's verdict of a GPU that left is its work
+    before it left). Without them (the TUI, --export: the node's GPUs, ``job["basis"]`` "node") an idle GPU may
+    be another job's, and the sentence says so.
     Annotates the verdicts in place (once); returns them."""
     gpus = list(range(len(verdicts))) if gpus is None else list(gpus)
     lines = dict(zip(gpus, timelines)) if timelines is not None else {}
@@ -207,7 +211,7 @@ def _stalls(items: list, lines: dict) -> None:
         ev = _get(v, "evidence")
         job = _get(v, "job")
         if g in stalled and "waiting" not in job:
-            job.update({"waiting": stalled, "left": left, "idle": idle})
+            job.update({"waiting": stalled, "left": left, "idle": idle, "basis": "run" if lines else "node"})
             ev.update({"job_gpus_waiting": len(stalled), "job_gpus_left": len(left), "job_gpus_idle": len(idle),
                        "stalled_for_s": spans[g][2] if spans[g] else _stalled_for(v)})
             if spans[g]:
