@@ -194,7 +194,8 @@ def test_a_straggler_with_a_low_clock_and_heat_but_no_more_work_is_named_throttl
                                                     "thermal_sample_fraction": 0.6}, "tensor 24% busy", "advice")
     vs = [_waiter(), hot, _waiter(), _waiter()]
     group_comms(vs, [0, 1, 2, 3])
-    assert hot.job["straggler"] == 1 and hot.job["waiting"] == [0, 2, 3]
+    assert hot.job["straggler"] == 1 and hot.job["waiting"] == [0, 2, 3] and hot.job["basis"] == "node"
+    assert "likely a straggler" in hot.evidence_text
     assert hot.job["why"] == ["throttled: SM clock 1100 MHz vs 1980 on the others (thermal)"]
     assert all(v.subclass == "straggler" and v.job["waits_for"] == [1] for v in (vs[0], vs[2], vs[3]))
     group_comms(vs, [0, 1, 2, 3])  # judged again (the TUI does, every frame): said once

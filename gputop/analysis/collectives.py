@@ -170,7 +170,7 @@ def judge_job(verdicts: list, gpus: list[int] | None = None, timelines: list | N
     lines = dict(zip(gpus, timelines)) if timelines is not None else {}
     items = [(g, v) for g, v in zip(gpus, verdicts) if v is not None]
     _stalls(items, lines)
-    _stragglers(items)
+    _stragglers(items, "run" if lines else "node")
     return verdicts
 
 
@@ -244,7 +244,7 @@ def _busiest(ev: dict) -> tuple[str, float]:
     return name, units[name]
 
 
-def _stragglers(items: list) -> None:
+def _stragglers(items: list, basis: str) -> None:
     waiters = [(g, v) for g, v in items if _get(v, "class") == "comms-bound" and _get(v, "subclass") in ("waiting", "straggler")]
     busy = [(g, v) for g, v in items if _get(v, "class") in ("compute-bound", "memory-bound", "throttled")]
     if not waiters or not busy or len(busy) > len(waiters):
@@ -273,10 +273,11 @@ def _stragglers(items: list) -> None:
         if not why:
             continue
         waiting = [w for w, _ in waiters]
-        job.update({"straggler": g, "why": why, "waiting": waiting})
+        job.update({"straggler": g, "why": why, "waiting": waiting, "basis": basis})
         ev.update(nums)
+        who = "the straggler of its job" if basis == "run" else "likely a straggler (if of their job)"
         _set(v, evidence_text=_get(v, "evidence_text")
-             + f"; the straggler of its job: {_gpus(waiting)} wait for it in collectives ({'; '.join(why)})")
+             + f"; {who}: {_gpus(waiting)} wait in collectives ({'; '.join(why)})")
         for w, wv in waiters:
             wjob = _get(wv, "job")
             if g in wjob.setdefault("waits_for", []):
