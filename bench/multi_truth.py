@@ -76,7 +76,8 @@ def expected(directory: str | Path, case: str) -> dict:
     elif r0.get("nccl_share") is not None:
         nccl, gemm = r0["nccl_share"], r0.get("gemm_share") or 0.0
         if nccl >= 0.5:
-            want = {"comms-bound"} | ({"compute-bound+comms", "memory-bound+comms"} if "overlap1" in r0["case"] else set())
+            overlap = {"compute-bound+comms", "memory-bound+comms"} if "overlap1" in r0["case"] else set()
+            want = {"comms-bound"} | overlap
             rule = f"NCCL {nccl:.0%} of kernel time (torch.profiler)"
         elif gemm >= 0.5:
             want, rule = {"compute-bound"}, f"GEMM {gemm:.0%}, NCCL {nccl:.0%} of kernel time (torch.profiler)"
@@ -158,7 +159,8 @@ def before_after(directory: str | Path = CORPUS) -> list[str]:
     from gputop.headless.replay import replay_document
 
     def said(doc, res):
-        names = [f"{res['gpus'][g][1].split(' ')[0]}{'' if res['gpus'][g][0] else ' (wrong)'}" for g in sorted(res["gpus"])]
+        names = [res["gpus"][g][1].split(" ")[0] + ("" if res["gpus"][g][0] else " (wrong)")
+                 for g in sorted(res["gpus"])]
         return ", ".join(f"{n} x{names.count(n)}" if names.count(n) > 1 else n for n in dict.fromkeys(names))
 
     lines = ["| case | truth | ecf143b (before) | now | right before | right now |", "|---|---|---|---|---|---|"]

@@ -184,7 +184,7 @@ def _waiter(tensor=20.0):
     from gputop.analysis.verdict import Verdict
 
     ev = {"tensor_pct": tensor, "sm_clock_mhz": 1980.0, "sm_clock_ratio": 1.0, "util_gpu_pct": 98.0}
-    return Verdict("comms-bound", "waiting", 0.8, ev, "waits", "advice")
+    return Verdict("comms-bound", "collectives", 0.8, ev, "waits", "advice")
 
 
 def test_a_straggler_with_a_low_clock_and_heat_but_no_more_work_is_named_throttled():

@@ -4,13 +4,14 @@ Pure (no NVML). Two parts:
 
 * **stalled** (a class of its own): NCCL's kernels wait for a peer that never comes. Kernels resident all the
   time (duty cycle 100%), a fixed few SMs busy (one a channel: 24 of an H100's 132 read 18.2%), no pipe, no DRAM,
-  no NVLink, no PCIe traffic, power low (and flat, once the first second's decay from the busy level is over). :func:`score_stall` scores that fingerprint for one GPU's window
+  no NVLink, no PCIe traffic, power low (and flat, once the first second's decay from the busy level is over).
+  :func:`score_stall` scores that fingerprint for one GPU's window
   (the classifier); :func:`judge_job` then looks at the job's other GPUs: which wait in the same stall, which
   left (no process on the GPU any more) or idle (a process that runs nothing), for how long.
   Its own class, not a comms-bound subclass: a stall is no bottleneck (nothing moves, the job makes no
   progress: a fault), an alert fires on ``gputop_bottleneck{class="stalled"} == 1`` alone, the TUI strip shows it
   apart from slow communication, and a run's time by class does not count a hang as communication time.
-* **straggler**: when some GPUs of a job wait in collectives (comms-bound "waiting") while a few others work
+* **straggler**: when some GPUs of a job wait in collectives (comms-bound "collectives") while a few others work
   (compute- or memory-bound, or throttled), the busy ones are the stragglers; :func:`judge_job` names them and
   says why they are slow: more work (their pipes or DRAM busier than the waiters') or throttled (a lower SM clock
   than the waiters', thermal or power reasons).
@@ -205,7 +206,9 @@ def _stalls(items: list, lines: dict) -> None:
             continue
         cls, ev = _during(lines[g], a, b) if g in lines and a is not None else (_get(v, "class"), _get(v, "evidence"))
         state[g] = (cls, ev)
-    left = [g for g, (cls, ev) in state.items() if cls == "idle" and (ev.get("processes_on_gpu") if ev.get("processes_on_gpu") is not None else 1) < 0.5]
+    gone = {g for g, (_, ev) in state.items()
+            if ev.get("processes_on_gpu") is not None and ev["processes_on_gpu"] < 0.5}  # no process on it
+    left = [g for g, (cls, _) in state.items() if cls == "idle" and g in gone]
     idle = [g for g, (cls, _) in state.items() if cls in ("idle", "host-bound", "input-starved") and g not in left]
     for g, v in items:
         ev = _get(v, "evidence")
@@ -227,8 +230,8 @@ def _stalls(items: list, lines: dict) -> None:
                 st = max((x for x in lines.get(g) or [] if x.get("class") == "stalled"),
                          key=lambda x: x["t_end"] - x["t_start"])
                 sev = dict((st.get("verdict") or {}).get("evidence") or {}, stalled_for_s=ev["stalled_for_s"])
-                _get(v, "notes").insert(0, f"stalled for {ev['stalled_for_s']:.0f} s from {ev['stalled_since_s']:.1f} s: "
-                                           + describe_stall(sub, sev, job))
+                _get(v, "notes").insert(0, f"stalled for {ev['stalled_for_s']:.0f} s from "
+                                           f"{ev['stalled_since_s']:.1f} s: " + describe_stall(sub, sev, job))
                 if isinstance(v, dict) and "stalled" not in v.setdefault("mixed", []):
                     v["mixed"].insert(0, "stalled")
         elif g in left + idle and "stalled" not in job:
@@ -245,7 +248,8 @@ def _busiest(ev: dict) -> tuple[str, float]:
 
 
 def _stragglers(items: list, basis: str) -> None:
-    waiters = [(g, v) for g, v in items if _get(v, "class") == "comms-bound" and _get(v, "subclass") in ("waiting", "straggler")]
+    waiters = [(g, v) for g, v in items if _get(v, "class") == "comms-bound" and _get(v, "subclass")
+               in ("collectives", "straggler")]
     busy = [(g, v) for g, v in items if _get(v, "class") in ("compute-bound", "memory-bound", "throttled")]
     if not waiters or not busy or len(busy) > len(waiters):
         return
@@ -285,7 +289,8 @@ def _stragglers(items: list, basis: str) -> None:
             wjob["waits_for"].append(g)
             _get(wv, "evidence").update(nums)
             _set(wv, subclass="straggler", advice=ADVICE["straggler"],
-                 evidence_text=_get(wv, "evidence_text") + f"; it waits for {_gpus([g])}, the straggler ({'; '.join(why)})")
+                 evidence_text=_get(wv, "evidence_text")
+                 + f"; it waits for {_gpus([g])}, the straggler ({'; '.join(why)})")
 
 
 def _mean_clock(evs: list[dict]) -> float:

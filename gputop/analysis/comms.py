@@ -36,7 +36,7 @@ ADVICE = {
                "gradient-accumulation steps",
     "collective latency": "small all-reduces pay a fixed cost per call: fuse small tensors into one buffer "
                           "(DDP buckets do), all-reduce less often",
-    "waiting": "the GPU waits in collectives while the link carries little: the all-reduces are small or a peer "
+    "collectives": "the GPU waits in collectives while the link carries little: the all-reduces are small or a peer "
                "is late. Overlap them with compute (DDP's buckets during backward, FSDP prefetch), all-reduce less "
                "often (gradient accumulation with no_sync), bigger buckets (bucket_cap_mb), and look for a straggler "
                "(one GPU slower than the others)",
@@ -89,11 +89,11 @@ def score_comms(ev: dict, s: dict, ramp) -> tuple[float, str | None]:
     """(score, subclass) of comms-bound: the SMs wait (no pipe, no DRAM of their own near a peak) while NVLink is
     busy (its share of the link's peak), or while it carries steady light traffic with kernels resident (NCCL's
     kernels waiting in collectives: small all-reduces, a late peer). Subclass "link" when the link itself is
-    near its peak, "waiting" when the traffic is light."""
+    near its peak, "collectives" when the traffic is light (the GPU waits in collectives)."""
     link, steady = link_busy(ev, ramp)
     waiting = 1 - max(s.get("compute-bound", 0.0), s.get("memory-bound", 0.0))
     frac = ev.get("nvlink_link_fraction") or 0.0
-    sub = "link" if frac >= T.NVLINK_NEAR_LINK_FRACTION else ("waiting" if steady > link else None)
+    sub = "link" if frac >= T.NVLINK_NEAR_LINK_FRACTION else ("collectives" if steady > link else None)
     return max(link, steady) * waiting, sub
 
 
@@ -102,7 +102,7 @@ def describe_comms(sub: str | None, ev: dict) -> str:
     rx, tx = ev.get("nvlink_rx_bps") or 0, ev.get("nvlink_tx_bps") or 0
     text = (f"NVLink rx {si(rx, 'B/s')} / tx {si(tx, 'B/s')} = {100 * (ev.get('nvlink_link_fraction') or 0):.0f}% "
             f"of the {si(ev.get('nvlink_link_bytes_per_s'), 'B/s')} link")
-    if sub == "waiting":
+    if sub == "collectives":
         text += (f" in {100 * (ev.get('nvlink_active_sample_fraction') or 0):.0f}% of the samples, kernels active "
                  f"{ev.get('util_gpu_pct') or 0:.0f}%, SMs {ev.get('sm_active_pct') or 0:.0f}% busy, no pipe near a "
                  "peak: the GPU waits in collectives (NCCL's kernels hold SMs while the link carries little)")

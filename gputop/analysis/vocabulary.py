@@ -60,6 +60,6 @@ SUBCLASS_LABELS = {
     "startup": "startup", "one thread": "one thread at a core", "workers": "worker processes", "waiting": "waiting: sleep, I/O or a lock",
     "link": "link near its peak", "pageable": "pageable host memory",
     "exposed": "exposed all-reduce", "collective latency": "collective latency",
-    "waiting": "waiting in collectives", "straggler": "waiting for a straggler",
+    "collectives": "waiting in collectives", "straggler": "waiting for a straggler",
     "collective": "stuck collective",
 }

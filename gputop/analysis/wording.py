@@ -215,7 +215,7 @@ ADVICE = {
     ("stalled", "collective"): STALL_ADVICE["collective"],
     ("comms-bound", "link"): COMMS_ADVICE["link"],
     ("comms-bound", "exposed"): COMMS_ADVICE["exposed"],
-    ("comms-bound", "waiting"): COMMS_ADVICE["waiting"],
+    ("comms-bound", "collectives"): COMMS_ADVICE["collectives"],
     ("throttled", "power"):
         "the power limit holds the clocks far below max: check `nvidia-smi -q -d POWER` for a lowered limit; "
         "numbers from this window are not representative",
