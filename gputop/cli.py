@@ -24,6 +24,8 @@ modes:
   gputop --run -- CMD ARGS...     run your own command and diagnose its GPU bottlenecks
   gputop --watch PID              diagnose a process that is already running
   gputop --tui --run -- CMD ...   the same, live in the TUI (also --tui --watch PID)
+  gputop --replay FILE --json     the run document of a trace recorded with --record (per-GPU timelines and
+                                  verdicts, the job's GPUs together), diagnosed anywhere
   gputop --export [HOST:]PORT     Prometheus metrics (dcgm-exporter's names) at 127.0.0.1:9400 by default
   gputop --serve [HOST:]PORT      the TUI in a browser (127.0.0.1:8000 by default; read-only unless --serve-control)
   gputop --tour                   a presenter's tour of the workloads: n steps to the next one
@@ -257,6 +259,10 @@ def main(argv: list[str] | None = None) -> int:
             from gputop.headless.snapshot import main_once
 
             return main_once(args)
+        if args.replay and args.json:  # a recorded trace's run document, as --run prints it live
+            from gputop.headless.replay import main_replay_json
+
+            return main_replay_json(args)
         from gputop.tui import main_tui
 
         return main_tui(args)

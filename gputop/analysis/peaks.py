@@ -18,6 +18,7 @@ Sources (cited by the short names used in the comments below):
 
 from __future__ import annotations
 
+from gputop.analysis.links import PCIE_ENCODING, PCIE_GT_PER_S, nvlink_peak  # noqa: F401  (PCIE_*: peaks' public names too)
 from gputop.telemetry.static import FP32_LANES_PER_SM
 
 # Dense tensor-core FLOP per SM per clock at full rate (FP16/BF16/FP8 with FP32 accumulate on data-centre
@@ -75,11 +76,6 @@ TENSOR_SPEC_CLOCK_MHZ = {
     "NVIDIA GeForce RTX 4090": 2520,
 }
 
-# PCIe per-lane transfer rate (GT/s) and line-code efficiency by generation: 8b/10b for gen 1-2,
-# 128b/130b for gen 3-5, gen 6 flit mode (242 of every 256 bytes are TLP/DLLP; 8 B CRC + 6 B FEC).
-PCIE_GT_PER_S = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
-PCIE_ENCODING = {1: 8 / 10, 2: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 242 / 256}
-
 TENSOR_KEYS = ("tf32", "bf16", "fp16", "fp8", "int8")
 
 
@@ -102,6 +98,7 @@ def compute_peaks(static: dict) -> dict:
     fp16 = _ratio(fp32, FP16_RATIO, cc, "FP16 (non-tensor)", notes)
     tensor_clock, tensor_source = _tensor_clock(name, sm_clock, notes)
     tensor = _tensor(cc, sm_count, tensor_clock, name, notes)
+    nvlink = nvlink_peak(static)
 
     return {
         "dram_bytes_per_s": dram,
@@ -112,7 +109,8 @@ def compute_peaks(static: dict) -> dict:
         "tensor_clock_mhz": float(tensor_clock) if tensor_clock else None,
         "tensor_clock_source": tensor_source,
         "pcie_bytes_per_s_per_dir": _pcie(static, notes),
-        "nvlink_bytes_per_s_per_dir": _nvlink(static),
+        "nvlink_bytes_per_s_per_dir": nvlink[0],
+        "nvlink_peak_source": nvlink[1],
         "ridge_fp32_flop_per_byte": fp32 / dram if fp32 and dram else None,
         "notes": notes,
     }
@@ -207,10 +205,3 @@ def _pcie(static: dict, notes: list[str]) -> float | None:
         notes.append("PCIe peak n/a: needs link generation and width")
         return None
     return PCIE_GT_PER_S[gen] * 1e9 * PCIE_ENCODING[gen] / 8 * width
-
-
-def _nvlink(static: dict) -> float | None:
-    """NVLink peak per direction: the active links times their common speed, as NVML reports them
-    (``read_static``'s ``nvlink_links_active`` and ``nvlink_speed_mbps``); None without NVLink."""
-    links, speed = _pos(static.get("nvlink_links_active")), _pos(static.get("nvlink_speed_mbps"))
-    return links * speed * 1e6 if links and speed else None

@@ -106,6 +106,9 @@ def render_text(doc: dict) -> str:
         tensor = pk.get("tensor_dense_flops") or {}
         lines.append(f"  peaks: DRAM {si(dram_peak, 'B/s')}  FP32 {si(pk.get('fp32_flops'), 'FLOP/s')}  "
                      f"FP64 {si(pk.get('fp64_flops'), 'FLOP/s')}  BF16 dense {si(tensor.get('bf16'), 'FLOP/s')}")
+        if pk.get("nvlink_bytes_per_s_per_dir"):
+            lines.append(f"  NVLink rx {si(s.get('nvlink_rx_bps'), 'B/s')} tx {si(s.get('nvlink_tx_bps'), 'B/s')} of "
+                         f"{si(pk['nvlink_bytes_per_s_per_dir'], 'B/s')} a direction: {pk.get('nvlink_peak_source')}")
         procs = s.get("processes")
         if procs:
             lines.append("  processes: " + "; ".join(
