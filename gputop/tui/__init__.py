@@ -16,17 +16,24 @@ def main_tui(args) -> int:
         os.environ["NO_COLOR"] = "1"
     if not getattr(args, "served", False) and not (sys.stdin.isatty() and sys.stdout.isatty()):  # served: a browser
         return fail(exitcodes.USAGE, "the monitor needs a terminal; for text use --once, --record or --run NAME")
-    from gputop.tui.app import config_from_args, make_app
+    from gputop.tui.early_frame import EarlyStart
+
+    early = EarlyStart(args, paint=not getattr(args, "served", False))  # the source and its first tick, on a thread
+    from gputop.tui.app import make_app  # (Textual: imported meanwhile)
 
     try:
-        config = config_from_args(args)
+        config = early.config()
         config.settle_gc = True
         app = make_app(config)
     except SourceError as exc:
         return fail(exc.code, str(exc))
     except ValueError as exc:  # a sampling rate out of range
         return fail(exitcodes.USAGE, str(exc))
-    app.start_sampling()  # the first ticks are read while Textual starts up
+    except BaseException:
+        early.leave()
+        raise
+    early.hand_over(app)
+    app.start_sampling()  # the next ticks are read while Textual starts up
     try:
         code = app.run()
     finally:  # however the app ended (an error, a terminal gone), no run of it outlives gputop
