@@ -61,6 +61,7 @@ def early_lines(text: str) -> list[str]:
 
 def test_the_early_frame_shows_the_tick_with_gpm_numbers_in_the_monitors_words(term):
     early = EarlyStart(parse(["--demo"])[0], out=term.out)
+    early.join()
     config = early.config()
     assert early.painted
     lines = early_lines(term.read())
@@ -83,6 +84,7 @@ async def test_the_app_draws_the_same_rows_from_the_same_tick(term):
     from gputop.tui.app import make_app
 
     early = EarlyStart(parse(["--demo"])[0], out=term.out)
+    early.join()
     config = early.config()
     config.start_sampler, config.fps = False, 0
     lines = early_lines(term.read())
@@ -103,6 +105,7 @@ async def test_the_app_draws_the_same_rows_from_the_same_tick(term):
 def test_nothing_is_painted_off_a_terminal_nor_when_asked_not_to(term, tmp_path):
     with open(tmp_path / "out", "w") as f:
         early = EarlyStart(parse(["--demo"])[0], out=f)
+        early.join()
         early.config()
     assert not early.painted and (tmp_path / "out").read_text() == ""
     served = EarlyStart(parse(["--demo"])[0], paint=False, out=term.out)  # gputop --serve: a browser
@@ -120,6 +123,15 @@ def test_without_a_gpu_the_monitor_draws_first(term):
     assert not early.painted and term.read() == ""
 
 
+def test_textual_ready_first_is_not_kept_waiting_for_a_second_tick(term):
+    """config() called before the second tick (Textual imported within a sampling interval): the thread does not
+    wait for it and paints nothing (Textual's frame comes next); the app samples on from the first tick."""
+    early = EarlyStart(parse(["--demo"])[0], out=term.out)
+    config = early.config()  # at once: the demo's first tick has no GPM numbers, the second is not waited for
+    assert not early.painted and term.read() == ""
+    assert len(config.sampler.window()) == 1
+
+
 def test_a_source_error_is_raised_by_config_and_nothing_is_painted(term):
     early = EarlyStart(parse(["--demo", "--gpu", "7"])[0], out=term.out)
     with pytest.raises(SourceError):
@@ -131,6 +143,7 @@ def test_a_source_error_is_raised_by_config_and_nothing_is_painted(term):
 
 def test_leave_returns_to_the_normal_screen_once(term):
     early = EarlyStart(parse(["--demo"])[0], out=term.out)
+    early.join()
     early.config()
     term.read()
     early.leave()

@@ -25,7 +25,7 @@ from gputop.tui.config import TuiConfig, config_from_args
 
 ALT_SCREEN, CURSOR_OFF, HOME_CLEAR = "\x1b[?1049h", "\x1b[?25l", "\x1b[H\x1b[2J"
 LEAVE = "\x1b[?25h\x1b[?1049l"
-MAX_WAIT_S = 0.15  # for a second tick (GPM): at most this long, else the first is painted
+MAX_WAIT_S = 0.15  # for a second tick (GPM), at most; else the first one is painted
 BOLD, REVERSE, DIM, PLAIN = "\x1b[1m", "\x1b[1;7m", "\x1b[2m", "\x1b[0m"
 LABEL_W = 15  # as the device panel's (panels.DevicePanel)
 SHORT_H = 32  # under this many rows the monitor merges related rows (app.SHORT_H)
@@ -99,6 +99,7 @@ class EarlyStart:
         self.painted = False
         self._config: TuiConfig | None = None
         self._error: BaseException | None = None
+        self._ready = threading.Event()  # config() was called: Textual is imported, no more waiting here
         self._thread = threading.Thread(target=self._start, name="gputop-early-start", daemon=True)
         self._thread.start()
 
@@ -109,8 +110,11 @@ class EarlyStart:
             t0 = time.monotonic()
             tick = sampler.step()
             if self.paint and tick is not None and gpm_pending(config, tick):  # GPM's rates need a 2nd sample
-                time.sleep(max(0.0, min(MAX_WAIT_S, sampler.source.delay(sampler.interval)) - (time.monotonic() - t0)))
-                tick = sampler.step() or tick
+                wait = min(MAX_WAIT_S, sampler.source.delay(sampler.interval)) - (time.monotonic() - t0)
+                if self._ready.wait(max(0.0, wait)):  # Textual is ready first: it draws the first frame
+                    self.paint = False
+                else:
+                    tick = sampler.step() or tick
             self._config = config
         except BaseException as exc:  # SourceError, a rate out of range: raised again by config()
             self._error = exc
@@ -130,11 +134,17 @@ class EarlyStart:
             pass
 
     def config(self) -> TuiConfig:
-        """The TuiConfig (its sampler holding the first tick); raises what opening the source raised."""
+        """The TuiConfig (its sampler holding the ticks read); raises what opening the source raised. Called
+        once Textual is imported: a second tick not read by then is not waited for (nor the early frame)."""
+        self._ready.set()
         self._thread.join()
         if self._error is not None:
             raise self._error
         return self._config
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the thread without hurrying it (tests: the early frame as it comes when Textual is slow)."""
+        self._thread.join(timeout)
 
     def hand_over(self, app) -> None:
         """Before the app samples: the ticks read here, which its Sticky did not see, observed."""
