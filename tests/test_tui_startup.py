@@ -149,3 +149,19 @@ def test_leave_returns_to_the_normal_screen_once(term):
     early.leave()
     early.leave()
     assert term.read() == LEAVE
+
+
+def test_settle_gc_turns_the_collector_back_on():
+    """gputop's start-up runs with the collector off (main_tui); settle_gc, 3 s in, collects, freezes what start-up
+    left and turns it on again."""
+    import gc
+
+    from gputop.tui.app import settle_gc
+
+    gc.disable()
+    try:
+        settle_gc()
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.enable()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 def main_tui(args) -> int:
     """Open the source, build the app, run it; returns the exit code."""
+    import gc
     import os
     import sys
 
@@ -16,6 +17,8 @@ def main_tui(args) -> int:
         os.environ["NO_COLOR"] = "1"
     if not getattr(args, "served", False) and not (sys.stdin.isatty() and sys.stdout.isatty()):  # served: a browser
         return fail(exitcodes.USAGE, "the monitor needs a terminal; for text use --once, --record or --run NAME")
+    gc.disable()  # start-up allocates ~100k objects that all stay; the collector's passes over them (80-120 ms
+    # on the CPU machine) wait for settle_gc, 3 s after start-up, which collects once and turns it back on
     from gputop.tui.early_frame import EarlyStart
 
     early = EarlyStart(args, paint=not getattr(args, "served", False))  # the source and its first tick, on a thread

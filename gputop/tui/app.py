@@ -41,9 +41,11 @@ SETTLE_GC_S = 3.0  # after start-up (the first frames drawn): settle_gc
 
 def settle_gc() -> None:
     """Collect once, then keep start-up's objects (modules, widgets, styles: 57-94k) out of the collector's full
-    scans, which took 21-76 ms each at random moments (bench/tui_gc.py). Later objects are collected as usual."""
+    scans, which took 21-76 ms each at random moments (bench/tui_gc.py). Later objects are collected as usual
+    (gputop's start-up runs with the collector off: main_tui)."""
     gc.collect()
     gc.freeze()
+    gc.enable()
 
 
 class Redraw(Message):
