@@ -165,3 +165,43 @@ def test_settle_gc_turns_the_collector_back_on():
     finally:
         gc.unfreeze()
         gc.enable()
+
+
+def test_gputop_in_a_terminal_starts_draws_and_quits():
+    """`gputop --demo` in a pseudo-terminal: the early frame (when the first ticks were read before Textual was
+    imported) and then the monitor in the same alternate screen; q quits with 0 and the normal screen back."""
+    import select
+    import subprocess
+    import sys
+    import time
+
+    t = Terminal(100, 30)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root, TERM="xterm-256color")
+    env.pop("NO_COLOR", None)
+    slave = os.dup(t.out.fileno())
+    p = subprocess.Popen([sys.executable, "-m", "gputop", "--demo"], stdin=slave, stdout=slave, stderr=slave,
+                         env=env, start_new_session=True)
+    os.close(slave)
+    t.out.close()
+    out, end = "", time.monotonic() + 60
+    try:
+        while "quit" not in out and time.monotonic() < end and p.poll() is None:  # the key bar: Textual's frame
+            select.select([t.master], [], [], 0.05)
+            out += t.read()
+        assert "quit" in out, out[-2000:]
+        os.write(t.master, b"q")
+        assert p.wait(30) == 0
+        out += t.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+        os.close(t.master)
+    assert out.startswith(ALT_SCREEN)
+    body = out[len(ALT_SCREEN):]
+    early, entered, textual = body.partition(ALT_SCREEN)  # Textual enters it again (no clear there)
+    if not entered:  # no early frame: Textual was ready first
+        early, textual = "", body
+    assert "quit" in textual and "\x1b[?1049l" in textual[-200:]
+    if early:  # the monitor's rows, no key bar (that is Textual's)
+        assert "SM activity" in early and "quit" not in early

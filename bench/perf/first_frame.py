@@ -4,6 +4,7 @@ launched in turn (interleaved), so that a loaded machine's drift falls on each a
     python bench/perf/first_frame.py                                   # this checkout, --demo, 10 launches
     python bench/perf/first_frame.py --root /tmp/before --root . -n 15 # before/after, interleaved
     python bench/perf/first_frame.py --idle --size 160x48             # an idle GPU's replay (no GPU needed)
+    python bench/perf/first_frame.py --live --marker quit             # a GPU machine: the early frame and Textual's
 
 The first frame is the moment the terminal's output first holds "SM activity" or "no GPU" (as
 bench/perf/tui_vs_nvitop.py, and the lead's GPU runs, count it); ``--marker`` adds another string to time
@@ -41,7 +42,8 @@ def launch(argv: list[str], root: str, cols: int, rows: int, markers: dict[str, 
     it (None if it never did within ``timeout``). The program is then told to quit (q), or killed."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-    env = dict(os.environ, PYTHONPATH=root, TERM="xterm-256color", COLUMNS=str(cols), LINES=str(rows))
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)  # (.whl/use.sh's site stays)
+    env = dict(os.environ, PYTHONPATH=path, TERM="xterm-256color", COLUMNS=str(cols), LINES=str(rows))
     env.pop("NO_COLOR", None)
     t0 = time.monotonic()
     proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=root,
@@ -85,6 +87,7 @@ def main() -> int:
     ap.add_argument("--size", default="120x40")
     ap.add_argument("--idle", action="store_true", help="replay an idle GPU (bench/perf/tui_cpu.py --idle) "
                                                         "instead of --demo")
+    ap.add_argument("--live", action="store_true", help="the live GPU(s) instead of --demo (a GPU machine)")
     ap.add_argument("--args", default="", help="more gputop arguments")
     ap.add_argument("--marker", action="append", default=[], help="another string to time (repeat)")
     ap.add_argument("--timeout", type=float, default=30.0)
@@ -98,7 +101,7 @@ def main() -> int:
 
         mode = ["--replay", idle_trace()]
     else:
-        mode = ["--demo"]
+        mode = [] if args.live else ["--demo"]
     argv = [sys.executable, "-m", "gputop", *mode, *args.args.split()]
     markers = {"first frame": FRAME, **{m: [m.encode()] for m in args.marker}}
     for root in roots:  # as a pip install leaves it
