@@ -205,3 +205,11 @@ def test_gputop_in_a_terminal_starts_draws_and_quits():
     assert "quit" in textual and "\x1b[?1049l" in textual[-200:]
     if early:  # the monitor's rows, no key bar (that is Textual's)
         assert "SM activity" in early and "quit" not in early
+
+
+def test_after_leave_nothing_is_painted(term):
+    """^C or an error before Textual took over: leave() first, and a paint still under way draws nothing."""
+    early = EarlyStart(parse(["--demo"])[0], out=term.out)
+    early.leave()
+    early.join()
+    assert not early.painted and term.read() == ""

@@ -22,9 +22,9 @@ def main_tui(args) -> int:
     from gputop.tui.early_frame import EarlyStart
 
     early = EarlyStart(args, paint=not getattr(args, "served", False))  # the source and its first tick, on a thread
-    from gputop.tui.app import make_app  # (Textual: imported meanwhile)
-
     try:
+        from gputop.tui.app import make_app  # (Textual: imported meanwhile)
+
         config = early.config()
         config.settle_gc = True
         app = make_app(config)

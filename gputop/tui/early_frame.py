@@ -100,6 +100,8 @@ class EarlyStart:
         self._config: TuiConfig | None = None
         self._error: BaseException | None = None
         self._ready = threading.Event()  # config() was called: Textual is imported, no more waiting here
+        self._lock = threading.Lock()  # a paint and leave() one after the other; none after leave()
+        self._left = False
         self._thread = threading.Thread(target=self._start, name="gputop-early-start", daemon=True)
         self._thread.start()
 
@@ -127,11 +129,14 @@ class EarlyStart:
             cols, rows = os.get_terminal_size(self.out.fileno())
             lines = frame_lines(config, tick, config.sampler.rate_hz, cols, rows)
             text = ALT_SCREEN + CURSOR_OFF + HOME_CLEAR + "\r\n".join(fit(ln, cols) for ln in lines)
-            self.out.write(text)
-            self.out.flush()
-            self.painted = True
-        except (OSError, ValueError):  # no size, a closed terminal: no early frame, Textual's is the first
-            pass
+            with self._lock:
+                if self._left:
+                    return
+                self.painted = True
+                self.out.write(text)
+                self.out.flush()
+        except Exception:  # no size, a closed terminal, a record it cannot show: no early frame, Textual's is the
+            pass  # first (it shows the same tick, or says what is wrong with it)
 
     def config(self) -> TuiConfig:
         """The TuiConfig (its sampler holding the ticks read); raises what opening the source raised. Called
@@ -152,8 +157,14 @@ class EarlyStart:
             app.sticky.observe(tick)
 
     def leave(self) -> None:
-        """Back to the normal screen (gputop ends before Textual took the terminal over)."""
-        if self.painted:
-            self.out.write(LEAVE)
-            self.out.flush()
-            self.painted = False
+        """gputop ends before Textual took the terminal over (an error, ^C): back to the normal screen if painted,
+        and nothing painted from now on."""
+        with self._lock:
+            self._left = True
+            if self.painted:
+                self.painted = False
+                try:
+                    self.out.write(LEAVE)
+                    self.out.flush()
+                except (OSError, ValueError):
+                    pass
