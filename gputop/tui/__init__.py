@@ -17,7 +17,7 @@ def main_tui(args) -> int:
         os.environ["NO_COLOR"] = "1"
     if not getattr(args, "served", False) and not (sys.stdin.isatty() and sys.stdout.isatty()):  # served: a browser
         return fail(exitcodes.USAGE, "the monitor needs a terminal; for text use --once, --record or --run NAME")
-    gc.disable()  # start-up allocates ~100k objects that all stay; the collector's passes over them (80-120 ms
+    gc.disable()  # start-up allocates ~100k objects that all stay; the collector's passes over them (60-110 ms
     # on the CPU machine) wait for settle_gc, 3 s after start-up, which collects once and turns it back on
     from gputop.tui.early_frame import EarlyStart
 
