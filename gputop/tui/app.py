@@ -42,9 +42,11 @@ SETTLE_GC_S = 3.0  # after start-up (the first frames drawn): settle_gc
 
 def settle_gc() -> None:
     """Collect once, then keep start-up's objects (modules, widgets, styles: 57-94k) out of the collector's full
-    scans, which took 21-76 ms each at random moments (bench/perf/tui_gc.py). Later objects are collected as usual."""
+    scans, which took 21-76 ms each at random moments (bench/perf/tui_gc.py). Later objects are collected as usual
+    (gputop's start-up runs with the collector off: main_tui)."""
     gc.collect()
     gc.freeze()
+    gc.enable()
 
 
 class Redraw(Message):
@@ -119,6 +121,7 @@ class GputopApp(KeyActions, App):
         self.home_source = None  # the session's own source while the monitor follows a recording (tui.follow)
         self._quitting = False
         self.stop_signal: int | None = None  # the first SIGINT/SIGTERM/SIGHUP gputop got, if any
+        self.pending_signals: list[int] = []  # stop signals that came before the app watched them (main_tui)
         self.info = InfoBar(id="info")
         self.strip = GpuStrip(id="strip")
         self.keybar = KeyBar(id="keys")
@@ -207,6 +210,8 @@ class GputopApp(KeyActions, App):
         loop = asyncio.get_running_loop()
         for sig in STOP_SIGNALS:
             loop.add_signal_handler(sig, self.signal_arrived, sig)
+        for sig in self.pending_signals:  # those that came while gputop started up (tui.main_tui noted them)
+            self.signal_arrived(sig)
 
     def on_resize(self, event) -> None:
         self._set_size_classes(event.size.width, event.size.height)
@@ -277,16 +282,8 @@ class GputopApp(KeyActions, App):
         return self.sticky.apply(pos, gpus[pos]) if pos < len(gpus) else None
 
     def _header(self) -> list[str]:
-        kind = self.source.kind
-        mode = "demo" if kind == "replay" and self.source.loop else kind
-        rate = self.sampler.rate_hz
-        if kind == "replay":
-            rate = self.source.header.get("rate_hz") or rate
         host = self.source.hostname if self.home_source is not None else self.config.hostname  # a followed replay's
-        parts = view.header_parts(self.statics, mode, rate, host,
-                                  self.sampler.paused, self.source.label)
-        if self.source.finished:
-            parts[-1] += " (finished)"
+        parts = view.source_header(self.source, self.statics, self.sampler.rate_hz, host, self.sampler.paused)
         if self.config.read_only:
             parts.append("read-only")
         tick = self._last_tick
