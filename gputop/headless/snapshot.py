@@ -12,11 +12,11 @@ from datetime import datetime, timezone
 
 from gputop import exitcodes
 from gputop.analysis.peaks import compute_peaks
-from gputop.documents import check_writable, emit, header
+from gputop.documents import check_writable, emit, header, once_error_document, writable
 from gputop.exitcodes import fail
 from gputop.runner.stop_signals import StopSignals
 from gputop.format import gb, gpm_na, pct, si
-from gputop.telemetry.errors import SourceError
+from gputop.telemetry.errors import NoGpu, SourceError
 from gputop.telemetry.sampler import Sampler
 from gputop.telemetry.source import SourceSpec, check_gpus, open_source
 from gputop.telemetry.trace import Recorder
@@ -55,6 +55,8 @@ def snapshot(spec: SourceSpec) -> dict:
             "host": {"hostname": src.hostname, **host},
             "gpus": gpus,
             "na_reasons": dict(src.na_reasons),
+            "exit_code": exitcodes.OK,
+            "errors": [],
         }
         return doc
     finally:
@@ -62,15 +64,31 @@ def snapshot(spec: SourceSpec) -> dict:
 
 
 def main_once(args) -> int:
+    """``--once``: the snapshot; where none can be taken, one line on stderr and (``--json``, ``-o``) the error
+    document, so that stdout holds exactly one document in every outcome."""
     try:
         check_writable(args.output, "--output")
         doc = snapshot(args.spec)
     except exitcodes.Failure as exc:
-        return fail(exc.code, str(exc))
+        return _refuse(args, exc.code, exc.kind, str(exc))
+    except NoGpu as exc:  # what works here without a GPU: the same snapshot of a recorded trace
+        return _refuse(args, exitcodes.NO_GPU, "no_gpu", f"{exc}; without a GPU: gputop --once --demo "
+                                                          "(or --replay FILE)")
     except SourceError as exc:
-        return fail(exitcodes.code_for(exc), str(exc))
+        code = exitcodes.code_for(exc)
+        return _refuse(args, code, "no_source" if code == exitcodes.NO_GPU else "bad_source", str(exc))
     ok = emit(doc, json_mode=args.json, output=args.output, render_text=render_text)
     return exitcodes.OK if ok else exitcodes.FAILED
+
+
+def _refuse(args, code: int, kind: str, message: str) -> int:
+    exitcodes.say(message)
+    if args.json or args.output:
+        spec = args.spec
+        source = {"kind": "replay" if spec.recorded else spec.kind, "path": spec.path}
+        emit(once_error_document(kind, message, code, source), json_mode=args.json,
+             output=args.output if writable(args.output) else None)
+    return code
 
 
 def render_text(doc: dict) -> str:
@@ -131,6 +149,8 @@ def main_record(args) -> int:
     spec = args.spec
     try:
         src = open_source(spec, need_gpu=True)
+    except NoGpu as exc:  # --record records this machine's GPUs: nothing else to suggest
+        return fail(exitcodes.NO_GPU, f"{exc}; --record needs this machine's GPUs (NVML)")
     except SourceError as exc:
         return fail(exitcodes.code_for(exc), str(exc))
     if src.kind != "live":
