@@ -245,6 +245,14 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         ap.error("--tui shows the run; --json and --output write its document without the TUI")
     if mode == "record" and (args.replay or args.demo):
         ap.error("--record records live NVML; it does not take --replay or --demo")
+    if args.recorded:  # before the TUI (or --serve, whose sessions would each fail) starts
+        from gputop.telemetry.errors import BadSource
+        from gputop.tui.config import check_recordings
+
+        try:
+            check_recordings(args.recorded)
+        except BadSource as exc:
+            ap.error(str(exc))
     for flag in ("export", "serve"):  # (host, port) as args.export_address / args.serve_address
         text = getattr(args, flag)
         try:
