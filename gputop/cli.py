@@ -151,11 +151,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"sampling rate, {MIN_RATE_HZ:g} to {MAX_RATE_HZ:g} (default {DEFAULT_RATE_HZ:g} Hz)")
     modes = ap.add_argument_group("modes")
     modes.add_argument("--once", action="store_true", help="print one snapshot and exit")
-    modes.add_argument("--record", metavar="FILE", help="record telemetry to FILE (.jsonl or .jsonl.gz); with --run NAME, the run's "
+    modes.add_argument("--record", metavar="FILE", help="record telemetry to FILE (JSON lines; gzip when FILE ends in .gz); with --run NAME, the run's "
                        "telemetry with a mark at each phase")
     modes.add_argument("--record-run", metavar="FILE",
                        help="with --run NAME: record the whole run (events, telemetry, phases, results) to FILE "
-                       "(.jsonl.gz), to replay in the TUI without a GPU (gputop --demo --recorded FILE)")
+                       "(as it goes; gzip when FILE ends in .gz), to replay in the TUI without a GPU (gputop --demo --recorded FILE)")
     modes.add_argument("--recorded", action="append", metavar="FILE",
                        help="offer a recorded run (from --record-run) on the workloads page (repeatable; the "
                        "recordings that ship with gputop are offered where there is no GPU)")
