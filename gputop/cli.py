@@ -101,7 +101,8 @@ DOCUMENT_MODES = ("once", "run", "run-command", "watch")  # the modes that write
 GOES_WITH = [  # (option, its attribute, the modes it goes with, the same in words)
     ("--json", "json", DOCUMENT_MODES + ("list", "replay"), "--once, --list, --run or --watch"),
     ("--output", "output", DOCUMENT_MODES, "--once, --run or --watch"),
-    ("--seconds", "seconds", ("record", "watch"), "--record FILE or --watch PID (a run stops after S seconds with --timeout S)"),
+    ("--seconds", "seconds", ("record", "watch"),
+     "--record FILE or --watch PID (a run stops after S seconds with --timeout S)"),
     ("--csv", "csv", ("run",), "--run NAME"),
     ("--param", "param", ("run",), "--run NAME"),
     ("--log", "log", ("run-command",), "--run -- CMD"),
@@ -113,15 +114,15 @@ GOES_WITH = [  # (option, its attribute, the modes it goes with, the same in wor
 
 
 def mode_of(args: argparse.Namespace, command: list[str]) -> str:
-    """The mode a checked command line runs: list, export, serve, run-command, watch, run, record, once, or tui
-    (the Textual TUI: plain gputop, --demo, --replay, --tour, a --serve session; ``replay`` for --replay FILE
-    --json, whose document is a run's)."""
+    """The mode a command line runs: list, export, run-command, watch, run, record, once, replay (``--replay FILE
+    --json``, whose document is a run's) or tui (the Textual TUI: plain gputop, --demo, --replay, --tour, and
+    --serve, whose options go to the TUI each browser session runs)."""
     if args.list:
         return "list"
     if args.export is not None:
         return "export"
     if args.serve is not None:
-        return "tui"  # its options go to the TUI each browser session runs
+        return "tui"
     if args.run == "" and command:
         return "run-command"
     if args.watch is not None:
@@ -151,11 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"sampling rate, {MIN_RATE_HZ:g} to {MAX_RATE_HZ:g} (default {DEFAULT_RATE_HZ:g} Hz)")
     modes = ap.add_argument_group("modes")
     modes.add_argument("--once", action="store_true", help="print one snapshot and exit")
-    modes.add_argument("--record", metavar="FILE", help="record telemetry to FILE (JSON lines; gzip when FILE ends in .gz); with --run NAME, the run's "
-                       "telemetry with a mark at each phase")
+    modes.add_argument("--record", metavar="FILE", help="record telemetry to FILE (JSON lines; gzip when FILE ends "
+                       "in .gz); with --run NAME, the run's telemetry with a mark at each phase")
     modes.add_argument("--record-run", metavar="FILE",
                        help="with --run NAME: record the whole run (events, telemetry, phases, results) to FILE "
-                       "(as it goes; gzip when FILE ends in .gz), to replay in the TUI without a GPU (gputop --demo --recorded FILE)")
+                       "(as it goes; gzip when FILE ends in .gz), to replay in the TUI without a GPU "
+                       "(gputop --demo --recorded FILE)")
     modes.add_argument("--recorded", action="append", metavar="FILE",
                        help="offer a recorded run (from --record-run) on the workloads page (repeatable; the "
                        "recordings that ship with gputop are offered where there is no GPU)")
