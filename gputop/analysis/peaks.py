@@ -78,11 +78,43 @@ TENSOR_SPEC_CLOCK_MHZ = {
 
 TENSOR_KEYS = ("tf32", "bf16", "fp16", "fp8", "int8")
 
+# The device facts the peaks need, by exact NVML product name, as NVML reports them on that model: used only for
+# a source that reports none of them (a dcgm-exporter's labels carry the model name alone). H200: read by NVML on
+# a real H200 (tests/data/static/h200_recorded.json); H100 SXM and A100 SXM4 80GB: [GH100] / [GA100] (SMs, FP32
+# lanes, boost clocks, HBM bus and clock); RTX 4090: [AD102] and NVML on a real card.
+MODEL_FACTS = {
+    "NVIDIA H200": {"architecture": "Hopper", "compute_capability": [9, 0], "sm_count": 132, "cuda_cores": 16896,
+                    "max_sm_clock_mhz": 1980, "max_mem_clock_mhz": 3201, "memory_bus_width_bits": 6016,
+                    "pcie_max_gen": 5, "pcie_max_width": 16},
+    "NVIDIA H100 80GB HBM3": {"architecture": "Hopper", "compute_capability": [9, 0], "sm_count": 132,
+                              "cuda_cores": 16896, "max_sm_clock_mhz": 1980, "max_mem_clock_mhz": 2619,
+                              "memory_bus_width_bits": 5120, "pcie_max_gen": 5, "pcie_max_width": 16},
+    "NVIDIA A100-SXM4-80GB": {"architecture": "Ampere", "compute_capability": [8, 0], "sm_count": 108,
+                              "cuda_cores": 6912, "max_sm_clock_mhz": 1410, "max_mem_clock_mhz": 1593,
+                              "memory_bus_width_bits": 5120, "pcie_max_gen": 4, "pcie_max_width": 16},
+    "NVIDIA GeForce RTX 4090": {"architecture": "Ada Lovelace", "compute_capability": [8, 9], "sm_count": 128,
+                                "cuda_cores": 16384, "max_sm_clock_mhz": 3105, "max_mem_clock_mhz": 10501,
+                                "memory_bus_width_bits": 384, "pcie_max_gen": 4, "pcie_max_width": 16},
+}
+DEVICE_FACTS = tuple(MODEL_FACTS["NVIDIA H200"])
+
+
+def model_facts(static: dict) -> dict:
+    """The facts :data:`MODEL_FACTS` holds for ``static``'s model, where the source reported none of them
+    ({} when it reported any, or the model is not on file): what a dcgm-exporter's ``modelName`` gives."""
+    if any(static.get(k) is not None for k in DEVICE_FACTS):
+        return {}
+    return dict(MODEL_FACTS.get(static.get("name") or "", {}))
+
 
 def compute_peaks(static: dict) -> dict:
     """Theoretical peaks (plain floats, None where a needed fact is missing) and notes saying why."""
     notes: list[str] = []
     name = static.get("name") or ""
+    known = model_facts(static)
+    if known:
+        static = {**static, **known}
+        notes.append(f"device facts from the {name}'s published figures: the source reports none of them")
     cc = _cc(static.get("compute_capability"))
     sm_clock = _pos(static.get("max_sm_clock_mhz"))
     sm_count, cores = _sm_and_cores(static, cc, notes)
