@@ -16,7 +16,8 @@ def main_tui(args) -> int:
     if getattr(args, "no_color", False):
         os.environ["NO_COLOR"] = "1"
     if not getattr(args, "served", False) and not (sys.stdin.isatty() and sys.stdout.isatty()):  # served: a browser
-        return fail(exitcodes.USAGE, "the monitor needs a terminal; for text use --once or --run NAME (without a GPU: --demo --once, --run NAME --device cpu)")
+        return fail(exitcodes.USAGE, "the monitor needs a terminal; for text use --once or --run NAME "
+                                     "(without a GPU: --demo --once, --run NAME --device cpu)")
     gc.disable()  # start-up allocates ~100k objects that all stay; the collector's passes over them (60-110 ms
     # on the CPU machine) wait for settle_gc, 3 s after start-up, which collects once and turns it back on
     import signal
