@@ -21,7 +21,7 @@ from typing import Callable
 import gputop
 from gputop import exitcodes
 
-SCHEMA_VERSIONS = {"run": 2, "monitor": 2, "once": 1}  # 2: the one verdict shape, signal, errors
+SCHEMA_VERSIONS = {"run": 2, "monitor": 2, "once": 1, "cluster": 1}  # 2: the one verdict shape, signal, errors
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 
 
