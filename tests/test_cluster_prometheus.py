@@ -253,3 +253,16 @@ def test_the_rules_fire_and_record_on_a_live_prometheus(cluster):
     assert got == {(EXPORTERS[n][1], c) for n, (c, _) in cluster["expected"].items()}
     hours = query(port, "job_class:gputop_gpu_hours:1h")
     assert hours and all(0 < float(r["value"][1]) <= 1 for r in hours)
+
+
+def test_the_client_reads_series_instant_and_range_answers(cluster):
+    from gputop.telemetry.prometheus import PrometheusClient
+
+    client = PrometheusClient(cluster["url"], env={})
+    series = client.series('gputop_bottleneck{class="idle"}', 'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{Hostname="dcgm-a"}')
+    assert {(s["__name__"], s["Hostname"]) for s in series} == {("gputop_bottleneck", n) for n in EXPORTERS} | {
+        ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "dcgm-a")}
+    (up,) = client.query('up{job="dcgm-a"}')
+    t = float(up["value"][0])
+    (matrix,) = client.query_range('up{job="dcgm-a"}', t - 4, t, 1)
+    assert [float(v) for _, v in matrix["values"]] == [1.0] * len(matrix["values"]) and len(matrix["values"]) >= 4
