@@ -9,6 +9,7 @@ import base64
 import http.server
 import json
 import os
+import shutil
 import ssl
 import subprocess
 import sys
@@ -163,6 +164,7 @@ def test_a_bearer_token_from_the_environment_is_sent_and_a_wrong_one_refused(stu
         PrometheusClient(url, env={"GPUTOP_PROMETHEUS_TOKEN": "wrong"}).query("up")
 
 
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl to make a certificate")
 def test_tls_is_verified_unless_the_ca_is_given(tmp_path, stub):
     server, _ = stub
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"

@@ -24,6 +24,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
 from gputop.analysis.classify import classify
+from gputop.analysis.verdict import Verdict
 from gputop.analysis.vocabulary import CLASSES
 from gputop.telemetry.dcgm_fields import LABEL_GPU, LABELS_HOSTNAME
 
@@ -116,7 +117,7 @@ def select(rows: list[ClusterGpu], job: str | None = None, node: str | None = No
             and (cls is None or r.cls == cls)]
 
 
-def judge(samples: list[dict], static: dict, exported: set[str]) -> tuple[object, list[str]]:
+def judge(samples: list[dict], static: dict, exported: set[str]) -> tuple[Verdict, list[str]]:
     """A GPU's verdict from samples made of its dcgm-exporter series (oldest first), and what it missed: the
     key DCGM fields not in ``exported`` (the series names the GPU has), then the classifier's own list."""
     verdict = classify(samples, static, {})

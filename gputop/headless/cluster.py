@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import time
 
-from gputop import exitcodes
 from gputop.analysis import cluster as C
-from gputop.documents import check_writable, emit, header
-from gputop.exitcodes import fail
+from gputop.documents import header
 from gputop.format import gb, pct
+from gputop.headless.snapshot import emit_once
 from gputop.session.cluster import ClusterReader
-from gputop.telemetry.errors import SourceError
 from gputop.telemetry.prometheus import PrometheusClient
 
 
@@ -47,16 +45,10 @@ def cluster_document(reader: ClusterReader, range_s: float, job: str | None = No
 
 
 def main_cluster(args) -> int:
-    try:
-        check_writable(args.output, "--output")
+    def build() -> dict:
         reader = ClusterReader(PrometheusClient(args.spec.path))
-        doc = cluster_document(reader, args.spec.range_s, job=args.job, node=args.node, cls=args.cls)
-    except exitcodes.Failure as exc:
-        return fail(exc.code, str(exc))
-    except SourceError as exc:
-        return fail(exitcodes.code_for(exc), str(exc))
-    ok = emit(doc, json_mode=args.json, output=args.output, render_text=render_text)
-    return exitcodes.OK if ok else exitcodes.FAILED
+        return cluster_document(reader, args.spec.range_s, job=args.job, node=args.node, cls=args.cls)
+    return emit_once(args, build, render_text)
 
 
 # -- text ----------------------------------------------------------------------------------------------------------

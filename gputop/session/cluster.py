@@ -69,20 +69,27 @@ def _number(v: str) -> float | None:
     return None if x != x or abs(x) >= F.FP64_BLANK else x
 
 
+def _index(g: dict) -> int:
+    gpu = str(g["labels"].get(F.LABEL_GPU, ""))
+    return int(gpu) if gpu.isdigit() else 0
+
+
+def _latest(g: dict) -> dict:
+    """Each series' newest value: ``{DCGM name: value}``."""
+    return {name: points[-1][1] for name, points in g["series"].items() if points}
+
+
 def _samples(g: dict) -> list[dict]:
     """A GPU's series as gputop samples, one per timestamp (``telemetry.dcgm.to_sample``: the one conversion)."""
     at: dict[float, dict] = defaultdict(dict)
     for name, points in g["series"].items():
         for t, v in points:
             at[t][name] = v
-    index = int(g["labels"].get(F.LABEL_GPU, 0)) if str(g["labels"].get(F.LABEL_GPU, "")).isdigit() else 0
-    return [to_sample(index, t, values) for t, values in sorted(at.items())]
+    return [to_sample(_index(g), t, values) for t, values in sorted(at.items())]
 
 
 def _static(g: dict) -> dict:
-    latest = {name: points[-1][1] for name, points in g["series"].items() if points}
-    index = int(g["labels"][F.LABEL_GPU]) if str(g["labels"].get(F.LABEL_GPU, "")).isdigit() else 0
-    return to_static(index, g["labels"], latest)
+    return to_static(_index(g), g["labels"], _latest(g))
 
 
 class ClusterReader:
@@ -133,8 +140,7 @@ class ClusterReader:
 
     @staticmethod
     def _row(key: tuple, g: dict, verdict_jobs: list[str]) -> C.ClusterGpu:
-        last = {name: points[-1][1] for name, points in g["series"].items() if points}
-        sample = to_sample(0, 0.0, last)
+        sample = to_sample(_index(g), 0.0, _latest(g))
         labels = g["labels"]
         return C.ClusterGpu(
             node=key[0], gpu=key[1], uuid=next((labels[n] for n in F.LABELS_UUID if labels.get(n)), None),

@@ -28,6 +28,7 @@ import urllib.parse
 import urllib.request
 
 from gputop.telemetry.errors import BadSource, QueryFailed, SourceUnreachable
+from gputop.telemetry.urls import source_url
 
 KIND = "prometheus"
 TIMEOUT_S = 10.0
@@ -44,20 +45,11 @@ ENV = {  # what each environment variable holds
 def url_of(spec: str) -> str:
     """The base URL of ``--source prometheus=URL`` (``http(s)://host:port[/prefix]``, no trailing slash);
     raises ValueError with one line on bad spelling, or on a password written in the URL."""
-    kind, sep, url = spec.partition("=")
-    if kind != KIND or not sep:
-        raise ValueError(f"--source takes {KIND}=URL (got {spec!r})")
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"--source {KIND}=URL needs an http(s) URL such as http://127.0.0.1:9090 (got {url!r})")
+    url, parts = source_url(spec, KIND, "http://127.0.0.1:9090")
     if parts.username is not None or parts.password is not None:
         raise ValueError(f"--source {KIND}=URL: no credentials in the URL (the command line is visible to every "
                          "user); set GPUTOP_PROMETHEUS_USER and GPUTOP_PROMETHEUS_PASSWORD(_FILE), or "
                          "GPUTOP_PROMETHEUS_TOKEN(_FILE)")
-    try:
-        parts.port  # noqa: B018 (raises on a bad port)
-    except ValueError:
-        raise ValueError(f"--source {KIND}=URL: bad port in {url!r}") from None
     if parts.query or parts.fragment:
         raise ValueError(f"--source {KIND}=URL: give the server's base URL, without ?query or #fragment (got {url!r})")
     return url.rstrip("/")
