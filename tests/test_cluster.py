@@ -16,6 +16,7 @@ import sys
 import threading
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from export_util import free_port
@@ -189,8 +190,12 @@ def gputop(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 
 def one_line(r: subprocess.CompletedProcess) -> str:
-    assert r.stdout == "" and r.stderr.count("\n") == 1 and r.stderr.startswith("gputop: "), r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("gputop: "), r.stderr
     return r.stderr
+
+
+def schema() -> dict:
+    return json.loads((ROOT / "gputop/schema/cluster.schema.json").read_text())
 
 
 @pytest.mark.parametrize("answer, code, words", [
@@ -206,17 +211,22 @@ def test_a_source_that_cannot_give_the_cluster_is_one_line_and_its_exit_code(stu
     Stub.answer = answer
     r = gputop("--source", f"prometheus={url}", "--once", "--json")
     assert r.returncode == code and words in one_line(r)
+    doc = json.loads(r.stdout)  # --json: exactly one document on stdout, the error's
+    jsonschema.validate(doc, schema())
+    assert doc["exit_code"] == code and doc["gpus"] == [] and doc["errors"][0]["message"] in r.stderr
+    r = gputop("--source", f"prometheus={url}", "--once")
+    assert r.returncode == code and r.stdout == "" and words in one_line(r)
 
 
 def test_nothing_answering_is_exit_3_and_bad_flags_exit_2():
     r = gputop("--source", f"prometheus=http://127.0.0.1:{free_port()}", "--once")
-    assert r.returncode == exitcodes.NO_GPU and "cannot reach Prometheus" in one_line(r)
+    assert r.returncode == exitcodes.NO_GPU and r.stdout == "" and "cannot reach Prometheus" in one_line(r)
     for args, words in ((["--source", "prometheus=http://127.0.0.1:9", "--once", "--range", "1y"], "--range 1y"),
                         (["--source", "prometheus=http://127.0.0.1:9"], "goes with --once"),
                         (["--once", "--range", "1h"], "go with --source prometheus=URL"),
                         (["--source", "prometheus=http://u:p@127.0.0.1:9", "--once"], "no credentials in the URL")):
         r = gputop(*args)
-        assert r.returncode == exitcodes.USAGE and words in one_line(r), args
+        assert r.returncode == exitcodes.USAGE and r.stdout == "" and words in one_line(r), args
 
 
 def test_the_spec_carries_the_source_and_the_range():
@@ -228,9 +238,7 @@ def test_the_spec_carries_the_source_and_the_range():
 
 
 def test_a_document_from_made_up_answers_follows_its_schema(stub):
-    """The reader's queries answered by hand: a gputop node and a dcgm-exporter node."""
-    import jsonschema
-
+    """The reader's queries answered by hand: a gputop node."""
     _, url = stub
     labels = {"Hostname": "n1", "gpu": "0", "UUID": "GPU-1", "modelName": "NVIDIA H100", "hpc_job": "1234"}
 
@@ -250,7 +258,8 @@ def test_a_document_from_made_up_answers_follows_its_schema(stub):
             return []
 
     doc = cluster_document(ClusterReader(Client(url, env={})), 3600.0, now=1.8e9)
-    jsonschema.validate(doc, json.loads((ROOT / "gputop/schema/cluster.schema.json").read_text()))
+    jsonschema.validate(doc, schema())
+    assert doc["exit_code"] == 0 and doc["errors"] == []
     (row,) = doc["gpus"]
     assert (row["class"], row["confidence"], row["job"], row["waste"]) == ("idle", 0.9, "1234", 1.0)
     assert row["mem_total_bytes"] == 4096 * 2**20 and row["mem_used_bytes"] == 1024 * 2**20

@@ -3,18 +3,21 @@
 The document (``gputop/schema/cluster.schema.json``): every GPU the server knows, most wasted GPU-time first
 (``--job``, ``--node``, ``--class`` keep some), who judged each one, and every job's GPU-hours by class over
 ``--range`` (default 1 h). The reading is ``session/cluster.py``'s; this module words and prints it.
-A source that cannot be read is one line on stderr and its exit code (``exitcodes.code_for``).
+A source that cannot be read is one line on stderr and its exit code (``exitcodes.code_for``), and with ``--json``
+an error document (``exit_code``, ``errors``; no rows).
 """
 
 from __future__ import annotations
 
 import time
 
+from gputop import exitcodes
 from gputop.analysis import cluster as C
-from gputop.documents import header
+from gputop.documents import check_writable, emit, error, header
+from gputop.exitcodes import fail
 from gputop.format import gb, pct
-from gputop.headless.snapshot import emit_once
-from gputop.session.cluster import ClusterReader
+from gputop.session.cluster import ClusterReader, range_step
+from gputop.telemetry.errors import NoGpu, SourceError
 from gputop.telemetry.prometheus import PrometheusClient
 
 
@@ -41,14 +44,43 @@ def cluster_document(reader: ClusterReader, range_s: float, job: str | None = No
                     "judged_by_gputop": sum(r.judged_by == C.JUDGED for r in rows)},
         "gpus": [r.to_dict() for r in rows],
         "accounting": {"range_s": range_s, "step_s": step, "jobs": [j.to_dict() for j in jobs]},
+        "exit_code": exitcodes.OK, "errors": [],
+    }
+
+
+def error_document(url: str, range_s: float, filters: dict, code: int, kind: str, message: str) -> dict:
+    """The cluster document where the cluster could not be read: no rows, the error and its exit code."""
+    return {
+        **header("cluster"), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "source": {"kind": "prometheus", "url": url}, "filters": filters,
+        "summary": {"gpus": 0, "gpus_in_cluster": 0, "nodes": 0, "jobs": 0, "by_class": {}, "judged_by_gputop": 0},
+        "gpus": [], "accounting": {"range_s": range_s, "step_s": range_step(range_s), "jobs": []},
+        "exit_code": code, "errors": [error(kind, message)],
     }
 
 
 def main_cluster(args) -> int:
-    def build() -> dict:
-        reader = ClusterReader(PrometheusClient(args.spec.path))
-        return cluster_document(reader, args.spec.range_s, job=args.job, node=args.node, cls=args.cls)
-    return emit_once(args, build, render_text)
+    """``--source prometheus=URL --once``: the document (``--json``, ``-o FILE``) or its text. Where the cluster
+    cannot be read: one line on stderr, its exit code, and with ``--json`` / ``-o`` the error document (stdout
+    holds exactly one document in every outcome)."""
+    spec, filters = args.spec, {"job": args.job, "node": args.node, "class": args.cls}
+    try:
+        check_writable(args.output, "--output")
+    except exitcodes.Failure as exc:
+        return fail(exc.code, str(exc))
+    try:
+        reader = ClusterReader(PrometheusClient(spec.path))
+        doc = cluster_document(reader, spec.range_s, job=args.job, node=args.node, cls=args.cls)
+    except SourceError as exc:
+        code = exitcodes.code_for(exc)
+        exitcodes.say(str(exc))
+        if args.json or args.output:
+            kind = "no_gpu" if isinstance(exc, NoGpu) else "unreachable" if code == exitcodes.NO_GPU else "bad_source"
+            emit(error_document(spec.path, spec.range_s, filters, code, kind, str(exc)), json_mode=args.json,
+                 output=args.output)
+        return code
+    ok = emit(doc, json_mode=args.json, output=args.output, render_text=render_text)
+    return exitcodes.OK if ok else exitcodes.FAILED
 
 
 # -- text ----------------------------------------------------------------------------------------------------------

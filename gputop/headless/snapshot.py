@@ -62,20 +62,14 @@ def snapshot(spec: SourceSpec) -> dict:
 
 
 def main_once(args) -> int:
-    return emit_once(args, lambda: snapshot(args.spec), render_text)
-
-
-def emit_once(args, build, render) -> int:
-    """A ``--once`` mode: ``build()`` the document (a source error: one line and its exit code), then emit it
-    (``--json``, ``-o FILE``, else ``render(doc)``)."""
     try:
         check_writable(args.output, "--output")
-        doc = build()
+        doc = snapshot(args.spec)
     except exitcodes.Failure as exc:
         return fail(exc.code, str(exc))
     except SourceError as exc:
         return fail(exitcodes.code_for(exc), str(exc))
-    ok = emit(doc, json_mode=args.json, output=args.output, render_text=render)
+    ok = emit(doc, json_mode=args.json, output=args.output, render_text=render_text)
     return exitcodes.OK if ok else exitcodes.FAILED
 
 
