@@ -128,11 +128,14 @@ class Stub(http.server.BaseHTTPRequestHandler):
     answer = (200, "application/json", json.dumps(EMPTY))
     token: str | None = None  # when set, anything but this bearer token is 401
     seen: list = []
+    series: list = []  # /api/v1/series answers these label sets (while ``answer`` is the empty vector)
 
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         Stub.seen.append(self.headers.get("Authorization"))
         status, ctype, body = self.answer
+        if self.path.endswith("/series") and body == json.dumps(EMPTY):
+            body = json.dumps({"status": "success", "data": self.series})
         if self.token is not None and self.headers.get("Authorization") != f"Bearer {self.token}":
             status, ctype, body = 401, "text/plain", "Unauthorized"
         self.send_response(status)
@@ -146,7 +149,7 @@ class Stub(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def stub():
-    Stub.answer, Stub.token, Stub.seen = (200, "application/json", json.dumps(EMPTY)), None, []
+    Stub.answer, Stub.token, Stub.seen, Stub.series = (200, "application/json", json.dumps(EMPTY)), None, [], []
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Stub)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -265,7 +268,10 @@ def test_a_document_from_made_up_answers_follows_its_schema(stub):
     assert row["mem_total_bytes"] == 4096 * 2**20 and row["mem_used_bytes"] == 1024 * 2**20
     assert doc["accounting"]["jobs"] == [{"job": "1234", "gpu_hours": 1.0, "wasted_gpu_hours": 1.0, "classes": [
         {"class": "idle", "subclass": None, "gpu_hours": 1.0, "share": 1.0}]}]
-    with pytest.raises(NoGpu):
+    with pytest.raises(NoGpu, match="is it scraping the exporters"):
+        ClusterReader(PrometheusClient(url, env={})).snapshot()
+    Stub.series = [{"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": f"n{i}", "gpu": "0"} for i in range(3)]
+    with pytest.raises(NoGpu, match=r"3 GPU\(s\) exported in the last hour, none since"):
         ClusterReader(PrometheusClient(url, env={})).snapshot()
     Stub.answer = (400, "application/json", '{"status":"error","errorType":"bad_data","error":"parse error"}')
     with pytest.raises(QueryFailed, match="bad_data: parse error"):

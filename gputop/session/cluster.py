@@ -13,8 +13,8 @@ One :class:`ClusterReader` per server (``telemetry/prometheus.PrometheusClient``
 subquery (``count_over_time((gputop_bottleneck == 1)[range:step])``, summed by job, class and subclass), the
 dcgm-exporter GPUs by judging their series window by window. The rows and the sums are ``analysis/cluster.py``'s.
 
-An empty fleet (no whole-GPU series at all) raises :class:`NoGpu`; the client raises the rest
-(:mod:`gputop.telemetry.errors`).
+An empty fleet (no whole-GPU series now) raises :class:`NoGpu`, saying whether the last hour had GPUs
+(``/api/v1/series``: the exporters stopped) or none ever; the client raises the rest (:mod:`gputop.telemetry.errors`).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ JUDGE_WINDOW_S = 60.0  # a dcgm-exporter GPU is judged on its last minute ...
 JUDGE_STEP_S = 2.0  # ... one sample every 2 s (dcgm-exporter collects every 1-30 s)
 RANGE_POINTS = 720  # accounting: about this many steps over the range (24 h: one every 2 min) ...
 MIN_STEP_S, MAX_STEP_S = 1.0, 300.0
+EMPTY_LOOKBACK_S = 3600.0  # an empty fleet: were there GPUs this long ago (``series``)?
 ACCOUNT_WINDOWS = 24  # ... and a dcgm-exporter GPU judged in at most this many windows over it
 
 
@@ -115,8 +116,7 @@ class ClusterReader:
             if C.whole_gpu(r["metric"]):
                 confidence.setdefault(C.gpu_key(r["metric"]), _number(r["value"][1]))
         if not gpus and not verdict_rows:
-            raise NoGpu(f"{self.client.url}: no GPU series (neither dcgm-exporter's DCGM_FI_* nor gputop's) in "
-                        "this Prometheus: is it scraping the exporters?")
+            raise NoGpu(self._empty(now))
         rows = {}
         for key in list(gpus) + [k for k in verdict_rows if k not in gpus]:
             g = gpus.get(key) or {"labels": verdict_rows[key], "series": {}, "jobs": []}
@@ -137,6 +137,16 @@ class ClusterReader:
                 row.cls, row.subclass, row.confidence = verdict.cls, verdict.subclass, verdict.confidence
                 row.judged_by, row.missing = C.JUDGED, missing
         return C.order(list(rows.values()))
+
+    def _empty(self, now: float) -> str:
+        """Why the fleet is empty, in words: nothing ever, or nothing now of series seen in the last hour."""
+        seen = self.client.series(SELECTOR, "gputop_bottleneck", start=now - EMPTY_LOOKBACK_S, end=now)
+        gpus = {C.gpu_key(s) for s in seen if C.whole_gpu(s)}
+        if gpus:
+            return (f"{self.client.url}: no GPU series now ({len(gpus)} GPU(s) exported in the last hour, none "
+                    "since: have the exporters stopped, or Prometheus stopped scraping them?)")
+        return (f"{self.client.url}: no GPU series (neither dcgm-exporter's DCGM_FI_* nor gputop's) in this "
+                "Prometheus: is it scraping the exporters?")
 
     @staticmethod
     def _row(key: tuple, g: dict, verdict_jobs: list[str]) -> C.ClusterGpu:
