@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             from gputop.headless.snapshot import main_record
 
             return main_record(args)
-        if args.once and args.spec.kind == "prometheus":
+        if args.once and args.spec.kind == "prometheus":  # telemetry.source.PROMETHEUS (not imported at start-up)
             from gputop.headless.cluster import main_cluster
 
             return main_cluster(args)

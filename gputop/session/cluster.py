@@ -129,13 +129,13 @@ class ClusterReader:
         if unjudged:
             history = _groups(self.client.query_range(UNJUDGED, now - JUDGE_WINDOW_S, now, JUDGE_STEP_S))
             for key in unjudged:
-                g = history.get(key)
-                if g is None:
+                g, row = history.get(key), rows[key]
+                row.judged_by = C.JUDGED
+                if g is None:  # series now, none over the last minute at the step's marks: nothing to judge
+                    row.missing = [f"no DCGM_FI_* series over the last {JUDGE_WINDOW_S:g} s to judge"]
                     continue
-                verdict, missing = C.judge(_samples(g), _static(g), set(g["series"]))
-                row = rows[key]
+                verdict, row.missing = C.judge(_samples(g), _static(g), set(g["series"]))
                 row.cls, row.subclass, row.confidence = verdict.cls, verdict.subclass, verdict.confidence
-                row.judged_by, row.missing = C.JUDGED, missing
         return C.order(list(rows.values()))
 
     def _empty(self, now: float) -> str:
