@@ -145,12 +145,17 @@ scrape_configs:
         wait_for(all_up, 60, "Prometheus to scrape every exporter and gputop's four verdicts", step=0.3)
         # the replays end within 6 s (41 s of trace at 8x); then each exporter holds its last verdict
 
+        def state(port):  # a replay that has ended serves its last tick: the same DCGM values, the same class
+            text = get(f"http://127.0.0.1:{port}/metrics")
+            return exported_class(port), [ln for ln in text.splitlines() if ln.startswith("DCGM_")]
+
         def settled():
-            before = {node: exported_class(port) for node, port in ports.items()}
+            before = {node: state(port) for node, port in ports.items()}
             time.sleep(2.0)  # two scrapes
-            now = {node: exported_class(port) for node, port in ports.items()}
-            return now if now == before and time.monotonic() - started > SPEED_END_S else None
-        expected = wait_for(settled, 30, "the replays to end and their verdicts to settle", step=0)
+            now = {node: state(port) for node, port in ports.items()}
+            ended = now == before and time.monotonic() - started > SPEED_END_S
+            return {node: cls for node, (cls, _) in now.items()} if ended else None
+        expected = wait_for(settled, 40, "the replays to end and their verdicts to settle", step=0)
         yield {"url": f"http://127.0.0.1:{prom_port}", "prom_port": prom_port, "expected": expected, "tmp": tmp}
     finally:
         if prom is not None:
