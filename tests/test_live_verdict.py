@@ -229,7 +229,7 @@ def test_the_tui_panel_shows_the_window_and_agrees_with_it_at_every_frame(size):
             seen: list[dict] = []
             frames = 0
             for _ in range(2 * len(one)):
-                tick = app.sampler.step()
+                tick = app.model.sampler.step()
                 if tick is None:
                     break
                 seen.append(tick)
@@ -286,15 +286,15 @@ def test_the_gpu_strip_shows_the_panels_verdict_and_follows_the_phases(tmp_path)
         async with app.run_test(size=(120, 40)) as pilot:
             strip, named = app.monitor.strip, []
             for _ in range(len(one)):
-                tick = app.sampler.step()
+                tick = app.model.sampler.step()
                 if tick is None:
                     break
                 app.frame(force=True)
                 vs = app.monitor.verdicts
                 if app.monitor.verdict is None:
                     continue
-                assert len(vs) == 2 and vs[app.selected] is app.monitor.verdict
-                line = strip._lines[app.selected].plain
+                assert len(vs) == 2 and vs[app.model.selected] is app.monitor.verdict
+                line = strip._lines[app.model.selected].plain
                 assert app.monitor.verdict.display_name() in line, (line, app.monitor.verdict.display_name())
                 named.append((tick["t"], vs[0].cls))
             await pilot.pause()

@@ -131,7 +131,7 @@ async def test_a_finished_run_shows_no_phase():
             return json.loads(json.dumps(doc))
 
     async with app.run_test(size=SIZE) as pilot:
-        app.controller.runs.append(RunState(run=Finished(), name="roofline", target="CPU"))
+        app.model.controller.runs.append(RunState(run=Finished(), name="roofline", target="CPU"))
         await pilot.press("2")
         await step(app, pilot, 2)
         status = next(r for r in rows(app) if r.startswith("roofline ok"))
@@ -145,7 +145,7 @@ async def test_a_quiet_runs_elapsed_time_keeps_moving():
         await pilot.press("2")
         await pick(app, pilot, "fault_hang")  # one point, then silence until cancelled
         await pilot.press("r")
-        state = app.controller.runs[0]
+        state = app.model.controller.runs[0]
         await wait_for(pilot, lambda: len(state.run.points) == 1, 20)
         events = state.events
 
@@ -171,7 +171,7 @@ async def test_a_runs_error_wraps_whole():
         await pilot.press("2")
         await pick(app, pilot, "fault_crash")
         await pilot.press("r")
-        state = app.controller.runs[0]
+        state = app.model.controller.runs[0]
         await wait_for(pilot, lambda: state.run.finished, 30)
         app.frame(force=True)
         await pilot.pause()
@@ -193,7 +193,7 @@ async def test_the_header_keeps_the_phase_whole_at_80():
     async with app.run_test(size=SIZE) as pilot:
         await step(app, pilot, 120)
         header = rows(app)[0]
-        phase = app.sampler.latest()["phase"]
+        phase = app.model.sampler.latest()["phase"]
         assert f"phase: {phase}" in header and "…" not in header
 
 
@@ -226,7 +226,7 @@ async def test_every_workload_name_is_visible_before_a_run_and_the_results_retur
             def document(self):
                 return {"workload": "roofline", "status": "ok", "points": [], "phases": [], "wall_time_s": 1.0}
 
-        app.controller.runs.append(RunState(run=Finished(), name="roofline", target="CPU"))
+        app.model.controller.runs.append(RunState(run=Finished(), name="roofline", target="CPU"))
         app.frame(force=True)
         await pilot.pause()
         assert ol.size.height < tall and "run 1/1" in app.screen_text() and "no run yet" not in app.screen_text()

@@ -81,7 +81,7 @@ async def test_the_commands_processes_are_tagged_and_diagnosed(tmp_path):
         await pilot.pause()
         text = app.screen_text()
         assert f"{TRACE_PID}" in text and TAG_RUN in text
-        assert app.watched_pid() == app.session.pid
+        assert app.model.watched_pid() == app.session.pid
         assert app.monitor.verdict is not None
         await pilot.press("q")
         await wait_for(pilot, lambda: app.return_code is not None)

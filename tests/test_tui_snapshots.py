@@ -58,7 +58,7 @@ def make(path: Path = DEMO, runs: tuple[str, ...] = ()) -> GputopApp:
     app = GputopApp(TuiConfig(ReplaySource(str(path), speed=float("inf")), start_sampler=False, fps=0,
                               hostname="snapshot-host", specs=[spec_from_doc(d) for d in docs], device="cpu"))
     for doc in docs:
-        app.controller.runs.append(RunState(run=RecordedRun(doc), name=doc["workload"], target="CPU"))
+        app.model.controller.runs.append(RunState(run=RecordedRun(doc), name=doc["workload"], target="CPU"))
     return app
 
 
@@ -71,7 +71,7 @@ def at_tick(n: int, keys: tuple[str, ...] = ()):
         app = pilot.app
         await pilot.pause()  # the first layout
         for _ in range(n):
-            app.sampler.step()
+            app.model.sampler.step()
         app.frame(force=True)
         await pilot.pause()
         if keys:
@@ -166,7 +166,7 @@ def test_older_runs_stay_viewable_and_save(tmp_path):
 
     async def go():
         app = make(runs=("amp_cpu", "dataloader_cpu"))
-        app.config.save_dir = str(tmp_path)
+        app.model.config.save_dir = str(tmp_path)
         async with app.run_test(size=(120, 40)) as pilot:
             await at_tick(MATMUL)(pilot)
             await pilot.press("2")

@@ -67,7 +67,7 @@ def child(variant: str, warm: float, seconds: float, out: str, gputop_args: list
     marks: dict = {}
 
     def cpu_now() -> dict:
-        sampler = the_app.sampler
+        sampler = the_app.model.sampler
         tid = sampler.thread_id
         threads = {t.id: t.user_time + t.system_time for t in psutil.Process().threads()}
         return {"wall": time.monotonic(), "main": time.thread_time(), "process": time.process_time(),

@@ -48,6 +48,8 @@ class GpuStrip(Lines):
     """Every GPU's verdict (the monitor page's live verdicts, the same the panel shows for the selected GPU),
     and the selected GPU's NVLink line."""
 
+    DEFAULT_CSS = "GpuStrip { height: auto; max-height: 8; }"
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.display = False  # until there are several GPUs or NVLink traffic
