@@ -143,6 +143,7 @@ def print_verdicts(workload: str, p: dict, info: dict, points: list[dict], resul
     import sys
 
     from gputop.lessons import figures
+    from gputop.lessons.report_lines import result_lines, verdict_lines
 
     stream = sys.stdout if stream is None else stream
     doc = {"workload": workload, "params": p, "device": {"peaks": None, **info}, "points": [dict(q) for q in points],
@@ -150,12 +151,12 @@ def print_verdicts(workload: str, p: dict, info: dict, points: list[dict], resul
            "phases": [{"name": name, "telemetry": None} for name in dict.fromkeys(
                q["phase"] for q in points if q.get("phase") is not None)]}
     analyzed(workload, doc)
-    out = ["", "results:", *figures.result_lines(doc["results"])] if doc["results"] else []
+    out = ["", "results:", *result_lines(doc["results"])] if doc["results"] else []
     drawing = figures.figures_text(doc, *figures.size_for(stream), figures.wants_color(stream))
     out += ["", drawing] if drawing else []
     judged = [ph for ph in doc["phases"] if ph.get("verdict")]
     if judged:
         out += ["", "verdicts (gputop --run adds the GPU's telemetry and peaks):"]
     out += [f"  {ph['name']}: {display_name(ph['verdict'])}: {ph['verdict']['evidence_text']}" for ph in judged]
-    out += ["", *figures.verdict_lines(doc["verdict"])] if doc["verdict"] else []
+    out += ["", *verdict_lines(doc["verdict"])] if doc["verdict"] else []
     print("\n".join(out), file=stream, flush=True)

@@ -1,5 +1,5 @@
-"""One home per workload: its analysis, document helpers and tour sentence in gputop/lessons/NAME.py, found
-by the workload's name; the script in workloads/ only runs and measures; gputop/analysis/ imports no
+"""One home per workload: its analysis, document helpers, figures and tour sentence in gputop/lessons/NAME.py,
+found by the workload's name; the script in workloads/ only runs and measures; gputop/analysis/ imports no
 workload helper and no lesson (the rule /work/shared/tools/layers.py checks, here on the source)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from gputop.tui import tour
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = sorted(p.stem for p in (ROOT / "workloads").glob("*.py") if not p.name.startswith("_"))
 LESSON_FILES = sorted(p.stem for p in (ROOT / "gputop" / "lessons").glob("*.py")
-                      if p.stem not in ("__init__", "docs", "figures"))
+                      if p.stem not in ("__init__", "docs", "figures", "report_lines"))
 
 
 def gputop_imports(path: Path) -> list[str]:
@@ -100,3 +100,14 @@ def test_the_tui_views_are_found_by_workload_name():
     assert set(tui_lessons.NAMES) <= set(lessons.NAMES)
     assert all(callable(tui_lessons.view(n)) for n in tui_lessons.NAMES)
     assert tui_lessons.view("amp") is None and tui_lessons.view(None) is None  # drawn as bars
+
+
+def test_each_lesson_picks_its_own_figures_and_the_text_report_finds_them_by_name():
+    from gputop.lessons.figures import figures_text
+
+    for name in lessons.NAMES:
+        pick = lesson(name).figures
+        assert callable(pick) and pick({"workload": name, "points": []}) == [], name  # nothing measured: none
+    point = {"phase": "a", "samples_per_s": 10.0}
+    assert "samples/s" in figures_text({"workload": "amp", "points": [point]})
+    assert figures_text({"workload": "nope", "points": [point]}) == ""  # no lesson: no figure

@@ -18,7 +18,8 @@ import pytest
 
 from gputop.documents import clean
 from gputop.headless.workload import render_text
-from gputop.lessons import figures
+from gputop.lessons import figures, lesson
+from gputop.lessons.report_lines import result_lines
 from gputop.runner.recording import read_recording, shipped
 from test_workloads_common import env
 
@@ -110,7 +111,7 @@ def test_each_recorded_run_reads_as_labelled_lines_and_its_figure(path):
     text = render_text(doc, stream=io.StringIO())
     no_dict_repr(text)
     drawing_then_verdict(text, doc.get("verdict") is not None)
-    assert figures.FIGURES[doc["workload"]](doc), "the recording's points give its figure"
+    assert lesson(doc["workload"]).figures(doc), "the recording's points give its figure"
 
 
 @pytest.mark.parametrize("name", ["roofline", "batchsize"])
@@ -183,9 +184,9 @@ def test_no_color_flag_reaches_the_text_report():
 # -- results as lines ---------------------------------------------------------------------------------------
 
 def test_results_are_labelled_lines_and_tables():
-    lines = figures.result_lines({"n": 3, "ratio": 0.123456, "modes": ["a", "b"], "none": None, "flag": True,
-                                  "speedup": {"a": 1.0, "b": 2.5},
-                                  "deep": {"inner": {"x": 1}, "tried": [{"k": 1, "v": 2.0}, {"k": 2, "v": 3.0}]}})
+    lines = result_lines({"n": 3, "ratio": 0.123456, "modes": ["a", "b"], "none": None, "flag": True,
+                          "speedup": {"a": 1.0, "b": 2.5},
+                          "deep": {"inner": {"x": 1}, "tried": [{"k": 1, "v": 2.0}, {"k": 2, "v": 3.0}]}})
     assert lines == ["  n: 3", "  ratio: 0.1235", "  modes: a, b", "  none: n/a", "  flag: yes",
                      "  speedup: a 1, b 2.5", "  deep:", "    inner: x 1", "    tried:",
                      "      k  v", "      1  2", "      2  3"]

@@ -230,3 +230,53 @@ async def test_every_workload_name_is_visible_before_a_run_and_the_results_retur
         app.frame(force=True)
         await pilot.pause()
         assert ol.size.height < tall and "run 1/1" in app.screen_text() and "no run yet" not in app.screen_text()
+
+
+def test_the_header_drops_the_rate_before_cutting_the_phase():
+    """A finished replay's long phase at 80 columns (issue 24: "phase: sweep: se…"): the rate and
+    "(finished)" go first; the phase stays whole."""
+    from gputop.tui import view
+
+    parts = ["host vm", "H200", "driver 580", "CUDA 13.0", "10 Hz", "REPLAY roofline-H200.jsonl.gz (finished)",
+             "phase: ceilings: tensor (torch matmul)"]
+    budget = 80 - 9 - len("  [2]")  # InfoBar's room at 80 columns
+    text = view.fit_parts(parts, budget)
+    assert len(text) <= budget and text.endswith("phase: ceilings: tensor (torch matmul)")
+    assert "REPLAY" in text and "H200" in text
+    assert "10 Hz" in view.fit_parts(parts, 200) and "(finished)" in view.fit_parts(parts, 200)
+
+
+@sync
+async def test_g_with_one_gpu_says_there_is_one():
+    app = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await step(app, pilot, 5)
+        assert len(app.model.statics) == 1
+        await pilot.press("g")
+        await pilot.pause()
+        assert any("one GPU" in n for n in notes(app)) and app.model.selected == 0
+        assert "one GPU" in flat(app.screen_text())  # in the key bar, at 80 columns
+
+
+@sync
+async def test_the_monitor_comes_back_when_a_followed_replay_ends():
+    """No live GPU: a replayed recording's telemetry is the monitor's while it plays; once it is over the
+    session's own source (here the demo) is back, and a notification says so."""
+    from gputop.runner.recording import read_recording, recording_label, shipped
+    from gputop.tui.runs import RecordingSpec
+
+    path = next(p for p in shipped() if "roofline" in p.name)
+    app = make()
+    app.model.config.run_speed = 50.0
+    async with app.run_test(size=SIZE) as pilot:
+        await step(app, pilot, 5)
+        assert app.model.no_gpu
+        home = app.model.source
+        spec = RecordingSpec(name=recording_label(read_recording(path)["header"]), workload="roofline",
+                             path=str(path), description="")
+        app.workloads.replay(spec)
+        assert app.model.source is not home and app.model.home_source is home
+        state = app.model.controller.runs[-1]
+        await wait_for(pilot, lambda: app.model.source is home, 30)
+        assert not state.active and app.model.home_source is None
+        assert any("the replay of roofline is over: the monitor shows" in n and n.endswith("again") for n in notes(app))

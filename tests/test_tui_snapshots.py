@@ -249,3 +249,58 @@ def test_esc_leaves_the_form_then_q_and_question_mark_are_keys_again():
             assert field.value == "64" and app.return_code == 0  # neither ? nor q went into the field
 
     asyncio.run(go())
+
+
+# the picker as gputop --demo lists it on a machine without a GPU: every workload and its recording
+DEMO_LIST = [n for w in ("allreduce", "amp", "batchsize", "cudagraphs", "dataloader", "fusion", "offload", "roofline",
+                         "transfer") for n in (w, f"{w} (recorded H200)")]
+
+
+def make_listing() -> GputopApp:
+    app = make(runs=("roofline_cpu",))
+    app.model.config.specs[:] = [SimpleNamespace(**{**vars(app.model.config.specs[0]), "name": n}) for n in DEMO_LIST]
+    app.model.controller.runs.clear()  # no run shown: the list and the form have the page
+    return app
+
+
+def test_workload_list_fits_its_names_80x24(snap_compare):
+    """The list as wide as its longest name (no name wraps) and as tall as its entries (issue 24)."""
+    assert snap_compare(make_listing(), terminal_size=(80, 24), run_before=at_tick(MATMUL, ("2",)))
+
+
+def test_workload_list_fits_its_names_160x48(snap_compare):
+    assert snap_compare(make_listing(), terminal_size=(160, 48), run_before=at_tick(MATMUL, ("2",)))
+
+
+def test_every_workload_name_is_whole_on_one_row_at_80x24():
+    """The list is as wide as its longest name: each name on one row, the last ones (roofline, transfer)
+    above the fold with no run shown (pilot test; the snapshots above show it)."""
+    import asyncio
+
+    async def go():
+        app = make_listing()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await at_tick(MATMUL, ("2",))(pilot)
+            rows = app.screen_text().split("\n")
+            for name in DEMO_LIST:
+                assert any(f"▊ {name} " in r for r in rows), name
+
+    asyncio.run(go())
+
+
+def test_results_evidence_wraps_whole_at_80x24():
+    """A real H100 roofline's evidence (three rows at 80 columns) wraps whole under the plot, which keeps its rows."""
+    import asyncio
+    import re
+
+    async def go():
+        app = make(runs=("roofline_h100",))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await at_tick(MATMUL, ("2",))(pilot)
+            text = app.screen_text()
+            evidence = app.model.controller.runs[0].document()["verdict"]["evidence_text"]
+            assert len(evidence) > 2 * 80
+            assert re.sub(r"\s+", " ", "evidence: " + evidence) in re.sub(r"\s+", " ", text)
+            assert "100T│" in text and "10T│" in text and "1T│" in text  # the plot is still there
+
+    asyncio.run(go())

@@ -357,3 +357,21 @@ def test_a_recent_verdict_window_is_shaded_up_to_now_and_holds_still_between_jud
         chart._t_end = t
         cols.append(chart.mark_columns(w))
     assert cols[0][1] < w and cols[0][1] > cols[1][1] > cols[2][1]
+
+
+def test_host_line_names_a_replays_recorded_host():
+    """A replay's CPU and RAM are the recording host's (16 cores there, not this machine's): the line says so."""
+    host = {"cpu_pct": 5.0, "cpu_per_core_pct": [5.0] * 16, "ram_used_bytes": 2**30, "ram_total_bytes": 2**37}
+    assert view.host_line(host).startswith("CPU 5")
+    recorded = view.host_line(host, "vm")
+    assert recorded.startswith("host vm (recorded): CPU 5") and "of 16 cores" in recorded
+    assert view.host_line(None, "").startswith("host n/a (recorded)")
+
+
+def test_status_line_names_a_recorded_runs_gpu_and_host():
+    from gputop.tui import results
+
+    doc = {"workload": "roofline", "status": "ok", "wall_time_s": 12.0,
+           "device": {"kind": "cuda", "nvml_index": 0, "static": {"name": "NVIDIA H200"}}}
+    assert "on GPU 0" in results.status_line(doc).plain and "recorded" not in results.status_line(doc).plain
+    assert "on GPU 0 (H200) of host vm, recorded" in results.status_line(doc, None, "vm").plain

@@ -17,6 +17,7 @@ from gputop.analysis.verdict import display_name
 from gputop.documents import check_writable, emit, run_error_document, writable
 from gputop.format import pct, si
 from gputop.lessons import figures
+from gputop.lessons.report_lines import cell, result_lines, table, verdict_lines
 from gputop.runner.stop_signals import StopSignals
 from gputop.runner.document import csv_columns, write_csv
 from gputop.runner.params import format_value, parse_given, resolve
@@ -181,9 +182,6 @@ class Progress:
 
 
 # -- the readable summary ------------------------------------------------------------------------
-_cell = figures.cell
-table = figures.table
-
 
 def telemetry_line(s: dict | None) -> str:
     if not s:
@@ -193,8 +191,8 @@ def telemetry_line(s: dict | None) -> str:
     if s.get("gpu_samples"):
         parts += [f"SM active {pct(mm('sm_active_pct').get('mean'))} (max {pct(mm('sm_active_pct').get('max'))})",
                   f"DRAM BW {pct(mm('dram_bw_pct').get('mean'))}", f"tensor {pct(mm('tensor_pct').get('mean'))}",
-                  f"SM clock {_cell(mm('sm_clock_mhz').get('mean'))} MHz",
-                  f"power {_cell(mm('power_w').get('mean'))} W (max {_cell(mm('power_w').get('max'))})"]
+                  f"SM clock {cell(mm('sm_clock_mhz').get('mean'))} MHz",
+                  f"power {cell(mm('power_w').get('mean'))} W (max {cell(mm('power_w').get('max'))})"]
         reasons = s.get("clock_reasons_seen")
         parts.append("clock events: " + (", ".join(reasons) if reasons else ("none" if reasons == [] else "n/a")))
     parts.append(f"host CPU {pct(mm('host_cpu_pct').get('mean'))}")
@@ -221,7 +219,7 @@ def render_text(doc: dict, stream=None, no_color: bool = False) -> str:
         cols = [c for c in csv_columns(pts) if all(not isinstance(p.get(c), (dict, list)) for p in pts)][:9]
         lines += ["", f"points ({len(pts)}):"] + table(pts, cols)
     if doc["results"]:
-        lines += ["", "results:"] + figures.result_lines(doc["results"])
+        lines += ["", "results:"] + result_lines(doc["results"])
     lines += ["", "telemetry: " + telemetry_line(doc["telemetry"])]
     for ph in doc["phases"]:
         verdict = f"  -> {display_name(ph['verdict'])}" if ph.get("verdict") else ""
@@ -239,7 +237,7 @@ def render_text(doc: dict, stream=None, no_color: bool = False) -> str:
     drawing = figures.figures_text(doc, width, height, figures.wants_color(stream, no_color))
     if drawing:
         lines += ["", drawing]
-    verdict = figures.verdict_lines(doc["verdict"])
+    verdict = verdict_lines(doc["verdict"])
     if verdict:
         lines += [""] + verdict
     return "\n".join(lines) + "\n"

@@ -14,7 +14,8 @@ from gputop.analysis.comms import ADVICE
 from gputop.analysis.peaks import PCIE_ENCODING, PCIE_GT_PER_S
 from gputop.analysis.verdict import Verdict
 from gputop.format import si
-from gputop.lessons.docs import phase_points, throttle_warnings
+from gputop.lessons.docs import is_number, phase_points, points_with, throttle_warnings
+from gputop.lessons.figures import Curves
 
 LATENCY_SHARE = T.COMMS_LATENCY_SHARE
 
@@ -146,3 +147,20 @@ def csv_rows(doc: dict) -> list[dict]:
     cols = ("phase", "size_bytes", "time_us", "algbw_gbps", "busbw_gbps", "bound", "mode", "step_ms",
             "exposed_comm_ms", "comm_ms", "hidden_pct")
     return [{c: q.get(c) for c in cols} for q in doc.get("points") or []]
+
+
+# -- the key figure of its text report (gputop --run without --json, the script on its own) ------------
+
+def figures(doc: dict) -> list[Curves]:
+    """All-reduce bus bandwidth against message size, under the link's peak when NVML knew it."""
+    pts = [q for q in points_with(doc, "size_bytes", "busbw_gbps") if q.get("phase") == "bus bandwidth"]
+    if not pts:
+        return []
+    results = doc.get("results") or {}
+    peak = (results.get("link_peak") or {}).get("peak_gbps")
+    lines = [(f"link peak {si(peak * 1e9, 'B/s')}", peak * 1e9)] if is_number(peak, True) else []
+    title = "all-reduce bus bandwidth against message size"
+    if is_number(results.get("latency_us"), True):
+        title += f"; latency {results['latency_us']:.3g} us"
+    busbw = [(q["size_bytes"], q["busbw_gbps"] * 1e9) for q in pts]
+    return [Curves(title, "message bytes", "bus B/s", [("busbw", busbw)], lines)]

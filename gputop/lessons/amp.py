@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 
 from gputop.analysis.verdict import Verdict
-from gputop.lessons.docs import phase_points, phase_window, tele, tele_numbers, tele_text, throttle_warnings
+from gputop.lessons.docs import (
+    is_number, phase_points, phase_window, points_with, tele, tele_numbers, tele_text, throttle_warnings)
+from gputop.lessons.figures import Bars
 
 # gputop --tour: what to look at while this workload runs
 TOUR = ("Watch Tensor active and the step time: strict FP32 leaves the tensor cores idle; TF32, bf16 and fp16 "
@@ -104,3 +106,16 @@ def analyze(doc: dict) -> dict:
             advice += f"; and the loss was off in {', '.join(bad)}"
         doc["verdict"] = Verdict("compute-bound", "no amp gain", None, ev, text, advice).to_dict()
     return doc
+
+
+# -- the key figure of its text report (gputop --run without --json, the script on its own) ------------
+
+def figures(doc: dict) -> list[Bars]:
+    """Samples/s of each precision, its speed-up over strict FP32 under the bar."""
+    pts = points_with(doc, "samples_per_s")
+    if not pts:
+        return []
+    labels = [str(q["phase"]) + (f" x{q['speedup_vs_fp32_strict']:.2f}"
+                                 if is_number(q.get("speedup_vs_fp32_strict"), True) else "") for q in pts]
+    return [Bars("training samples/s per precision (x speed-up over fp32-strict)", "samples/s", labels,
+                 [("samples/s", [q["samples_per_s"] for q in pts])])]

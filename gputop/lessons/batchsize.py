@@ -8,7 +8,10 @@ from __future__ import annotations
 import math
 
 from gputop.analysis.verdict import Verdict
-from gputop.lessons.docs import phase_points, phase_window, tele, tele_numbers, tele_text, throttle_warnings
+from gputop.format import si
+from gputop.lessons.docs import (
+    is_number, phase_points, phase_window, points_with, tele, tele_numbers, tele_text, throttle_warnings)
+from gputop.lessons.figures import Curves
 
 # gputop --tour: what to look at while this workload runs
 TOUR = ("Watch samples/s double with each doubling of the batch while the step time stays flat "
@@ -151,3 +154,24 @@ def analyze(doc: dict) -> dict:
         advice += f"; batch {res.get('oom_batch')} does not fit: gradient accumulation reaches larger effective batches"
     doc["verdict"] = Verdict(cls, sub, None, ev, text, advice, mixed, notes=notes).to_dict()
     return doc
+
+
+# -- the key figure of its text report (gputop --run without --json, the script on its own) ------------
+
+def figures(doc: dict) -> list[Curves]:
+    """Samples/s against the batch size (doubling: a log axis), and the line the knee crosses."""
+    pts = points_with(doc, "batch", "samples_per_s")
+    if not pts:
+        return []
+    results = doc.get("results") or {}
+    knee = results.get("knee") or {}
+    lines = []
+    if is_number(knee.get("best_samples_per_s"), True) and is_number(knee.get("fraction"), True):
+        lines.append((f"{100 * knee['fraction']:.0f}% of best ({si(knee['best_samples_per_s'], '/s')} at batch "
+                      f"{knee.get('best_batch')}): knee at batch {knee.get('knee_batch')}",
+                      knee["fraction"] * knee["best_samples_per_s"]))
+    title = "samples/s against batch size"
+    if results.get("oom_boundary"):
+        title += f"; {results['oom_boundary']}"
+    return [Curves(title, "batch size", "samples/s", [("samples/s", [(q["batch"], q["samples_per_s"]) for q in pts])],
+                   lines, xlog=True, ylog=False)]

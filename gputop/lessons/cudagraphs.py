@@ -10,7 +10,9 @@ workload's sense (whether pipes, DRAM or too few blocks limit that work is for t
 from __future__ import annotations
 
 from gputop.analysis.verdict import Verdict
-from gputop.lessons.docs import phase_points, phase_window, tele_numbers, tele_text, throttle_warnings
+from gputop.lessons.docs import (
+    is_number, phase_points, phase_window, points_with, tele_numbers, tele_text, throttle_warnings)
+from gputop.lessons.figures import Bars
 
 # gputop --tour: what to look at while this workload runs
 TOUR = ("Watch Kernel duty read near 100% while SM activity stays low: tiny kernels are launch-bound, "
@@ -109,3 +111,21 @@ def analyze(doc: dict) -> dict:
         doc["verdict"] = Verdict("compute-bound", "launch overhead hidden", None, ev, text, advice,
                                  notes=notes).to_dict()
     return doc
+
+
+# -- the key figure of its text report (gputop --run without --json, the script on its own) ------------
+
+def figures(doc: dict) -> list[Bars]:
+    """Microseconds per kernel of each launch mode against the kernel's own run time; on a CPU, which has
+    no graphs, the MLP's step time."""
+    pts = points_with(doc, "us_per_kernel")
+    if pts:
+        kernel = next((q["kernel_us"] for q in pts if is_number(q.get("kernel_us"), True)), None)
+        lines = [(f"the kernel alone {kernel:.3g} us", kernel)] if kernel else []
+        return [Bars("us per kernel launched (shorter is better)", "us", [str(q["mode"]) for q in pts],
+                     [("us per kernel", [q["us_per_kernel"] for q in pts])], lines)]
+    pts = points_with(doc, "step_ms")
+    if not pts:
+        return []
+    return [Bars("MLP step time (shorter is better)", "ms", [str(q["phase"]).replace("mlp ", "") for q in pts],
+                 [("step ms", [q["step_ms"] for q in pts])])]

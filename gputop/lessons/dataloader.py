@@ -6,7 +6,9 @@ sentence."""
 from __future__ import annotations
 
 from gputop.analysis.verdict import Verdict
-from gputop.lessons.docs import phase_points, phase_window, tele, tele_numbers, tele_text, throttle_warnings
+from gputop.lessons.docs import (
+    phase_points, phase_window, points_with, tele, tele_numbers, tele_text, throttle_warnings)
+from gputop.lessons.figures import Bars
 
 # gputop --tour: what to look at while this workload runs
 TOUR = ("Watch the GPU starve while the CPU transforms the data in the training loop, and come back "
@@ -87,3 +89,16 @@ def analyze(doc: dict) -> dict:
                 f"step; best '{best['phase']}' {best['samples_per_s']:.0f} samples/s")
         doc["verdict"] = Verdict(cls0, sub0, None, ev, text, classify_point(base)[2]).to_dict()
     return doc
+
+
+# -- the key figure of its text report (gputop --run without --json, the script on its own) ------------
+
+def figures(doc: dict) -> list[Bars]:
+    """Where each loader setting's step time goes: waiting for data, the copy to the GPU, compute."""
+    pts = points_with(doc, "step_ms")
+    if not pts:
+        return []
+    parts = [(label, [q.get(key) or 0.0 for q in pts]) for label, key in
+             (("data wait", "data_wait_ms"), ("h2d copy", "h2d_ms"), ("compute", "compute_ms"))]
+    parts = [p for p in parts if any(p[1])] or [("step", [q["step_ms"] for q in pts])]
+    return [Bars("ms per training step, by where it goes", "ms", [str(q["phase"]) for q in pts], parts)]

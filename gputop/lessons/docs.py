@@ -1,9 +1,36 @@
-"""Reading a workload's run document, shared by the lessons' ``analyze``: the points by phase, a phase's
-telemetry in numbers and in words, the window a phase verdict takes, and the throttling warnings."""
+"""Reading a workload's run document, shared by the lessons' ``analyze`` and ``figures``: the points by phase
+(or by any key), the points that hold numbers, the GPU's datasheet peaks, a phase's telemetry in numbers and in
+words, the window a phase verdict takes, and the throttling warnings."""
 
 from __future__ import annotations
 
+import math
+
 from gputop.telemetry.sample import THROTTLE_REASONS, fields
+
+
+def is_number(v, positive: bool = False) -> bool:
+    """A finite int or float (not a bool); ``positive``: above zero too (a point a log axis can show)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and (v > 0 or not positive)
+
+
+def points_with(doc: dict, *keys: str) -> list[dict]:
+    """The points that hold a number in every one of ``keys`` (skipped and out-of-memory points hold none)."""
+    return [q for q in doc.get("points") or [] if isinstance(q, dict) and all(is_number(q.get(k)) for k in keys)]
+
+
+def by_key(points: list[dict], key: str) -> dict[str, list[dict]]:
+    """``points`` grouped by their ``key`` as text, in the order each value first comes."""
+    out: dict[str, list[dict]] = {}
+    for q in points:
+        out.setdefault(str(q.get(key)), []).append(q)
+    return out
+
+
+def cuda_peaks(doc: dict) -> dict:
+    """The GPU's datasheet peaks ({} on a CPU run or when none are known)."""
+    device = doc.get("device") or {}
+    return (device.get("peaks") or {}) if device.get("kind") == "cuda" else {}
 
 
 def phase_points(doc: dict) -> dict[str, list[dict]]:

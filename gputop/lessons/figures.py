@@ -9,11 +9,11 @@ Two kinds of figure, one drawing helper each:
           roofs, the link); a slanted roof is a series of its own
   Bars    one bar per phase, or stacked parts of each bar (the dataloader's step split), and labelled lines
 
-``FIGURES`` maps a workload's name to the function that picks its figure's series out of the run document
-(a list: one figure, one per op for offload, none when nothing was measured). plotext is imported inside the
-drawing functions only: the TUI keeps its own braille charts, and no other mode pays for the import. The
-results and the verdict of the same reports are written as labelled lines and tables here too
-(``result_lines``, ``verdict_lines``), for ``gputop --run`` and for a workload run on its own alike.
+Each lesson picks its figures' series out of the run document, ``figures(doc)`` in ``lessons/NAME.py``
+(a list: one figure, one per op for offload, none when nothing was measured); ``figures_text`` finds it by
+the workload's name and draws them. plotext is imported inside the drawing functions only: the TUI keeps its
+own braille charts, and no other mode pays for the import. The results and the verdict of the same reports
+are :mod:`.report_lines`'.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import os
 import shutil
 from dataclasses import dataclass, field
 
-from gputop.analysis.verdict import display_name
 from gputop.format import si
+from gputop.lessons import lesson
+from gputop.lessons.docs import is_number
 
 FIXED = (80, 20)  # a narrower terminal, a file or a pipe gets this drawing
 MARKERS = ("•", "x", "+", "o", "*", "#", "%", "@")  # one per series: told apart without colours too
@@ -168,9 +169,9 @@ def _limits(values: list[float], log: bool) -> tuple[float, float]:
 
 def curves_plot(fig: Curves, width: int, height: int, color: bool) -> str:
     """Each series as points joined by lines, horizontal labelled lines, decade ticks on log axes."""
-    series = [(label, [(x, y) for x, y in pts if _ok(x, fig.xlog) and _ok(y, fig.ylog)]) for label, pts in fig.series]
+    series = [(label, [(x, y) for x, y in pts if is_number(x, fig.xlog) and is_number(y, fig.ylog)]) for label, pts in fig.series]
     series = [(label, sorted(pts)) for label, pts in series if pts]
-    lines = [(label, y) for label, y in fig.lines if _ok(y, fig.ylog)]
+    lines = [(label, y) for label, y in fig.lines if is_number(y, fig.ylog)]
     if not series:
         return ""
     # log axes: the data in log10 on a linear ruler, ticked at powers of the base with their values
@@ -241,247 +242,10 @@ def bars_plot(fig: Bars, width: int, height: int, color: bool) -> str:
     return _render(f, color, legend + [f"─ {label}" for label, _ in fig.lines], width)
 
 
-def _ok(v, log: bool) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and (v > 0 or not log)
-
-
-# -- each workload's figure, picked out of its run document --------------------------------------------
-
-def _points(doc: dict, *keys: str) -> list[dict]:
-    """The points that hold a number in every one of ``keys`` (skipped and out-of-memory points hold none)."""
-    return [q for q in doc.get("points") or [] if isinstance(q, dict)
-            and all(_ok(q.get(k), False) for k in keys)]
-
-
-def _peaks(doc: dict) -> dict:
-    device = doc.get("device") or {}
-    return (device.get("peaks") or {}) if device.get("kind") == "cuda" else {}
-
-
-def _by(points: list[dict], key: str) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
-    for q in points:
-        out.setdefault(str(q.get(key)), []).append(q)
-    return out
-
-
-def roofline(doc: dict) -> list[Curves]:
-    """FLOP/s against FLOP/byte, a series per kernel variant, under the measured roof (the DRAM slope up to
-    the ridge, the FP32 and FP64 flats) and the GPU's datasheet peaks."""
-    pts = _points(doc, "ai", "gflops")
-    if not pts:
-        return []
-    series = [(variant, [(q["ai"], q["gflops"] * 1e9) for q in qs]) for variant, qs in _by(pts, "variant").items()]
-    roofs = (doc.get("results") or {}).get("measured_roofs") or {}
-    peaks = _peaks(doc)
-    lines = []
-    x_lo = min(q["ai"] for q in pts)
-    for what, bw, fp in (("measured", roofs.get("dram_bytes_per_s"), roofs.get("fp32_flops")),
-                         ("peak", peaks.get("dram_bytes_per_s"), peaks.get("fp32_flops"))):
-        if _ok(bw, True) and _ok(fp, True):
-            ridge = fp / bw
-            series.append((f"DRAM {si(bw, 'B/s')} ({what}), ridge {ridge:.3g} FLOP/B",
-                           [(x, bw * x) for x in (min(x_lo, ridge), ridge)]))
-            lines.append((f"FP32 {si(fp, 'FLOP/s')} ({what})", fp))
-    if _ok(roofs.get("fp64_flops"), True):
-        lines.append((f"FP64 {si(roofs['fp64_flops'], 'FLOP/s')} (measured)", roofs["fp64_flops"]))
-    return [Curves("roofline: FLOP/s against arithmetic intensity", "FLOP/byte (arithmetic intensity)", "FLOP/s",
-                   series, lines)]
-
-
-def batchsize(doc: dict) -> list[Curves]:
-    """Samples/s against the batch size (doubling: a log axis), and the line the knee crosses."""
-    pts = _points(doc, "batch", "samples_per_s")
-    if not pts:
-        return []
-    results = doc.get("results") or {}
-    knee = results.get("knee") or {}
-    lines = []
-    if _ok(knee.get("best_samples_per_s"), True) and _ok(knee.get("fraction"), True):
-        lines.append((f"{100 * knee['fraction']:.0f}% of best ({si(knee['best_samples_per_s'], '/s')} at batch "
-                      f"{knee.get('best_batch')}): knee at batch {knee.get('knee_batch')}",
-                      knee["fraction"] * knee["best_samples_per_s"]))
-    title = "samples/s against batch size"
-    if results.get("oom_boundary"):
-        title += f"; {results['oom_boundary']}"
-    return [Curves(title, "batch size", "samples/s", [("samples/s", [(q["batch"], q["samples_per_s"]) for q in pts])],
-                   lines, xlog=True, ylog=False)]
-
-
-OFFLOAD_CURVES = (("CPU", "cpu_ms"), ("GPU + copies", "gpu_copies_ms"), ("GPU alone", "gpu_ms"),
-                  ("GPU naive (no sync)", "gpu_naive_ms"))
-
-
-def offload(doc: dict) -> list[Curves]:
-    """Per op, time against size on the CPU and the GPU (with and without the copies): where the GPU wins."""
-    crossings = (doc.get("results") or {}).get("crossover_n") or {}
-    figs = []
-    for op, qs in _by(_points(doc, "n", "cpu_ms"), "op").items():
-        series = [(label, [(q["n"], q[key]) for q in qs if _ok(q.get(key), True)]) for label, key in OFFLOAD_CURVES]
-        cross = crossings.get(op) or {}
-        title = f"{op}: ms against n" + (" (n x n)" if op == "matmul" else " (elements)")
-        if cross:
-            title += (f"; GPU wins from n={cross.get('with_copies') or 'never'} with copies, "
-                      f"{cross.get('without_copies') or 'never'} without")
-        figs.append(Curves(title, "n", "ms", [s for s in series if s[1]]))
-    return figs
-
-
-def transfer(doc: dict) -> list[Curves]:
-    """Copy bandwidth against size, a series per direction and memory kind, under the PCIe link's peak."""
-    pts = _points(doc, "bytes", "gb_per_s")
-    if not pts:
-        return []
-    series = [(kind, [(q["bytes"], q["gb_per_s"] * 1e9) for q in qs]) for kind, qs in _by(pts, "kind").items()]
-    link = _peaks(doc).get("pcie_bytes_per_s_per_dir")
-    copies = any(str(q.get("kind", "")).startswith(("h2d", "d2h")) for q in pts)
-    lines = [(f"PCIe link {si(link, 'B/s')} per direction", link)] if copies and _ok(link, True) else []
-    return [Curves("copy bandwidth against transfer size", "bytes", "B/s", series, lines)]
-
-
-def allreduce(doc: dict) -> list[Curves]:
-    """All-reduce bus bandwidth against message size, under the link's peak when NVML knew it."""
-    pts = [q for q in _points(doc, "size_bytes", "busbw_gbps") if q.get("phase") == "bus bandwidth"]
-    if not pts:
-        return []
-    results = doc.get("results") or {}
-    peak = (results.get("link_peak") or {}).get("peak_gbps")
-    lines = [(f"link peak {si(peak * 1e9, 'B/s')}", peak * 1e9)] if _ok(peak, True) else []
-    title = "all-reduce bus bandwidth against message size"
-    if _ok(results.get("latency_us"), True):
-        title += f"; latency {results['latency_us']:.3g} us"
-    return [Curves(title, "message bytes", "bus B/s", [("busbw", [(q["size_bytes"], q["busbw_gbps"] * 1e9) for q in pts])],
-                   lines)]
-
-
-def amp(doc: dict) -> list[Bars]:
-    """Samples/s of each precision, its speed-up over strict FP32 under the bar."""
-    pts = _points(doc, "samples_per_s")
-    if not pts:
-        return []
-    labels = [str(q["phase"]) + (f" x{q['speedup_vs_fp32_strict']:.2f}" if _ok(q.get("speedup_vs_fp32_strict"), True)
-                                 else "") for q in pts]
-    return [Bars("training samples/s per precision (x speed-up over fp32-strict)", "samples/s", labels,
-                 [("samples/s", [q["samples_per_s"] for q in pts])])]
-
-
-def cudagraphs(doc: dict) -> list[Bars]:
-    """Microseconds per kernel of each launch mode against the kernel's own run time; on a CPU, which has
-    no graphs, the MLP's step time."""
-    pts = _points(doc, "us_per_kernel")
-    if pts:
-        kernel = next((q["kernel_us"] for q in pts if _ok(q.get("kernel_us"), True)), None)
-        lines = [(f"the kernel alone {kernel:.3g} us", kernel)] if kernel else []
-        return [Bars("us per kernel launched (shorter is better)", "us", [str(q["mode"]) for q in pts],
-                     [("us per kernel", [q["us_per_kernel"] for q in pts])], lines)]
-    pts = _points(doc, "step_ms")
-    if not pts:
-        return []
-    return [Bars("MLP step time (shorter is better)", "ms", [str(q["phase"]).replace("mlp ", "") for q in pts],
-                 [("step ms", [q["step_ms"] for q in pts])])]
-
-
-def dataloader(doc: dict) -> list[Bars]:
-    """Where each loader setting's step time goes: waiting for data, the copy to the GPU, compute."""
-    pts = _points(doc, "step_ms")
-    if not pts:
-        return []
-    parts = [(label, [q.get(key) or 0.0 for q in pts]) for label, key in
-             (("data wait", "data_wait_ms"), ("h2d copy", "h2d_ms"), ("compute", "compute_ms"))]
-    parts = [p for p in parts if any(p[1])] or [("step", [q["step_ms"] for q in pts])]
-    return [Bars("ms per training step, by where it goes", "ms", [str(q["phase"]) for q in pts], parts)]
-
-
-def fusion(doc: dict) -> list[Bars]:
-    """Time per call of each function and variant at the largest size measured (shorter is better)."""
-    largest: dict[str, dict] = {}
-    for q in _points(doc, "ms", "n"):
-        key = str(q.get("phase") or f"{q.get('fn')} {q.get('variant')}")
-        if key not in largest or q["n"] >= largest[key]["n"]:
-            largest[key] = q
-    if not largest:
-        return []
-    sizes = sorted({q["n"] for q in largest.values()})
-    where = f"n={sizes[-1]}" if len(sizes) == 1 else "the largest n of each"
-    return [Bars(f"ms per call at {where} (shorter is better)", "ms", list(largest),
-                 [("ms per call", [q["ms"] for q in largest.values()])])]
-
-
-FIGURES = {"roofline": roofline, "batchsize": batchsize, "offload": offload, "transfer": transfer,
-           "allreduce": allreduce, "amp": amp, "cudagraphs": cudagraphs, "dataloader": dataloader, "fusion": fusion}
-
+# -- the workload's figures, picked out of its run document by its lesson -------------------------------
 
 def figures_text(doc: dict, width: int = FIXED[0], height: int = FIXED[1], color: bool = False) -> str:
-    """The workload's key figure(s) drawn, or "" when it has none (an unknown workload, no points)."""
-    pick = FIGURES.get(str(doc.get("workload")))
-    figs = pick(doc) if pick else []
+    """The workload's key figure(s) drawn, or "" when it has none (no lesson, a lesson without figures, no points)."""
+    known = lesson(str(doc.get("workload")))
+    figs = known.figures(doc) if known and known.figures else []
     return "\n\n".join(t for t in (draw(fig, width, height, color) for fig in figs) if t)
-
-
-# -- results and verdicts as labelled lines and tables --------------------------------------------------------------
-
-def cell(v) -> str:
-    """A value as the text report writes it: n/a, 4 significant digits, yes/no, a list joined by commas."""
-    if v is None:
-        return "n/a"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if isinstance(v, (list, tuple)):
-        return ", ".join(cell(x) for x in v) or "none"
-    return str(v)
-
-
-def table(rows: list[dict], cols: list[str], indent: str = "  ") -> list[str]:
-    """Rows under a header of their columns, right-aligned."""
-    cells = [[cell(r.get(c)) for c in cols] for r in rows]
-    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
-    out = [indent + "  ".join(c.rjust(w) for c, w in zip(cols, widths))]
-    out += [indent + "  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
-    return out
-
-
-def result_lines(results: dict, indent: str = "  ") -> list[str]:
-    """A workload's results, one labelled line per value: a short dict of values on its key's line, other
-    dicts indented under their key, lists of dicts as tables, lists of values joined."""
-    out = []
-    for key, v in results.items():
-        flat = isinstance(v, dict) and v and not any(isinstance(x, (dict, list, tuple)) for x in v.values())
-        line = f"{indent}{key}: " + ", ".join(f"{k} {cell(x)}" for k, x in v.items()) if flat else ""
-        if flat and len(line) <= 100:
-            out.append(line)
-        elif isinstance(v, dict):
-            out.append(f"{indent}{key}:" + ("" if v else " none"))
-            out += result_lines(v, indent + "  ")
-        elif isinstance(v, (list, tuple)) and v and all(isinstance(x, dict) for x in v):
-            cols = list(dict.fromkeys(k for x in v for k, y in x.items() if not isinstance(y, (dict, list))))
-            out.append(f"{indent}{key}:")
-            out += table(list(v), cols, indent + "  ")
-        elif isinstance(v, (list, tuple)) and any(isinstance(x, (dict, list)) for x in v):
-            out.append(f"{indent}{key}:")
-            out += [line for i, x in enumerate(v) for line in result_lines({f"#{i + 1}": x}, indent + "  ")]
-        else:
-            out.append(f"{indent}{key}: {cell(v)}")
-    return out
-
-
-def _words(v) -> str:
-    """A verdict field in words: a list joined with '; ', a dict as 'key value' pairs."""
-    if isinstance(v, (list, tuple)):
-        return "; ".join(_words(x) for x in v)
-    if isinstance(v, dict):
-        return ", ".join(f"{k} {cell(x)}" for k, x in v.items())
-    return cell(v)
-
-
-def verdict_lines(v: dict | None) -> list[str]:
-    """A verdict: its class, evidence, notes and advice, one labelled line each."""
-    if not v:
-        return []
-    conf = f" (confidence {v['confidence']:.2f})" if v.get("confidence") is not None else ""
-    lines = [f"verdict: {display_name(v)}{conf}", f"  evidence: {_words(v.get('evidence_text')) or 'n/a'}"]
-    lines += [f"  note: {_words(n)}" for n in v.get("notes") or []]
-    if v.get("advice"):
-        lines.append(f"  advice: {_words(v['advice'])}")
-    return lines

@@ -10,7 +10,8 @@ The subclass says whether the operations were fused. On the CPU there is no DRAM
 from __future__ import annotations
 
 from gputop.analysis.verdict import Verdict
-from gputop.lessons.docs import phase_points, phase_window, tele_numbers, tele_text, throttle_warnings
+from gputop.lessons.docs import phase_points, phase_window, points_with, tele_numbers, tele_text, throttle_warnings
+from gputop.lessons.figures import Bars
 
 FUSED_GAIN = 1.5  # the issue's bar: a fused nested sine at least this much faster than eager at large sizes
 MEMORY_BOUND = 0.5  # at least half the DRAM roof: the traffic sets the pace; below it, the math does
@@ -89,3 +90,20 @@ def analyze(doc: dict) -> dict:
     advice = ADVICE["unfused"] if sub == "no fusion gain" else ADVICE["fused" if cls == "memory-bound" else "math"]
     doc["verdict"] = Verdict(cls, sub, None, ev, "; ".join(parts), advice).to_dict()
     return doc
+
+
+# -- the key figure of its text report (gputop --run without --json, the script on its own) ------------
+
+def figures(doc: dict) -> list[Bars]:
+    """Time per call of each function and variant at the largest size measured (shorter is better)."""
+    largest: dict[str, dict] = {}
+    for q in points_with(doc, "ms", "n"):
+        key = str(q.get("phase") or f"{q.get('fn')} {q.get('variant')}")
+        if key not in largest or q["n"] >= largest[key]["n"]:
+            largest[key] = q
+    if not largest:
+        return []
+    sizes = sorted({q["n"] for q in largest.values()})
+    where = f"n={sizes[-1]}" if len(sizes) == 1 else "the largest n of each"
+    return [Bars(f"ms per call at {where} (shorter is better)", "ms", list(largest),
+                 [("ms per call", [q["ms"] for q in largest.values()])])]

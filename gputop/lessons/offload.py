@@ -12,7 +12,9 @@ from __future__ import annotations
 import statistics
 
 from gputop.analysis.verdict import Verdict
-from gputop.lessons.docs import phase_points, phase_window, tele_numbers, tele_text, throttle_warnings
+from gputop.lessons.docs import (
+    by_key, is_number, phase_points, phase_window, points_with, tele_numbers, tele_text, throttle_warnings)
+from gputop.lessons.figures import Curves
 
 OPS = ["matmul", "sin"]
 CURVES = {"with_copies": "gpu_copies_ms", "without_copies": "gpu_ms", "naive": "gpu_naive_ms"}
@@ -181,3 +183,25 @@ def csv_rows(doc: dict) -> list[dict]:
     cols = ("op", "log2", "n", "cpu_ms", "gpu_copies_ms", "gpu_ms", "gpu_naive_ms", "h2d_ms", "compute_ms", "d2h_ms",
             "copy_share", "gpu_copies_fresh_ms", "d2h_fresh_ms")
     return [{c: q.get(c) for c in cols} for q in doc.get("points") or [] if q.get("cpu_ms") is not None]
+
+
+# -- the key figure of its text report (gputop --run without --json, the script on its own) ------------
+
+FIGURE_CURVES = (("CPU", "cpu_ms"), ("GPU + copies", "gpu_copies_ms"), ("GPU alone", "gpu_ms"),
+                 ("GPU naive (no sync)", "gpu_naive_ms"))
+
+
+def figures(doc: dict) -> list[Curves]:
+    """Per op, time against size on the CPU and the GPU (with and without the copies): where the GPU wins."""
+    crossings = (doc.get("results") or {}).get("crossover_n") or {}
+    figs = []
+    for op, qs in by_key(points_with(doc, "n", "cpu_ms"), "op").items():
+        series = [(label, [(q["n"], q[key]) for q in qs if is_number(q.get(key), True)])
+                  for label, key in FIGURE_CURVES]
+        cross = crossings.get(op) or {}
+        title = f"{op}: ms against n" + (" (n x n)" if op == "matmul" else " (elements)")
+        if cross:
+            title += (f"; GPU wins from n={cross.get('with_copies') or 'never'} with copies, "
+                      f"{cross.get('without_copies') or 'never'} without")
+        figs.append(Curves(title, "n", "ms", [s for s in series if s[1]]))
+    return figs

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from gputop.analysis import roofline as rl
 from gputop.analysis.verdict import Verdict
+from gputop.format import si
+from gputop.lessons.docs import by_key, cuda_peaks, is_number, points_with
+from gputop.lessons.figures import Curves
 
 # gputop --tour: what to look at while this workload runs
 TOUR = ("Watch each dot climb the memory roof's slope as the arithmetic intensity k/4 grows, then "
@@ -208,3 +211,29 @@ def _verdict(kind, points, measured, peaks, static, meas, theo, ridge, flagged) 
     sub = f"below {rd:.3g} FLOP/byte, k < {4 * rd:.0f}; compute-bound above"
     return Verdict("memory-bound", sub, None, ev, ", ".join(said), "; ".join(advice), ["compute-bound"],
                    notes=notes).to_dict()
+
+
+# -- the key figure of its text report (gputop --run without --json, the script on its own) ------------
+
+def figures(doc: dict) -> list[Curves]:
+    """FLOP/s against FLOP/byte, a series per kernel variant, under the measured roof (the DRAM slope up to
+    the ridge, the FP32 and FP64 flats) and the GPU's datasheet peaks."""
+    pts = points_with(doc, "ai", "gflops")
+    if not pts:
+        return []
+    series = [(variant, [(q["ai"], q["gflops"] * 1e9) for q in qs]) for variant, qs in by_key(pts, "variant").items()]
+    roofs = (doc.get("results") or {}).get("measured_roofs") or {}
+    peaks = cuda_peaks(doc)
+    lines = []
+    x_lo = min(q["ai"] for q in pts)
+    for what, bw, fp in (("measured", roofs.get("dram_bytes_per_s"), roofs.get("fp32_flops")),
+                         ("peak", peaks.get("dram_bytes_per_s"), peaks.get("fp32_flops"))):
+        if is_number(bw, True) and is_number(fp, True):
+            ridge = fp / bw
+            series.append((f"DRAM {si(bw, 'B/s')} ({what}), ridge {ridge:.3g} FLOP/B",
+                           [(x, bw * x) for x in (min(x_lo, ridge), ridge)]))
+            lines.append((f"FP32 {si(fp, 'FLOP/s')} ({what})", fp))
+    if is_number(roofs.get("fp64_flops"), True):
+        lines.append((f"FP64 {si(roofs['fp64_flops'], 'FLOP/s')} (measured)", roofs["fp64_flops"]))
+    return [Curves("roofline: FLOP/s against arithmetic intensity", "FLOP/byte (arithmetic intensity)", "FLOP/s",
+                   series, lines)]

@@ -6,7 +6,11 @@ verdict, and the CSV rows: ``analyze(doc)`` and ``csv_rows(doc)``, which gputop 
 from __future__ import annotations
 
 from gputop.analysis.verdict import Verdict
-from gputop.lessons.docs import phase_points, phase_window, tele_numbers, tele_text, throttle_warnings
+from gputop.format import si
+from gputop.lessons.docs import (
+    by_key, cuda_peaks, is_number, phase_points, phase_window, points_with, tele_numbers, tele_text,
+    throttle_warnings)
+from gputop.lessons.figures import Curves
 
 COPY_PHASES = ["h2d pageable", "h2d pinned", "d2h pageable", "d2h pinned"]
 
@@ -131,3 +135,17 @@ def csv_rows(doc: dict) -> list[dict]:
     cols = ("kind", "bytes", "ms", "gb_per_s", "mode", "total_ms", "upload_ms", "compute_ms", "download_ms",
             "speedup_vs_serial")
     return [{c: q.get(c) for c in cols} for q in doc.get("points") or [] if not q.get("skipped")]
+
+
+# -- the key figure of its text report (gputop --run without --json, the script on its own) ------------
+
+def figures(doc: dict) -> list[Curves]:
+    """Copy bandwidth against size, a series per direction and memory kind, under the PCIe link's peak."""
+    pts = points_with(doc, "bytes", "gb_per_s")
+    if not pts:
+        return []
+    series = [(kind, [(q["bytes"], q["gb_per_s"] * 1e9) for q in qs]) for kind, qs in by_key(pts, "kind").items()]
+    link = cuda_peaks(doc).get("pcie_bytes_per_s_per_dir")
+    copies = any(str(q.get("kind", "")).startswith(("h2d", "d2h")) for q in pts)
+    lines = [(f"PCIe link {si(link, 'B/s')} per direction", link)] if copies and is_number(link, True) else []
+    return [Curves("copy bandwidth against transfer size", "bytes", "B/s", series, lines)]

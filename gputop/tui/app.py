@@ -246,6 +246,9 @@ class GputopApp(App):
     def action_gpu(self, step: int) -> None:
         if self.model.select_gpu(step):
             self.frame(force=True)
+        else:  # g / G with one GPU (or none): say why nothing moved
+            self.notify("this source has one GPU: g / G switch between GPUs" if self.model.statics
+                        else "this source has no GPU: g / G switch between GPUs", severity="warning")
 
     def action_pause(self) -> None:
         self.model.toggle_pause()

@@ -88,18 +88,28 @@ class TuiModel:
             self.sampler.start()
         self._announce(SOURCE)
 
-    def follow_recording(self, state) -> None:
+    def follow_recording(self, state) -> bool:
         """Where there is no live GPU, the monitor follows a replayed recorded run: while ``state`` (its run)
         plays, the source is the recording's own trace (its GPU, its charts, its phase marks), started with the
-        run so the two stay in step. With a live GPU the monitor keeps watching the real GPU."""
+        run so the two stay in step (True). With a live GPU the monitor keeps watching the real GPU (False)."""
         path = getattr(state.run, "path", None)
         if not self.no_gpu or not path:
-            return
+            return False
         from gputop.telemetry.trace import ReplaySource
 
         if self.home_source is None:
             self.home_source = self.source
         self.use_source(ReplaySource(path, speed=self.config.run_speed))
+        return True
+
+    def describe(self) -> str:
+        """What the monitor shows from the source, in words ("the demo", "this machine's host only", ...)."""
+        source = self.source
+        if source.kind == "replay":
+            return "the demo" if source.loop else f"the replay of {source.label or 'a trace'}"
+        if source.kind == "live":
+            return "this machine's GPUs" if self.statics else "this machine's host only (no GPU)"
+        return f"the {source.kind} GPUs"
 
     def go_home(self) -> None:
         """Back to the session's own source (a live run starts)."""
@@ -146,8 +156,8 @@ class TuiModel:
         rate = self.sampler.rate_hz
         if kind == "replay":
             rate = self.source.header.get("rate_hz") or rate
-        parts = view.header_parts(self.statics, mode, rate, self.config.hostname,
-                                  self.sampler.paused, self.source.label)
+        host = self.source.hostname if self.home_source is not None else self.config.hostname  # a followed replay's
+        parts = view.header_parts(self.statics, mode, rate, host, self.sampler.paused, self.source.label)
         if self.source.finished:
             parts[-1] += " (finished)"
         if self.config.read_only:

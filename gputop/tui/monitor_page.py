@@ -116,7 +116,9 @@ class MonitorPage(Box):
 
     def draw(self, tick: dict | None, samples: list[dict | None], show_results: bool) -> None:
         app, model = self.app, self.model
-        host = view.host_line(tick.get("host") if tick else None)
+        source = model.source
+        recorded = (source.hostname or "") if source.kind == "replay" else None  # a replay: its host's
+        host = view.host_line(tick.get("host") if tick else None, recorded)
         if not model.statics:
             why = model.config.na_reason or "no GPU in this source"
             self.device.data = None  # (a resize redraws from data: none now)

@@ -203,6 +203,7 @@ class ResultsView(Lines):
         self.doc: dict | None = None
         self.progress: dict | None = None
         self._seen: tuple | None = None  # (run state, its event count) last shown
+        self.recorded_on: str | None = None  # a replayed recording's host (None: a run of this session)
 
     def behind(self, state) -> bool:
         """True when ``state`` (a RunState, or None) has news this view has not shown yet."""
@@ -212,6 +213,8 @@ class ResultsView(Lines):
     def show_run(self, state) -> None:
         """Show a run (a RunState; None: none yet): its document again only after new events, else
         the same document with the wall time moving while it runs."""
+        rec = getattr(state.run, "rec", None) if state is not None else None  # a RecordedRun's recording
+        self.recorded_on = (rec["header"].get("hostname") or "") if rec else None
         if state is None:
             self._seen = None
             self.show(None)
@@ -242,7 +245,7 @@ class ResultsView(Lines):
         if self.doc is None:
             self.set_lines([Text("no run yet: pick a workload and press r (or Enter on its name)", style="dim")])
             return
-        status = results.status_line(self.doc, self.progress)  # an error in it wraps, not cut
+        status = results.status_line(self.doc, self.progress, self.recorded_on)  # an error in it wraps, not cut
         lines = list(status.wrap(self.app.console, w, overflow="fold"))[:max(1, h - 3)]
         lines += results.results_lines(self.doc, w, h - len(lines))
         self.set_lines(lines)

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from gputop.analysis.verdict import display_name
+from gputop.lessons.report_lines import words
 from gputop.tui import charts, lessons
 
 CONSOLE = Console(width=400, color_system=None, file=None, legacy_windows=False)
@@ -143,7 +144,8 @@ def bars_view(doc: dict, width: int, height: int) -> list[Text]:
     return lines
 
 
-def status_line(doc: dict, progress: dict | None = None) -> Text:
+def status_line(doc: dict, progress: dict | None = None, recorded_on: str | None = None) -> Text:
+    """``recorded_on``: the host a replayed recording was made on (its GPU is named, not this machine's)."""
     status = doc.get("status", "?")
     style = {"running": "bold cyan", "ok": "bold green", "pending": "dim"}.get(status, "bold red")
     t = Text.assemble((f"{doc.get('workload')} ", "bold"))
@@ -151,6 +153,9 @@ def status_line(doc: dict, progress: dict | None = None) -> Text:
     t.append(f"  {doc.get('wall_time_s', 0):.1f} s")
     dev = doc.get("device") or {}
     where = "CPU" if dev.get("kind") == "cpu" else f"GPU {dev.get('nvml_index')}"
+    if recorded_on is not None:
+        gpu = ((dev.get("static") or {}).get("name") or "?").replace("NVIDIA ", "")
+        where += f" ({gpu}) of host {recorded_on or '?'}, recorded"
     t.append(f"  on {where}")
     phases = doc.get("phases") or []
     if phases:
@@ -162,15 +167,6 @@ def status_line(doc: dict, progress: dict | None = None) -> Text:
     for e in (doc.get("errors") or [])[-1:]:
         t.append(f"  error: {e.get('message')}", style="red")
     return t
-
-
-def _text(v) -> str:
-    """A verdict field as one line: lists joined with '; ', dicts as 'key value' pairs."""
-    if isinstance(v, (list, tuple)):
-        return "; ".join(_text(x) for x in v)
-    if isinstance(v, dict):
-        return ", ".join(f"{k} {x}" for k, x in v.items())
-    return str(v)
 
 
 def _wrapped(label: str, text: str, width: int, n: int, style: str = "") -> list[Text]:
@@ -195,10 +191,14 @@ def results_lines(doc: dict, width: int, height: int) -> list[Text]:
         name = display_name(verdict) if verdict.get("class") else ""
         # the class wraps like the monitor's verdict panel (a roofline's names its ridge and both sides)
         tail = _wrapped("verdict: ", name, width, 3, "bold yellow")
-        tail += _wrapped("evidence: ", _text(verdict.get("evidence_text") or verdict.get("evidence")), width,
-                         1 if small else 2)
+        # 80x24: evidence and advice wrap into the rows the plot spares above its least (7), cut only past them
+        spare = max(2, body_h - 7 - len(tail)) if small else 4
+        evidence = _wrapped("evidence: ", words(verdict.get("evidence_text") or verdict.get("evidence")), width,
+                            min(spare - 1, 3) if verdict.get("advice") else spare)
+        tail += evidence
         if verdict.get("advice"):
-            tail += _wrapped("advice: ", _text(verdict["advice"]), width, 1 if small else 2, "italic")
+            tail += _wrapped("advice: ", words(verdict["advice"]), width, spare - len(evidence) if small else 2,
+                             "italic")
     room = max(0, body_h - len(tail))
     own = lessons.view(doc.get("workload"))
     if own is None and roofline_points((doc.get("points") or [])[:5]):

@@ -200,14 +200,19 @@ MODES = ("LIVE", "REPLAY", "DEMO", "DCGM-EXPORTER")
 
 def fit_parts(parts: list[str], width: int) -> str:
     """Join ``parts`` with separators; to fit ``width`` drop driver, then host, then CUDA, then the name
-    of the file a replay plays (the GPU names, the rate, the mode and the phase always stay)."""
+    of the file a replay plays, then the rate, then "(finished)" (the GPU names, the mode and the phase
+    always stay: the phase is what the screen shows now)."""
     parts = list(parts)
     text = " │ ".join(parts)
-    for prefix in ("driver ", "host ", "CUDA ", "file"):
+    for prefix in ("driver ", "host ", "CUDA ", "file", "rate", "finished"):
         if len(text) <= width:
             break
         if prefix == "file":  # "REPLAY demo.jsonl.gz (PAUSED)" -> "REPLAY (PAUSED)"
             parts = [_mode_only(p) for p in parts]
+        elif prefix == "rate":  # "10 Hz"
+            parts = [p for p in parts if not (p.endswith(" Hz") and p.split(" ")[0].replace(".", "").isdigit())]
+        elif prefix == "finished":  # "REPLAY (finished)" -> "REPLAY"
+            parts = [p.replace(" (finished)", "") if p.split(" ")[0] in MODES else p for p in parts]
         else:
             parts = [p for p in parts if not p.startswith(prefix)]
         text = " │ ".join(parts)
@@ -237,9 +242,12 @@ def process_rows(procs: list[dict] | None, own_pids: set[int],
     return rows
 
 
-def host_line(host: dict | None) -> str:
+def host_line(host: dict | None, recorded_on: str | None = None) -> str:
+    """The host's CPU and RAM; ``recorded_on``: the host a replayed trace was recorded on (its numbers, not
+    this machine's)."""
+    where = f"host {recorded_on or NA} (recorded): " if recorded_on is not None else ""
     if not host:
-        return "host: n/a"
+        return f"{where or 'host: '}n/a"
     cores = host.get("cpu_per_core_pct") or []
-    return (f"CPU {pct(host.get('cpu_pct'))} of {len(cores) or NA} cores  "
+    return (f"{where}CPU {pct(host.get('cpu_pct'))} of {len(cores) or NA} cores  "
             f"RAM {gb(host.get('ram_used_bytes'))} / {gb(host.get('ram_total_bytes'))} GiB")

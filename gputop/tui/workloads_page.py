@@ -67,7 +67,9 @@ class WorkloadsPage(Vertical):
     BINDINGS = [Binding("escape", "leave_form", "leave the form", show=False)]
     DEFAULT_CSS = """
     WorkloadsPage #wl-top { height: 14; }
-    WorkloadsPage #wl-list { width: 24; height: 100%; }
+    /* the list as wide as its longest name (up to 40% of the screen) and as tall as its entries */
+    WorkloadsPage #wl-list { width: auto; max-width: 40%; min-width: 16; height: auto; max-height: 100%;
+                             scrollbar-size-vertical: 1; }
     WorkloadsPage #wl-detail { width: 1fr; padding: 0 1; }
     WorkloadsPage #wl-scroll { height: 1fr; scrollbar-size-vertical: 1; }
     WorkloadsPage #wl-desc { height: auto; }
@@ -162,7 +164,10 @@ class WorkloadsPage(Vertical):
             self._set_static(self.query_one("#wl-desc", Static), desc)
         runs = model.controller.runs
         shown = model.shown_state()
-        self.set_class(shown is None, "-no-run")
+        if self.has_class("-no-run") != (shown is None):  # the list's height changes: keep its entry in view
+            self.set_class(shown is None, "-no-run")
+            ol = self.query_one("#wl-list", OptionList)
+            self.call_after_refresh(ol.scroll_to_highlight)
         line = Text()
         if runs:
             line.append(f"run {runs.index(shown) + 1}/{len(runs)} ", style="bold")
@@ -260,8 +265,23 @@ class WorkloadsPage(Vertical):
             self.notify(str(exc), severity="error")
             return
         model.show_run(None)
-        model.follow_recording(state)  # no live GPU: the monitor shows the recording's own telemetry
+        if model.follow_recording(state):  # no live GPU: the monitor shows the recording's own telemetry
+            self._come_back_after(state)
         self.notify(f"replaying {spec.name}")
+
+    def _come_back_after(self, state) -> None:
+        """Once the followed replay ends (or is stopped), the monitor shows the session's own source again."""
+        model, followed = self.model, self.model.source
+
+        def back_when_over() -> None:
+            if model.source is not followed:  # a live run or another replay took over already
+                timer.stop()
+            elif not state.active:
+                timer.stop()
+                model.go_home()
+                self.notify(f"the replay of {state.name} is over: the monitor shows {model.describe()} again")
+
+        timer = self.set_interval(0.5, back_when_over)
 
     def cancel_run(self) -> None:
         model = self.model
