@@ -56,12 +56,15 @@ async def test_status_timeline_and_exit_code(tmp_path):
         await wait_for(pilot, lambda: "compute-bound (tensor cores)" in app.screen_text().partition("timeline, GPU 0")[2])
         text = app.screen_text()
         assert f"`{PY} -c" in text and f"pid {s.pid}" in text and "running" in text
+        assert "flush=True)\\nt = time.time()" in text  # the script's newlines shown, the screen kept to its rows
+        assert len(text.split("\n")) == 48
         assert f"output: {tmp_path / 'cmd.log'}" in text
         go.write_text("")
         await wait_for(pilot, lambda: "exited with code 3" in app.screen_text())
-        # the final timeline and the status line's "sampling stopped" come in frames of their own: wait for both
-        await wait_for(pilot, lambda: all(w in app.screen_text() for w in ("final timeline", "sampling stopped")))
-        assert "verdict: compute-bound" in app.screen_text()
+        # the final timeline, its verdict line (the panel grows by it at the next layout) and the status line's
+        # "sampling stopped" come in frames of their own: wait for all three
+        final = ("final timeline", "sampling stopped", "verdict: compute-bound")
+        await wait_for(pilot, lambda: all(w in app.screen_text() for w in final))
         assert app.is_running  # the TUI stays open after the command exits
         await pilot.press("q")
         await wait_for(pilot, lambda: app.return_code is not None)

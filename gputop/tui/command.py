@@ -49,7 +49,7 @@ def status_lines(s: Session) -> list[Text]:
     t.append(f"  {elapsed:.0f} s" if not s.over else f" after {elapsed:.1f} s")
     if s.mode == "run":
         t.append(f"  pid {s.pid}  ")
-        t.append(f"`{shlex.join(s.command)}`", style="bold")
+        t.append(f"`{one_line(shlex.join(s.command))}`", style="bold")
     else:
         t.append(f"  watching pid {s.pid} ({_name(s)})", style="bold")
     more = Text(style="dim")
@@ -58,6 +58,12 @@ def status_lines(s: Session) -> list[Text]:
     if s.over:
         more.append("sampling stopped; q quits")
     return [t, more] if more.plain else [t]
+
+
+def one_line(text: str) -> str:
+    """``text`` on one row: a newline in a command (``python -c "..."``) drawn as ``\\n``, not sent to the terminal
+    (where it would break the row and push the screen down)."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _state(s: Session) -> str:
