@@ -164,7 +164,8 @@ class GputopApp(App):
         if change == SOURCE:
             self.summary.display = len(self.model.statics) > 1
         self._dirty = True
-        self.post_message(Redraw())
+        if self.is_running:  # (before, on_mount's first frame draws it)
+            self.post_message(Redraw())
 
     def on_redraw(self, event: Redraw) -> None:
         if self.is_running:
