@@ -24,6 +24,8 @@ modes:
   gputop --run -- CMD ARGS...     run your own command and diagnose its GPU bottlenecks
   gputop --watch PID              diagnose a process that is already running
   gputop --tui --run -- CMD ...   the same, live in the TUI (also --tui --watch PID)
+  gputop --replay FILE --json     the run document of a trace recorded with --record (per-GPU timelines and
+                                  verdicts, the job's GPUs together), diagnosed anywhere
   gputop --export [HOST:]PORT     Prometheus metrics (dcgm-exporter's names) at 127.0.0.1:9400 by default
   gputop --serve [HOST:]PORT      the TUI in a browser (127.0.0.1:8000 by default; read-only unless --serve-control)
   gputop --tour                   a presenter's tour of the workloads: n steps to the next one
@@ -65,8 +67,75 @@ def parse_address(text: str, flag: str = "--export") -> tuple[str, int]:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2
-        self.exit(exitcodes.USAGE, f"gputop: {message} (see gputop --help)\n")
+    json_document: tuple | None = None  # (mode, workload, command) of a --json command line: its error document
+
+    def error(self, message: str):  # one line, exit 2; with --json, the mode's error document on stdout too
+        text = f"{message} (see gputop --help)"
+        if self.json_document is not None:
+            from gputop.documents import emit, usage_error_document
+
+            mode, workload, command = self.json_document
+            doc = usage_error_document(mode, text, workload=workload, command=command)
+            if doc is not None:
+                emit(doc, json_mode=True)
+        self.exit(exitcodes.USAGE, f"gputop: {text}\n")
+
+
+def json_document_of(argv: list[str], command: list[str]) -> tuple | None:
+    """(mode, workload, command) of a command line that asks for ``--json``, read from its words before they are
+    parsed (so that a refused one still gets its mode's error document); None without ``--json``."""
+    if "--json" not in argv:
+        return None
+    for i, word in enumerate(argv):
+        if word == "--once":
+            return "once", None, None
+        if word == "--watch":
+            return "watch", None, None
+        if word == "--run" or word.startswith("--run="):
+            name = word.partition("=")[2] or (argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("-")
+                                              else "")
+            return ("run", name, None) if name or not command else ("run-command", None, command)
+    return None
+
+
+# What each option goes with: the modes (see mode_of) where it means something. Any other use is a usage error.
+DOCUMENT_MODES = ("once", "run", "run-command", "watch")  # the modes that write one JSON document (-o, --json)
+GOES_WITH = [  # (option, its attribute, the modes it goes with, the same in words)
+    ("--json", "json", DOCUMENT_MODES + ("list", "replay"), "--once, --list, --run or --watch"),
+    ("--output", "output", DOCUMENT_MODES, "--once, --run or --watch"),
+    ("--seconds", "seconds", ("record", "watch"),
+     "--record FILE or --watch PID (a run stops after S seconds with --timeout S)"),
+    ("--csv", "csv", ("run",), "--run NAME"),
+    ("--param", "param", ("run",), "--run NAME"),
+    ("--log", "log", ("run-command",), "--run -- CMD"),
+    ("--recorded", "recorded", ("tui",), "the TUI (plain gputop, --demo, --tour or --serve)"),
+    ("--quick", "quick", ("run", "tui"), "--run NAME or the TUI"),
+    ("--timeout", "timeout", ("run", "run-command", "tui"), "--run or the TUI"),
+    ("--grace", "grace", ("run", "run-command", "tui"), "--run or the TUI"),
+]
+
+
+def mode_of(args: argparse.Namespace, command: list[str]) -> str:
+    """The mode a command line runs: list, export, run-command, watch, run, record, once, replay (``--replay FILE
+    --json``, whose document is a run's) or tui (the Textual TUI: plain gputop, --demo, --replay, --tour, and
+    --serve, whose options go to the TUI each browser session runs)."""
+    if args.list:
+        return "list"
+    if args.export is not None:
+        return "export"
+    if args.serve is not None:
+        return "tui"
+    if args.run == "" and command:
+        return "run-command"
+    if args.watch is not None:
+        return "watch"
+    if args.run:
+        return "run"
+    if args.record:
+        return "record"
+    if args.once:
+        return "once"
+    return "replay" if args.replay and args.json else "tui"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,11 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"sampling rate, {MIN_RATE_HZ:g} to {MAX_RATE_HZ:g} (default {DEFAULT_RATE_HZ:g} Hz)")
     modes = ap.add_argument_group("modes")
     modes.add_argument("--once", action="store_true", help="print one snapshot and exit")
-    modes.add_argument("--record", metavar="FILE", help="record telemetry to FILE (.jsonl or .jsonl.gz); with --run NAME, the run's "
-                       "telemetry with a mark at each phase")
+    modes.add_argument("--record", metavar="FILE", help="record telemetry to FILE (JSON lines; gzip when FILE ends "
+                       "in .gz); with --run NAME, the run's telemetry with a mark at each phase")
     modes.add_argument("--record-run", metavar="FILE",
                        help="with --run NAME: record the whole run (events, telemetry, phases, results) to FILE "
-                       "(.jsonl.gz), to replay in the TUI without a GPU (gputop --demo --recorded FILE)")
+                       "(as it goes; gzip when FILE ends in .gz), to replay in the TUI without a GPU "
+                       "(gputop --demo --recorded FILE)")
     modes.add_argument("--recorded", action="append", metavar="FILE",
                        help="offer a recorded run (from --record-run) on the workloads page (repeatable; the "
                        "recordings that ship with gputop are offered where there is no GPU)")
@@ -138,6 +208,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         i = argv.index("--")
         argv, command = argv[:i], argv[i + 1:]
     ap = build_parser()
+    ap.json_document = json_document_of(argv, command)
     args = ap.parse_args(argv)
     args.command = command
     if command and args.run not in ("",) and args.watch is None:
@@ -163,6 +234,29 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         ap.error("--job-map and --export-cmdline go with --export")
     if args.replay and args.demo:
         ap.error("--replay and --demo are two sources; give one")
+    modes = [flag for flag, given in (("--list", args.list), ("--once", args.once), ("--record", args.record),
+                                      ("--run", args.run is not None), ("--watch", args.watch is not None))
+             if given]
+    if "--record" in modes and ("--run" in modes or "--watch" in modes):
+        modes.remove("--record")  # --record FILE with --run / --watch: that run's telemetry too
+    if len(modes) > 1:
+        ap.error(f"{modes[0]} and {modes[1]} are two modes; give one")
+    mode = mode_of(args, command)
+    for flag, attr, modes_ok, words in GOES_WITH:
+        if getattr(args, attr) and mode not in modes_ok:
+            ap.error(f"{flag} goes with {words}")
+    if args.tui and (args.json or args.output):
+        ap.error("--tui shows the run; --json and --output write its document without the TUI")
+    if mode == "record" and (args.replay or args.demo):
+        ap.error("--record records live NVML; it does not take --replay or --demo")
+    if args.recorded:  # before the TUI (or --serve, whose sessions would each fail) starts
+        from gputop.telemetry.errors import BadSource
+        from gputop.tui.config import check_recordings
+
+        try:
+            check_recordings(args.recorded)
+        except BadSource as exc:
+            ap.error(str(exc))
     for flag in ("export", "serve"):  # (host, port) as args.export_address / args.serve_address
         text = getattr(args, flag)
         try:
@@ -257,6 +351,10 @@ def main(argv: list[str] | None = None) -> int:
             from gputop.headless.snapshot import main_once
 
             return main_once(args)
+        if args.replay and args.json:  # a recorded trace's run document, as --run prints it live
+            from gputop.headless.replay import main_replay_json
+
+            return main_replay_json(args)
         from gputop.tui import main_tui
 
         return main_tui(args)

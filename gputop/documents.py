@@ -21,7 +21,8 @@ from typing import Callable
 import gputop
 from gputop import exitcodes
 
-SCHEMA_VERSIONS = {"run": 2, "monitor": 2, "once": 1}  # 2: the one verdict shape, signal, errors
+SCHEMA_VERSIONS = {"run": 2, "monitor": 2, "once": 2}  # run, monitor 2: the one verdict shape, signal, errors;
+# once 2: exit_code and errors (an error document where no snapshot was taken)
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 
 
@@ -91,6 +92,33 @@ def monitor_error_document(mode: str, kind: str, message: str, exit_code: int, c
         **signal_fields(signum), "source": {"kind": "live", "path": None}, "gpus_used": [], "gpu_detection": "none",
         "gpus": [], "verdict": None, "notes": [], "errors": [error(kind, message)],
     }
+
+
+def once_error_document(kind: str, message: str, exit_code: int, source: dict | None = None) -> dict:
+    """The ``--once`` document where no snapshot could be taken (no GPU, an unreadable trace, a bad ``--gpu``)."""
+    from datetime import datetime, timezone
+
+    return {
+        **header("once"), "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "source": source or {"kind": "live", "path": None}, "host": {}, "gpus": [], "na_reasons": {},
+        "exit_code": exit_code, "errors": [error(kind, message)],
+    }
+
+
+def usage_error_document(mode: str, message: str, workload: str | None = None,
+                         command: list[str] | None = None) -> dict | None:
+    """The error document of a command line that was refused (exit 2) in a mode that writes one with ``--json``:
+    ``once``, ``run`` (a workload), ``run-command`` (``--run -- CMD``) or ``watch``; None for any other mode."""
+    from gputop.exitcodes import USAGE
+
+    if mode == "once":
+        return once_error_document("bad_usage", message, USAGE)
+    if mode == "run":
+        return run_error_document(workload or "", "bad_usage", message, USAGE)
+    if mode in ("run-command", "watch"):
+        return monitor_error_document("run" if mode == "run-command" else "watch", "bad_usage", message, USAGE,
+                                      command=command)
+    return None
 
 
 def check_writable(path: str | None, flag: str) -> None:

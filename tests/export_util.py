@@ -72,3 +72,17 @@ def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 10.
     for pipe in (proc.stdout, proc.stderr):
         if pipe is not None:
             pipe.close()
+
+
+def replay_collector(path: str):
+    """(collector, sampler, source) of ``gputop --export --replay path``'s collector, every GPU of the trace exported,
+    nothing sampled yet (the test steps the sampler)."""
+    from gputop.analysis.peaks import compute_peaks
+    from gputop.export.collector import ExportedGpu, ExportOptions, GputopCollector, gpu_labels
+    from gputop.telemetry.sampler import Sampler
+    from gputop.telemetry.trace import ReplaySource
+
+    src = ReplaySource(str(path), speed=float("inf"))
+    sampler = Sampler(src)
+    gpus = [ExportedGpu(i, s, compute_peaks(s), gpu_labels(s, "node")) for i, s in enumerate(src.static())]
+    return GputopCollector(sampler, gpus, ExportOptions(live=False)), sampler, src

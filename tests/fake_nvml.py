@@ -177,3 +177,64 @@ class FakeNvml(types.SimpleNamespace):
             else:
                 m.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
         return mg
+
+
+class LinksNvml(FakeNvml):
+    """A node of several GPUs whose NVLink answers come from what a real machine said (``nvml_links.json`` of
+    ``bench/gpu/corpus_multi/nvml_links.py``: per GPU the common-speed field's answer, the link count, each link's
+    state, version and speed field, the P2P status to each other GPU); everything else as :class:`FakeNvml`."""
+
+    def __init__(self, static: dict, links: dict, **kw):
+        super().__init__(static, **kw)
+        self.links = links
+
+    def _gpu(self, h) -> dict:
+        return self.links["gpus"][int(str(h).removeprefix("handle"))]
+
+    def nvmlDeviceGetCount(self):
+        return len(self.links["gpus"])
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        if not 0 <= i < len(self.links["gpus"]):
+            raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return f"handle{i}"
+
+    def nvmlDeviceGetUUID(self, h):
+        return f"{self.static['uuid']}-{int(str(h).removeprefix('handle'))}"
+
+    def nvmlDeviceGetFieldValues(self, h, ids):
+        g = self._gpu(h)
+        out = (pynvml.c_nvmlFieldValue_t * len(ids))()
+        for i, fid in enumerate(ids):
+            fid, scope = fid if isinstance(fid, tuple) else (fid, 0)
+            out[i].fieldId, out[i].scopeId = fid, scope
+            out[i].valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+            if fid == pynvml.NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON:
+                answer = g["speed_common"]
+            elif fid == pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT:
+                answer = g["link_count"]
+            elif fid == pynvml.NVML_FI_DEV_NVLINK_GET_SPEED and scope < len(g["links"]):
+                answer = g["links"][scope]["get_speed"]
+            else:
+                answer = f"ret {pynvml.NVML_ERROR_NOT_SUPPORTED}"
+            if isinstance(answer, str):  # "ret 3": the NVML return code the real machine gave
+                out[i].nvmlReturn = int(answer.split()[1])
+            else:
+                out[i].value.uiVal = answer
+        return out
+
+    def _link(self, h, link):
+        g = self._gpu(h)
+        if link >= len(g["links"]):
+            raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return g["links"][link]
+
+    def nvmlDeviceGetNvLinkState(self, h, link):
+        return self._link(h, link)["state"]
+
+    def nvmlDeviceGetNvLinkVersion(self, h, link):
+        return self._link(h, link)["version"]
+
+    def nvmlDeviceGetP2PStatus(self, a, b, index):
+        assert index == pynvml.NVML_P2P_CAPS_INDEX_NVLINK
+        return self._gpu(a)["p2p_nvlink"][str(int(str(b).removeprefix("handle")))]

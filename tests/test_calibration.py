@@ -22,8 +22,9 @@ def test_confident_verdicts_are_right_at_least_95_percent_of_the_time():
     from gputop.telemetry.trace import demo_trace_path
 
     paths = [demo_trace_path()] + sorted(str(p) for p in (ROOT / "tests" / "data" / "traces").glob("*.jsonl.gz"))
-    cases = cal.collect(paths)
+    cases = cal.collect(paths, cal.MULTI_DIRS)  # and every GPU of the multi-GPU corpus against its truth
     assert len(cases["window"]) >= 20 and len(cases["run"]) >= 8 and len(cases["live"]) >= 80
+    assert len(cases["multi"]) >= 30
     sure = [c for k in cases for c in cases[k] if c["conf"] is not None and c["conf"] >= 0.8]
     right = sum(c["got"] == c["want"] for c in sure)
     assert right / len(sure) >= 0.95, [c for c in sure if c["got"] != c["want"]]

@@ -60,6 +60,10 @@ NVLINK_H200 = dict(H200, nvlink_links_active=18, nvlink_speed_mbps=26562)
 COMMS = dict(util_gpu_pct=100.0, sm_active_pct=14.0, sm_occupancy_pct=3.0, dram_bw_pct=8.0, power_w=240.0,
              nvlink_rx_bps=3.0e11, nvlink_tx_bps=3.0e11)
 
+# NCCL's kernels waiting for a peer that never comes (made up after the 4-H100 corpus's hang traces).
+STALLED = dict(util_gpu_pct=100.0, sm_active_pct=18.2, sm_occupancy_pct=4.8, int_pct=0.16, tensor_pct=0.0, fp32_pct=0.0,
+               dram_bw_pct=0.001, power_w=130.0, nvlink_rx_bps=0.0, nvlink_tx_bps=0.0, pcie_rx_bps=1e6, pcie_tx_bps=1e6)
+
 
 def window(n=20, rate=10.0, t0=0.0, **fields):
     base = dict(IDLE, **fields)
@@ -372,6 +376,7 @@ def every_kind_of_verdict() -> dict:
                          host=host(4.0), watched_pid="4242"),
         "starved": classify(bursty(), H200, PEAKS, host=host(99.0), watched_pid="4242"),
         "comms": classify(window(**COMMS), NVLINK_H200, compute_peaks(NVLINK_H200)),  # tests/test_comms_class.py
+        "stalled": classify(window(**STALLED), NVLINK_H200, compute_peaks(NVLINK_H200)),  # tests/test_multi_gpu_corpus.py
         "starved-host-core": classify(bursty(), H200, PEAKS, host=[{"cpu_per_core_pct": [100.0] + [2.0] * 15}] * 20),
         "data-wait": classify(window(**dict(MATMUL, util_gpu_pct=55.0, tensor_pct=30.0, hmma_pct=30.0,
                                             sm_active_pct=50.0)), H200, PEAKS, hints={"data_wait_fraction": 0.4}),

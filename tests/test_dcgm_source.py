@@ -36,11 +36,18 @@ NOT_DCGM = {
 }
 
 
+_H200 = (DATA / "h200_matmul_bf16.prom").read_text()
+VARIANTS = {  # the same scrape as other dcgm-exporters give it
+    "/no_driver_label.prom": re.sub(r',DCGM_FI_DRIVER_VERSION="[^"]*"', "", _H200),  # older exporters
+    "/unknown_model.prom": _H200.replace('modelName="NVIDIA H200"', 'modelName="NVIDIA Z9000"'),
+}
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802 (http.server's name)
         path = DATA / self.path.lstrip("/")
-        if self.path in NOT_DCGM:
-            body = NOT_DCGM[self.path].encode()
+        if self.path in NOT_DCGM or self.path in VARIANTS:
+            body = (NOT_DCGM.get(self.path) or VARIANTS[self.path]).encode()
         elif self.path.endswith(".prom") and path.is_file():
             body = path.read_bytes()
         else:
@@ -199,8 +206,11 @@ def test_an_unreachable_exporter_exits_3_with_one_line():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     r = gputop_cli("--source", f"dcgm-exporter=http://127.0.0.1:{port}/metrics", "--once", "--json")
-    assert r.returncode == 3 and r.stdout == ""
-    assert r.stderr.count("\n") == 1 and "cannot reach dcgm-exporter" in r.stderr
+    assert r.returncode == 3 and r.stderr.count("\n") == 1 and "cannot reach dcgm-exporter" in r.stderr
+    doc = json.loads(r.stdout)  # --json: one document, the error document
+    jsonschema.validate(doc, ONCE_SCHEMA)
+    assert doc["exit_code"] == 3 and doc["errors"][0]["kind"] == "unreachable"
+    assert doc["source"] == {"kind": "dcgm-exporter", "path": f"http://127.0.0.1:{port}/metrics"}
 
 
 @pytest.mark.parametrize("path", ["html", "node", "missing.prom"])
@@ -254,3 +264,40 @@ def test_the_tui_monitor_runs_on_the_source(exporter):
             await pilot.press("q")
 
     run()
+
+
+def test_once_names_the_model_and_takes_its_peaks_from_the_label(exporter):
+    """The scrape's modelName="NVIDIA H200" is a model gputop knows: its published facts give the peaks (said so),
+    and what the exporter does not say is one word, never "None" or "n/a" glued to a unit."""
+    r = gputop_cli("--source", f"dcgm-exporter={exporter('h200_matmul_bf16.prom')}", "--once")
+    assert r.returncode == 0, r.stderr
+    gpu_line = next(line for line in r.stdout.splitlines() if line.startswith("GPU 0"))
+    assert gpu_line == ("GPU 0  NVIDIA H200  (Hopper, cc 9.0, 132 SMs, 16896 CUDA cores; the model's published "
+                        "figures)  driver 580.159.04  CUDA unknown")
+    assert "(link unknown)" in r.stdout and "peaks: DRAM 4.8" in r.stdout
+    assert "None" not in r.stdout and "genn/a" not in r.stdout and "xn/a" not in r.stdout
+    r = gputop_cli("--source", f"dcgm-exporter={exporter('h200_matmul_bf16.prom')}", "--once", "--json")
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, ONCE_SCHEMA)
+    peaks = doc["gpus"][0]["peaks"]
+    assert peaks["dram_bytes_per_s"] == pytest.approx(4.8e12, rel=0.02)
+    assert peaks["tensor_dense_flops"]["bf16"] == pytest.approx(989.4e12, rel=0.01)
+    assert any("published figures" in n for n in peaks["notes"])
+    assert doc["gpus"][0]["static"]["sm_count"] is None  # the static facts stay what the exporter said
+
+
+def test_an_exporter_without_the_driver_label_says_unknown(exporter):
+    r = gputop_cli("--source", f"dcgm-exporter={exporter('no_driver_label.prom')}", "--once")
+    assert r.returncode == 0, r.stderr
+    assert "driver unknown  CUDA unknown" in r.stdout and "None" not in r.stdout
+
+
+def test_an_unknown_model_has_no_invented_facts(exporter):
+    r = gputop_cli("--source", f"dcgm-exporter={exporter('unknown_model.prom')}", "--once", "--json")
+    assert r.returncode == 0, r.stderr
+    peaks = json.loads(r.stdout)["gpus"][0]["peaks"]
+    assert peaks["dram_bytes_per_s"] is None and peaks["fp32_flops"] is None
+    r = gputop_cli("--source", f"dcgm-exporter={exporter('unknown_model.prom')}", "--once")
+    gpu_line = next(line for line in r.stdout.splitlines() if line.startswith("GPU 0"))
+    assert gpu_line == "GPU 0  NVIDIA Z9000  driver 580.159.04  CUDA unknown"
+    assert "None" not in r.stdout and "genn/a" not in r.stdout

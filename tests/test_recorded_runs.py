@@ -69,7 +69,12 @@ async def test_a_recorded_cpu_run_replays_in_the_tui_with_the_live_results(tmp_p
         app.model.show_run(len(app.model.controller.runs) - 1)
         app.frame(force=True)
         await pilot.pause()
-        assert app.workloads.results.plain == replayed
+        shown = app.workloads.results.plain
+        # the same view, but for the status line, which says the replay's machine: "on CPU of host H, recorded"
+        assert shown.split("\n")[1:] == replayed.split("\n")[1:]
+        live_status, replay_status = shown.split("\n")[0], replayed.split("\n")[0]
+        assert "on CPU" in live_status and "recorded" not in live_status
+        assert "on CPU of host " in replay_status and ", recorded" in replay_status
         assert "roofline ok" in replayed and "●" in replayed
 
 

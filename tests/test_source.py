@@ -64,8 +64,9 @@ def test_live_without_nvml_is_no_gpu_unless_host_only_will_do(monkeypatch):
     from gputop.telemetry import nvml
 
     monkeypatch.setattr(nvml.Nvml, "available", lambda self: False)
-    with pytest.raises(NoGpu, match="try --demo or --replay FILE"):
+    with pytest.raises(NoGpu) as exc:
         open_source(SourceSpec())
+    assert str(exc.value) and "--demo" not in str(exc.value)  # what works without a GPU is the mode's to say
     host_only = open_source(SourceSpec(), need_gpu=False)
     assert host_only.kind == "live" and host_only.indices == [] and host_only.static() == []
 

@@ -22,7 +22,7 @@ $PY - > "$OUT/nvml_links.json" <<'PYEOF'
 import json
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.static import device_count, read_link, read_nvlink
-from gputop.lessons.allreduce import link_peak
+from gputop.analysis.links import link_peak
 nvml = Nvml()
 n = device_count(nvml)
 facts = read_link(nvml, 0, 1) if n >= 2 else None

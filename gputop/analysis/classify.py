@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from gputop.analysis import thresholds as T
+from gputop.analysis.collectives import stall_evidence
 from gputop.analysis.comms import link_evidence
 from gputop.analysis.evidence import busy_elsewhere, feeder_pid, is_busy, measure, number, rounded, split_window
 from gputop.analysis.scoring import pick, score
@@ -47,8 +48,11 @@ def classify(window: list[dict], static: dict | None = None, peaks: dict | None 
     ev = measure(samples, static or {}, peaks or {}, hosts, watched_pid)
     ev["feeder_busy_elsewhere_fraction"] = busy_elsewhere(window, gpu, feeder_pid(hosts, watched_pid))
     ev.update(link_evidence(samples, peaks))
+    ev.update(stall_evidence(samples, peaks))
     s, sub, facts = score(ev, hints)
     main = pick(s, ev, facts, hints, prefer)
+    if main != "stalled":  # the stall fingerprint's medians are evidence of a stall only
+        ev = {k: v for k, v in ev.items() if not k.startswith("stall_")}
     weak = main in BASE_CLASSES and max(s[c] for c in BASE_CLASSES) < T.WEAK_SCORE
     split = {}
     if facts["gpm"] and len(samples) >= T.MIN_SAMPLES and (weak or main in SPLIT_CLASSES):
@@ -56,6 +60,8 @@ def classify(window: list[dict], static: dict | None = None, peaks: dict | None 
     if weak and split:  # nothing fits the window as a whole: what most of its samples look like
         main = max(split, key=lambda c: (split[c], -PRIORITY[c]))
     others = [c for c in CLASSES if c != main and s[c] >= T.MIXED_MIN_SCORE]
+    if facts.get("comms_overlapped") and main not in ("comms-bound", "stalled") and "comms-bound" not in others:
+        others.append("comms-bound")  # the link busy too, overlapped with the GPU's own work
     if main in ("throttled", "memory-capacity"):
         second = 0.0  # overlays: the class underneath is listed in mixed, it does not compete
     else:

@@ -12,6 +12,7 @@ slowest link. :data:`ADVICE` is the advice of the comms-bound subclasses (the li
 from __future__ import annotations
 
 from gputop.analysis import thresholds as T
+from gputop.analysis.collectives import judge_job
 from gputop.analysis.evidence import mean, number
 from gputop.analysis.verdict import Verdict
 from gputop.format import si
@@ -27,35 +28,78 @@ ADVICE = {
                "gradient-accumulation steps",
     "collective latency": "small all-reduces pay a fixed cost per call: fuse small tensors into one buffer "
                           "(DDP buckets do), all-reduce less often",
+    "collectives": "the GPU waits in collectives while the link carries little: the all-reduces are small or a peer "
+               "is late. Overlap them with compute (DDP's buckets during backward, FSDP prefetch), all-reduce less "
+               "often (gradient accumulation with no_sync), bigger buckets (bucket_cap_mb), and look for a straggler "
+               "(one GPU slower than the others)",
 }
 
 
 def link_evidence(samples: list[dict], peaks: dict | None) -> dict:
     """A window's NVLink numbers: mean rx/tx (bytes/s), the link's peak per direction and the busier
-    direction's share of it (None where n/a: no GPM, no NVLink, no peak)."""
+    direction's share of it, the share of samples that carry traffic, and the DRAM bandwidth (% of its peak)
+    NCCL's own kernels move for that traffic (None where n/a: no GPM, no NVLink, no peak)."""
     rx = mean(s.get("nvlink_rx_bps") for s in samples)
     tx = mean(s.get("nvlink_tx_bps") for s in samples)
     peak = number((peaks or {}).get("nvlink_bytes_per_s_per_dir"))
     flows = [v for v in (rx, tx) if v is not None]
+    seen = [max(v for v in (s.get("nvlink_rx_bps"), s.get("nvlink_tx_bps")) if v is not None) for s in samples
+            if s.get("nvlink_rx_bps") is not None or s.get("nvlink_tx_bps") is not None]
+    dram_peak = number((peaks or {}).get("dram_bytes_per_s"))
     return {"nvlink_rx_bps": rx, "nvlink_tx_bps": tx, "nvlink_link_bytes_per_s": peak,
-            "nvlink_link_fraction": max(flows) / peak if flows and peak else None}
+            "nvlink_link_fraction": max(flows) / peak if flows and peak else None,
+            "nvlink_active_sample_fraction": (sum(v >= T.NVLINK_ACTIVE_BYTES_PER_S for v in seen) / len(seen)
+                                              if seen else None),
+            "nvlink_dram_pct": (100.0 * T.COMMS_DRAM_PER_LINK_BYTE * sum(flows) / dram_peak
+                                if flows and dram_peak else None)}
+
+
+def own_dram_pct(ev: dict) -> float | None:
+    """DRAM bandwidth (% of peak) of the GPU's own kernels: the measured less what NCCL moves for the NVLink
+    traffic of the window (``COMMS_DRAM_PER_LINK_BYTE``)."""
+    dram = ev.get("dram_bw_pct")
+    if dram is None:
+        return None
+    return max(0.0, dram - (ev.get("nvlink_dram_pct") or 0.0))
+
+
+def link_busy(ev: dict, ramp) -> tuple[float, float]:
+    """(link, steady): the NVLink's share of its peak on the ramp of ``NVLINK_LINK_FRACTION``, and steady light
+    traffic with NCCL's kernels resident (at most ``COMMS_STEADY_SCORE``; 0 without NVLinks up). Communication is
+    there when either is high, whatever else the GPU does."""
+    link = ramp(ev.get("nvlink_link_fraction"), T.NVLINK_LINK_FRACTION)
+    resident = max(ramp(ev.get("util_gpu_pct"), T.BUSY_NOTHING_PEAK_UTIL_PCT),
+                   ramp(ev.get("sm_active_pct"), T.COMMS_SM_ACTIVE_PCT))
+    steady = (ramp(ev.get("nvlink_active_sample_fraction"), T.NVLINK_STEADY_SAMPLE_FRACTION) * resident
+              * T.COMMS_STEADY_SCORE) if ev.get("nvlink_link_bytes_per_s") else 0.0  # NVLinks up (a peak known)
+    return link, steady
 
 
 def score_comms(ev: dict, s: dict, ramp) -> tuple[float, str | None]:
-    """(score, subclass) of comms-bound: NVLink busy while the SMs wait (no pipe, no DRAM near a peak).
-    The subclass is "link" when the link itself is near its peak."""
-    link = ramp(ev.get("nvlink_link_fraction"), T.NVLINK_LINK_FRACTION)
+    """(score, subclass) of comms-bound: the SMs wait (no pipe, no DRAM of their own near a peak) while NVLink is
+    busy (its share of the link's peak), or while it carries steady light traffic with kernels resident (NCCL's
+    kernels waiting in collectives: small all-reduces, a late peer). Subclass "link" when the link itself is
+    near its peak, "collectives" when the traffic is light (the GPU waits in collectives)."""
+    link, steady = link_busy(ev, ramp)
     waiting = 1 - max(s.get("compute-bound", 0.0), s.get("memory-bound", 0.0))
     frac = ev.get("nvlink_link_fraction") or 0.0
-    return link * waiting, ("link" if frac >= T.NVLINK_NEAR_LINK_FRACTION else None)
+    sub = "link" if frac >= T.NVLINK_NEAR_LINK_FRACTION else ("collectives" if steady > link else None)
+    return max(link, steady) * waiting, sub
 
 
 def describe_comms(sub: str | None, ev: dict) -> str:
     """The evidence sentence of a comms-bound window."""
     rx, tx = ev.get("nvlink_rx_bps") or 0, ev.get("nvlink_tx_bps") or 0
     text = (f"NVLink rx {si(rx, 'B/s')} / tx {si(tx, 'B/s')} = {100 * (ev.get('nvlink_link_fraction') or 0):.0f}% "
-            f"of the {si(ev.get('nvlink_link_bytes_per_s'), 'B/s')} link, SMs {ev.get('sm_active_pct') or 0:.0f}% "
-            "busy (waiting for the other GPUs)")
+            f"of the {si(ev.get('nvlink_link_bytes_per_s'), 'B/s')} link")
+    if sub == "collectives":
+        text += (f" in {100 * (ev.get('nvlink_active_sample_fraction') or 0):.0f}% of the samples, kernels active "
+                 f"{ev.get('util_gpu_pct') or 0:.0f}%, SMs {ev.get('sm_active_pct') or 0:.0f}% busy, no pipe near a "
+                 "peak: the GPU waits in collectives (NCCL's kernels hold SMs while the link carries little)")
+    else:
+        text += f", SMs {ev.get('sm_active_pct') or 0:.0f}% busy (waiting for the other GPUs)"
+        if ev.get("nvlink_dram_pct"):
+            text += f"; DRAM {ev.get('dram_bw_pct') or 0:.0f}%, about {ev['nvlink_dram_pct']:.0f}% of it NCCL's own"
     return text + group_text(ev)
 
 
@@ -68,10 +112,14 @@ def group_text(ev: dict) -> str:
             + (f", the least busy link at {100 * low:.0f}%" if low is not None else ""))
 
 
-def group_comms(verdicts: list) -> list:
-    """The verdicts (:class:`Verdict` or their dicts) of the GPUs of one process group, looked at together:
-    where at least two of them are comms-bound, each of those gets the group's numbers as evidence (how
-    many, the least and most busy link) and says so: a collective moves at the pace of its slowest member."""
+def group_comms(verdicts: list, gpus: list[int] | None = None, timelines: list | None = None) -> list:
+    """The verdicts (:class:`Verdict` or their dicts) of the GPUs of one process group (NVML indices ``gpus``,
+    default their positions), looked at together: where at least two of them are comms-bound, each of those gets
+    the group's numbers as evidence (how many, the least and most busy link) and says so: a collective moves at
+    the pace of its slowest member. Then a stalled collective and a straggler
+    (:func:`gputop.analysis.collectives.judge_job`, with each GPU's ``timelines`` where a run has them)."""
+    judge_job(verdicts, gpus, timelines)
+
     def get(v, key):
         return getattr(v, {"class": "cls"}.get(key, key)) if isinstance(v, Verdict) else v.get(key)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from gputop.analysis import thresholds as T
 from gputop.analysis.classify import classify
+from gputop.analysis.collectives import describe_stall
 from gputop.analysis.segments import ChangeDetector
 from gputop.analysis.verdict import Verdict
 
@@ -82,6 +83,9 @@ class LiveVerdict:
             ticks = ticks[1:]  # the first sample of a change straddles it (its counters average both regimes)
         prefer = self.verdict.cls if self.verdict is not None and start == self.segment_start else None
         self.verdict = classify(ticks, static, peaks, gpu=gpu_pos, watched_pid=watched_pid, prefer=prefer)
+        if self.verdict.cls == "stalled":  # since the regime began, however long ago (the window is at most 30 s)
+            self.verdict.evidence["stalled_for_s"] = round(now - start, 1)
+            self.verdict.evidence_text = describe_stall(self.verdict.subclass, self.verdict.evidence, self.verdict.job)
         self.judged_t, self.segment_start, self.previous = now, start, False
         return self.verdict
 

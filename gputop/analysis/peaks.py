@@ -18,6 +18,7 @@ Sources (cited by the short names used in the comments below):
 
 from __future__ import annotations
 
+from gputop.analysis.links import PCIE_ENCODING, PCIE_GT_PER_S, nvlink_peak  # noqa: F401  (PCIE_*: peaks' public names too)
 from gputop.telemetry.static import FP32_LANES_PER_SM
 
 # Dense tensor-core FLOP per SM per clock at full rate (FP16/BF16/FP8 with FP32 accumulate on data-centre
@@ -75,18 +76,45 @@ TENSOR_SPEC_CLOCK_MHZ = {
     "NVIDIA GeForce RTX 4090": 2520,
 }
 
-# PCIe per-lane transfer rate (GT/s) and line-code efficiency by generation: 8b/10b for gen 1-2,
-# 128b/130b for gen 3-5, gen 6 flit mode (242 of every 256 bytes are TLP/DLLP; 8 B CRC + 6 B FEC).
-PCIE_GT_PER_S = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
-PCIE_ENCODING = {1: 8 / 10, 2: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 242 / 256}
-
 TENSOR_KEYS = ("tf32", "bf16", "fp16", "fp8", "int8")
+
+# The device facts the peaks need, by exact NVML product name, as NVML reports them on that model: used only for
+# a source that reports none of them (a dcgm-exporter's labels carry the model name alone). H200: read by NVML on
+# a real H200 (tests/data/static/h200_recorded.json); H100 SXM and A100 SXM4 80GB: [GH100] / [GA100] (SMs, FP32
+# lanes, boost clocks, HBM bus and clock); RTX 4090: [AD102] and NVML on a real card.
+MODEL_FACTS = {
+    "NVIDIA H200": {"architecture": "Hopper", "compute_capability": [9, 0], "sm_count": 132, "cuda_cores": 16896,
+                    "max_sm_clock_mhz": 1980, "max_mem_clock_mhz": 3201, "memory_bus_width_bits": 6016,
+                    "pcie_max_gen": 5, "pcie_max_width": 16},
+    "NVIDIA H100 80GB HBM3": {"architecture": "Hopper", "compute_capability": [9, 0], "sm_count": 132,
+                              "cuda_cores": 16896, "max_sm_clock_mhz": 1980, "max_mem_clock_mhz": 2619,
+                              "memory_bus_width_bits": 5120, "pcie_max_gen": 5, "pcie_max_width": 16},
+    "NVIDIA A100-SXM4-80GB": {"architecture": "Ampere", "compute_capability": [8, 0], "sm_count": 108,
+                              "cuda_cores": 6912, "max_sm_clock_mhz": 1410, "max_mem_clock_mhz": 1593,
+                              "memory_bus_width_bits": 5120, "pcie_max_gen": 4, "pcie_max_width": 16},
+    "NVIDIA GeForce RTX 4090": {"architecture": "Ada Lovelace", "compute_capability": [8, 9], "sm_count": 128,
+                                "cuda_cores": 16384, "max_sm_clock_mhz": 3105, "max_mem_clock_mhz": 10501,
+                                "memory_bus_width_bits": 384, "pcie_max_gen": 4, "pcie_max_width": 16},
+}
+DEVICE_FACTS = tuple(MODEL_FACTS["NVIDIA H200"])
+
+
+def model_facts(static: dict) -> dict:
+    """The facts :data:`MODEL_FACTS` holds for ``static``'s model, where the source reported none of them
+    ({} when it reported any, or the model is not on file): what a dcgm-exporter's ``modelName`` gives."""
+    if any(static.get(k) is not None for k in DEVICE_FACTS):
+        return {}
+    return dict(MODEL_FACTS.get(static.get("name") or "", {}))
 
 
 def compute_peaks(static: dict) -> dict:
     """Theoretical peaks (plain floats, None where a needed fact is missing) and notes saying why."""
     notes: list[str] = []
     name = static.get("name") or ""
+    known = model_facts(static)
+    if known:
+        static = {**static, **known}
+        notes.append(f"device facts from the {name}'s published figures: the source reports none of them")
     cc = _cc(static.get("compute_capability"))
     sm_clock = _pos(static.get("max_sm_clock_mhz"))
     sm_count, cores = _sm_and_cores(static, cc, notes)
@@ -102,6 +130,7 @@ def compute_peaks(static: dict) -> dict:
     fp16 = _ratio(fp32, FP16_RATIO, cc, "FP16 (non-tensor)", notes)
     tensor_clock, tensor_source = _tensor_clock(name, sm_clock, notes)
     tensor = _tensor(cc, sm_count, tensor_clock, name, notes)
+    nvlink = nvlink_peak(static)
 
     return {
         "dram_bytes_per_s": dram,
@@ -112,7 +141,8 @@ def compute_peaks(static: dict) -> dict:
         "tensor_clock_mhz": float(tensor_clock) if tensor_clock else None,
         "tensor_clock_source": tensor_source,
         "pcie_bytes_per_s_per_dir": _pcie(static, notes),
-        "nvlink_bytes_per_s_per_dir": _nvlink(static),
+        "nvlink_bytes_per_s_per_dir": nvlink[0],
+        "nvlink_peak_source": nvlink[1],
         "ridge_fp32_flop_per_byte": fp32 / dram if fp32 and dram else None,
         "notes": notes,
     }
@@ -207,10 +237,3 @@ def _pcie(static: dict, notes: list[str]) -> float | None:
         notes.append("PCIe peak n/a: needs link generation and width")
         return None
     return PCIE_GT_PER_S[gen] * 1e9 * PCIE_ENCODING[gen] / 8 * width
-
-
-def _nvlink(static: dict) -> float | None:
-    """NVLink peak per direction: the active links times their common speed, as NVML reports them
-    (``read_static``'s ``nvlink_links_active`` and ``nvlink_speed_mbps``); None without NVLink."""
-    links, speed = _pos(static.get("nvlink_links_active")), _pos(static.get("nvlink_speed_mbps"))
-    return links * speed * 1e6 if links and speed else None

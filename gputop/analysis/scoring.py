@@ -7,7 +7,8 @@ Each rule is soft (:func:`ramp` between the two ends of a threshold pair in
 from __future__ import annotations
 
 from gputop.analysis import thresholds as T
-from gputop.analysis.comms import score_comms
+from gputop.analysis.collectives import score_stall
+from gputop.analysis.comms import link_busy, own_dram_pct, score_comms
 from gputop.analysis.evidence import number, thermal_reasons_seen
 from gputop.analysis.vocabulary import BASE_CLASSES, CLASSES, PRIORITY
 
@@ -58,9 +59,10 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
         facts["pipe"], facts["pipe_pct"] = pipe, pipe_pct
         s["compute-bound"] = ramp(pipe_pct, T.PIPE_BUSY_PCT)
         sub["compute-bound"] = pipe
-        s["memory-bound"] = ramp(ev.get("dram_bw_pct"), T.DRAM_BUSY_PCT)
+        dram = own_dram_pct(ev)  # less what NCCL's kernels move for the window's NVLink traffic
+        s["memory-bound"] = ramp(dram, T.DRAM_BUSY_PCT)
         facts["strength"] = {"compute-bound": (pipe_pct or 0) / T.PIPE_BUSY_PCT[1],
-                             "memory-bound": (ev.get("dram_bw_pct") or 0) / T.DRAM_BUSY_PCT[1]}
+                             "memory-bound": (dram or 0) / T.DRAM_BUSY_PCT[1]}
         # SMs busy and full of warps, yet no pipe and no DRAM near a peak: the warps wait on on-chip
         # memory (L2/L1 traffic of data that fits in cache, or memory latency). GPM has no cache counters.
         cache = (ramp(sm, T.CACHE_SM_ACTIVE_PCT) * ramp(ev.get("sm_occupancy_pct"), T.CACHE_OCCUPANCY_PCT)
@@ -70,7 +72,6 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
         # A busy GPU running a mix of kernels (an eager training step: GEMMs and many elementwise and
         # normalisation kernels) with DRAM the busiest unit relative to its peak: memory-bound as a mix, even
         # though no unit reaches its peak over the window (fusing the elementwise kernels is the cure).
-        dram = ev.get("dram_bw_pct")
         if dram is not None and dram >= (pipe_pct or 0.0):
             mix = (ramp(util, T.BUSY_NOTHING_PEAK_UTIL_PCT) * ramp(dram, T.MIX_DRAM_PCT)
                    * (1 - s["compute-bound"]) * T.MIX_SCORE)
@@ -161,7 +162,14 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
                                  and power < T.MIXED_MIN_SCORE)
 
     s["comms-bound"], sub["comms-bound"] = score_comms(ev, s, ramp)
+    # NVLink busy under the GPU's own work (DDP's all-reduce overlapped with backward): comms listed in mixed
+    facts["comms_overlapped"] = (max(link_busy(ev, ramp)) >= T.MIXED_MIN_SCORE
+                                 and s["comms-bound"] < T.MIXED_MIN_SCORE)
     s["latency-bound"] *= 1 - s["comms-bound"]  # NCCL's kernels keep a few SMs busy while they wait on the link
+    s["input-starved"] *= 1 - s["comms-bound"]  # gaps while peers exchange data (and a job's tree: every rank's CPU)
+    # NCCL's kernels waiting for a peer that never comes: a few SMs resident, nothing moves (collectives.py)
+    s["stalled"] = score_stall(ev, ramp) if gpm else 0.0
+    s["latency-bound"] *= 1 - s["stalled"]
     # Near full on average, or at the edge at its peak (a caching allocator growing and freeing a big batch:
     # the next allocation fails at the peak, whatever the mean).
     s["memory-capacity"] = max(ramp(ev.get("mem_used_fraction"), T.MEM_USED_FRACTION),

@@ -146,11 +146,54 @@ PCIE_NEAR_LINK_FRACTION = 0.5
 # NVLink traffic (busier direction, GPM's NVLink rx/tx) as a fraction of the link's per-direction peak.
 # NCCL's large all-reduces reach 70-90% of an NVLink's peak; a data-parallel step that waits for its
 # gradients averages less over a window (the link idles while backward computes). 15% of an H100's
-# 450 GB/s is ~70 GB/s, more than a PCIe gen5 link carries: GPUs talking, not a stray copy. Not yet
-# calibrated on a recorded multi-GPU trace (no multi-GPU machine so far).
+# 450 GB/s is ~70 GB/s, more than a PCIe gen5 link carries: GPUs talking, not a stray copy. On the 4-H100
+# corpus (2026-11-26) a 98%-NCCL all-reduce loop averages 47% of the 450 GB/s link.
 NVLINK_LINK_FRACTION = (0.15, 0.45)
 # Subclass "link": the link itself near its peak (as PCIE_NEAR_LINK_FRACTION).
 NVLINK_NEAR_LINK_FRACTION = 0.7
+# A sample carries NVLink traffic at or above this (bytes/s, the busier direction). An idle NVLink reads exactly
+# 0 in every GPM sample of the 32 single-GPU traces (H100, H200); the 4-H100 corpus's DDP all-reduces (RING_LL,
+# 25 MB buckets) carry 1.5-9 GB/s, a straggler's waiters 6-8 GB/s.
+NVLINK_ACTIVE_BYTES_PER_S = 5e8
+# Share of a window's samples with NVLink traffic: communication in most samples, a job's GPUs at work together
+# (DDP ResNet-50 with overlap: 93-94% of the samples; FSDP GPT-2: 72-76%, its shards gathered in bursts).
+NVLINK_STEADY_SAMPLE_FRACTION = (0.5, 0.8)
+# NCCL's kernels on the SMs (kernels resident, a few SMs busy, no pipe near a peak) while the link carries
+# steady but light traffic: the GPU waits in collectives (small all-reduces, or peers that are late). Scores
+# below a window whose link is busy (1.0): the light traffic could be another job's; DDP ResNet-50 (NCCL 56-67%
+# of kernel time by torch.profiler) and a straggler's waiters (72% of their step in the all-reduce) score 0.9.
+COMMS_STEADY_SCORE = 0.9
+# NCCL's kernels hold one SM a channel: 24 channels of an H100's 132 SMs read 18.2% SM activity while they wait.
+# SMs this busy with kernels resident count as waiting in collectives even where NVML's duty cycle dips.
+COMMS_SM_ACTIVE_PCT = (10.0, 20.0)
+# DRAM bytes per NVLink byte (rx + tx) that NCCL's own kernels move: received data lands in DRAM, is read back
+# to reduce and sent on. comms_mlp (an all-reduce of 98% of kernel time, 211 GB/s each way on 4 H100s) reads
+# 1.37 TB/s of DRAM: 3.2 bytes a link byte. That much DRAM traffic is the communication's, not a memory-bound
+# kernel mix of the GPU's own (the memory-bound score looks at the rest).
+COMMS_DRAM_PER_LINK_BYTE = 3.0
+
+# -- a stalled collective, a straggler (gputop.analysis.collectives) ----------------------------------------
+# NCCL's kernels waiting for a peer that never comes, on the 4-H100 corpus (hang_exit, hang_idle): duty cycle
+# 100% in every sample, SMs 18.18% (24 channels / 132 SMs) to the hundredth, INT pipe 0.16% and the others 0,
+# DRAM 0.001%, NVLink 0, PCIe 0.2-1.4 MB/s (NVML's own reads), power 123-142 W of 700 flat to 0.1%. The
+# nearest single-GPU window (wl_cudagraphs_h200's CUDA-graph replay of tiny kernels): duty cycle 95-97%, SMs
+# 21%, INT pipe 1.38%, tensor and FP32 0.23%, DRAM 0: its pipes and duty cycle keep it latency-bound.
+STALL_UTIL_PCT = (97.0, 99.5)
+STALL_SM_ACTIVE_PCT = ((2.0, 5.0), (35.0, 50.0))  # (rises over, falls over): a few SMs, not none, not most
+STALL_PIPE_PCT = (0.5, 1.0)  # the busiest pipe (the spinning warps' integer compares): about nothing
+STALL_DRAM_PCT = (0.1, 0.5)
+STALL_LINK_BYTES_PER_S = (1e8, 5e8)  # NVLink, the busier direction
+STALL_PCIE_FRACTION = (0.01, 0.03)
+STALL_POWER_FRACTION = (0.35, 0.5)  # a waiting kernel draws little over idle (130 W of 700 on an H100)
+# ... or its power is on its way down there: the last sample at most this share of the window's highest (an H100
+# falls from 580 W to 130 W over the 2 s after its last matmul, 45 W every 100 ms)
+STALL_POWER_FALLING = 0.8
+# A straggler: a GPU of the job that works (compute- or memory-bound) while the others wait in collectives, with
+# its busiest unit this much busier than the same unit on the waiters (more work: the 4-H100 straggler, 3x
+# the matmuls, reads tensor 89% against 22%), or its SM clock at most this share of theirs (throttled).
+STRAGGLER_WORK_RATIO = 1.5
+STRAGGLER_WORK_MARGIN_PCT = 10.0
+STRAGGLER_CLOCK_RATIO = 0.9
 # An all-reduce message is latency-bound when the fixed cost of a call (the sweep's fitted latency) is at
 # least half its time: the usual alpha-beta model's crossover, where the transfer time equals the latency.
 COMMS_LATENCY_SHARE = 0.5

@@ -15,6 +15,9 @@ JSON document holds ``Verdict.to_dict()``:
   notes          anything else worth saying
   scores         the classifier's score of every class (empty for a workload's verdict)
   window         {"t_start", "t_end", "seconds"} judged, or None for a verdict not judged on a window
+  job            (only where set) the GPUs of the job this verdict names, by NVML index: a stalled collective's
+                 "waiting", "left" and "idle" GPUs, a straggler's "waiting" GPUs and "why", a waiter's
+                 "waits_for" (gputop/analysis/collectives.py)
 
 :func:`display_name` gives "label (subclass)", the one way a verdict is named to people.
 """
@@ -56,6 +59,7 @@ class Verdict:
     t_start: float | None = None  # the window judged, in the time base of what was judged
     t_end: float | None = None
     window_s: float | None = None  # its length (t_end - t_start unless given)
+    job: dict = field(default_factory=dict)  # the job's GPUs this verdict names (lists: not evidence numbers)
 
     def __post_init__(self):
         if self.cls not in CLASSES:
@@ -85,12 +89,15 @@ class Verdict:
         return {"t_start": self.t_start, "t_end": self.t_end, "seconds": self.window_s}
 
     def to_dict(self) -> dict:
-        return {
+        d = {
             "class": self.cls, "label": self.label, "subclass": self.subclass,
             "confidence": self.confidence, "evidence": dict(self.evidence), "evidence_text": self.evidence_text,
             "advice": self.advice, "mixed": list(self.mixed), "missing": list(self.missing),
             "notes": list(self.notes), "scores": dict(self.scores), "window": self.window,
         }
+        if self.job:
+            d["job"] = dict(self.job)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> Verdict:
@@ -100,4 +107,4 @@ class Verdict:
         return cls(d["class"], d.get("subclass"), d.get("confidence"), dict(d.get("evidence") or {}),
                    d.get("evidence_text") or "", d.get("advice") or "", list(d.get("mixed") or []),
                    list(d.get("missing") or []), list(d.get("notes") or []), dict(d.get("scores") or {}),
-                   w.get("t_start"), w.get("t_end"), w.get("seconds"))
+                   w.get("t_start"), w.get("t_end"), w.get("seconds"), dict(d.get("job") or {}))

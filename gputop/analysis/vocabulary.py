@@ -17,6 +17,8 @@ Classes (``class`` in the JSON, ``label`` for people):
   pcie-bound       PCIe traffic high while the SMs wait
   comms-bound      NVLink traffic high while the SMs wait: the GPUs of a job wait for each other's data
                    (subclass link: the link near its peak; exposed: an all-reduce not hidden by compute)
+  stalled          kernels resident doing nothing, no traffic anywhere: a wait that does not end (subclass
+                   collective: the job's other GPUs wait in it too, or left, or idle: a stuck collective)
   throttled        clocks held down by heat, hardware slowdown, or a power cap far below normal
   memory-capacity  device memory near full, or an out-of-memory error
 
@@ -35,15 +37,16 @@ LABELS = {
     "host-bound": "host-bound",  # issue 11
     "pcie-bound": "PCIe/transfer-bound",
     "comms-bound": "communication-bound",
+    "stalled": "stalled",  # issue 25: its own class, not a comms-bound subclass (gputop/analysis/collectives.py)
     "throttled": "power/thermal-throttled",
     "memory-capacity": "memory-capacity pressure",
 }
 CLASSES = tuple(LABELS)
 # The "what is the GPU doing" classes, one of which always fits; throttling and capacity overlay them.
-BASE_CLASSES = ("comms-bound", "pcie-bound", "memory-bound", "compute-bound", "host-bound", "input-starved", "latency-bound",
-                "idle")
+BASE_CLASSES = ("comms-bound", "stalled", "pcie-bound", "memory-bound", "compute-bound", "host-bound", "input-starved",
+                "latency-bound", "idle")
 PRIORITY = {c: i for i, c in enumerate(("throttled", "memory-capacity") + BASE_CLASSES)}  # ties: first wins
-GPM_CLASSES = ("compute-bound", "memory-bound", "latency-bound")
+GPM_CLASSES = ("compute-bound", "memory-bound", "latency-bound", "stalled")
 # Main classes whose window is also judged sample by sample (to spot a mixed window). Not input
 # starvation (a property of bursts over a window) nor the overlays (throttling, capacity).
 SPLIT_CLASSES = ("compute-bound", "memory-bound", "latency-bound", "pcie-bound")
@@ -57,4 +60,6 @@ SUBCLASS_LABELS = {
     "startup": "startup", "one thread": "one thread at a core", "workers": "worker processes", "waiting": "waiting: sleep, I/O or a lock",
     "link": "link near its peak", "pageable": "pageable host memory",
     "exposed": "exposed all-reduce", "collective latency": "collective latency",
+    "collectives": "waiting in collectives", "straggler": "waiting for a straggler",
+    "collective": "stuck collective",
 }

@@ -9,6 +9,8 @@ from __future__ import annotations
 from gputop.analysis import thresholds as T
 from gputop.analysis.comms import ADVICE as COMMS_ADVICE
 from gputop.analysis.comms import describe_comms
+from gputop.analysis.collectives import ADVICE as STALL_ADVICE
+from gputop.analysis.collectives import describe_stall
 from gputop.analysis.evidence import thermal_reasons_seen
 from gputop.analysis.scoring import ramp
 from gputop.analysis.vocabulary import BASE_CLASSES, PIPE_NAMES
@@ -87,6 +89,8 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
         return text
     if cls == "comms-bound":
         return describe_comms(sub, ev)
+    if cls == "stalled":
+        return describe_stall(sub, ev)
     if cls == "host-bound":
         sm = f", SMs {_p(ev.get('sm_active_pct'))} busy" if gpm else ""
         return (f"the GPU idle {_p(ev.get('gpu_idle_pct'))} of the time (kernels active "
@@ -206,8 +210,12 @@ ADVICE = {
         "the PCIe link is near its peak: send less (keep data on the GPU, lower precision, compress), overlap "
         "copies with compute on separate streams",
     ("comms-bound", None): COMMS_ADVICE[None],
+    ("comms-bound", "straggler"): STALL_ADVICE["straggler"],
+    ("stalled", None): STALL_ADVICE[None],
+    ("stalled", "collective"): STALL_ADVICE["collective"],
     ("comms-bound", "link"): COMMS_ADVICE["link"],
     ("comms-bound", "exposed"): COMMS_ADVICE["exposed"],
+    ("comms-bound", "collectives"): COMMS_ADVICE["collectives"],
     ("throttled", "power"):
         "the power limit holds the clocks far below max: check `nvidia-smi -q -d POWER` for a lowered limit; "
         "numbers from this window are not representative",
@@ -260,6 +268,10 @@ def notes(ev: dict, s: dict, facts: dict, main: str) -> list[str]:
         out.append(f"power cap reached in {_p(100 * ev['power_cap_sample_fraction'])} of busy samples "
                    f"({_w(ev.get('power_w'))}/{_w(ev.get('power_limit_w'))} W) with the SM clock at "
                    f"{_p(100 * (ev.get('sm_clock_ratio') or 0))} of max: normal under a heavy load")
+    if facts.get("comms_overlapped") and main not in ("comms-bound", "stalled"):
+        out.append(f"NVLink also busy (rx {si(ev.get('nvlink_rx_bps') or 0, 'B/s')} / tx "
+                   f"{si(ev.get('nvlink_tx_bps') or 0, 'B/s')}, {_p(100 * (ev.get('nvlink_link_fraction') or 0))} of "
+                   "the link), overlapped with the GPU's own work: communication hidden behind it")
     if facts.get("pcie_overlapped"):
         out.append(f"PCIe also busy ({_p(100 * ev['pcie_link_fraction'])} of the link), overlapped with GPU work")
     if main == "idle" and facts.get("cpu_busy", 0) >= 0.5 and facts.get("feeder") == "process":

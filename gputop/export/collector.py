@@ -20,6 +20,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gputop.analysis import thresholds as T
+from gputop.analysis.comms import group_comms
 from gputop.analysis.live import LiveVerdict
 from gputop.analysis.vocabulary import CLASSES
 from gputop.export.dcgm_names import GPU_LABELS, JOB_LABEL, SERIES, value
@@ -33,6 +34,9 @@ PEAKS = (  # (series, peaks key, help)
     ("gputop_peak_fp16_flops", "fp16_flops", "Theoretical FP16 (non-tensor) FLOP/s at the max SM clock."),
     ("gputop_peak_pcie_bytes_per_second", "pcie_bytes_per_s_per_dir",
      "Theoretical PCIe bandwidth per direction at the current link (bytes/s)."),
+    ("gputop_peak_nvlink_bytes_per_second", "nvlink_bytes_per_s_per_dir",
+     "NVLink bandwidth per direction of the GPU's active links (bytes/s): NVML's common link speed, else each "
+     "link's speed field, else the NVLink version's payload rate (gputop --once says which)."),
 )
 
 
@@ -115,6 +119,8 @@ class GputopCollector(Collector):
                     except Exception:  # a classifier bug on odd data: no verdict series, the exporter goes on
                         live.reset()
                         out[g.pos] = None
+                # the exported GPUs as one job: a stalled collective's waiting and left GPUs, a straggler
+                group_comms([out[g.pos] for g in self.gpus], [g.static.get("index", g.pos) for g in self.gpus])
                 self._verdicts = out
             return self._verdicts
 
@@ -161,6 +167,10 @@ class GputopCollector(Collector):
         span = GaugeMetricFamily("gputop_verdict_window_seconds", "Length of the window gputop's current verdict "
                                  "judged (the work since its last change of regime, at most 30 s).",
                                  labels=names + ["class"])
+        stall = GaugeMetricFamily("gputop_stalled_seconds", "How long the GPU has been stalled: kernels resident "
+                                  "doing nothing, no traffic (a collective that never completes when subclass is "
+                                  "collective); 0 when it is not stalled. Alert on it: > 60 for a stuck job.",
+                                  labels=names + ["subclass"])
         for g in self.gpus:
             v = verdicts.get(g.pos)
             if v is None:
@@ -173,9 +183,12 @@ class GputopCollector(Collector):
                     conf.add_metric(labels + [v.cls], float(v.confidence))
                 if v.t_start is not None and v.t_end is not None:
                     span.add_metric(labels + [v.cls], float(v.t_end - v.t_start))
+                stalled = v.evidence.get("stalled_for_s") if v.cls == "stalled" else 0.0
+                stall.add_metric(labels + [(v.subclass or "") if v.cls == "stalled" else ""], float(stalled or 0.0))
         yield bott
         yield conf
         yield span
+        yield stall
 
     def _peak_families(self, rows, names):
         for name, key, help_text in PEAKS:

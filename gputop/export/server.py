@@ -4,7 +4,8 @@ Headless: a sampler on the chosen source (live NVML, ``--demo`` or ``--replay FI
 replay keeps serving its last tick once it ends) and prometheus-client's HTTP server with
 :class:`gputop.export.collector.GputopCollector`. It binds 127.0.0.1:9400 unless told otherwise; all
 interfaces need an explicit ``0.0.0.0:PORT``. A bad address, or one that cannot be bound (port in use),
-is one line on stderr and exit 2. SIGINT, SIGTERM and SIGHUP end it cleanly with exit 0: that is its
+is one line on stderr and exit 2. As dcgm-exporter does, the metrics are at ``/metrics``, ``/`` is a page that
+links to them, and every other path is 404. SIGINT, SIGTERM and SIGHUP end it cleanly with exit 0: that is its
 normal end, as for ``--record``.
 
 Live, only the GPUs CUDA_VISIBLE_DEVICES names (by index or UUID) are exported, and of those only ``--gpu``'s;
@@ -27,11 +28,28 @@ from gputop.exitcodes import fail
 from gputop.export.collector import ExportedGpu, ExportOptions, GputopCollector, gpu_labels
 from gputop.runner.stop_signals import StopSignals
 from gputop.telemetry.devices import nvml_index_for_cuda, visible_entries
-from gputop.telemetry.errors import SourceError
+from gputop.telemetry.errors import NoGpu, SourceError
 from gputop.telemetry.sampler import Sampler
 from gputop.telemetry.source import check_gpus, open_source
 
 EXPORT_HOST_PERIOD_S = 1.0
+METRICS_PATH = "/metrics"
+LANDING_PAGE = (b"<html><head><title>gputop exporter</title></head><body><h1>gputop exporter</h1>"
+                b'<p><a href="./metrics">Metrics</a></p></body></html>\n')
+
+
+def paths(metrics_app):
+    """The WSGI app served: ``metrics_app`` at /metrics, a page that links to it at /, 404 elsewhere."""
+    def app(environ, start_response):
+        path = environ.get("PATH_INFO") or "/"
+        if path == METRICS_PATH:
+            return metrics_app(environ, start_response)
+        if path == "/":
+            start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
+            return [LANDING_PAGE]
+        start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+        return [f"404 not found: the metrics are at {METRICS_PATH}\n".encode()]
+    return app
 
 
 def visible_positions(static: list[dict], env: dict | None = None) -> list[int]:
@@ -56,6 +74,8 @@ def main_export(args) -> int:
         src = open_source(spec, need_gpu=True)
         static = src.static()
         wanted = check_gpus(spec.gpus, static)
+    except NoGpu as exc:  # what works here without a GPU: the same metrics from a recorded trace
+        return fail(exitcodes.NO_GPU, f"{exc}; without a GPU: gputop --export --demo (or --replay FILE)")
     except SourceError as exc:
         return fail(exitcodes.code_for(exc), str(exc))
     live = src.kind == "live"
@@ -79,6 +99,7 @@ def main_export(args) -> int:
     with stops:  # before the server: a signal as soon as it answers is a clean stop too
         try:
             server, thread = start_http_server(port, addr=host, registry=registry)
+            server.set_app(paths(server.get_app()))
         except OSError as exc:  # in use, no such address on this machine, a privileged port
             src.close()
             return fail(exitcodes.USAGE, f"--export {args.export}: cannot listen on {host}:{port}: "

@@ -11,12 +11,12 @@ import time
 from datetime import datetime, timezone
 
 from gputop import exitcodes
-from gputop.analysis.peaks import compute_peaks
-from gputop.documents import check_writable, emit, header
+from gputop.analysis.peaks import compute_peaks, model_facts
+from gputop.documents import check_writable, emit, header, once_error_document, writable
 from gputop.exitcodes import fail
 from gputop.runner.stop_signals import StopSignals
 from gputop.format import gb, gpm_na, pct, si
-from gputop.telemetry.errors import SourceError
+from gputop.telemetry.errors import NoGpu, SourceError
 from gputop.telemetry.sampler import Sampler
 from gputop.telemetry.source import SourceSpec, check_gpus, open_source
 from gputop.telemetry.trace import Recorder
@@ -55,6 +55,8 @@ def snapshot(spec: SourceSpec) -> dict:
             "host": {"hostname": src.hostname, **host},
             "gpus": gpus,
             "na_reasons": dict(src.na_reasons),
+            "exit_code": exitcodes.OK,
+            "errors": [],
         }
         return doc
     finally:
@@ -62,15 +64,31 @@ def snapshot(spec: SourceSpec) -> dict:
 
 
 def main_once(args) -> int:
+    """``--once``: the snapshot; where none can be taken, one line on stderr and (``--json``, ``-o``) the error
+    document, so that stdout holds exactly one document in every outcome."""
     try:
         check_writable(args.output, "--output")
         doc = snapshot(args.spec)
     except exitcodes.Failure as exc:
-        return fail(exc.code, str(exc))
+        return _refuse(args, exc.code, exc.kind, str(exc))
+    except NoGpu as exc:  # what works here without a GPU: the same snapshot of a recorded trace
+        return _refuse(args, exitcodes.NO_GPU, "no_gpu", f"{exc}; without a GPU: gputop --once --demo "
+                                                          "(or --replay FILE)")
     except SourceError as exc:
-        return fail(exitcodes.code_for(exc), str(exc))
+        code = exitcodes.code_for(exc)
+        return _refuse(args, code, "unreachable" if code == exitcodes.NO_GPU else "bad_source", str(exc))
     ok = emit(doc, json_mode=args.json, output=args.output, render_text=render_text)
     return exitcodes.OK if ok else exitcodes.FAILED
+
+
+def _refuse(args, code: int, kind: str, message: str) -> int:
+    exitcodes.say(message)
+    if args.json or args.output:
+        spec = args.spec
+        source = {"kind": "replay" if spec.recorded else spec.kind, "path": spec.path}
+        emit(once_error_document(kind, message, code, source), json_mode=args.json,
+             output=args.output if writable(args.output) else None)
+    return code
 
 
 def render_text(doc: dict) -> str:
@@ -79,11 +97,9 @@ def render_text(doc: dict) -> str:
              + f"  host {doc['host'].get('hostname')}  CPU {pct(doc['host'].get('cpu_pct'))}"]
     for g in doc["gpus"]:
         st, pk, s = g["static"], g["peaks"], g["sample"]
-        cc = ".".join(map(str, st["compute_capability"])) if st.get("compute_capability") else "n/a"
         lines.append("")
-        lines.append(f"GPU {st['index']}  {st.get('name')}  ({st.get('architecture') or 'n/a'}, cc {cc}, "
-                     f"{st.get('sm_count') or 'n/a'} SMs, {st.get('cuda_cores') or 'n/a'} CUDA cores)  "
-                     f"driver {st.get('driver_version')}  CUDA {st.get('cuda_driver_version')}")
+        lines.append(f"GPU {st['index']}  {_known(st.get('name'))}{_device_facts(st)}  "
+                     f"driver {_known(st.get('driver_version'))}  CUDA {_known(st.get('cuda_driver_version'))}")
         gpm = "" if st.get("gpm_supported") else "  (" + gpm_na(doc.get("na_reasons"), "sm_active_pct", False) + ")"
         dram_peak = pk.get("dram_bytes_per_s")
         lines.append(f"  SM activity {pct(s.get('sm_active_pct'))}  SM occupancy {pct(s.get('sm_occupancy_pct'))}  "
@@ -102,10 +118,13 @@ def render_text(doc: dict) -> str:
                      f"temperature {_n(s.get('temp_c'))} C  memory {gb(s.get('mem_used_bytes'))}/"
                      f"{gb(s.get('mem_total_bytes'))} GiB  PCIe rx {si(s.get('pcie_rx_bps'), 'B/s')} "
                      f"tx {si(s.get('pcie_tx_bps'), 'B/s')} of {si(pk.get('pcie_bytes_per_s_per_dir'), 'B/s')} "
-                     f"(gen{_n(st.get('pcie_cur_gen'))} x{_n(st.get('pcie_cur_width'))})")
+                     f"({_link(st)})")
         tensor = pk.get("tensor_dense_flops") or {}
         lines.append(f"  peaks: DRAM {si(dram_peak, 'B/s')}  FP32 {si(pk.get('fp32_flops'), 'FLOP/s')}  "
                      f"FP64 {si(pk.get('fp64_flops'), 'FLOP/s')}  BF16 dense {si(tensor.get('bf16'), 'FLOP/s')}")
+        if pk.get("nvlink_bytes_per_s_per_dir"):
+            lines.append(f"  NVLink rx {si(s.get('nvlink_rx_bps'), 'B/s')} tx {si(s.get('nvlink_tx_bps'), 'B/s')} of "
+                         f"{si(pk['nvlink_bytes_per_s_per_dir'], 'B/s')} a direction: {pk.get('nvlink_peak_source')}")
         procs = s.get("processes")
         if procs:
             lines.append("  processes: " + "; ".join(
@@ -116,6 +135,32 @@ def render_text(doc: dict) -> str:
         lines.append("")
         lines.append("n/a: " + ", ".join(f"{k} ({v})" for k, v in sorted(na.items())))
     return "\n".join(lines) + "\n"
+
+
+def _known(v) -> str:
+    """A fact the source reports, or one word saying it does not."""
+    return "unknown" if v is None or v == "" else str(v)
+
+
+def _device_facts(st: dict) -> str:
+    """``  (Hopper, cc 9.0, 132 SMs, 16896 CUDA cores)`` from the source's facts, else from the model's published
+    figures (said so: a dcgm-exporter names the model alone); nothing where neither knows."""
+    known = model_facts(st)
+    f = {**st, **known}
+    cc = f.get("compute_capability")
+    parts = [f.get("architecture"), f"cc {'.'.join(map(str, cc))}" if cc else None,
+             f"{f['sm_count']} SMs" if f.get("sm_count") else None,
+             f"{f['cuda_cores']} CUDA cores" if f.get("cuda_cores") else None]
+    parts = [p for p in parts if p]
+    if not parts:
+        return ""
+    return "  (" + ", ".join(parts) + ("; the model's published figures" if known else "") + ")"
+
+
+def _link(st: dict) -> str:
+    """``gen5 x16`` (the link as it is now), or one phrase where the source does not say."""
+    gen, width = st.get("pcie_cur_gen"), st.get("pcie_cur_width")
+    return f"gen{gen} x{width}" if gen is not None and width is not None else "link unknown"
 
 
 def _n(v, fmt: str = "d") -> str:
@@ -131,6 +176,8 @@ def main_record(args) -> int:
     spec = args.spec
     try:
         src = open_source(spec, need_gpu=True)
+    except NoGpu as exc:  # --record records this machine's GPUs: nothing else to suggest
+        return fail(exitcodes.NO_GPU, f"{exc}; --record needs this machine's GPUs (NVML)")
     except SourceError as exc:
         return fail(exitcodes.code_for(exc), str(exc))
     if src.kind != "live":

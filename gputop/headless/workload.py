@@ -92,9 +92,11 @@ def main_run(args) -> int:
 
     progress = Progress(sys.stderr) if sys.stderr.isatty() else None
     on_event = progress.on_event if progress else None
-    recorder = RunRecorder(on_event) if getattr(args, "record_run", None) else None  # --record-run FILE
+    recorder = RunRecorder(args.record_run, on_event) if getattr(args, "record_run", None) else None
     run = WorkloadRun(spec, values, device=args.device, nvml_index=index, nvml=nvml, timeout=args.timeout,
                       grace_s=args.grace, rate_hz=args.spec.rate_hz, on_event=recorder.on_event if recorder else on_event)
+    if recorder is not None:  # --record-run FILE: written as the run goes (a killed gputop leaves what it saw)
+        recorder.attach(run)
 
     try:
         drive(run, "stopping the workload (again to kill it now)")

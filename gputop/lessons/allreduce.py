@@ -11,32 +11,13 @@ from __future__ import annotations
 
 from gputop.analysis import thresholds as T
 from gputop.analysis.comms import ADVICE
-from gputop.analysis.peaks import PCIE_ENCODING, PCIE_GT_PER_S
+from gputop.analysis.links import link_peak
 from gputop.analysis.verdict import Verdict
 from gputop.format import si
 from gputop.lessons.docs import is_number, phase_points, points_with, throttle_warnings
 from gputop.lessons.figures import Curves
 
 LATENCY_SHARE = T.COMMS_LATENCY_SHARE
-
-
-def link_peak(facts: dict | None) -> dict | None:
-    """The peak per direction of the link NVML says joins two GPUs (``static.read_link``'s facts):
-    NVLink = active links x their common speed; PCIe = generation x width, less line encoding."""
-    if not facts:
-        return None
-    out = {"kind": facts.get("kind"), "gpus": facts.get("gpus"), "peak_gbps": None, "source": None}
-    links, speed = facts.get("nvlink_links_active"), facts.get("nvlink_speed_mbps")
-    if facts.get("kind") == "nvlink" and links and speed:
-        out["peak_gbps"] = links * speed * 1e6 / 1e9
-        out["source"] = f"{links} NVLinks x {speed / 1000:.1f} GB/s (NVML)"
-    elif facts.get("kind") == "pcie":
-        gen = facts.get("pcie_max_gen") or facts.get("pcie_cur_gen")
-        width = facts.get("pcie_cur_width") or facts.get("pcie_max_width")
-        if gen in PCIE_GT_PER_S and width:
-            out["peak_gbps"] = PCIE_GT_PER_S[gen] * PCIE_ENCODING[gen] / 8 * width
-            out["source"] = f"PCIe gen {gen} x{width} (NVML)"
-    return out
 
 
 def fit_latency_bandwidth(points: list[dict]) -> dict:

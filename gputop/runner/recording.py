@@ -20,8 +20,6 @@ over its document is the recorded final one, so the results view shows what it s
 from __future__ import annotations
 
 import copy
-import gzip
-import json
 import os
 import threading
 import time
@@ -32,19 +30,32 @@ from typing import Callable
 from gputop.runner.events import RunEvents
 from gputop.runner.run_view import RunView
 from gputop.runner.status import exit_code_for
-from gputop.telemetry.trace import FORMAT, Recorder, TraceError
+from gputop.telemetry.trace import FORMAT, Recorder, TraceError, read_first_row, read_rows
 
 RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "runs"  # the recordings that ship with gputop
 
 
 class RunRecorder:
-    """Collects a run's events as they come (``on_event``, chained before another listener), then
-    ``write``s the recording once the run is over."""
+    """Writes a run's recording as the run goes (``--record-run FILE``): the header once the run has started,
+    then every ``FLUSH_S`` its new ticks and events (``on_event``, chained before another listener) in time
+    order, flushed (gzip: a sync flush, so a reader gets every complete line), and at the end the final document.
+    A gputop killed mid-run (``kill -9``) leaves a readable recording up to its last flushed line.
 
-    def __init__(self, then: Callable[[dict], None] | None = None):
-        self.then = then
-        self.events: list[tuple[float, dict]] = []  # (monotonic time received, event)
+    ``attach(run)`` before the run starts, ``finish(doc)`` after it ended."""
+
+    FLUSH_S = 0.25
+
+    def __init__(self, path: str | None = None, then: Callable[[dict], None] | None = None):
+        self.path, self.then = path, then
+        self.events: list[tuple[float, dict]] = []  # (monotonic time received, event) not yet written
+        self.rows = 0
         self._lock = threading.Lock()
+        self._run = None
+        self._rec: Recorder | None = None
+        self._ticks_written = 0
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: OSError | None = None
 
     def on_event(self, ev: dict) -> None:
         with self._lock:
@@ -52,44 +63,80 @@ class RunRecorder:
         if self.then is not None:
             self.then(ev)
 
-    def write(self, path: str, run, doc: dict) -> int:
-        """The recording of the finished ``run`` (``doc``: its final document); returns the rows written."""
-        t0 = run.t0
-        static = [run.static] if run.static is not None else []
-        gpu = (run.static or {}).get("name") if run.static else None
-        meta = {"workload": doc.get("workload"), "params": doc.get("params"), "device": run.device,
-                "nvml_index": run.nvml_index, "command": doc.get("command"), "started_at": doc.get("started_at"),
-                "gpu_name": gpu, "status": doc.get("status")}
-        rec = Recorder(path, static, rate_hz=run.rate_hz, note=f"gputop --run {doc.get('workload')} --record-run",
-                       extra={"run": meta})
-        rows: list[tuple[float, int, dict]] = []
-        for tick in run.ticks_copy():
-            rows.append((tick["t"], 1, tick))
-        for ph in doc.get("phases") or []:
-            rows.append((t0 + ph["t_start"], 0, {"type": "mark", "label": ph["name"]}))
-        with self._lock:
-            for t, ev in self.events:
-                rows.append((t, 2, {"type": "event", "event": ev}))
-        rec.start_at(t0)
+    def attach(self, run) -> None:
+        """Record ``run`` (a WorkloadRun not yet started) to ``path``, as it goes, from a thread of its own."""
+        self._run = run
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="gputop-record-run")
+        self._thread.start()
+
+    def _loop(self) -> None:
         try:
-            for t, kind, row in sorted(rows, key=lambda r: (r[0], r[1])):
-                if kind == 1:
-                    rec(row)
-                else:
-                    rec.row(dict(row, t=rec.rel(t)))
+            while not self._done.wait(self.FLUSH_S):
+                if self._rec is None and self._run.status != "pending":  # started: static facts, t0 and command known
+                    self._open()
+                if self._rec is not None:
+                    self._write_new()
+        except OSError as exc:  # the disk filled or went away: said at the end
+            self.error = exc
+
+    def _open(self) -> None:
+        run = self._run
+        meta = {"workload": run.spec.name, "params": dict(run.values), "device": run.device,
+                "nvml_index": run.nvml_index, "command": list(run.command), "started_at": run.started_at,
+                "gpu_name": (run.static or {}).get("name")}
+        self._rec = Recorder(self.path, [run.static] if run.static is not None else [], rate_hz=run.rate_hz,
+                             note=f"gputop --run {run.spec.name} --record-run", extra={"run": meta})
+        self._rec.start_at(run.t0)
+        self.rows = 1
+
+    def _write_new(self) -> None:
+        """The ticks and events that came since the last write, in time order, then a flush."""
+        ticks = self._run.ticks_copy()
+        rows: list[tuple[float, int, dict]] = [(tick["t"], 1, tick) for tick in ticks[self._ticks_written:]]
+        self._ticks_written = len(ticks)
+        with self._lock:
+            events, self.events = self.events, []
+        for t, ev in events:
+            if ev.get("event") == "phase":  # a mark at each phase, as a trace has them
+                at = ev["t"] if isinstance(ev.get("t"), (int, float)) else t
+                rows.append((at, 0, {"type": "mark", "label": str(ev.get("name", ""))}))
+            rows.append((t, 2, {"type": "event", "event": ev}))
+        for t, kind, row in sorted(rows, key=lambda r: (r[0], r[1])):
+            if kind == 1:
+                self._rec(row)
+            else:
+                self._rec.row(dict(row, t=self._rec.rel(t)))
+        self.rows += len(rows)
+        self._rec.flush()
+
+    def finish(self, doc: dict) -> int:
+        """The run is over: write what is left and its final document (``doc``), close; returns the rows written.
+        Raises OSError when the file could not be written."""
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.error is not None:
+            raise self.error
+        run = self._run
+        try:
+            if self._rec is None:  # the run never started: a recording of its document alone
+                self._open()
+            self._write_new()
             end = run.t_end if run.t_end is not None else time.monotonic()
-            rec.row({"type": "document", "t": rec.rel(end), "document": doc})
+            self._rec.row({"type": "document", "t": self._rec.rel(end), "document": doc})
+            self.rows += 1
         finally:
-            rec.close()
-        return len(rows) + 1
+            if self._rec is not None:
+                self._rec.close()
+        return self.rows
 
 
 def save_recording(path: str, recorder: RunRecorder, run, doc: dict) -> None:
-    """``--record-run FILE``: write the recording of a finished run, and say so (or why not) on stderr."""
+    """``--record-run FILE``: finish the recording of a run that has ended, and say so (or why not) on stderr."""
     from gputop import exitcodes
 
     try:
-        n = recorder.write(path, run, doc)
+        n = recorder.finish(doc)
     except OSError as exc:
         exitcodes.say(f"cannot write {path}: {exc.strerror}")
         return
@@ -97,15 +144,9 @@ def save_recording(path: str, recorder: RunRecorder, run, doc: dict) -> None:
 
 
 def read_recording(path: str | os.PathLike) -> dict:
-    """{header, run, ticks, marks, events, document} of a recording; raises TraceError (one line)."""
-    if not os.path.exists(path):
-        raise TraceError(f"{path}: no such file")
-    opener = gzip.open if str(path).endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            rows = [json.loads(line) for line in f if line.strip()]
-    except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
-        raise TraceError(f"{path}: cannot read: {exc}") from None
+    """{header, run, ticks, marks, events, document} of a recording; raises TraceError (one line). A recording cut
+    off before the run ended (gputop killed) has every complete line up to there and ``document`` None."""
+    rows = read_rows(path)
     header = rows[0] if rows and isinstance(rows[0], dict) else {}
     if header.get("format") != FORMAT:
         raise TraceError(f"{path}: not a gputop recording (line 1 has no \"format\": \"{FORMAT}\" header)")
@@ -113,9 +154,7 @@ def read_recording(path: str | os.PathLike) -> dict:
         raise TraceError(f"{path}: a telemetry trace, not a recorded run (record one with --run NAME --record-run FILE)")
     body = [r for r in rows[1:] if isinstance(r, dict)]
     doc = next((r["document"] for r in body if r.get("type") == "document"), None)
-    if not isinstance(doc, dict):
-        raise TraceError(f"{path}: the recording has no final document (cut off before the run ended?)")
-    return {"header": header, "run": header["run"], "document": doc,
+    return {"header": header, "run": header["run"], "document": doc if isinstance(doc, dict) else None,
             "ticks": [r for r in body if r.get("type") == "tick"],
             "events": [r for r in body if r.get("type") == "event" and isinstance(r.get("event"), dict)],
             "marks": [r for r in body if r.get("type") == "mark"]}
@@ -123,12 +162,7 @@ def read_recording(path: str | os.PathLike) -> dict:
 
 def read_header(path: str | os.PathLike) -> dict:
     """The header line of a recording alone (what the workloads page lists); raises TraceError."""
-    opener = gzip.open if str(path).endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            header = json.loads(f.readline())
-    except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
-        raise TraceError(f"{path}: cannot read: {exc}") from None
+    header = read_first_row(path)
     if not isinstance(header, dict) or header.get("format") != FORMAT or not isinstance(header.get("run"), dict):
         raise TraceError(f"{path}: not a recorded run (record one with gputop --run NAME --record-run FILE)")
     return header
@@ -157,7 +191,7 @@ class RecordedRun(RunView):
         self.path = str(path)
         self.rec = read_recording(path)
         run = self.rec["run"]
-        doc = self.rec["document"]
+        doc = self.rec["document"] or {}  # {}: a recording cut off before the run ended
         self.spec = SimpleNamespace(name=run["workload"])
         self.speed = speed
         self.device = run.get("device") or (doc.get("device") or {}).get("kind") or "cpu"
@@ -165,8 +199,13 @@ class RecordedRun(RunView):
         self.values = dict(run.get("params") or {})
         self.command = list(run.get("command") or [])
         self.started_at = run.get("started_at")
-        self.static = (doc.get("device") or {}).get("static")
+        devices = self.rec["header"].get("devices") or [None]
+        self.static = (doc.get("device") or {}).get("static") or devices[0]
         self.peaks = (doc.get("device") or {}).get("peaks")
+        if self.peaks is None and self.static:
+            from gputop.analysis.peaks import compute_peaks
+
+            self.peaks = compute_peaks(self.static)
         self.gpu_pos = 0 if self.static else None
         self.rate_hz = self.rec["header"].get("rate_hz")
         self.events = RunEvents(on_event)
@@ -214,11 +253,16 @@ class RecordedRun(RunView):
                     continue  # said below, once the document is final
                 self.events.handle(ev)
         end = self.rec["document"]
-        self.t_end = time.monotonic() if self._stop.is_set() else self._at(end.get("wall_time_s") or 0.0)
-        if self._stop.is_set():  # stopped: what was played so far, as an interrupted run
+        cut_off = end is None  # the recording ends before the run did (gputop was killed): interrupted there
+        self.t_end = time.monotonic() if self._stop.is_set() or cut_off else self._at(end.get("wall_time_s") or 0.0)
+        if self._stop.is_set() or cut_off:  # stopped: what was played so far, as an interrupted run
             from gputop.runner.document import build_document
 
             self.status = "interrupted"
+            if cut_off and not self._stop.is_set():
+                self.stopping = True
+                self.events.warn("cut_off", "the recording ends before the run did (gputop was killed while "
+                                            "recording it): the run as far as it was recorded")
             self.events.close_phase(self.t_end)
             self._final_doc = build_document(self)
         else:

@@ -142,7 +142,8 @@ class Monitor:
                 "used": pos in first, "first_seen_s": round(first[pos] - t0, 3) if pos in first else None,
                 "timeline": segs, "verdict": ov, "summary": summarize(ticks, pos, self.pid),
             })
-        group_comms([g["verdict"] for g in gpus if g["used"]])  # one job's GPUs: comms judged together
+        job = [g for g in gpus if g["used"]]  # one job's GPUs: comms, a stalled collective, a straggler, together
+        group_comms([g["verdict"] for g in job], [g["index"] for g in job], [g["timeline"] for g in job])
         notes = []
         if how == "memory/activity rise":
             notes.append("the command's pids are not in NVML's process list (another PID namespace?); its GPUs "

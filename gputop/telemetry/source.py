@@ -148,7 +148,7 @@ def open_source(spec: SourceSpec, need_gpu: bool = True) -> Source:
     nvml = Nvml()
     if not nvml.available():
         if need_gpu:
-            raise NoGpu(f"{nvml.error}; try --demo or --replay FILE")
+            raise NoGpu(nvml.error or "no NVIDIA GPU found")  # no hint: what works without a GPU is the mode's to say
         return LiveSource(nvml, gpus=[])
     n = device_count(nvml)
     bad = [g for g in spec.gpus if not 0 <= g < n]

@@ -94,22 +94,35 @@ def _arch_name(cc: list | None) -> str | None:
 # NVML field ids (nvml.h NVML_FI_DEV_*), for nvmlDeviceGetFieldValues.
 FI_NVLINK_SPEED_MBPS_COMMON = 90  # the common speed of the active links, MB/s per direction
 FI_NVLINK_LINK_COUNT = 91  # the NVLinks the device has
+FI_NVLINK_GET_SPEED = 164  # one link's speed, MB/s (scope id = the link)
 P2P_CAPS_INDEX_NVLINK = 2  # nvmlDeviceGetP2PStatus: can the two GPUs talk over NVLink
 NVLINK_MAX_LINKS = 18  # the most links a GPU has had so far (Hopper, Blackwell)
 
 
 def read_nvlink(nvml: Nvml, index: int) -> dict:
-    """GPU ``index``'s NVLinks: how many are up, and their common speed (MB/s per direction); None = n/a."""
+    """GPU ``index``'s NVLinks: how many are up and their common speed (MB/s per direction); where NVML says the
+    common speed is NotSupported (driver 580 on H100/H200), the slowest active link's own speed field
+    (``nvlink_link_speed_mbps``) and the links' NVLink version (``nvlink_version``: NVML's enum, 6 = NVLink 4).
+    ``gputop.analysis.links.nvlink_peak`` turns these into the peak, saying which gave it. None = n/a."""
     h = handle(nvml, index)
     vals = nvml.field_values("nvlink_fields", h, [FI_NVLINK_LINK_COUNT, FI_NVLINK_SPEED_MBPS_COMMON], gpu=index)
     count, speed = vals if vals else (None, None)
     active = None
+    up: list[int] = []
     for link in range(count if isinstance(count, int) and count > 0 else NVLINK_MAX_LINKS):
         state = nvml.get("nvlink_state", "nvmlDeviceGetNvLinkState", h, link, gpu=index)
         if state is None:
             break
         active = (active or 0) + (1 if state else 0)
-    return {"nvlink_links": count, "nvlink_links_active": active, "nvlink_speed_mbps": speed}
+        if state:
+            up.append(link)
+    out = {"nvlink_links": count, "nvlink_links_active": active, "nvlink_speed_mbps": speed}
+    if speed is None and up:  # the common field is n/a: each link's own speed, and the links' version
+        speeds = nvml.field_values("nvlink_link_speed", h, [(FI_NVLINK_GET_SPEED, link) for link in up], gpu=index)
+        speeds = [v for v in speeds or [] if isinstance(v, (int, float)) and v > 0]
+        out["nvlink_link_speed_mbps"] = min(speeds) if speeds else None
+        out["nvlink_version"] = nvml.get("nvlink_version", "nvmlDeviceGetNvLinkVersion", h, up[0], gpu=index)
+    return out
 
 
 def read_link(nvml: Nvml, a: int, b: int) -> dict:

@@ -9,6 +9,10 @@ A trace is::
 
 ``t`` is seconds since the recording started. A replay source gives the same ticks that a live
 source gives, so every consumer (headless, TUI, classifier) runs unchanged on a trace.
+
+One rule for every file gputop writes (``--record``, ``--record-run``): a name that ends in ``.gz`` is written
+gzip-compressed, any other name as plain JSON lines; the readers tell the two apart by the file's first bytes,
+whatever its name. A file cut off while it was written (gputop killed) reads up to its last complete line.
 """
 
 from __future__ import annotations
@@ -32,10 +36,69 @@ class TraceError(ValueError):
     """An unreadable or invalid trace file (one line, names the file)."""
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
 def _open(path: str, mode: str):
-    if str(path).endswith(".gz"):
+    """A trace file to write (gzip when the name ends in .gz) or to read (gzip when its content is)."""
+    if mode == "r":
+        with open(path, "rb") as f:
+            gz = f.read(2) == GZIP_MAGIC
+    else:
+        gz = str(path).endswith(".gz")
+    if gz:
         return gzip.open(path, mode + "t", encoding="utf-8")
     return open(path, mode, encoding="utf-8")
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """The lines of a trace file, gzip or plain (by its content, whatever its name). A gzip stream that ends
+    without its trailer (its writer was killed) gives the lines it holds; raises TraceError (one line)."""
+    if not os.path.exists(path):
+        raise TraceError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise TraceError(f"{path}: is a folder, not a trace")
+    lines: list[str] = []
+    try:
+        with _open(path, "r") as f:
+            try:
+                for line in f:
+                    lines.append(line)
+            except EOFError:  # "compressed file ended before the end-of-stream marker": cut off while written
+                pass
+    except (OSError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
+        raise TraceError(f"{path}: cannot read: {exc}") from None
+    return lines
+
+
+def read_rows(path: str | os.PathLike) -> list:
+    """Every JSON line of a trace file; a last line cut off mid-write is left out, any other bad line raises
+    TraceError."""
+    lines = read_lines(path)
+    if not lines:
+        raise TraceError(f"{path}: empty file, not a gputop trace")
+    rows = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            if n == len(lines) and n > 1:  # a recording cut off mid-line: keep what came before
+                break
+            raise TraceError(f"{path}: line {n} is not JSON ({exc.msg})") from None
+    return rows
+
+
+def read_first_row(path: str | os.PathLike):
+    """The first line of a trace file alone, parsed (its header); raises TraceError."""
+    if not os.path.isfile(path):
+        raise TraceError(f"{path}: no such file" if not os.path.exists(path) else f"{path}: not a file")
+    try:
+        with _open(path, "r") as f:
+            return json.loads(f.readline())
+    except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
+        raise TraceError(f"{path}: not a gputop recording ({exc})") from None
 
 
 class Recorder:
@@ -88,6 +151,12 @@ class Recorder:
                     self._f.flush()
             self._last_flush = now
 
+    def flush(self) -> None:
+        """Everything written so far onto the disk, readable (gzip: a sync flush ends a complete block)."""
+        with self._lock:
+            if not self._f.closed:
+                self._f.flush()
+
     def mark(self, label: str, t: float | None = None) -> None:
         self._write({"type": "mark", "t": self._rel(time.monotonic() if t is None else t), "label": label})
 
@@ -112,25 +181,7 @@ def write_trace(path: str, devices: list[dict], ticks: list[dict], marks: list[t
 
 def read_trace(path: str) -> tuple[dict, list[dict]]:
     """(header, rows) of a whole trace; rows are ticks and marks in file order."""
-    if not os.path.exists(path):
-        raise TraceError(f"{path}: no such file")
-    try:
-        with _open(path, "r") as f:
-            lines = f.readlines()
-    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
-        raise TraceError(f"{path}: cannot read: {exc}") from None
-    if not lines:
-        raise TraceError(f"{path}: empty file, not a gputop trace")
-    rows = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            if n == len(lines):  # a recording cut off mid-line: keep what came before
-                break
-            raise TraceError(f"{path}: line {n} is not JSON ({exc.msg})") from None
+    rows = read_rows(path)
     header = rows[0] if rows else {}
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise TraceError(f"{path}: not a gputop trace (line 1 has no \"format\": \"{FORMAT}\" header)")

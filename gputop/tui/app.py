@@ -42,9 +42,11 @@ SETTLE_GC_S = 3.0  # after start-up (the first frames drawn): settle_gc
 
 def settle_gc() -> None:
     """Collect once, then keep start-up's objects (modules, widgets, styles: 57-94k) out of the collector's full
-    scans, which took 21-76 ms each at random moments (bench/perf/tui_gc.py). Later objects are collected as usual."""
+    scans, which took 21-76 ms each at random moments (bench/perf/tui_gc.py). Later objects are collected as usual
+    (gputop's start-up runs with the collector off: main_tui)."""
     gc.collect()
     gc.freeze()
+    gc.enable()
 
 
 def make_app(args_or_config) -> "GputopApp":
@@ -84,6 +86,7 @@ class GputopApp(App):
         self.frames = 0  # redraws done (for the benchmark and tests)
         self.notes: list[str] = []  # the notifications so far, oldest first (the last 100)
         self.stop_signal: int | None = None  # the first SIGINT/SIGTERM/SIGHUP gputop got, if any
+        self.pending_signals: list[int] = []  # stop signals that came before the app watched them (main_tui)
         self.terminal_gone = False  # the terminal (or the browser) went away (tui.terminal)
         self._last_tick = None
         self._dirty = True
@@ -295,6 +298,8 @@ class GputopApp(App):
         loop = asyncio.get_running_loop()
         for sig in STOP_SIGNALS:
             loop.add_signal_handler(sig, self.signal_arrived, sig)
+        for sig in self.pending_signals:  # those that came while gputop started up (tui.main_tui noted them)
+            self.signal_arrived(sig)
 
     def signal_arrived(self, signum: int) -> None:
         """SIGINT, SIGTERM or SIGHUP to gputop. The SIGHUP the kernel sends when the terminal goes is the loss

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gputop.telemetry.errors import BadSource
 from gputop.telemetry.sampler import DEFAULT_RATE_HZ
 from gputop.telemetry.source import REPLAY, Source, SourceSpec, check_gpus, open_source
 
@@ -35,9 +36,23 @@ class TuiConfig:
     settle_gc: bool = False  # gputop's own TUI process (not tests): start-up's objects leave the GC's scans (app.py)
 
 
+def check_recordings(paths: list[str] | None) -> None:
+    """Raise BadSource (one line, exit 2) for a ``--recorded FILE`` that is not a recorded run gputop can read:
+    missing, a folder, not JSON, a telemetry trace without a run. Checked before the TUI (or --serve) starts."""
+    from gputop.runner.recording import read_header
+    from gputop.telemetry.trace import TraceError
+
+    for path in paths or []:
+        try:
+            read_header(path)
+        except TraceError as exc:
+            raise BadSource(f"--recorded {exc}") from None
+
+
 def open_config(spec: SourceSpec, device: str = "cuda", timeout: float | None = None, grace_s: float | None = None,
                 read_only: bool = False, tour: bool = False, recorded: list[str] | None = None) -> TuiConfig:
     """Open the source ``spec`` names for the TUI, with the TUI's own options (raises SourceError)."""
+    check_recordings(recorded)
     src = open_source(spec, need_gpu=False)
     statics = src.static()
     live = src.kind == "live"

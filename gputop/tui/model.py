@@ -151,15 +151,8 @@ class TuiModel:
 
     def header_parts(self, tick: dict | None) -> list[str]:
         """The header: host, GPUs, driver, CUDA, rate, mode, and what the session adds (read-only, phase)."""
-        kind = self.source.kind
-        mode = "demo" if kind == "replay" and self.source.loop else kind
-        rate = self.sampler.rate_hz
-        if kind == "replay":
-            rate = self.source.header.get("rate_hz") or rate
         host = self.source.hostname if self.home_source is not None else self.config.hostname  # a followed replay's
-        parts = view.header_parts(self.statics, mode, rate, host, self.sampler.paused, self.source.label)
-        if self.source.finished:
-            parts[-1] += " (finished)"
+        parts = view.source_header(self.source, self.statics, self.sampler.rate_hz, host, self.sampler.paused)
         if self.config.read_only:
             parts.append("read-only")
         if tick and tick.get("phase"):

@@ -153,9 +153,9 @@ def status_line(doc: dict, progress: dict | None = None, recorded_on: str | None
     t.append(f"  {doc.get('wall_time_s', 0):.1f} s")
     dev = doc.get("device") or {}
     where = "CPU" if dev.get("kind") == "cpu" else f"GPU {dev.get('nvml_index')}"
-    if recorded_on is not None:
+    if recorded_on is not None:  # a recording: its machine's GPU (or CPU), not this one's
         gpu = ((dev.get("static") or {}).get("name") or "?").replace("NVIDIA ", "")
-        where += f" ({gpu}) of host {recorded_on or '?'}, recorded"
+        where += ("" if dev.get("kind") == "cpu" else f" ({gpu})") + f" of host {recorded_on or '?'}, recorded"
     t.append(f"  on {where}")
     phases = doc.get("phases") or []
     if phases:

@@ -75,6 +75,11 @@ def main_serve(args) -> int:
     except ImportError:
         return exitcodes.fail(exitcodes.MISSING_DEPENDENCY,
                               "gputop --serve needs textual-serve: pip install 'gputop[serve]'")
+    try:  # the address first: a port in use (or a host not ours) is exit 2 before the banner, as for --export
+        socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET).close()
+    except OSError as exc:
+        return exitcodes.fail(exitcodes.USAGE, f"--serve {args.serve}: cannot listen on {host}:{port}: "
+                                               f"{exc.strerror or exc}")
     command = shlex.join(child_command(args))
     server = Server(command, host=host, port=port, title="gputop", public_url=public_url(host, port))
     mode = "with control (run, cancel, save)" if args.serve_control else "read-only (--serve-control to allow runs)"
@@ -82,7 +87,7 @@ def main_serve(args) -> int:
     try:
         server.serve()
     except OSError as exc:  # the port is taken, or the host is not one of ours
-        return exitcodes.fail(exitcodes.FAILED, f"--serve {args.serve}: cannot listen: {exc.strerror or exc}")
+        return exitcodes.fail(exitcodes.USAGE, f"--serve {args.serve}: cannot listen: {exc.strerror or exc}")
     finally:
         stop_sessions()
     return exitcodes.OK

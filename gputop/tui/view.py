@@ -195,6 +195,18 @@ def header_parts(statics: list[dict], mode: str, rate_hz: float, hostname: str |
     return parts
 
 
+def source_header(source, statics: list[dict], rate_hz: float, hostname: str | None, paused: bool) -> list[str]:
+    """The header's parts for ``source`` (a replay shows its recorded rate; the demo is a looping replay; a
+    finished replay says so): the app's header and the early frame's alike."""
+    mode = "demo" if source.kind == "replay" and source.loop else source.kind
+    if source.kind == "replay":
+        rate_hz = source.header.get("rate_hz") or rate_hz
+    parts = header_parts(statics, mode, rate_hz, hostname, paused, source.label)
+    if source.finished:
+        parts[-1] += " (finished)"
+    return parts
+
+
 MODES = ("LIVE", "REPLAY", "DEMO", "DCGM-EXPORTER")
 
 

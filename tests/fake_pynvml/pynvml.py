@@ -11,7 +11,9 @@ Environment:
 - GPUTOP_FAKE_NVML_MARK: a file that gets one byte appended at each sample (each
   nvmlDeviceGetUtilizationRates call), so that a test can wait until gputop is sampling;
 - GPUTOP_FAKE_NVML_GPUS: how many GPUs (default 1), each answering from the same record with a UUID of its own
-  (a torchrun job's GPUs: the tree's processes are on each one).
+  (a torchrun job's GPUs: the tree's processes are on each one);
+- GPUTOP_FAKE_NVML_LINKS: an ``nvml_links.json`` a real node wrote (bench/gpu/corpus_multi/nvml_links.py): its GPUs,
+  each answering NVLink calls as that node did (tests/fake_nvml.LinksNvml).
 
 NVML's process list holds the processes under this one (the command gputop launched, its children), as
 on a GPU machine where the command runs on the GPU.
@@ -56,9 +58,16 @@ class _NoLog(list):
         pass
 
 
-class _SubprocessFake(_fake_nvml.FakeNvml):
+_LINKS = os.environ.get("GPUTOP_FAKE_NVML_LINKS")
+
+
+class _SubprocessFake(_fake_nvml.LinksNvml if _LINKS else _fake_nvml.FakeNvml):
     def __init__(self, static: dict, mark: str | None, gpus: int = 1):
-        super().__init__(static)
+        if _LINKS:
+            super().__init__(static, json.loads(Path(_LINKS).read_text()))
+            gpus = len(self.links["gpus"])
+        else:
+            super().__init__(static)
         self.mark = mark
         self.gpus = gpus
 
