@@ -29,6 +29,8 @@ modes:
   gputop --export [HOST:]PORT     Prometheus metrics (dcgm-exporter's names) at 127.0.0.1:9400 by default
   gputop --serve [HOST:]PORT      the TUI in a browser (127.0.0.1:8000 by default; read-only unless --serve-control)
   gputop --tour                   a presenter's tour of the workloads: n steps to the next one
+  gputop --source prometheus=URL --once [--json]   the cluster: every GPU's bottleneck and each job's GPU-hours
+                                  by class (--range 24h; --job J, --node N, --class C; secrets: docs/fleet.md)
 
 exit codes: 0 ok; 1 failed (partial results written); 2 bad usage or input; 3 no GPU / no NVML;
 4 missing dependency; 5 workload crashed; 6 timeout; 128+N stopped by signal N (130 SIGINT,
@@ -64,6 +66,21 @@ def parse_address(text: str, flag: str = "--export") -> tuple[str, int]:
     if not port.isdigit() or not 1 <= int(port) <= 65535:
         raise AddressError(f"{flag} {text}: the port must be a number from 1 to 65535")
     return host, int(port)
+
+
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str, flag: str) -> float:
+    """``90s``, ``30m``, ``1h``, ``24h``, ``7d``, ``2w`` (Prometheus' units) -> seconds; ValueError with one line."""
+    number, unit = text.strip()[:-1], text.strip()[-1:]
+    try:
+        seconds = float(number) * DURATION_UNITS[unit]
+    except (KeyError, ValueError):
+        raise ValueError(f"{flag} {text}: give a number and a unit, s m h d or w (e.g. 1h, 24h, 7d)") from None
+    if not 0 < seconds <= 400 * 86400:
+        raise ValueError(f"{flag} {text}: give a duration above 0 and up to 400d")
+    return seconds
 
 
 class _Parser(argparse.ArgumentParser):
@@ -149,7 +166,14 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--speed", type=float, default=1.0, metavar="X", help="replay speed (default 1.0)")
     src.add_argument("--demo", action="store_true", help="replay the real trace that ships with gputop")
     src.add_argument("--source", metavar="dcgm-exporter=URL",
-                     help="read a running dcgm-exporter's /metrics instead of NVML/GPM (the monitor and --once)")
+                     help="read a running dcgm-exporter's /metrics instead of NVML/GPM (the monitor and --once); "
+                     "prometheus=URL: the whole cluster from a Prometheus server (--once)")
+    src.add_argument("--range", metavar="DURATION", help="with --source prometheus=URL: the job accounting's range "
+                     "(90s, 30m, 1h, 24h, 7d; default 1h)")
+    src.add_argument("--job", metavar="JOB", help="with --source prometheus=URL: only this job's GPUs")
+    src.add_argument("--node", metavar="HOST", help="with --source prometheus=URL: only this node's GPUs")
+    src.add_argument("--class", dest="cls", metavar="CLASS", help="with --source prometheus=URL: only GPUs of "
+                     "this bottleneck class (idle, input-starved, ...)")
     src.add_argument("--rate", type=float, default=DEFAULT_RATE_HZ, metavar="HZ",
                      help=f"sampling rate, {MIN_RATE_HZ:g} to {MAX_RATE_HZ:g} (default {DEFAULT_RATE_HZ:g} Hz)")
     modes = ap.add_argument_group("modes")
@@ -264,17 +288,26 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         except AddressError as exc:
             ap.error(str(exc))
     url = None
+    prometheus = (args.source or "").startswith("prometheus=")
     if args.source is not None:
-        from gputop.telemetry.dcgm import url_of
+        from gputop.telemetry import dcgm, prometheus as prom
 
         try:
-            url = url_of(args.source)
+            url = (prom if prometheus else dcgm).url_of(args.source)
         except ValueError as exc:
             ap.error(str(exc))
         if args.replay or args.demo:
             ap.error("--source and --replay/--demo are two sources; give one")
         if args.run is not None or args.watch is not None or args.record:
             ap.error("--source dcgm-exporter=URL goes with the monitor (plain gputop) or --once")
+        if prometheus and not args.once:
+            ap.error("--source prometheus=URL goes with --once (the cluster's document; the TUI's page comes later)")
+    if (args.range or args.job or args.node or args.cls) and not prometheus:
+        ap.error("--range, --job, --node and --class go with --source prometheus=URL")
+    try:
+        args.range_s = parse_duration(args.range, "--range") if args.range else None
+    except ValueError as exc:
+        ap.error(str(exc))
     if args.gpu and any(g < 0 for g in args.gpu):
         ap.error("--gpu takes an NVML index >= 0")
     if not MIN_RATE_HZ <= args.rate <= MAX_RATE_HZ:
@@ -294,18 +327,18 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 def source_spec(args: argparse.Namespace, url: str | None = None):
     """The one place the flags become a :class:`gputop.telemetry.source.SourceSpec` (the source and its rate),
     which is all the layers below the frontends see of the command line. ``url``: ``--source``'s, checked."""
-    from gputop.telemetry.source import DCGM_EXPORTER, DEMO, LIVE, REPLAY, SourceSpec
+    from gputop.telemetry.source import DCGM_EXPORTER, DEFAULT_RANGE_S, DEMO, LIVE, PROMETHEUS, REPLAY, SourceSpec
 
     if args.demo:
         kind, path = DEMO, None
     elif args.replay:
         kind, path = REPLAY, args.replay
     elif url:
-        kind, path = DCGM_EXPORTER, url
+        kind, path = PROMETHEUS if args.source.startswith("prometheus=") else DCGM_EXPORTER, url
     else:
         kind, path = LIVE, None
     return SourceSpec(kind=kind, gpus=tuple(args.gpu or ()), path=path, speed=args.speed, loop=kind == DEMO,
-                      rate_hz=args.rate)
+                      rate_hz=args.rate, range_s=getattr(args, "range_s", None) or DEFAULT_RANGE_S)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -347,6 +380,10 @@ def main(argv: list[str] | None = None) -> int:
             from gputop.headless.snapshot import main_record
 
             return main_record(args)
+        if args.once and args.spec.kind == "prometheus":  # telemetry.source.PROMETHEUS (not imported at start-up)
+            from gputop.headless.cluster import main_cluster
+
+            return main_cluster(args)
         if args.once:
             from gputop.headless.snapshot import main_once
 

@@ -375,3 +375,23 @@ def test_status_line_names_a_recorded_runs_gpu_and_host():
            "device": {"kind": "cuda", "nvml_index": 0, "static": {"name": "NVIDIA H200"}}}
     assert "on GPU 0" in results.status_line(doc).plain and "recorded" not in results.status_line(doc).plain
     assert "on GPU 0 (H200) of host vm, recorded" in results.status_line(doc, None, "vm").plain
+
+
+def test_bars_of_one_phase_are_told_apart_and_their_notes_are_never_cut():
+    # the allreduce workload's points: three sizes of "bus bandwidth", three modes of "ddp step"
+    pts = [{"phase": "bus bandwidth", "size_bytes": s, "busbw_gbps": b} for s, b in ((4096, 0.5), (2**20, 20.0),
+                                                                                   (2**30, 300.0))]
+    pts += [{"phase": "ddp step", "mode": m, "step_ms": t} for m, t in (("compute only", 10.0), ("overlap", 12.0),
+                                                                       ("no overlap", 20.0))]
+    labels = [i[0] for i in results.bar_items(pts)]
+    assert labels == ["bus bandwidth 4.1 kB", "bus bandwidth 1.05 MB", "bus bandwidth 1.07 GB",
+                      "ddp step compute only", "ddp step overlap", "ddp step no overlap"]
+    for width in (80, 160):
+        lines = [t.plain for t in results.bars_view({"points": pts}, width, 10)]
+        assert all(len(ln) <= width for ln in lines)
+        assert sum(ln.endswith("lower is better)") for ln in lines) == 3
+    narrow = [t.plain for t in results.bars_view({"points": pts}, 50, 10)]  # the notes shorten, nothing runs over
+    assert all(len(ln) <= 50 for ln in narrow) and all(ln.rstrip().endswith("of best)") for ln in narrow[3:])
+    # a phase with one point keeps its plain name
+    assert [i[0] for i in results.bar_items([{"phase": "eager", "step_ms": 2.0}, {"phase": "graph", "step_ms": 1.0}])] \
+        == ["eager", "graph"]

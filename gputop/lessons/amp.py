@@ -15,8 +15,7 @@ from gputop.lessons.docs import (
 from gputop.lessons.figures import Bars
 
 # gputop --tour: what to look at while this workload runs
-TOUR = ("Watch Tensor active and the step time: strict FP32 leaves the tensor cores idle; TF32, bf16 and fp16 "
-        "put the matmuls on them and each step gets faster.")
+TOUR = "Step time per precision: FP32 leaves the tensor cores idle; TF32/bf16/fp16 use them (1: Tensor active)."
 
 FAST = 1.5  # a mode this much faster than strict FP32 is using the tensor cores
 

@@ -14,8 +14,7 @@ from gputop.lessons.docs import (
 from gputop.lessons.figures import Curves
 
 # gputop --tour: what to look at while this workload runs
-TOUR = ("Watch samples/s double with each doubling of the batch while the step time stays flat "
-        "(launch-bound), then level off at the knee (compute-bound), until the sweep hits out-of-memory.")
+TOUR = "samples/s doubles with the batch while launch-bound, levels off at the knee, until out of memory."
 
 KNEE_FRACTION = 0.95  # the knee: the smallest batch within 95% of the best samples/s
 

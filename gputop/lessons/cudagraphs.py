@@ -15,8 +15,7 @@ from gputop.lessons.docs import (
 from gputop.lessons.figures import Bars
 
 # gputop --tour: what to look at while this workload runs
-TOUR = ("Watch Kernel duty read near 100% while SM activity stays low: tiny kernels are launch-bound, "
-        "and one CUDA graph launch for many kernels cuts the time per kernel.")
+TOUR = "Time per kernel by launch mode: tiny kernels are launch-bound; one graph launch for many cuts it."
 
 MODES = ["naive", "interleaved", "graph", "pipes"]
 V100_REFERENCE_US = {"naive": 9.6, "interleaved": 3.8, "graph": 3.4}  # NVIDIA's published figures

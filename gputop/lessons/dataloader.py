@@ -11,8 +11,8 @@ from gputop.lessons.docs import (
 from gputop.lessons.figures import Bars
 
 # gputop --tour: what to look at while this workload runs
-TOUR = ("Watch the GPU starve while the CPU transforms the data in the training loop, and come back "
-        "as worker processes, pinned memory and persistent workers feed it.")
+TOUR = ("Step time split per loader: the GPU waits while the loop transforms data; workers and pinned memory "
+        "feed it.")
 
 STARVED_PCT = 50.0  # data wait above this share of the step: the input pipeline is the bottleneck
 PARTLY_PCT = 20.0

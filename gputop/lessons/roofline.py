@@ -12,8 +12,8 @@ from gputop.lessons.docs import by_key, cuda_peaks, is_number, points_with
 from gputop.lessons.figures import Curves
 
 # gputop --tour: what to look at while this workload runs
-TOUR = ("Watch each dot climb the memory roof's slope as the arithmetic intensity k/4 grows, then "
-        "flatten under the compute roof: left of the ridge the kernel waits on DRAM, right of it on the ALUs.")
+TOUR = ("Dots climb the memory roof as k/4 grows, then flatten under the compute roof: the ridge splits DRAM "
+        "from ALUs.")
 
 
 def csv_rows(doc: dict) -> list[dict]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -23,6 +22,7 @@ from gputop.telemetry import dcgm_fields as F
 from gputop.telemetry.errors import BadSource, SourceError, SourceUnreachable
 from gputop.telemetry.host import HostReader, PeriodicHost
 from gputop.telemetry.sample import SAMPLE_FIELDS, decode_clock_reasons
+from gputop.telemetry.urls import source_url
 
 KIND = "dcgm-exporter"
 FETCH_PERIOD_S = 1.0
@@ -32,17 +32,7 @@ NOT_EXPORTED = "not exported by dcgm-exporter"
 
 def url_of(spec: str) -> str:
     """The URL of ``--source dcgm-exporter=URL`` (raises ValueError with one line on bad spelling)."""
-    kind, sep, url = spec.partition("=")
-    if kind != KIND or not sep:
-        raise ValueError(f"--source takes {KIND}=URL (got {spec!r})")
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"--source {KIND}=URL needs an http(s) URL such as http://127.0.0.1:9400/metrics (got {url!r})")
-    try:
-        parts.port  # noqa: B018 (raises on a bad port)
-    except ValueError:
-        raise ValueError(f"--source {KIND}=URL: bad port in {url!r}") from None
-    return url
+    return source_url(spec, KIND, "http://127.0.0.1:9400/metrics")[0]
 
 
 def fetch(url: str, timeout: float = FETCH_TIMEOUT_S) -> str:

@@ -23,3 +23,8 @@ class NoGpu(SourceError):
 
 class SourceUnreachable(SourceError):
     """Nothing answers at the source's URL: refused, timed out, or an HTTP error."""
+
+
+class QueryFailed(SourceUnreachable):
+    """A Prometheus server (``--source prometheus=URL``) answered ``"status": "error"``: the query failed there
+    (too many samples, a timeout). The source cannot give the data: the exit code of one that does not answer."""

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from gputop.telemetry.nvml import Nvml
 
 LIVE, REPLAY, DEMO, DCGM_EXPORTER = "live", "replay", "demo", "dcgm-exporter"  # SourceSpec.kind
+PROMETHEUS = "prometheus"  # a whole cluster, from a Prometheus server's HTTP API (session/cluster.py), not a Source
+DEFAULT_RANGE_S = 3600.0  # PROMETHEUS: the job accounting's range (--range)
 
 
 @runtime_checkable
@@ -93,14 +95,15 @@ class SourceSpec:
     """Which source to open and how to sample it. ``gputop/cli.py`` builds one from the flags (its
     ``source_spec``); everything below the frontends gets this, never the command line."""
 
-    kind: str = LIVE  # LIVE, REPLAY, DEMO (the trace that ships with gputop) or DCGM_EXPORTER
+    kind: str = LIVE  # LIVE, REPLAY, DEMO (the trace that ships with gputop), DCGM_EXPORTER or PROMETHEUS
     gpus: tuple[int, ...] = ()  # --gpu: the GPU indices asked for, in order (empty: every GPU)
-    path: str | None = None  # REPLAY: the trace file; DCGM_EXPORTER: the /metrics URL
+    path: str | None = None  # REPLAY: the trace file; DCGM_EXPORTER: the /metrics URL; PROMETHEUS: the server's URL
     speed: float = 1.0  # REPLAY, DEMO: x real time
     loop: bool = False  # REPLAY, DEMO: start again at the end (the demo, in the TUI and --export)
     rate_hz: float = DEFAULT_RATE_HZ  # the sampler's ticks a second (--rate)
     process_every: int = PROCESS_EVERY  # live: list the GPU processes on every n-th read
     host_period_s: float = HOST_PERIOD_S  # live: how often host metrics are read while a process is watched
+    range_s: float = DEFAULT_RANGE_S  # PROMETHEUS: the job accounting's range, seconds (--range)
 
     @property
     def recorded(self) -> bool:

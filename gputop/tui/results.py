@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from gputop.analysis.verdict import display_name
+from gputop.format import si
 from gputop.lessons.report_lines import words
 from gputop.tui import charts, lessons
 
@@ -26,6 +27,7 @@ VALUE_KEYS = ("throughput", "samples_per_s", "items_per_s", "images_per_s", "tok
               "steps_per_s", "launches_per_s", "tflops", "tflop_per_s", "gflops", "gflop_per_s", "flops",
               "flop_per_s", "bytes_per_s", "gb_per_s", "gbps", "us_per_kernel", "step_ms", "speedup")
 LOWER_IS_BETTER = ("us_per_kernel", "step_ms")
+LOWER_NOTE = ", lower is better"
 
 
 def scaled(key: str, value):
@@ -86,11 +88,28 @@ def measured_roof(results: dict) -> tuple[float | None, float | None]:
     return bw, flops
 
 
+# What tells apart the points of one phase (allreduce: a size per point of "bus bandwidth", a mode per "ddp step")
+TELL_APART = ("mode", "size_bytes", "batch_size", "batch", "k", "size", "name", "variant", "precision", "dtype",
+              "num_workers", "workers")
+
+
+def _told_apart(p: dict, same_phase: list[dict]) -> str:
+    """The phase of ``p``, with the first key whose value differs among the points of that phase."""
+    for k in TELL_APART:
+        if len({repr(q.get(k)) for q in same_phase}) > 1 and p.get(k) is not None:
+            return f"{p['phase']} {si(p[k], 'B') if k == 'size_bytes' else p[k]}"
+    return str(p["phase"])
+
+
 def bar_items(points: list[dict]) -> list[tuple[str, float | None, str, float | None]]:
     """(label, value, value key, peak or None) per point; value None for an OOM / skipped point."""
     items = []
+    phases: dict[str, list[dict]] = {}
     for p in points:
-        label = str(p["phase"]) if p.get("phase") else " ".join(
+        if p.get("phase"):
+            phases.setdefault(str(p["phase"]), []).append(p)
+    for p in points:
+        label = _told_apart(p, phases[str(p["phase"])]) if p.get("phase") else " ".join(
             f"{k}={p[k]}" for k in LABEL_KEYS if k in p and p[k] is not None) or f"#{len(items) + 1}"
         if p.get("oom") or p.get("skipped"):
             items.append((label, None, "out of memory" if p.get("oom") else "skipped", None))
@@ -121,25 +140,38 @@ def bars_view(doc: dict, width: int, height: int) -> list[Text]:
     for _, v, k, _ in items:
         if v is not None:
             by_key.setdefault(k, []).append(v)
-    bar_w = max(4, width - label_w - 40)
-    lines = []
+    rows = []
     for label, v, key, peak in items[-max(1, height):]:
-        t = Text(f"{label[:label_w]:<{label_w}} ")
         if v is None:
-            t.append(key, style="bold red")
-            lines.append(t)
+            rows.append((label, None, key, "", ""))
             continue
         same = by_key[key]
         best = min(same) if key in LOWER_IS_BETTER else max(same)
         ref = peak or max(same)
-        t.append(charts.hbar(v / ref if ref else 0, bar_w), style="cyan" if peak else "green")
-        t.append(f" {v:.4g} {key}")
         if peak:
-            t.append(f" ({100 * v / peak:.0f}% of peak {peak:.4g})", style="dim")
+            note = f" ({100 * v / peak:.0f}% of peak {peak:.4g})"
         elif key in LOWER_IS_BETTER:
-            t.append(f" ({best / v:.0%} of best, lower is better)" if v else "", style="dim")
+            note = f" ({best / v:.0%} of best{LOWER_NOTE})" if v else ""
         else:
-            t.append(f" ({v / best:.0%} of best)" if best else "", style="dim")
+            note = f" ({v / best:.0%} of best)" if best else ""
+        rows.append((label, v / ref if ref else 0.0, "cyan" if peak else "green", f" {v:.4g} {key}", note))
+    # the bars take what the labels and the longest value + note leave, so no note is cut; where that leaves
+    # under 4 columns, the notes lose "lower is better", then the labels shrink
+    longest = max(len(r[3]) + len(r[4]) for r in rows)
+    if width - label_w - 1 - longest < 4:
+        rows = [(lb, f, st, val, note.replace(LOWER_NOTE, "")) for lb, f, st, val, note in rows]
+        longest = max(len(r[3]) + len(r[4]) for r in rows)
+        label_w = max(6, min(label_w, width - 5 - longest))
+    bar_w = max(4, width - label_w - 1 - longest)
+    lines = []
+    for label, fraction, style, value, note in rows:
+        t = Text(f"{label[:label_w]:<{label_w}} ")
+        if fraction is None:
+            t.append(style, style="bold red")  # (for an OOM / skipped point: its word)
+        else:
+            t.append(charts.hbar(fraction, bar_w), style=style)
+            t.append(value)
+            t.append(note, style="dim")
         lines.append(t)
     return lines
 

@@ -1,0 +1,278 @@
+"""The cluster's parts without a Prometheus: its rows, order, filters and accounting (analysis/cluster.py), the
+client's access and errors against a small HTTP server that answers as Prometheus does (or does not), and the
+command line's checks. A real Prometheus reads the real thing in test_cluster_prometheus.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from export_util import free_port
+from gputop import exitcodes
+from gputop.analysis import cluster as C
+from gputop.cli import parse, parse_duration
+from gputop.headless.cluster import cluster_document, hours_text, job_line
+from gputop.session.cluster import ClusterReader, range_step
+from gputop.telemetry.errors import BadSource, NoGpu, QueryFailed, SourceUnreachable
+from gputop.telemetry.prometheus import PrometheusClient, auth_header, url_of
+
+ROOT = Path(__file__).resolve().parents[1]
+EMPTY = {"status": "success", "data": {"resultType": "vector", "result": []}}
+
+
+# -- rows, order, filters, accounting ---------------------------------------------------------------------------
+def test_a_gpus_job_is_hpc_job_else_namespace_and_pod():
+    assert C.job_of({"hpc_job": "1234", "pod": "p", "namespace": "ns"}) == "1234"
+    assert C.job_of({"pod": "trainer-0", "namespace": "ml"}) == "ml/trainer-0"
+    assert C.job_of({"pod": "trainer-0"}) == "trainer-0"
+    assert C.job_of({"hpc_job": "", "gpu": "0"}) is None
+    assert C.gpu_key({"Hostname": "a", "gpu": "3", "instance": "x:1"}) == ("a", "3")
+    assert C.gpu_key({"hostname": "b", "gpu": "1"}) == ("b", "1")  # dcgm-exporter after #655
+    assert C.gpu_key({"instance": "10.0.0.5:9400", "gpu": "0"}) == ("10.0.0.5:9400", "0")
+    assert not C.whole_gpu({"gpu": "0", "GPU_I_ID": "1"}) and not C.whole_gpu({"nvlink": "0"})
+
+
+def test_rows_come_most_wasted_first_and_filter_by_job_node_and_class():
+    rows = [C.ClusterGpu("n1", "0", cls="compute-bound", sm_pct=95.0, jobs=["1"]),
+            C.ClusterGpu("n1", "1", cls="idle", sm_pct=0.0),
+            C.ClusterGpu("n2", "0", cls="input-starved", sm_pct=30.0, jobs=["2"]),
+            C.ClusterGpu("n2", "1", cls="idle", sm_pct=0.0, jobs=["2"]),
+            C.ClusterGpu("n3", "0", cls="host-bound"),  # no SM activity exported: a waiting class wastes it all
+            C.ClusterGpu("n3", "1")]  # nothing to judge: last
+    ordered = C.order(rows)
+    assert [(r.node, r.gpu) for r in ordered] == [("n2", "1"), ("n1", "1"), ("n3", "0"), ("n2", "0"), ("n1", "0"),
+                                                  ("n3", "1")]
+    assert ordered[0].waste == 1.0 and ordered[3].waste == pytest.approx(0.7) and ordered[-1].waste is None
+    assert [(r.node, r.gpu) for r in C.select(rows, job="2")] == [("n2", "0"), ("n2", "1")]
+    assert [(r.node, r.gpu) for r in C.select(rows, node="n1", cls="idle")] == [("n1", "1")]
+    d = rows[2].to_dict()
+    assert d["class"] == "input-starved" and d["job"] == "2" and d["waste"] == 0.7 and "cls" not in d
+
+
+def test_accounting_sums_gpu_hours_by_class_most_wasted_job_first():
+    jobs = C.account([("1234", "input-starved", None, 39.0), ("1234", "compute-bound", "tensor", 12.8),
+                      ("1234", "idle", "", 12.2), ("99", "compute-bound", "tensor", 100.0),
+                      ("1234", "input-starved", None, 0.0)])
+    assert [j.job for j in jobs] == ["1234", "99"]
+    j = jobs[0]
+    assert j.gpu_hours == pytest.approx(64.0) and j.wasted_gpu_hours == pytest.approx(51.2)
+    doc = j.to_dict()
+    assert [(c["class"], c["subclass"]) for c in doc["classes"]] == [("input-starved", None),
+                                                                     ("compute-bound", "tensor"), ("idle", None)]
+    assert job_line(doc) == "job 1234: 64 GPU-h, 61% input-starved, 20% compute-bound (tensor), 19% idle"
+    assert hours_text(3.46) == "3.5" and hours_text(0.00417) == "0.0042"
+
+
+def test_a_dcgm_exporter_gpu_is_judged_window_by_window():
+    from gputop.telemetry.dcgm import to_sample
+
+    busy = {"DCGM_FI_PROF_SM_ACTIVE": 0.97, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": 0.9, "DCGM_FI_PROF_DRAM_ACTIVE": 0.2,
+            "DCGM_FI_DEV_GPU_UTIL": 100.0, "DCGM_FI_DEV_FB_USED": 20000.0, "DCGM_FI_DEV_FB_FREE": 100000.0}
+    idle = {**busy, "DCGM_FI_PROF_SM_ACTIVE": 0.0, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": 0.0,
+            "DCGM_FI_PROF_DRAM_ACTIVE": 0.0, "DCGM_FI_DEV_GPU_UTIL": 0.0}
+    samples = [to_sample(0, float(t), busy if t < 60 else idle) for t in range(0, 120, 2)]
+    got = list(C.judged_hours(samples, {"index": 0, "gpm_supported": True}, 2.0, 60.0))
+    assert [(c, s) for c, s, _ in got] == [("compute-bound", "tensor"), ("idle", None)]
+    assert [h for _, _, h in got] == pytest.approx([60 / 3600, 60 / 3600])
+    verdict, missing = C.judge(samples[:30], {"index": 0}, set(busy))
+    assert verdict.cls == "compute-bound" and "DCGM_FI_PROF_PIPE_FP32_ACTIVE (not exported)" in missing
+    assert "DCGM_FI_PROF_SM_ACTIVE (not exported)" not in missing
+
+
+def test_the_accounting_step_keeps_a_range_to_about_720_points():
+    assert range_step(120) == 1 and range_step(3600) == 5 and range_step(86400) == 120
+    assert range_step(30 * 86400) == 300
+    assert parse_duration("24h", "--range") == 86400 and parse_duration("90s", "--range") == 90
+    assert parse_duration("7d", "--range") == 7 * 86400 and parse_duration("1.5h", "--range") == 5400
+    for bad in ("24", "h", "0h", "-1h", "1y", "1000d"):
+        with pytest.raises(ValueError):
+            parse_duration(bad, "--range")
+
+
+# -- access -----------------------------------------------------------------------------------------------------------
+def test_secrets_come_from_the_environment_or_a_file_never_the_url(tmp_path):
+    assert auth_header({}) is None
+    assert auth_header({"GPUTOP_PROMETHEUS_TOKEN": "t0k"}) == "Bearer t0k"
+    (tmp_path / "token").write_text("from-file\n")
+    assert auth_header({"GPUTOP_PROMETHEUS_TOKEN_FILE": str(tmp_path / "token")}) == "Bearer from-file"
+    basic = auth_header({"GPUTOP_PROMETHEUS_USER": "ops", "GPUTOP_PROMETHEUS_PASSWORD": "s3cret"})
+    assert basic == "Basic " + base64.b64encode(b"ops:s3cret").decode()
+    for env in ({"GPUTOP_PROMETHEUS_USER": "ops"}, {"GPUTOP_PROMETHEUS_TOKEN": "t", "GPUTOP_PROMETHEUS_USER": "u"},
+                {"GPUTOP_PROMETHEUS_TOKEN_FILE": str(tmp_path / "missing")}):
+        with pytest.raises(BadSource):
+            auth_header(env)
+    with pytest.raises(ValueError, match="no credentials in the URL"):
+        url_of("prometheus=https://ops:s3cret@prom.example:9090")
+    assert url_of("prometheus=https://prom.example:9090/prom/") == "https://prom.example:9090/prom"
+    for bad in ("prometheus=prom:9090", "prometheus=ftp://x", "prom=http://x:9090", "prometheus=http://x:99999",
+                "prometheus=http://x:9090/?q=1"):
+        with pytest.raises(ValueError):
+            url_of(bad)
+
+
+class Stub(http.server.BaseHTTPRequestHandler):
+    """Answers every POST with ``answer`` (status, content type, body) and remembers the Authorization header."""
+
+    answer = (200, "application/json", json.dumps(EMPTY))
+    token: str | None = None  # when set, anything but this bearer token is 401
+    seen: list = []
+    series: list = []  # /api/v1/series answers these label sets (while ``answer`` is the empty vector)
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        Stub.seen.append(self.headers.get("Authorization"))
+        status, ctype, body = self.answer
+        if self.path.endswith("/series") and body == json.dumps(EMPTY):
+            body = json.dumps({"status": "success", "data": self.series})
+        if self.token is not None and self.headers.get("Authorization") != f"Bearer {self.token}":
+            status, ctype, body = 401, "text/plain", "Unauthorized"
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def stub():
+    Stub.answer, Stub.token, Stub.seen, Stub.series = (200, "application/json", json.dumps(EMPTY)), None, [], []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_a_bearer_token_from_the_environment_is_sent_and_a_wrong_one_refused(stub):
+    _, url = stub
+    Stub.token = "right"
+    assert PrometheusClient(url, env={"GPUTOP_PROMETHEUS_TOKEN": "right"}).query("up") == []
+    assert Stub.seen == ["Bearer right"]
+    with pytest.raises(SourceUnreachable, match="HTTP 401.*GPUTOP_PROMETHEUS_TOKEN"):
+        PrometheusClient(url, env={"GPUTOP_PROMETHEUS_TOKEN": "wrong"}).query("up")
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl to make a certificate")
+def test_tls_is_verified_unless_the_ca_is_given(tmp_path, stub):
+    server, _ = stub
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    url = f"https://127.0.0.1:{server.server_address[1]}"
+    with pytest.raises(SourceUnreachable, match="CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+        PrometheusClient(url, env={}).query("up")
+    assert PrometheusClient(url, env={"GPUTOP_PROMETHEUS_CA_FILE": str(cert)}).query("up") == []
+
+
+# -- bad input and faults: one line, a documented exit code -------------------------------------------------------
+def gputop(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_PROMETHEUS")}
+    e.update(PYTHONPATH=str(ROOT), **(env or {}))
+    return subprocess.run([sys.executable, "-m", "gputop", *args], capture_output=True, text=True, cwd=ROOT, env=e,
+                          timeout=60)
+
+
+def one_line(r: subprocess.CompletedProcess) -> str:
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("gputop: "), r.stderr
+    return r.stderr
+
+
+def schema() -> dict:
+    return json.loads((ROOT / "gputop/schema/cluster.schema.json").read_text())
+
+
+@pytest.mark.parametrize("answer, code, words", [
+    ((200, "text/html", "<html>Grafana</html>"), exitcodes.USAGE, "not Prometheus' HTTP API"),
+    ((200, "application/json", '{"hello": "world"}'), exitcodes.USAGE, "not Prometheus' HTTP API"),
+    ((422, "application/json", '{"status": "error", "errorType": "execution", "error": "query processing would '
+      'load too many samples into memory"}'), exitcodes.NO_GPU, "too many samples"),
+    ((503, "text/plain", "Service Unavailable"), exitcodes.NO_GPU, "HTTP 503"),
+    ((200, "application/json", json.dumps(EMPTY)), exitcodes.NO_GPU, "no GPU series"),
+])
+def test_a_source_that_cannot_give_the_cluster_is_one_line_and_its_exit_code(stub, answer, code, words):
+    _, url = stub
+    Stub.answer = answer
+    r = gputop("--source", f"prometheus={url}", "--once", "--json")
+    assert r.returncode == code and words in one_line(r)
+    doc = json.loads(r.stdout)  # --json: exactly one document on stdout, the error's
+    jsonschema.validate(doc, schema())
+    assert doc["exit_code"] == code and doc["gpus"] == [] and doc["errors"][0]["message"] in r.stderr
+    r = gputop("--source", f"prometheus={url}", "--once")
+    assert r.returncode == code and r.stdout == "" and words in one_line(r)
+
+
+def test_nothing_answering_is_exit_3_and_bad_flags_exit_2():
+    r = gputop("--source", f"prometheus=http://127.0.0.1:{free_port()}", "--once")
+    assert r.returncode == exitcodes.NO_GPU and r.stdout == "" and "cannot reach Prometheus" in one_line(r)
+    for args, words in ((["--source", "prometheus=http://127.0.0.1:9", "--once", "--range", "1y"], "--range 1y"),
+                        (["--source", "prometheus=http://127.0.0.1:9"], "goes with --once"),
+                        (["--once", "--range", "1h"], "go with --source prometheus=URL"),
+                        (["--source", "prometheus=http://u:p@127.0.0.1:9", "--once"], "no credentials in the URL")):
+        r = gputop(*args)
+        assert r.returncode == exitcodes.USAGE and r.stdout == "" and words in one_line(r), args
+
+
+def test_the_spec_carries_the_source_and_the_range():
+    args, _ = parse(["--source", "prometheus=http://prom:9090/", "--once", "--range", "24h", "--job", "7"])
+    assert (args.spec.kind, args.spec.path, args.spec.range_s) == ("prometheus", "http://prom:9090", 86400.0)
+    assert (args.job, args.node, args.cls) == ("7", None, None)
+    args, _ = parse(["--source", "prometheus=http://prom:9090", "--once"])
+    assert args.spec.range_s == 3600.0
+
+
+def test_a_document_from_made_up_answers_follows_its_schema(stub):
+    """The reader's queries answered by hand: a gputop node."""
+    _, url = stub
+    labels = {"Hostname": "n1", "gpu": "0", "UUID": "GPU-1", "modelName": "NVIDIA H100", "hpc_job": "1234"}
+
+    class Client(PrometheusClient):
+        def query(self, promql, at=None):
+            if promql.startswith("gputop_bottleneck"):
+                return [{"metric": {**labels, "class": "idle", "subclass": ""}, "value": [at, "1"]}]
+            if promql.startswith("gputop_verdict_confidence"):
+                return [{"metric": {**labels, "class": "idle"}, "value": [at, "0.9"]}]
+            if promql.startswith("sum by"):
+                return [{"metric": {"hpc_job": "1234", "class": "idle"}, "value": [at, "720"]}]
+            return [{"metric": {"__name__": "DCGM_FI_PROF_SM_ACTIVE", **labels}, "value": [at, "0.0"]},
+                    {"metric": {"__name__": "DCGM_FI_DEV_FB_USED", **labels}, "value": [at, "1024"]},
+                    {"metric": {"__name__": "DCGM_FI_DEV_FB_FREE", **labels}, "value": [at, "3072"]}]
+
+        def query_range(self, promql, start, end, step):
+            return []
+
+    doc = cluster_document(ClusterReader(Client(url, env={})), 3600.0, now=1.8e9)
+    jsonschema.validate(doc, schema())
+    assert doc["exit_code"] == 0 and doc["errors"] == []
+    (row,) = doc["gpus"]
+    assert (row["class"], row["confidence"], row["job"], row["waste"]) == ("idle", 0.9, "1234", 1.0)
+    assert row["mem_total_bytes"] == 4096 * 2**20 and row["mem_used_bytes"] == 1024 * 2**20
+    assert doc["accounting"]["jobs"] == [{"job": "1234", "gpu_hours": 1.0, "wasted_gpu_hours": 1.0, "classes": [
+        {"class": "idle", "subclass": None, "gpu_hours": 1.0, "share": 1.0}]}]
+    with pytest.raises(NoGpu, match="is it scraping the exporters"):
+        ClusterReader(PrometheusClient(url, env={})).snapshot()
+    Stub.series = [{"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": f"n{i}", "gpu": "0"} for i in range(3)]
+    with pytest.raises(NoGpu, match=r"3 GPU\(s\) exported in the last hour, none since"):
+        ClusterReader(PrometheusClient(url, env={})).snapshot()
+    Stub.answer = (400, "application/json", '{"status":"error","errorType":"bad_data","error":"parse error"}')
+    with pytest.raises(QueryFailed, match="bad_data: parse error"):
+        PrometheusClient(url, env={}).query("up{")

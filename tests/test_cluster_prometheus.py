@@ -1,0 +1,273 @@
+"""The cluster read from a real Prometheus: ``gputop --source prometheus=URL --once``.
+
+One Prometheus (Debian's ``prometheus``, scrape and rule evaluation every second) per module scrapes four real
+``gputop --export --replay TRACE`` processes, each replaying a different shipped trace under its own hostname
+and job (``--job-map``), and one HTTP endpoint per node serving dcgm-exporter's text (tests/data/dcgm) under other
+hostnames and jobs (``hpc_job``; Kubernetes' ``pod``/``namespace``). It loads a copy of
+docs/prometheus/gputop-rules.yml with its ``for:`` cut to a second and its GPU-hours counted every second. The tests read the cluster through the real
+CLI and check every row against what its exporter serves.
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.server
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from export_util import free_port, get, start_exporter, stop, wait_for
+from gputop.analysis.vocabulary import CLASSES
+
+ROOT = Path(__file__).resolve().parents[1]
+DCGM = ROOT / "tests" / "data" / "dcgm"
+PROMETHEUS = shutil.which("prometheus")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(PROMETHEUS is None, reason="no prometheus binary on PATH (scripts/test installs "
+                                 "Debian's `prometheus` package; apt-get install prometheus)")]
+
+# node -> (trace, job): the gputop --export nodes, replaying at 8x (each ends within 6 s, then holds its verdict)
+EXPORTERS = {
+    "node-starved": (ROOT / "tests/data/traces/dataloader_starved.input-starved.jsonl.gz", "1001"),
+    "node-full": (ROOT / "tests/data/traces/memory_full.memory-capacity.jsonl.gz", "1002"),
+    "node-bf16": (ROOT / "tests/data/traces/matmul_bf16.compute-bound.jsonl.gz", "1003"),
+    "node-demo": (ROOT / "gputop/data/demo.jsonl.gz", "1004"),
+}
+SPEED_END_S = 6.0
+# node -> (dcgm-exporter text, extra labels, the job they name): the nodes only dcgm-exporter exports
+DCGM_NODES = {
+    "dcgm-a": ("h200_matmul_bf16.prom", 'hpc_job="7001"', "7001"),
+    "dcgm-b": ("h200_device_copy.prom", 'namespace="ml",pod="trainer-0"', "ml/trainer-0"),
+    "dcgm-c": ("h200_matmul_bf16_default_counters.prom", "", None),
+}
+
+
+def renamed_trace(src: Path, dest: Path, hostname: str) -> Path:
+    """A copy of a trace whose header names another recording machine (the exporter's Hostname label)."""
+    with gzip.open(src, "rt") as f:
+        head, rest = f.readline(), f.read()
+    header = json.loads(head)
+    header["hostname"] = hostname
+    with gzip.open(dest, "wt") as f:
+        f.write(json.dumps(header) + "\n" + rest)
+    return dest
+
+
+def dcgm_text(name: str, node: str, extra: str) -> bytes:
+    text = (DCGM / name).read_text().replace('Hostname="vm"', f'Hostname="{node}"' + (f",{extra}" if extra else ""))
+    return text.encode()
+
+
+class _Dcgm(http.server.BaseHTTPRequestHandler):
+    texts: dict[str, bytes] = {}
+
+    def do_GET(self):
+        body = self.texts.get(self.path)
+        self.send_response(200 if body else 404)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.end_headers()
+        self.wfile.write(body or b"")
+
+    def log_message(self, *args):
+        pass
+
+
+def query(port: int, promql: str) -> list[dict]:
+    body = json.loads(get(f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": promql})))
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+def exported_class(port: int) -> tuple[str, str | None]:
+    """The class (and subclass) an exporter serves now, read from its /metrics text."""
+    for line in get(f"http://127.0.0.1:{port}/metrics").splitlines():
+        m = re.match(r'gputop_bottleneck\{.*class="([^"]*)",.*subclass="([^"]*)"\} 1\.0$', line)
+        if m:
+            return m.group(1), m.group(2) or None
+    raise AssertionError(f"no gputop_bottleneck at 1 on port {port}")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cluster")
+    _Dcgm.texts = {f"/{node}/metrics": dcgm_text(name, node, extra) for node, (name, extra, _) in DCGM_NODES.items()}
+    dcgm = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Dcgm)
+    threading.Thread(target=dcgm.serve_forever, daemon=True).start()
+    ports, procs, prom = {}, [], None
+    rules = (ROOT / "docs/prometheus/gputop-rules.yml").read_text()
+    # the test's copy: alerts after a second, GPU-hours counted every second (the shipped figures: test_cluster_rules)
+    rules = re.sub(r"\bfor: \S+", "for: 1s", rules).replace("interval: 1m", "interval: 1s")
+    (tmp / "rules.yml").write_text(rules.replace(":1m]", ":1s]").replace(") / 60", ") / 3600"))
+    started = time.monotonic()
+    try:
+        for node, (trace, job) in EXPORTERS.items():
+            jobs = tmp / f"jobs-{node}"
+            jobs.mkdir()
+            (jobs / "0").write_text(job + "\n")
+            ports[node] = free_port()
+            procs.append(start_exporter(f"127.0.0.1:{ports[node]}", "--replay",
+                                        str(renamed_trace(trace, tmp / f"{node}.jsonl.gz", node)), "--speed", "8",
+                                        "--job-map", str(jobs)))
+        targets = [f"127.0.0.1:{p}" for p in ports.values()]
+        dcgm_jobs = "\n".join(f"""  - job_name: {node}
+    metrics_path: /{node}/metrics
+    static_configs: [{{targets: ["127.0.0.1:{dcgm.server_address[1]}"]}}]""" for node in DCGM_NODES)
+        config = tmp / "prometheus.yml"
+        config.write_text(f"""global: {{scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}}
+rule_files: ["{tmp / 'rules.yml'}"]
+scrape_configs:
+  - job_name: gputop
+    static_configs: [{{targets: {json.dumps(targets)}}}]
+{dcgm_jobs}
+""")
+        prom_port = free_port()
+        log = open(tmp / "prometheus.log", "w")
+        prom = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'tsdb'}",
+                                 f"--web.listen-address=127.0.0.1:{prom_port}"], stdout=subprocess.DEVNULL, stderr=log)
+
+        def all_up():
+            assert prom.poll() is None, (tmp / "prometheus.log").read_text()[-2000:]
+            for p in procs:
+                assert p.poll() is None, p.stderr.read()
+            up = query(prom_port, "up == 1")
+            return len(up) == len(EXPORTERS) + len(DCGM_NODES) and len(query(prom_port, "gputop_bottleneck == 1")) \
+                == len(EXPORTERS)
+        wait_for(all_up, 60, "Prometheus to scrape every exporter and gputop's four verdicts", step=0.3)
+        # the replays end within 6 s (41 s of trace at 8x); then each exporter holds its last verdict
+
+        def state(port):  # a replay that has ended serves its last tick: the same DCGM values, the same class
+            text = get(f"http://127.0.0.1:{port}/metrics")
+            return exported_class(port), [ln for ln in text.splitlines() if ln.startswith("DCGM_")]
+
+        def settled():
+            before = {node: state(port) for node, port in ports.items()}
+            time.sleep(2.0)  # two scrapes
+            now = {node: state(port) for node, port in ports.items()}
+            ended = now == before and time.monotonic() - started > SPEED_END_S
+            return {node: cls for node, (cls, _) in now.items()} if ended else None
+        expected = wait_for(settled, 40, "the replays to end and their verdicts to settle", step=0)
+        yield {"url": f"http://127.0.0.1:{prom_port}", "prom_port": prom_port, "expected": expected, "tmp": tmp}
+    finally:
+        if prom is not None:
+            stop(prom)
+        for p in procs:
+            stop(p)
+        dcgm.shutdown()
+        dcgm.server_close()
+
+
+def gputop(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    e = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+    return subprocess.run([sys.executable, "-m", "gputop", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=e, timeout=60)
+
+
+def cluster_json(url: str, *extra: str) -> dict:
+    r = gputop("--source", f"prometheus={url}", "--once", "--json", *extra)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, json.loads((ROOT / "gputop/schema/cluster.schema.json").read_text()))
+    return doc
+
+
+def test_every_gpu_comes_out_on_its_row_with_the_class_that_went_in(cluster):
+    doc = cluster_json(cluster["url"], "--range", "2m")
+    rows = {g["node"]: g for g in doc["gpus"]}
+    assert set(rows) == set(EXPORTERS) | set(DCGM_NODES)
+    assert doc["summary"]["gpus"] == len(rows) == doc["summary"]["gpus_in_cluster"]
+    assert len({cls for cls, _ in cluster["expected"].values()}) >= 3, cluster["expected"]  # the test means something
+    for node, (cls, sub) in cluster["expected"].items():
+        row = rows[node]
+        assert (row["class"], row["subclass"]) == (cls, sub), node
+        assert row["judged_by"] == "gputop --export" and row["missing"] == []
+        assert row["jobs"] == [EXPORTERS[node][1]] and row["gpu"] == "0" and row["model"] == "NVIDIA H200"
+        assert 0 < row["confidence"] <= 1
+    # dcgm-exporter's nodes: judged here, by the same classifier, with what was missing said
+    assert (rows["dcgm-a"]["class"], rows["dcgm-a"]["subclass"]) == ("compute-bound", "tensor")
+    assert rows["dcgm-b"]["class"] == "memory-bound"
+    assert rows["dcgm-c"]["class"] in CLASSES
+    for node, (name, _, job) in DCGM_NODES.items():
+        row = rows[node]
+        assert row["judged_by"] == "gputop" and row["jobs"] == ([job] if job else [])
+        values = {m.group(1): float(m.group(2)) for m in re.finditer(r"^(DCGM_FI_\w+)\{.*\} (\S+)$",
+                                                                     (DCGM / name).read_text(), re.M)}
+        assert row["tensor_pct"] == pytest.approx(100 * values["DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"])
+        assert row["mem_used_bytes"] == values["DCGM_FI_DEV_FB_USED"] * 2**20
+        if "DCGM_FI_PROF_SM_ACTIVE" in values:
+            assert row["sm_pct"] == pytest.approx(100 * values["DCGM_FI_PROF_SM_ACTIVE"])
+    assert "DCGM_FI_PROF_SM_ACTIVE (not exported)" in rows["dcgm-c"]["missing"]
+    assert not any("DCGM_FI_PROF_SM_ACTIVE" in m for m in rows["dcgm-a"]["missing"])
+    wastes = [g["waste"] for g in doc["gpus"]]
+    assert wastes == sorted(wastes, reverse=True)  # the most wasted GPU-time first
+
+
+def test_filters_keep_one_job_one_node_one_class(cluster):
+    node, (cls, _) = next(iter(cluster["expected"].items()))
+    assert [g["node"] for g in cluster_json(cluster["url"], "--job", EXPORTERS[node][1])["gpus"]] == [node]
+    assert [g["node"] for g in cluster_json(cluster["url"], "--node", "dcgm-b")["gpus"]] == ["dcgm-b"]
+    by_class = cluster_json(cluster["url"], "--class", cls)
+    assert by_class["gpus"] and all(g["class"] == cls for g in by_class["gpus"])
+    assert by_class["summary"]["gpus_in_cluster"] == len(EXPORTERS) + len(DCGM_NODES)
+
+
+def test_job_accounting_counts_gpu_hours_by_class_in_json_and_text(cluster):
+    doc = cluster_json(cluster["url"], "--range", "2m")
+    acc = doc["accounting"]
+    assert acc["range_s"] == 120 and acc["step_s"] == 1
+    jobs = {j["job"]: j for j in acc["jobs"]}
+    for node, (cls, sub) in cluster["expected"].items():
+        j = jobs[EXPORTERS[node][1]]
+        assert 0 < j["gpu_hours"] <= 120 / 3600 + 1e-9  # one GPU, at most the range
+        assert sum(c["share"] for c in j["classes"]) == pytest.approx(1.0)
+        assert (cls, sub) in {(c["class"], c["subclass"]) for c in j["classes"]}  # what it does now is counted
+    assert [(c["class"], c["subclass"]) for c in jobs["7001"]["classes"]] == [("compute-bound", "tensor")]
+    assert [c["class"] for c in jobs["ml/trainer-0"]["classes"]] == ["memory-bound"]
+    wasted = [j["wasted_gpu_hours"] for j in acc["jobs"]]
+    assert wasted == sorted(wasted, reverse=True)
+    r = gputop("--source", f"prometheus={cluster['url']}", "--once", "--range", "2m")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^job 7001: [0-9.e-]+ GPU-h, 100% compute-bound \(tensor\)$", r.stdout, re.M), r.stdout
+    assert re.search(r"^job ml/trainer-0: [0-9.e-]+ GPU-h, 100% memory-bound$", r.stdout, re.M), r.stdout
+    for node in EXPORTERS:
+        assert re.search(rf"^{node}\s+0\s+{EXPORTERS[node][1]}\s", r.stdout, re.M), r.stdout
+    assert "dcgm-c GPU 0: DCGM_FI_PROF_SM_ACTIVE (not exported)" in r.stdout
+
+
+def test_the_rules_fire_and_record_on_a_live_prometheus(cluster):
+    port = cluster["prom_port"]
+    starved = [n for n, (c, _) in cluster["expected"].items() if c == "input-starved"]
+    full = [n for n, (c, _) in cluster["expected"].items() if c == "memory-capacity"]
+    assert starved and full, cluster["expected"]
+
+    def firing(name):
+        return {a["metric"].get("Hostname") for a in query(port, f'ALERTS{{alertname="{name}",alertstate="firing"}}')}
+    assert wait_for(lambda: firing("GpuInputStarved") == set(starved), 20, "GpuInputStarved to fire", step=0.3)
+    assert wait_for(lambda: set(full) <= firing("GpuMemoryNearCapacity"), 20, "GpuMemoryNearCapacity", step=0.3)
+    counts = wait_for(lambda: query(port, "job_class:gputop_gpus:count"), 20, "the recording rule", step=0.3)
+    got = {(r["metric"].get("hpc_job"), r["metric"]["class"]) for r in counts}
+    assert got == {(EXPORTERS[n][1], c) for n, (c, _) in cluster["expected"].items()}
+    hours = query(port, "job_class:gputop_gpu_hours:1h")
+    assert hours and all(0 < float(r["value"][1]) <= 1 for r in hours)
+
+
+def test_the_client_reads_series_instant_and_range_answers(cluster):
+    from gputop.telemetry.prometheus import PrometheusClient
+
+    client = PrometheusClient(cluster["url"], env={})
+    series = client.series('gputop_bottleneck{class="idle"}', 'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{Hostname="dcgm-a"}')
+    assert {(s["__name__"], s["Hostname"]) for s in series} == {("gputop_bottleneck", n) for n in EXPORTERS} | {
+        ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "dcgm-a")}
+    (up,) = client.query('up{job="dcgm-a"}')
+    t = float(up["value"][0])
+    (matrix,) = client.query_range('up{job="dcgm-a"}', t - 4, t, 1)
+    assert [float(v) for _, v in matrix["values"]] == [1.0] * len(matrix["values"]) and len(matrix["values"]) >= 4
