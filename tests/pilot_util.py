@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from gputop.runner.registry import Registry
-from gputop.tui import charts
+from gputop.tui.widgets import charts
 
 DEMO = Path(__file__).resolve().parents[1] / "gputop" / "data" / "demo.jsonl.gz"
 FAULTS = Path(__file__).parent / "fault_workloads"

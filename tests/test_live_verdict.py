@@ -2,7 +2,7 @@
 
 * the change detector (gputop.analysis.segments) finds the demo's phase changes within half a second, and
   no change in a steady or a bursty (input-starved) recording;
-* the TUI's verdict code path (gputop.tui.verdict.Diagnosis fed as the monitor page feeds it: the last
+* the TUI's verdict code path (gputop.tui.monitor.verdict.Diagnosis fed as the monitor page feeds it: the last
   LIVE_MAX_S of ticks at every tick) replayed over every recorded trace: at every frame the verdict's class
   agrees with the numbers it cites, and those numbers are the means of the window it says it judged;
 * the contradictions seen in ``gputop --demo`` (issue 11) are gone: the copy phase is not tensor-bound, the
@@ -23,7 +23,7 @@ from gputop.analysis.peaks import compute_peaks
 from gputop.analysis.scoring import best_pipe
 from gputop.analysis.segments import segment_starts
 from gputop.telemetry.trace import demo_trace_path, read_trace
-from gputop.tui.verdict import Diagnosis
+from gputop.tui.monitor.verdict import Diagnosis
 from verdict_util import check_text_quotes_evidence
 
 DATA = Path(__file__).parent / "data"

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from gputop import exitcodes
+from gputop.session.command import Session
 from gputop.session.monitor import Monitor
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.trace import ReplaySource
-from gputop.tui import view
 from gputop.tui.app import TuiConfig
-from gputop.session.command import Session
 from gputop.tui.command import TAG_RUN, TAG_WATCH, CommandApp, tagged_pids
+from gputop.tui.monitor import view
 from pilot_util import sync, wait_for
 
 TRACE = Path(__file__).parent / "data" / "traces" / "matmul_bf16.compute-bound.jsonl.gz"

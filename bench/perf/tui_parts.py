@@ -31,7 +31,8 @@ VARIANTS = ("all", "verdict", "charts", "panels", "frame")
 
 def switch_off(variant: str) -> None:
     """Patch the TUI's classes so that ``variant``'s part does nothing (in the measured child only)."""
-    from gputop.tui import app, monitor_page, panels
+    from gputop.tui import app
+    from gputop.tui.monitor import page as monitor_page, panels
 
     if variant == "verdict":
         monitor_page.MonitorPage.update_verdict = lambda self, tick: None

@@ -22,16 +22,16 @@ from textual.widgets import ContentSwitcher
 from gputop import exitcodes
 from gputop.runner.stop_signals import STOP_SIGNALS
 from gputop.tui.config import TuiConfig, config_from_args
-from gputop.tui.containers import MainScreen, Pages
 from gputop.tui.help import HelpScreen
-from gputop.tui.keybar import KeyBar
 from gputop.tui.messages import Noted, Redraw, ShowPage, TerminalLost
 from gputop.tui.model import SOURCE, TuiModel
-from gputop.tui.monitor_page import MonitorPage
-from gputop.tui.panels import GpuSummary, InfoBar
+from gputop.tui.monitor.page import MonitorPage
+from gputop.tui.monitor.panels import GpuSummary, InfoBar
 from gputop.tui.screen_text import svg_text
 from gputop.tui.terminal import driver_for
-from gputop.tui.workloads_page import WorkloadsPage
+from gputop.tui.widgets.containers import MainScreen, Pages
+from gputop.tui.widgets.keybar import KeyBar
+from gputop.tui.workloads.page import WorkloadsPage
 
 __all__ = ["GputopApp", "TuiConfig", "HelpScreen", "make_app", "config_from_args"]
 

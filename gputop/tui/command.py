@@ -30,9 +30,9 @@ from gputop.analysis.timeline import format_timeline
 from gputop.analysis.verdict import display_name
 from gputop.session.command import Session
 from gputop.tui.app import GputopApp, TuiConfig
-from gputop.tui.lines import Lines
 from gputop.tui.messages import Redraw
 from gputop.tui.model import TuiModel
+from gputop.tui.widgets.lines import Lines
 
 ANALYSIS_EVERY_S = 2.0  # the live timeline's refresh (longer when the analysis itself takes long)
 ROWS, ROWS_SHORT = 6, 2  # timeline segments shown (the latest)

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gputop.telemetry.sampler import MAX_RATE_HZ, MIN_RATE_HZ, Sampler
-from gputop.tui import view
 from gputop.tui.config import TuiConfig
-from gputop.tui.runs import RunController, load_registry, no_live_gpu, with_recordings
+from gputop.tui.monitor import view
+from gputop.tui.workloads.runs import RunController, load_registry, no_live_gpu, with_recordings
 
 # What an observer hears: another source (its GPUs, sampler), another GPU selected, another device for runs,
 # another run shown, the workloads loaded.
@@ -47,7 +47,7 @@ class TuiModel:
         self.shown_run: int | None = None  # index into controller.runs; None: the latest
         self.tour = None  # gputop --tour: where the tour is (n steps to the next stop)
         if config.tour:
-            from gputop.tui.tour import Tour
+            from gputop.tui.workloads.tour import Tour
 
             self.tour = Tour()
         # the workloads are loaded when first needed (the workloads page, the tour): loading runs every

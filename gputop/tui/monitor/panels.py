@@ -8,8 +8,10 @@ import time
 
 from rich.text import Text
 
-from gputop.tui import charts, results, view
-from gputop.tui.lines import Lines
+from gputop.tui.monitor import view
+from gputop.tui.widgets import charts
+from gputop.tui.widgets.lines import Lines
+from gputop.tui.workloads import results
 
 LEVEL_STYLE = {"": "green", "peak": "bold cyan", "warn": "yellow", "hot": "bold red", "na": "dim"}
 
@@ -95,7 +97,7 @@ class DevicePanel(Lines):
 
 class GpuSummary(Lines):
     """On top, with several GPUs: one line of numbers per GPU; the selected one is marked. (The monitor page's
-    GpuStrip, gputop/tui/gpu_strip.py, gives each GPU's verdict.)"""
+    GpuStrip, gputop/tui/monitor/strip.py, gives each GPU's verdict.)"""
 
     DEFAULT_CSS = "GpuSummary { height: auto; max-height: 8; }"
 

@@ -18,11 +18,11 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input, Label, OptionList, Static
 
 from gputop.runner.params import format_value, resolve
-from gputop.tui.lines import Lines
 from gputop.tui.messages import Redraw, ShowPage
 from gputop.tui.model import DEVICE, SPECS, TuiModel
-from gputop.tui.panels import ResultsView
-from gputop.tui.runs import RecordingSpec, default_values, parse_values, save_document
+from gputop.tui.monitor.panels import ResultsView
+from gputop.tui.widgets.lines import Lines
+from gputop.tui.workloads.runs import RecordingSpec, default_values, parse_values, save_document
 from gputop.workload_api import ParamError
 
 

@@ -4,7 +4,7 @@ charts and a running workload's live results on the right.
 The page draws itself when the app's frame asks (``draw``), from the model (gputop/tui/model.py: the
 sampler, statics, positions, selected GPU, peaks, the run controller), and follows its changes (another
 source: its charts; another GPU: a fresh verdict). It owns
-the live verdicts (gputop/tui/verdict.py: one per GPU, following the changes of the work; the panel shows the
+the live verdicts (gputop/tui/monitor/verdict.py: one per GPU, following the changes of the work; the panel shows the
 selected GPU's, the strip every GPU's, the same objects) and the feeding of its charts.
 """
 
@@ -19,13 +19,13 @@ from gputop.analysis import thresholds as T
 from gputop.analysis.comms import group_comms
 from gputop.format import gpm_na
 from gputop.telemetry.sampler import Recent
-from gputop.tui import view
-from gputop.tui.containers import Box, Column
-from gputop.tui.gpu_strip import GpuStrip
-from gputop.tui.history_chart import HistoryChart
 from gputop.tui.model import GPU, SOURCE, TuiModel
-from gputop.tui.panels import DevicePanel, ProcessTable, ResultsView, VerdictPanel
-from gputop.tui.verdict import Diagnosis
+from gputop.tui.monitor import view
+from gputop.tui.monitor.panels import DevicePanel, ProcessTable, ResultsView, VerdictPanel
+from gputop.tui.monitor.strip import GpuStrip
+from gputop.tui.monitor.verdict import Diagnosis
+from gputop.tui.widgets.containers import Box, Column
+from gputop.tui.widgets.history_chart import HistoryChart
 
 
 

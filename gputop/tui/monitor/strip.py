@@ -12,7 +12,7 @@ from rich.text import Text
 
 from gputop.analysis.verdict import Verdict, display_name
 from gputop.format import si
-from gputop.tui.lines import Lines
+from gputop.tui.widgets.lines import Lines
 
 
 def nvlink_line(sample: dict | None, peaks: dict | None) -> Text | None:
