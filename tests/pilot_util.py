@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from gputop.runner.registry import Registry
-from gputop.tui import charts
+from gputop.tui.widgets import charts
 
 DEMO = Path(__file__).resolve().parents[1] / "gputop" / "data" / "demo.jsonl.gz"
 FAULTS = Path(__file__).parent / "fault_workloads"
@@ -39,7 +39,7 @@ async def wait_for(pilot, cond, timeout: float = 30.0) -> None:
 async def step(app, pilot, n: int) -> None:
     """Replay ``n`` ticks by hand, then draw a frame."""
     for _ in range(n):
-        app.sampler.step()
+        app.model.sampler.step()
     app.frame(force=True)
     await pilot.pause()
 
@@ -53,8 +53,8 @@ async def pick(app, pilot, name: str):
     """Highlight workload ``name`` on the workloads page and wait until its parameter form is mounted
     (the form loads asynchronously: setting an input before that would set the previous form's).
     Returns its spec."""
-    spec = next(s for s in app.specs if s.name == name)
-    app.query_one("#wl-list").highlighted = app.specs.index(spec)
+    spec = next(s for s in app.model.specs if s.name == name)
+    app.query_one("#wl-list").highlighted = app.model.specs.index(spec)
     form = app.workloads.form
     await wait_for(pilot, lambda: form.loaded is not None and form.loaded[0] is spec)
     await pilot.pause()
@@ -78,9 +78,9 @@ def two_gpu_trace(tmp_path: Path) -> Path:
 
 def chart_rows_from_scratch(app, chart, field):
     """What a chart shows, computed from the whole window at once (the charts are fed incrementally)."""
-    window = app.sampler.window(chart.span)
+    window = app.model.sampler.window(chart.span)
     ts = [t["t"] for t in window]
-    vs = [t["gpus"][app.positions[app.selected]].get(field) for t in window]
+    vs = [t["gpus"][app.model.positions[app.model.selected]].get(field) for t in window]
     w, h = chart.wh[0] - chart.EDGE, chart.wh[1]
     dt = chart.span / (2 * w)
     end = 2 * (math.floor(ts[-1] / dt) // 2) - 1  # the charts draw whole cells (two buckets): up to the last one

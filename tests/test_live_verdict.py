@@ -2,7 +2,7 @@
 
 * the change detector (gputop.analysis.segments) finds the demo's phase changes within half a second, and
   no change in a steady or a bursty (input-starved) recording;
-* the TUI's verdict code path (gputop.tui.verdict.Diagnosis fed as the monitor page feeds it: the last
+* the TUI's verdict code path (gputop.tui.monitor.verdict.Diagnosis fed as the monitor page feeds it: the last
   LIVE_MAX_S of ticks at every tick) replayed over every recorded trace: at every frame the verdict's class
   agrees with the numbers it cites, and those numbers are the means of the window it says it judged;
 * the contradictions seen in ``gputop --demo`` (issue 11) are gone: the copy phase is not tensor-bound, the
@@ -23,7 +23,7 @@ from gputop.analysis.peaks import compute_peaks
 from gputop.analysis.scoring import best_pipe
 from gputop.analysis.segments import segment_starts
 from gputop.telemetry.trace import demo_trace_path, read_trace
-from gputop.tui.verdict import Diagnosis
+from gputop.tui.monitor.verdict import Diagnosis
 from verdict_util import check_text_quotes_evidence
 
 DATA = Path(__file__).parent / "data"
@@ -229,7 +229,7 @@ def test_the_tui_panel_shows_the_window_and_agrees_with_it_at_every_frame(size):
             seen: list[dict] = []
             frames = 0
             for _ in range(2 * len(one)):
-                tick = app.sampler.step()
+                tick = app.model.sampler.step()
                 if tick is None:
                     break
                 seen.append(tick)
@@ -286,15 +286,15 @@ def test_the_gpu_strip_shows_the_panels_verdict_and_follows_the_phases(tmp_path)
         async with app.run_test(size=(120, 40)) as pilot:
             strip, named = app.monitor.strip, []
             for _ in range(len(one)):
-                tick = app.sampler.step()
+                tick = app.model.sampler.step()
                 if tick is None:
                     break
                 app.frame(force=True)
                 vs = app.monitor.verdicts
                 if app.monitor.verdict is None:
                     continue
-                assert len(vs) == 2 and vs[app.selected] is app.monitor.verdict
-                line = strip._lines[app.selected].plain
+                assert len(vs) == 2 and vs[app.model.selected] is app.monitor.verdict
+                line = strip._lines[app.model.selected].plain
                 assert app.monitor.verdict.display_name() in line, (line, app.monitor.verdict.display_name())
                 named.append((tick["t"], vs[0].cls))
             await pilot.pause()

@@ -16,7 +16,7 @@ import pytest
 from gputop.runner.recording import RecordedRun, read_recording, shipped
 from gputop.runner.registry import Registry
 from gputop.telemetry.trace import ReplaySource, TraceError
-from gputop.tui.runs import RecordingSpec, RunState, with_recordings
+from gputop.tui.workloads.runs import RecordingSpec, RunState, with_recordings
 from pilot_util import pick, sync, wait_for
 from test_tui import make
 
@@ -54,19 +54,19 @@ async def test_a_recorded_cpu_run_replays_in_the_tui_with_the_live_results(tmp_p
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("2")
         await pick(app, pilot, "roofline (recorded CPU)")  # listed next to the workload it recorded
-        names = [s.name for s in app.specs]
+        names = [s.name for s in app.model.specs]
         assert names.index("roofline (recorded CPU)") == names.index("roofline") + 1
         assert "replay the recorded CPU run of roofline" in app.screen_text()
         await pilot.press("r")
-        state = app.controller.runs[-1]
+        state = app.model.controller.runs[-1]
         assert state.target == "recording" and state.name == "roofline"
         await wait_for(pilot, lambda: state.run.finished, 30)
         app.frame(force=True)
         await pilot.pause()
         replayed = app.workloads.results.plain
         # the live run's document, shown by the same view
-        app.controller.runs.append(RunState(run=Finished(live), name="roofline", target="CPU"))
-        app.shown_run = len(app.controller.runs) - 1
+        app.model.controller.runs.append(RunState(run=Finished(live), name="roofline", target="CPU"))
+        app.model.show_run(len(app.model.controller.runs) - 1)
         app.frame(force=True)
         await pilot.pause()
         shown = app.workloads.results.plain
@@ -136,33 +136,36 @@ async def test_replaying_a_recording_plays_its_run_along_with_its_telemetry():
 
     app = GputopApp(TuiConfig(ReplaySource(str(RECORDED), speed=float("inf")), start_sampler=False, fps=0,
                               device="cpu", specs=[], recordings=[str(RECORDED)], autoplay=str(RECORDED),
-                              run_speed=20.0))
+                              run_speed=1.0))  # 2.4 s: the header is checked while it plays
     async with app.run_test(size=(160, 48)) as pilot:
-        state = app.controller.runs[0]
+        state = app.model.controller.runs[0]
         assert state.target == "recording" and state.name == "roofline"
         for _ in range(12):  # the recording's own ticks
-            app.sampler.step()
-        phase = app.source.mark_at(app.sampler.latest()["t"])
+            app.model.sampler.step()
+        phase = app.model.source.mark_at(app.model.sampler.latest()["t"])
+        app.frame(force=True)
+        await pilot.pause()
+        # the monitor's header: the recorded phase marks (while the run plays: once it is over the monitor goes home)
+        assert phase and f"phase: {phase}" in app.screen_text()
         await wait_for(pilot, lambda: state.run.finished, 30)
         app.frame(force=True)
         await pilot.pause()
-        text = app.screen_text()
-        assert phase and f"phase: {phase}" in text  # the monitor's header: the recorded phase marks
-        assert "roofline ok" in text  # the run's results, beside the charts
+        assert "roofline ok" in app.screen_text()  # the run's results, beside the charts
 
 
 @sync
 async def test_the_monitor_follows_a_replayed_run_then_comes_home():
     app = make(recordings=[str(RECORDED)])  # the demo trace (an H200): no live GPU
     async with app.run_test(size=(120, 40)) as pilot:
-        app.sampler.step()
+        app.model.sampler.step()
         await pilot.press("2")
         await pick(app, pilot, "roofline (recorded CPU)")
         await pilot.press("r")
         await pilot.pause()
-        assert app.source.path == str(RECORDED) and app.statics == []  # the recording's own telemetry (a CPU run)
+        # the recording's own telemetry (a CPU run)
+        assert app.model.source.path == str(RECORDED) and app.model.statics == []
         for _ in range(10):
-            app.sampler.step()
+            app.model.sampler.step()
         await pilot.press("1")
         await pilot.pause()
         text = app.screen_text()
@@ -172,8 +175,8 @@ async def test_the_monitor_follows_a_replayed_run_then_comes_home():
         await pick(app, pilot, "fault_ok")
         await pilot.press("r")  # a live run: the session's own source again
         await pilot.pause()
-        assert app.source.label == "demo.jsonl.gz" and app.statics[0]["name"] == "NVIDIA H200"
-        app.sampler.step()
+        assert app.model.source.label == "demo.jsonl.gz" and app.model.statics[0]["name"] == "NVIDIA H200"
+        app.model.sampler.step()
         await pilot.press("1")
         await pilot.pause()
         assert "SM activity" in app.screen_text() and "H200" in app.screen_text()

@@ -20,8 +20,8 @@ from gputop.telemetry.live import LiveSource
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.trace import ReplaySource
 import gputop.format as fmt
-from gputop.tui import view
 from gputop.tui.app import GputopApp, HelpScreen, TuiConfig
+from gputop.tui.monitor import view
 from pilot_util import (DEMO, FAULTS, chart_rows_from_scratch, fault_specs, h200_static, notes, pick, step, sync,
                         two_gpu_trace, wait_for)
 
@@ -69,7 +69,7 @@ async def test_incremental_charts_match_a_redraw_from_scratch(tmp_path):
                 await pilot.resize_terminal(*size)
                 await pilot.pause()
             for _ in range(n):  # frames after every few ticks, as the timer would draw them
-                app.sampler.step()
+                app.model.sampler.step()
                 if _ % 3 == 0:
                     app.frame()
             app.frame()
@@ -90,11 +90,11 @@ async def test_keys_pause_rate_help_and_pages():
     async with app.run_test(size=(100, 30)) as pilot:
         await step(app, pilot, 20)
         await pilot.press("p")
-        assert app.sampler.paused and "PAUSED" in app.screen_text()
+        assert app.model.sampler.paused and "PAUSED" in app.screen_text()
         await pilot.press("p")
-        assert not app.sampler.paused
+        assert not app.model.sampler.paused
         await pilot.press("plus")  # a replay keeps its recorded rate
-        assert app.sampler.rate_hz == 10.0 and "10 Hz" in app.screen_text()
+        assert app.model.sampler.rate_hz == 10.0 and "10 Hz" in app.screen_text()
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
@@ -121,10 +121,10 @@ async def test_switch_gpu_on_a_two_gpu_trace(tmp_path):
         await pilot.press("g")
         await pilot.pause()
         text = app.screen_text()
-        assert app.selected == 1 and "GPU 1 NVIDIA H200 (copy)" in text and "▶ GPU1" in text
+        assert app.model.selected == 1 and "GPU 1 NVIDIA H200 (copy)" in text and "▶ GPU1" in text
         assert "2x H200" not in text  # different names are listed apart in the header
         await pilot.press("G")
-        assert app.selected == 0
+        assert app.model.selected == 0
 
 
 @sync
@@ -139,8 +139,8 @@ async def test_run_roofline_on_cpu_see_points_and_save(tmp_path):
         app.query_one("#param-k").value = "1,4,16,64"
         app.query_one("#param-runs").value = "2"
         await pilot.press("r")
-        assert len(app.controller.runs) == 1
-        run = app.controller.runs[0].run
+        assert len(app.model.controller.runs) == 1
+        run = app.model.controller.runs[0].run
         await wait_for(pilot, lambda: run.finished, 60)
         app.frame()
         await pilot.pause()
@@ -165,7 +165,7 @@ async def test_bad_parameter_is_refused_with_a_message():
         app.query_one("#param-n").value = "-5"
         await pilot.press("r")
         await pilot.pause()
-        assert app.controller.runs == []
+        assert app.model.controller.runs == []
         assert any("parameter 'n'" in n for n in notes(app))
 
 
@@ -176,7 +176,7 @@ async def start_hang(app, pilot):
     await pilot.pause()
     await pick(app, pilot, "fault_hang")
     await pilot.press("r")
-    state = app.controller.runs[0]
+    state = app.model.controller.runs[0]
     await wait_for(pilot, lambda: len(state.run.points) == 1, 20)
     return state
 
@@ -189,7 +189,7 @@ async def test_cancel_a_running_workload_and_one_run_per_device():
         assert state.run.grace_s == 0.5 and state.run.child.grace_s == 0.5
         await pilot.press("r")  # a second run on the same device is refused
         await pilot.pause()
-        assert len(app.controller.runs) == 1
+        assert len(app.model.controller.runs) == 1
         await pilot.press("c")
         await wait_for(pilot, lambda: state.run.finished, 20)
         assert state.run.status == "interrupted"
@@ -216,18 +216,18 @@ async def test_opens_without_any_gpu():
         pytest.skip("this machine has a GPU")
     app = GputopApp(TuiConfig(LiveSource(nvml, gpus=[]), start_sampler=False, hostname="nogpu", specs=[],
                               device="cuda", na_reason=nvml.error, fps=0))
-    assert app.device == "cpu"  # workloads run on the CPU here, whatever the command line said
+    assert app.model.device == "cpu"  # workloads run on the CPU here, whatever the command line said
     async with app.run_test(size=(80, 24)) as pilot:
         await step(app, pilot, 3)
         text = app.screen_text()
         assert "no GPU" in text and "Host CPU" in text
         await pilot.press("plus")
-        assert app.sampler.rate_hz == 20.0
+        assert app.model.sampler.rate_hz == 20.0
         await pilot.press("minus", "minus")
-        assert app.sampler.rate_hz == 5.0 and "5 Hz" in app.screen_text()
+        assert app.model.sampler.rate_hz == 5.0 and "5 Hz" in app.screen_text()
         await pilot.press("g", "p", "2", "r", "d")
         await pilot.pause()
-        assert app.device == "cpu" and notes(app)[-1] == (
+        assert app.model.device == "cpu" and notes(app)[-1] == (
             f"no live GPU in this session: NVML: {nvml.error}; workloads run on the CPU")
 
 
@@ -239,16 +239,16 @@ async def test_demo_runs_workloads_on_the_cpu_and_refuses_the_gpu(monkeypatch):
     assert "fault_ok" in fault_specs(monkeypatch)
     demo = ReplaySource(str(DEMO), speed=float("inf"), loop=True)  # gputop --demo
     app = GputopApp(TuiConfig(demo, start_sampler=False, fps=0, device="cuda"))  # --device defaults to cuda
-    assert app.device == "cpu"
+    assert app.model.device == "cpu"
     async with app.run_test(size=(120, 40)) as pilot:
         await step(app, pilot, 5)
         await pilot.press("2")
         await pick(app, pilot, "fault_ok")
         assert "runs on: CPU (no live GPU)" in app.screen_text()
         await pilot.press("escape", "d")  # ask for the GPU: refused, with the reason, in one line
-        assert app.device == "cpu" and notes(app)[-1] == NO_GPU_LINE
+        assert app.model.device == "cpu" and notes(app)[-1] == NO_GPU_LINE
         await pilot.press("r")
-        run = app.controller.runs[0].run
+        run = app.model.controller.runs[0].run
         await wait_for(pilot, lambda: run.finished, 30)
         app.frame()
         await pilot.pause()
@@ -272,7 +272,7 @@ async def test_a_workload_without_cpu_mode_says_it_needs_a_gpu(monkeypatch):
         await pick(app, pilot, "gpu_only")
         assert "needs a GPU; there is no live GPU in this session" in app.screen_text()
         await pilot.press("r")
-        assert app.controller.runs == []
+        assert app.model.controller.runs == []
         assert notes(app)[-1] == "gpu_only needs a GPU: no live GPU in this session (--replay plays a recorded trace)"
 
 
@@ -283,7 +283,7 @@ async def test_a_run_that_cannot_start_ends_at_once_with_its_error(monkeypatch):
     fault_specs(monkeypatch)
     fake = FakeNvml(h200_static())
     app = GputopApp(TuiConfig(LiveSource(Nvml(fake)), start_sampler=False, fps=0, device="cuda"))
-    assert app.no_gpu is None and app.device == "cuda"
+    assert app.model.no_gpu is None and app.model.device == "cuda"
     async with app.run_test(size=(120, 40)) as pilot:
         await step(app, pilot, 3)
         await pilot.press("2")
@@ -291,8 +291,8 @@ async def test_a_run_that_cannot_start_ends_at_once_with_its_error(monkeypatch):
         assert "runs on: GPU 0 " in app.screen_text()
         fake.fail["nvmlDeviceGetCount"] = pynvml.NVML_ERROR_UNKNOWN
         await pilot.press("escape", "r")
-        state = app.controller.runs[0]
-        assert state.run.finished and not app.controller.active  # not "running" with no process
+        state = app.model.controller.runs[0]
+        assert state.run.finished and not app.model.controller.active  # not "running" with no process
         why = "cannot start the workload: no GPU with NVML index 0 (0 GPU(s))"
         assert notes(app)[-1] == f"fault_ok did not start: {why}"
         await pilot.pause()
@@ -301,7 +301,7 @@ async def test_a_run_that_cannot_start_ends_at_once_with_its_error(monkeypatch):
         await pilot.press("c")
         assert notes(app)[-1] == "nothing is running"
         await pilot.press("r")  # not refused as "already running"
-        assert len(app.controller.runs) == 2 and notes(app)[-1].startswith("fault_ok did not start")
+        assert len(app.model.controller.runs) == 2 and notes(app)[-1].startswith("fault_ok did not start")
         t = time.monotonic()
         await pilot.press("q")
         await wait_for(pilot, lambda: app.return_code is not None, 10)
@@ -347,11 +347,11 @@ async def test_the_rate_comes_from_the_command_line_and_a_replay_ends():
     from gputop.tui.app import make_app
 
     other = make_app(parse(["--demo", "--rate", "4"])[0])  # the range itself is the cli's to check (test_cli)
-    assert other.sampler.rate_hz == 4.0 and other.config.rate_hz == 4.0
-    other.source.close()
+    assert other.model.sampler.rate_hz == 4.0 and other.model.config.rate_hz == 4.0
+    other.model.source.close()
     app = make()
     async with app.run_test(size=(100, 30)) as pilot:
-        while app.sampler.step() is not None:
+        while app.model.sampler.step() is not None:
             pass
         app.frame(force=True)
         await pilot.pause()
@@ -370,12 +370,12 @@ async def test_live_gpu_monitor_and_roofline_on_the_gpu():
         pytest.skip("no GPU")
     app = GputopApp(TuiConfig(src, hostname="gpu", specs=specs(), device="cuda"))
     async with app.run_test(size=(160, 48)) as pilot:
-        await wait_for(pilot, lambda: len(app.sampler.window(None)) >= 10, 10)
+        await wait_for(pilot, lambda: len(app.model.sampler.window(None)) >= 10, 10)
         app.frame(force=True)
         await pilot.pause()
         text = app.screen_text()
-        assert app.statics[0]["name"].replace("NVIDIA ", "") in text and "SM activity" in text
-        if app.statics[0].get("gpm_supported"):
+        assert app.model.statics[0]["name"].replace("NVIDIA ", "") in text and "SM activity" in text
+        if app.model.statics[0].get("gpm_supported"):
             assert "n/a (needs Hopper+ GPM)" not in text
         try:
             import cupy  # noqa: F401
@@ -387,7 +387,7 @@ async def test_live_gpu_monitor_and_roofline_on_the_gpu():
         for k, v in {"k": "1,8,64", "ceilings": "false", "runs": "2", "variants": "fma"}.items():
             app.query_one(f"#param-{k}").value = v
         await pilot.press("r")
-        run = app.controller.runs[0].run
+        run = app.model.controller.runs[0].run
         await wait_for(pilot, lambda: run.finished, 120)
         assert run.status == "ok", run.document()["errors"]
         app.frame()
@@ -401,7 +401,7 @@ def test_quitting_after_a_stop_signal_keeps_the_runs_grace_period(tmp_path, monk
     import signal as sig
 
     from gputop.runner.registry import Registry
-    from gputop.tui.runs import RunController
+    from gputop.tui.workloads.runs import RunController
 
     monkeypatch.setenv("GPUTOP_WORKLOADS_PATH", str(Path(__file__).parent / "fault_workloads"))
     spec = Registry().get("fault_hang")

@@ -13,8 +13,8 @@ from gputop.telemetry.live import LiveSource
 from gputop.telemetry.nvml import Nvml
 from gputop.tui.app import GputopApp, HelpScreen, TuiConfig
 from gputop.tui.help import HELP
-from gputop.tui.keybar import key_line
-from gputop.tui.runs import RunState
+from gputop.tui.widgets.keybar import key_line
+from gputop.tui.workloads.runs import RunState
 from pilot_util import notes, pick, step, sync, wait_for
 from test_tui import make
 
@@ -131,7 +131,7 @@ async def test_a_finished_run_shows_no_phase():
             return json.loads(json.dumps(doc))
 
     async with app.run_test(size=SIZE) as pilot:
-        app.controller.runs.append(RunState(run=Finished(), name="roofline", target="CPU"))
+        app.model.controller.runs.append(RunState(run=Finished(), name="roofline", target="CPU"))
         await pilot.press("2")
         await step(app, pilot, 2)
         status = next(r for r in rows(app) if r.startswith("roofline ok"))
@@ -145,7 +145,7 @@ async def test_a_quiet_runs_elapsed_time_keeps_moving():
         await pilot.press("2")
         await pick(app, pilot, "fault_hang")  # one point, then silence until cancelled
         await pilot.press("r")
-        state = app.controller.runs[0]
+        state = app.model.controller.runs[0]
         await wait_for(pilot, lambda: len(state.run.points) == 1, 20)
         events = state.events
 
@@ -171,7 +171,7 @@ async def test_a_runs_error_wraps_whole():
         await pilot.press("2")
         await pick(app, pilot, "fault_crash")
         await pilot.press("r")
-        state = app.controller.runs[0]
+        state = app.model.controller.runs[0]
         await wait_for(pilot, lambda: state.run.finished, 30)
         app.frame(force=True)
         await pilot.pause()
@@ -180,7 +180,7 @@ async def test_a_runs_error_wraps_whole():
 
 
 def test_the_header_drops_the_file_name_before_cutting():
-    from gputop.tui import view
+    from gputop.tui.monitor import view
 
     parts = ["host h", "H200", "driver 580", "CUDA 13.0", "10 Hz", "REPLAY demo.jsonl.gz (PAUSED)", "phase: matmul bf16"]
     assert view.fit_parts(parts, 60) == "H200 │ 10 Hz │ REPLAY (PAUSED) │ phase: matmul bf16"
@@ -193,7 +193,7 @@ async def test_the_header_keeps_the_phase_whole_at_80():
     async with app.run_test(size=SIZE) as pilot:
         await step(app, pilot, 120)
         header = rows(app)[0]
-        phase = app.sampler.latest()["phase"]
+        phase = app.model.sampler.latest()["phase"]
         assert f"phase: {phase}" in header and "…" not in header
 
 
@@ -226,7 +226,7 @@ async def test_every_workload_name_is_visible_before_a_run_and_the_results_retur
             def document(self):
                 return {"workload": "roofline", "status": "ok", "points": [], "phases": [], "wall_time_s": 1.0}
 
-        app.controller.runs.append(RunState(run=Finished(), name="roofline", target="CPU"))
+        app.model.controller.runs.append(RunState(run=Finished(), name="roofline", target="CPU"))
         app.frame(force=True)
         await pilot.pause()
         assert ol.size.height < tall and "run 1/1" in app.screen_text() and "no run yet" not in app.screen_text()
@@ -235,7 +235,7 @@ async def test_every_workload_name_is_visible_before_a_run_and_the_results_retur
 def test_the_header_drops_the_rate_before_cutting_the_phase():
     """A finished replay's long phase at 80 columns (issue 24: "phase: sweep: se…"): the rate and
     "(finished)" go first; the phase stays whole."""
-    from gputop.tui import view
+    from gputop.tui.monitor import view
 
     parts = ["host vm", "H200", "driver 580", "CUDA 13.0", "10 Hz", "REPLAY roofline-H200.jsonl.gz (finished)",
              "phase: ceilings: tensor (torch matmul)"]
@@ -251,10 +251,10 @@ async def test_g_with_one_gpu_says_there_is_one():
     app = make()
     async with app.run_test(size=SIZE) as pilot:
         await step(app, pilot, 5)
-        assert len(app.statics) == 1
+        assert len(app.model.statics) == 1
         await pilot.press("g")
         await pilot.pause()
-        assert any("one GPU" in n for n in notes(app)) and app.selected == 0
+        assert any("one GPU" in n for n in notes(app)) and app.model.selected == 0
         assert "one GPU" in flat(app.screen_text())  # in the key bar, at 80 columns
 
 
@@ -263,20 +263,20 @@ async def test_the_monitor_comes_back_when_a_followed_replay_ends():
     """No live GPU: a replayed recording's telemetry is the monitor's while it plays; once it is over the
     session's own source (here the demo) is back, and a notification says so."""
     from gputop.runner.recording import read_recording, recording_label, shipped
-    from gputop.tui.runs import RecordingSpec
+    from gputop.tui.workloads.runs import RecordingSpec
 
     path = next(p for p in shipped() if "roofline" in p.name)
     app = make()
-    app.config.run_speed = 50.0
+    app.model.config.run_speed = 50.0
     async with app.run_test(size=SIZE) as pilot:
         await step(app, pilot, 5)
-        assert app.no_gpu
-        home = app.source
+        assert app.model.no_gpu
+        home = app.model.source
         spec = RecordingSpec(name=recording_label(read_recording(path)["header"]), workload="roofline",
                              path=str(path), description="")
         app.workloads.replay(spec)
-        assert app.source is not home and app.home_source is home
-        state = app.controller.runs[-1]
-        await wait_for(pilot, lambda: app.source is home, 30)
-        assert not state.active and app.home_source is None
+        assert app.model.source is not home and app.model.home_source is home
+        state = app.model.controller.runs[-1]
+        await wait_for(pilot, lambda: app.model.source is home, 30)
+        assert not state.active and app.model.home_source is None
         assert any("the replay of roofline is over: the monitor shows" in n and n.endswith("again") for n in notes(app))

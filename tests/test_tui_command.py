@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from gputop import exitcodes
+from gputop.session.command import Session
 from gputop.session.monitor import Monitor
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.trace import ReplaySource
-from gputop.tui import view
 from gputop.tui.app import TuiConfig
-from gputop.session.command import Session
 from gputop.tui.command import TAG_RUN, TAG_WATCH, CommandApp, tagged_pids
+from gputop.tui.monitor import view
 from pilot_util import sync, wait_for
 
 TRACE = Path(__file__).parent / "data" / "traces" / "matmul_bf16.compute-bound.jsonl.gz"
@@ -56,12 +56,15 @@ async def test_status_timeline_and_exit_code(tmp_path):
         await wait_for(pilot, lambda: "compute-bound (tensor cores)" in app.screen_text().partition("timeline, GPU 0")[2])
         text = app.screen_text()
         assert f"`{PY} -c" in text and f"pid {s.pid}" in text and "running" in text
+        assert "flush=True)\\nt = time.time()" in text  # the script's newlines shown, the screen kept to its rows
+        assert len(text.split("\n")) == 48
         assert f"output: {tmp_path / 'cmd.log'}" in text
         go.write_text("")
         await wait_for(pilot, lambda: "exited with code 3" in app.screen_text())
-        # the final timeline and the status line's "sampling stopped" come in frames of their own: wait for both
-        await wait_for(pilot, lambda: all(w in app.screen_text() for w in ("final timeline", "sampling stopped")))
-        assert "verdict: compute-bound" in app.screen_text()
+        # the final timeline, its verdict line (the panel grows by it at the next layout) and the status line's
+        # "sampling stopped" come in frames of their own: wait for all three
+        final = ("final timeline", "sampling stopped", "verdict: compute-bound")
+        await wait_for(pilot, lambda: all(w in app.screen_text() for w in final))
         assert app.is_running  # the TUI stays open after the command exits
         await pilot.press("q")
         await wait_for(pilot, lambda: app.return_code is not None)
@@ -81,7 +84,7 @@ async def test_the_commands_processes_are_tagged_and_diagnosed(tmp_path):
         await pilot.pause()
         text = app.screen_text()
         assert f"{TRACE_PID}" in text and TAG_RUN in text
-        assert app.watched_pid() == app.session.pid
+        assert app.model.watched_pid() == app.session.pid
         assert app.monitor.verdict is not None
         await pilot.press("q")
         await wait_for(pilot, lambda: app.return_code is not None)

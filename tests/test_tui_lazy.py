@@ -13,11 +13,11 @@ async def test_workloads_load_on_first_visit():
     app = GputopApp(TuiConfig(ReplaySource(str(DEMO), speed=float("inf")), start_sampler=False, fps=0, device="cpu"))
     async with app.run_test(size=(80, 24)) as pilot:
         await step(app, pilot, 20)
-        assert not app.specs_loaded and app.specs == []
+        assert not app.model.specs_loaded and app.model.specs == []
         await pilot.press("2")
         await pilot.pause()
-        assert app.specs_loaded and "roofline" in [s.name for s in app.specs]
-        assert app.specs[0].name in app.screen_text()  # the list shows (its first entry; 80x24 scrolls the rest)
+        assert app.model.specs_loaded and "roofline" in [s.name for s in app.model.specs]
+        assert app.model.specs[0].name in app.screen_text()  # the list shows (its first entry; 80x24 scrolls the rest)
 
 
 def test_live_start_up_imports_neither_the_dcgm_client_nor_the_trace_reader():
@@ -66,6 +66,6 @@ async def test_the_first_tick_is_drawn_when_it_comes_not_at_the_next_frame():
         while app._last_tick is None and time.monotonic() - t0 < 10:
             await asyncio.sleep(0.02)
         assert app._last_tick is not None  # drawn by the first tick's redraw: the timer's frame comes at 20 s
-        assert "SM activity" in app.screen_text() and app._first_tick not in app.sampler.listeners
-        assert app.sampler.listeners.count(app.sticky.observe) == 1  # started once, before run and not again
-    assert not app.sampler.running  # stopped with the app
+        assert "SM activity" in app.screen_text() and app._first_tick not in app.model.sampler.listeners
+        assert app.model.sampler.listeners.count(app.model.sticky.observe) == 1  # started once, before run and not again
+    assert not app.model.sampler.running  # stopped with the app

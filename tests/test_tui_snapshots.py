@@ -16,7 +16,7 @@ from gputop.runner.params import format_value
 from gputop.telemetry.trace import ReplaySource
 from gputop.tui.app import GputopApp, TuiConfig
 from gputop.tui.help import HelpScreen
-from gputop.tui.runs import RunState
+from gputop.tui.workloads.runs import RunState
 from gputop.workload_api import Param
 from pilot_util import wait_for
 
@@ -58,7 +58,7 @@ def make(path: Path = DEMO, runs: tuple[str, ...] = ()) -> GputopApp:
     app = GputopApp(TuiConfig(ReplaySource(str(path), speed=float("inf")), start_sampler=False, fps=0,
                               hostname="snapshot-host", specs=[spec_from_doc(d) for d in docs], device="cpu"))
     for doc in docs:
-        app.controller.runs.append(RunState(run=RecordedRun(doc), name=doc["workload"], target="CPU"))
+        app.model.controller.runs.append(RunState(run=RecordedRun(doc), name=doc["workload"], target="CPU"))
     return app
 
 
@@ -71,7 +71,7 @@ def at_tick(n: int, keys: tuple[str, ...] = ()):
         app = pilot.app
         await pilot.pause()  # the first layout
         for _ in range(n):
-            app.sampler.step()
+            app.model.sampler.step()
         app.frame(force=True)
         await pilot.pause()
         if keys:
@@ -166,7 +166,7 @@ def test_older_runs_stay_viewable_and_save(tmp_path):
 
     async def go():
         app = make(runs=("amp_cpu", "dataloader_cpu"))
-        app.config.save_dir = str(tmp_path)
+        app.model.config.save_dir = str(tmp_path)
         async with app.run_test(size=(120, 40)) as pilot:
             await at_tick(MATMUL)(pilot)
             await pilot.press("2")
@@ -258,8 +258,8 @@ DEMO_LIST = [n for w in ("allreduce", "amp", "batchsize", "cudagraphs", "dataloa
 
 def make_listing() -> GputopApp:
     app = make(runs=("roofline_cpu",))
-    app.config.specs[:] = [SimpleNamespace(**{**vars(app.config.specs[0]), "name": n}) for n in DEMO_LIST]
-    app.controller.runs.clear()  # no run shown: the list and the form have the page
+    app.model.config.specs[:] = [SimpleNamespace(**{**vars(app.model.config.specs[0]), "name": n}) for n in DEMO_LIST]
+    app.model.controller.runs.clear()  # no run shown: the list and the form have the page
     return app
 
 
@@ -298,7 +298,7 @@ def test_results_evidence_wraps_whole_at_80x24():
         async with app.run_test(size=(80, 24)) as pilot:
             await at_tick(MATMUL, ("2",))(pilot)
             text = app.screen_text()
-            evidence = app.controller.runs[0].document()["verdict"]["evidence_text"]
+            evidence = app.model.controller.runs[0].document()["verdict"]["evidence_text"]
             assert len(evidence) > 2 * 80
             assert re.sub(r"\s+", " ", "evidence: " + evidence) in re.sub(r"\s+", " ", text)
             assert "100T│" in text and "10T│" in text and "1T│" in text  # the plot is still there

@@ -90,7 +90,7 @@ async def test_the_app_draws_the_same_rows_from_the_same_tick(term):
     lines = early_lines(term.read())
     app = make_app(config)
     early.hand_over(app)
-    assert app.sticky.last[0]  # the first two ticks observed
+    assert app.model.sticky.last[0]  # the first two ticks observed
     app.start_sampling()
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()

@@ -17,13 +17,13 @@ def app_counting_stops() -> tuple[GputopApp, list]:
     app = GputopApp(TuiConfig(ReplaySource(str(DEMO), speed=float("inf")), start_sampler=False, fps=0, specs=[],
                               device="cpu"))
     stops = []
-    cancel = app.controller.cancel
+    cancel = app.model.controller.cancel
 
     def counted(*args, **kwargs):
         stops.append(kwargs.get("signum"))
         return cancel(*args, **kwargs)
 
-    app.controller.cancel = counted
+    app.model.controller.cancel = counted
     return app, stops
 
 

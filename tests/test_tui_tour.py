@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import gputop.tui.tour as tour
-from gputop.tui.runs import RecordingSpec
+import gputop.tui.workloads.tour as tour
+from gputop.tui.workloads.runs import RecordingSpec
 from pilot_util import sync, wait_for
 from test_tui import make
 
@@ -25,16 +25,16 @@ async def test_tour_steps_through_recordings_and_cpu_runs(monkeypatch):
         assert "tour: press n to start" in app.screen_text()
         await pilot.press("n")  # stop 1: no GPU here, so the recorded run
         await pilot.pause()
-        state = app.controller.runs[-1]
+        state = app.model.controller.runs[-1]
         assert app.page == "workloads" and isinstance(app.workloads.spec, RecordingSpec)
         assert state.target == "recording" and state.name == "roofline"
         text = " ".join(app.screen_text().split())
         assert "tour 1/3 roofline, the recorded CPU run. Watch the dots climb the roof." in text
         await pilot.press("n")  # the replay still plays: stopped, then the next stop that has something to show
-        await wait_for(pilot, lambda: len(app.controller.runs) == 2)
-        await wait_for(pilot, lambda: app.controller.runs[-1].run.finished, 30)
+        await wait_for(pilot, lambda: len(app.model.controller.runs) == 2)
+        await wait_for(pilot, lambda: app.model.controller.runs[-1].run.finished, 30)
         assert state.run.finished and state.run.status == "interrupted"
-        assert app.controller.runs[-1].name == "fault_ok" and app.controller.runs[-1].target == "CPU"
+        assert app.model.controller.runs[-1].name == "fault_ok" and app.model.controller.runs[-1].target == "CPU"
         app.frame(force=True)
         await pilot.pause()
         text = " ".join(app.screen_text().split())
@@ -51,4 +51,4 @@ async def test_n_without_tour_says_how():
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("n")
         await pilot.pause()
-        assert "n steps through gputop --tour" in app.screen_text() and not app.controller.runs
+        assert "n steps through gputop --tour" in app.screen_text() and not app.model.controller.runs

@@ -11,9 +11,11 @@ import gputop.format as fmt
 from gputop.analysis import thresholds as T
 from gputop.analysis.verdict import Verdict
 from gputop.telemetry.trace import read_trace
-from gputop.tui import charts, results, view
 from gputop.tui.lessons import roofline
-from gputop.tui.verdict import Diagnosis
+from gputop.tui.monitor import view
+from gputop.tui.monitor.verdict import Diagnosis
+from gputop.tui.widgets import charts
+from gputop.tui.workloads import results
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "gputop" / "data" / "demo.jsonl.gz"
@@ -93,7 +95,7 @@ def test_text_segments_are_what_rich_renders():
     from rich.console import Console
     from rich.text import Text
 
-    from gputop.tui.lines import text_segments
+    from gputop.tui.widgets.lines import text_segments
 
     console = Console(width=80)
     cases = [Text("plain"), Text("styled", style="bold"), Text.assemble(("a", "bold"), " b ", ("c", "red")),
@@ -335,7 +337,7 @@ def test_a_recent_verdict_window_is_shaded_up_to_now_and_holds_still_between_jud
     frames between (4 a second) shade the same columns, up to the right edge, rather than stepping left and
     back (an idle chart then redraws nothing). A window that ended earlier (the previous phase) scrolls with
     its ticks."""
-    from gputop.tui.history_chart import HistoryChart
+    from gputop.tui.widgets.history_chart import HistoryChart
 
     w = 80
     chart = HistoryChart("SM activity", "sm_active_pct", span=60.0)
@@ -369,7 +371,7 @@ def test_host_line_names_a_replays_recorded_host():
 
 
 def test_status_line_names_a_recorded_runs_gpu_and_host():
-    from gputop.tui import results
+    from gputop.tui.workloads import results
 
     doc = {"workload": "roofline", "status": "ok", "wall_time_s": 12.0,
            "device": {"kind": "cuda", "nvml_index": 0, "static": {"name": "NVIDIA H200"}}}

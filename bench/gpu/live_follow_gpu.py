@@ -162,17 +162,17 @@ async def drive(app: CommandApp, frames: list[dict], bad: list[str], done) -> No
             await pilot.pause(0.1)
             mon = app.monitor
             v = mon.verdict
-            if v is None or not app.statics:
+            if v is None or not app.model.statics:
                 continue
             d = mon.diagnosis
             frames.append({"t": d.now, "cls": v.cls, "sub": v.subclass, "confidence": v.confidence,
                            "previous": d.previous, "words": d.words(), "evidence_text": v.evidence_text,
                            "t_start": v.t_start, "t_end": v.t_end})
             if len(frames) % 5 == 0 and v.t_start is not None:  # 2 checks a second: each is a classify's worth
-                ticks = app.sampler.window(T.LIVE_MAX_S + 5)
-                i = app.selected
-                one = [{**t, "gpus": [t["gpus"][app.positions[i]]]} for t in ticks]
-                for why in contradictions(v, one, app.statics[i], app.peaks[i], app.watched_pid()):
+                ticks = app.model.sampler.window(T.LIVE_MAX_S + 5)
+                i = app.model.selected
+                one = [{**t, "gpus": [t["gpus"][app.model.positions[i]]]} for t in ticks]
+                for why in contradictions(v, one, app.model.statics[i], app.model.peaks[i], app.model.watched_pid()):
                     bad.append(f"t={d.now:.1f} {v.cls}: {why}")
         await pilot.press("q")
 

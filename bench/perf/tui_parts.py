@@ -31,7 +31,8 @@ VARIANTS = ("all", "verdict", "charts", "panels", "frame")
 
 def switch_off(variant: str) -> None:
     """Patch the TUI's classes so that ``variant``'s part does nothing (in the measured child only)."""
-    from gputop.tui import app, monitor_page, panels
+    from gputop.tui import app
+    from gputop.tui.monitor import page as monitor_page, panels
 
     if variant == "verdict":
         monitor_page.MonitorPage.update_verdict = lambda self, tick: None
@@ -67,7 +68,7 @@ def child(variant: str, warm: float, seconds: float, out: str, gputop_args: list
     marks: dict = {}
 
     def cpu_now() -> dict:
-        sampler = the_app.sampler
+        sampler = the_app.model.sampler
         tid = sampler.thread_id
         threads = {t.id: t.user_time + t.system_time for t in psutil.Process().threads()}
         return {"wall": time.monotonic(), "main": time.thread_time(), "process": time.process_time(),

@@ -63,12 +63,12 @@ async def drive(app, work: Path, args, logf) -> None:
         shot("monitor_80x24")
         await pilot.resize_terminal(w, h)
         await pause(1.0)
-        names = [s.name for s in app.specs]
+        names = [s.name for s in app.model.specs]
         for name in [n for n in args.workloads.split(",") if n]:
             if name not in names:
                 log(f"{name}: not in the registry ({', '.join(names)})", logf)
                 continue
-            spec = app.specs[names.index(name)]
+            spec = app.model.specs[names.index(name)]
             await pilot.press("2")
             await pause(0.3)
             app.query_one("#wl-list").highlighted = names.index(name)
@@ -85,13 +85,13 @@ async def drive(app, work: Path, args, logf) -> None:
                 if (not wl or wl == name) and inputs:
                     inputs.first().value = v
             await pause(0.2)
-            n_runs = len(app.controller.runs)
+            n_runs = len(app.model.controller.runs)
             await pilot.press("r")
             await pause(0.5)
-            if len(app.controller.runs) == n_runs:
+            if len(app.model.controller.runs) == n_runs:
                 log(f"{name}: did not start: {[str(n.message) for n in app._notifications][-1:]}", logf)
                 continue
-            state = app.controller.runs[-1]
+            state = app.model.controller.runs[-1]
             run = state.run
             t0 = time.monotonic()
             shot_at = None
@@ -142,8 +142,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     ns, _ = parse((["--replay", args.replay] if args.replay else []) + [f"--gpu={g}" for g in args.gpu or []])
     app = make_app(ns)
-    app.config.save_dir = str(out)
-    app.device = args.device
+    app.model.config.save_dir = str(out)
+    app.model.set_device(args.device)
     with tempfile.TemporaryDirectory() as tmp, open(out / "tui_screens.log", "w") as logf:
         work = Path(tmp) / "tui_screens"
         work.mkdir()

@@ -11,7 +11,7 @@ regimes). Within a segment the class shown is sticky (hysteresis, ``prefer`` of
 :func:`.classify.classify`). The verdict's window (``t_start``/``t_end``) is the ticks it judged: a frontend
 says so and marks it on its charts, and every number of its evidence is a mean over exactly those ticks.
 
-Pure: no NVML, no Textual. The TUI's verdict panel (gputop/tui/verdict.py) holds one.
+Pure: no NVML, no Textual. The TUI's verdict panel (gputop/tui/monitor/verdict.py) holds one.
 """
 
 from __future__ import annotations

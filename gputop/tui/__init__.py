@@ -48,7 +48,7 @@ def main_tui(args) -> int:
     try:
         code = app.run()
     finally:  # however the app ended (an error, a terminal gone), no run of it outlives gputop
-        app.controller.stop_all()
+        app.model.controller.stop_all()
     if app.stop_signal is not None:
         return exitcodes.for_signal(app.stop_signal)
     return code if isinstance(code, int) else exitcodes.OK

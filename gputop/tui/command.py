@@ -30,7 +30,9 @@ from gputop.analysis.timeline import format_timeline
 from gputop.analysis.verdict import display_name
 from gputop.session.command import Session
 from gputop.tui.app import GputopApp, TuiConfig
-from gputop.tui.lines import Lines
+from gputop.tui.messages import Redraw
+from gputop.tui.model import TuiModel
+from gputop.tui.widgets.lines import Lines
 
 ANALYSIS_EVERY_S = 2.0  # the live timeline's refresh (longer when the analysis itself takes long)
 ROWS, ROWS_SHORT = 6, 2  # timeline segments shown (the latest)
@@ -47,7 +49,7 @@ def status_lines(s: Session) -> list[Text]:
     t.append(f"  {elapsed:.0f} s" if not s.over else f" after {elapsed:.1f} s")
     if s.mode == "run":
         t.append(f"  pid {s.pid}  ")
-        t.append(f"`{shlex.join(s.command)}`", style="bold")
+        t.append(f"`{one_line(shlex.join(s.command))}`", style="bold")
     else:
         t.append(f"  watching pid {s.pid} ({_name(s)})", style="bold")
     more = Text(style="dim")
@@ -56,6 +58,12 @@ def status_lines(s: Session) -> list[Text]:
     if s.over:
         more.append("sampling stopped; q quits")
     return [t, more] if more.plain else [t]
+
+
+def one_line(text: str) -> str:
+    """``text`` on one row: a newline in a command (``python -c "..."``) drawn as ``\\n``, not sent to the terminal
+    (where it would break the row and push the screen down)."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _state(s: Session) -> str:
@@ -117,13 +125,33 @@ def timeline_lines(analysis: dict | None, gpu_index: int | None, rows: int, fina
     return out
 
 
-class CommandApp(GputopApp):
-    """The monitor, with a command (or a watched pid) as the process it diagnoses."""
+class CommandModel(TuiModel):
+    """The model, with the command (or the watched pid) as the process the verdict diagnoses."""
 
     def __init__(self, config: TuiConfig, session: Session):
         config.sampler = session.monitor.sampler  # the Monitor samples; the app draws from it
         config.start_sampler = False  # the session started it
         super().__init__(config)
+        self.session = session
+
+    def watched_pid(self) -> int | None:
+        return self.session.pid
+
+    def tagged_pids(self) -> dict[int, str]:
+        return tagged_pids(self.session)
+
+    def header_parts(self, tick: dict | None) -> list[str]:
+        parts = super().header_parts(tick)
+        if self.session.doc is not None:
+            parts.append("sampling stopped")
+        return parts
+
+
+class CommandApp(GputopApp):
+    """The monitor, with a command (or a watched pid) as the process it diagnoses."""
+
+    def __init__(self, config: TuiConfig, session: Session):
+        super().__init__(config, CommandModel(config, session))
         self.session = session
         self.panel = CommandPanel(id="command")
         self.analysis: dict | None = None
@@ -134,19 +162,7 @@ class CommandApp(GputopApp):
         self._picked = False
 
     def on_mount(self) -> None:  # Textual then runs GputopApp.on_mount too
-        self.mount(self.panel, after="#strip")
-
-    def watched_pid(self) -> int | None:
-        return self.session.pid
-
-    def tagged_pids(self) -> dict[int, str]:
-        return tagged_pids(self.session)
-
-    def _header(self) -> list[str]:
-        parts = super()._header()
-        if self.session.doc is not None:
-            parts.append("sampling stopped")
-        return parts
+        self.mount(self.panel, after="#summary")
 
     def frame(self, force: bool = False) -> None:
         if not self.is_running:
@@ -172,11 +188,7 @@ class CommandApp(GputopApp):
         first, _ = self.session.monitor.finder.result()
         if first:
             self._picked = True
-            pos = min(first)
-            if pos in self.positions:
-                self.selected = self.positions.index(pos)
-                self.monitor.forget_verdict()
-                self._dirty = True
+            self.model.select_position(min(first))  # the monitor judges that GPU afresh
 
     def _analyse(self) -> None:
         t = time.perf_counter()
@@ -188,13 +200,13 @@ class CommandApp(GputopApp):
 
     def _finish(self) -> None:
         self.session.document()
-        self._dirty = True
+        self.post_message(Redraw())
 
     def _draw_command(self) -> None:
         if not self.panel.is_mounted:
             return
         s = self.session
-        index = self.statics[self.selected].get("index") if self.statics else None
+        index = self.model.nvml_index()
         rows = ROWS_SHORT if self.has_class("-short") else ROWS
         self.panel.set_lines(status_lines(s) + timeline_lines(s.doc or self.analysis, index, rows, s.doc is not None))
 
@@ -218,7 +230,7 @@ class CommandApp(GputopApp):
             self.session.stop()
         self.session.wait()
         self.session.document()
-        self.controller.stop_all()
+        self.model.controller.stop_all()
         self.call_from_thread(self.exit, self.session.exit_code)
 
     def on_unmount(self) -> None:  # before GputopApp.on_unmount closes the source

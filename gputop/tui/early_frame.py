@@ -20,8 +20,9 @@ import threading
 import time
 
 from gputop.telemetry.sampler import Sampler
-from gputop.tui import charts, view
 from gputop.tui.config import TuiConfig, config_from_args
+from gputop.tui.monitor import view
+from gputop.tui.widgets import charts
 
 ALT_SCREEN, CURSOR_OFF, HOME_CLEAR = "\x1b[?1049h", "\x1b[?25l", "\x1b[H\x1b[2J"
 LEAVE = "\x1b[?25h\x1b[?1049l"
@@ -150,7 +151,7 @@ class EarlyStart:
     def hand_over(self, app) -> None:
         """Before the app samples: the ticks read here, which its Sticky did not see, observed."""
         for tick in self._config.sampler.window():
-            app.sticky.observe(tick)
+            app.model.sticky.observe(tick)
 
     def leave(self) -> None:
         """gputop ends before Textual took the terminal over (an error, ^C): back to the normal screen if painted,

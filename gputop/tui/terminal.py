@@ -32,15 +32,8 @@ import threading
 
 from textual.drivers.linux_driver import LinuxDriver
 from textual.drivers.web_driver import WebDriver
-from textual.message import Message
 
-
-class TerminalLost(Message):
-    """The terminal (or the browser) is gone: stop as on SIGHUP (posted once, from any thread)."""
-
-    def __init__(self, reason: str):
-        super().__init__()
-        self.reason = reason
+from gputop.tui.messages import TerminalLost
 
 
 def driver_for(base: type) -> type:

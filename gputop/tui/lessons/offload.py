@@ -1,7 +1,7 @@
 """The offload lesson's view: a log-log plot per op of time against size: CPU, GPU with copies, GPU alone,
 and the naive (unsynchronised) GPU timing, flat because it times only the launch; the crossovers in a legend.
 
-Pure (Rich ``Text`` only), like :mod:`gputop.tui.results`, which hands the offload run's document here.
+Pure (Rich ``Text`` only), like :mod:`gputop.tui.workloads.results`, which hands the offload run's document here.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The transfer lesson's view: a log-log plot of copy bandwidth against size (pageable, pinned, host memcpy)
 under the PCIe link's peak, and a timeline of the upload / compute / download spans on one and three streams.
 
-Pure (Rich ``Text`` only), like :mod:`gputop.tui.results`, which hands the transfer run's document here.
+Pure (Rich ``Text`` only), like :mod:`gputop.tui.workloads.results`, which hands the transfer run's document here.
 """
 
 from __future__ import annotations

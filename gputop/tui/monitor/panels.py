@@ -1,5 +1,5 @@
 """The panels of the monitor and the workloads page, each a ``Lines`` widget fed ready-made rows:
-the header (InfoBar), the GPU strip, the device panel, the verdict, the process table, and a run's
+the header (InfoBar), the GPU summary, the device panel, the verdict, the process table, and a run's
 results (ResultsView). What they show is computed in ``view`` and ``results`` (pure functions)."""
 
 from __future__ import annotations
@@ -8,8 +8,10 @@ import time
 
 from rich.text import Text
 
-from gputop.tui import charts, results, view
-from gputop.tui.lines import Lines
+from gputop.tui.monitor import view
+from gputop.tui.widgets import charts
+from gputop.tui.widgets.lines import Lines
+from gputop.tui.workloads import results
 
 LEVEL_STYLE = {"": "green", "peak": "bold cyan", "warn": "yellow", "hot": "bold red", "na": "dim"}
 
@@ -93,17 +95,19 @@ class DevicePanel(Lines):
         self.set_lines(lines)
 
 
-class GpuStrip(Lines):
-    """One line per GPU; the selected one is marked."""
+class GpuSummary(Lines):
+    """On top, with several GPUs: one line of numbers per GPU; the selected one is marked. (The monitor page's
+    GpuStrip, gputop/tui/monitor/strip.py, gives each GPU's verdict.)"""
 
-    DEFAULT_CSS = "GpuStrip { height: auto; max-height: 8; }"
+    DEFAULT_CSS = "GpuSummary { height: auto; max-height: 8; }"
 
     def show(self, statics: list[dict], samples: list[dict | None], selected: int) -> None:
         lines = []
         for i, (st, s) in enumerate(zip(statics, samples)):
             mark = "▶" if i == selected else " "
-            lines.append(Text(f"{mark} {view.strip_line(st, s)}", style="bold reverse" if i == selected else ""))
+            lines.append(Text(f"{mark} {view.summary_line(st, s)}", style="bold reverse" if i == selected else ""))
         self.set_lines(lines)
+
 
 class ProcessTable(Lines):
     """pid, user, name, GPU memory; gputop's own workload is tagged."""

@@ -13,7 +13,7 @@ import time
 
 from rich.text import Text
 
-from gputop.tui.lines import Lines
+from gputop.tui.widgets.lines import Lines
 
 SHOW_S = 6.0  # how long a notification stays
 MORE = ("?", "more keys")

@@ -8,8 +8,8 @@ from rich.text import Text
 
 from gputop.analysis import thresholds as T
 from gputop.format import NA, pct
-from gputop.tui import charts
-from gputop.tui.lines import Lines
+from gputop.tui.widgets import charts
+from gputop.tui.widgets.lines import Lines
 
 
 class HistoryChart(Lines):

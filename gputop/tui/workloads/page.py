@@ -2,8 +2,9 @@
 and the results of the selected run (live while it runs; finished runs stay and can be saved).
 
 The page draws itself when the app's frame asks (``draw``) and carries out the workload keys the app
-routes to it (r, c, d, [ ], s), with the state the two pages share on the app (``self.app``: the run
-controller, the device workloads run on, the run shown, the selected GPU).
+routes to it (r, c, d, s, and n: the tour's next stop) through the model (gputop/tui/model.py: the run
+controller, the device workloads run on, the run shown, the selected GPU), whose changes it follows (the
+workloads loaded: the list; another device: the form's defaults).
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input, Label, OptionList, Static
 
-from gputop.tui.follow import follow_recording, go_home
-from gputop.tui.lines import Lines
-from gputop.tui.panels import ResultsView
-from gputop.runner.params import format_value
-from gputop.tui.runs import RecordingSpec, default_values, parse_values, save_document
+from gputop.runner.params import format_value, resolve
+from gputop.tui.messages import Redraw, ShowPage
+from gputop.tui.model import DEVICE, SPECS, TuiModel
+from gputop.tui.monitor.panels import ResultsView
+from gputop.tui.widgets.lines import Lines
+from gputop.tui.workloads.runs import RecordingSpec, default_values, parse_values, save_document
 from gputop.workload_api import ParamError
 
 
@@ -75,8 +77,10 @@ class WorkloadsPage(Vertical):
     WorkloadsPage #wl-runs { height: 1; }
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, model: TuiModel, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.model = model
+        model.observe(self._model_changed)
         self.form = ParamForm(id="wl-params")
         self.results = ResultsView(id="wl-results")
 
@@ -93,12 +97,20 @@ class WorkloadsPage(Vertical):
 
     @property
     def specs(self) -> list:
-        return self.app.specs
+        return self.model.specs
 
     def on_mount(self) -> None:
         self.add_class("-no-run")  # until a run is shown, the list and the form have the page (gputop.tcss)
-        if self.app.specs_loaded:
+        if self.model.specs_loaded:
             self.show_specs()
+
+    def _model_changed(self, change: str) -> None:
+        if not self.is_mounted:
+            return
+        if change == SPECS:
+            self.show_specs()
+        elif change == DEVICE and self.spec is not None:
+            self.run_worker(self.form.load(self.spec, self.model.device))
 
     def show_specs(self) -> None:
         """List the app's workloads (once they are loaded)."""
@@ -106,7 +118,7 @@ class WorkloadsPage(Vertical):
         ol.clear_options()
         ol.add_options([s.name for s in self.specs])
         if not self.specs:
-            why = "; ".join(self.app.spec_errors[:2]) or "no workloads found"
+            why = "; ".join(self.model.spec_errors[:2]) or "no workloads found"
             self.query_one("#wl-desc", Static).update(Text(f"no workloads: {why}", style="red"))
 
     @property
@@ -124,17 +136,13 @@ class WorkloadsPage(Vertical):
             ol.focus()
 
     # -- drawing -----------------------------------------------------------------------------------
-    def where(self) -> str:
-        """Where a run starts now: "CPU" or "GPU n"."""
-        return "CPU" if self.app.device == "cpu" else f"GPU {self.app.nvml_index()}"
-
     def no_gpu_line(self) -> str:
-        return f"no live GPU in this session: {self.app.no_gpu}; workloads run on the CPU"
+        return f"no live GPU in this session: {self.model.no_gpu}; workloads run on the CPU"
 
     def draw(self) -> None:
-        app = self.app
+        app, model = self.app, self.model
         spec = self.spec
-        where = self.where() + (" (no live GPU)" if app.no_gpu else "")
+        where = model.where() + (" (no live GPU)" if model.no_gpu else "")
         hint = Text(f"runs on: {where}  Enter/r run  c cancel  d cpu/gpu  Esc leaves the form", style="dim")
         if isinstance(spec, RecordingSpec):
             hint = Text("a recorded run: Enter/r replays it as it happened (no GPU needed), c stops it", style="dim")
@@ -150,12 +158,12 @@ class WorkloadsPage(Vertical):
             if spec.needs:
                 notes.append("needs " + ", ".join(spec.needs))
             if not spec.supports_cpu:
-                notes.append("needs a GPU; there is no live GPU in this session" if app.no_gpu else "GPU only")
+                notes.append("needs a GPU; there is no live GPU in this session" if model.no_gpu else "GPU only")
             if notes:
                 desc.append("  (" + "; ".join(notes) + ")", style="dim")
             self._set_static(self.query_one("#wl-desc", Static), desc)
-        runs = app.controller.runs
-        shown = app.shown_state()
+        runs = model.controller.runs
+        shown = model.shown_state()
         if self.has_class("-no-run") != (shown is None):  # the list's height changes: keep its entry in view
             self.set_class(shown is None, "-no-run")
             ol = self.query_one("#wl-list", OptionList)
@@ -178,8 +186,8 @@ class WorkloadsPage(Vertical):
 
     # -- events ------------------------------------------------------------------------------------
     async def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        await self.form.load(self.specs[event.option_index], self.app.device)
-        self.app.redraw()
+        await self.form.load(self.specs[event.option_index], self.model.device)
+        self.post_message(Redraw())
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.start_run()
@@ -188,101 +196,155 @@ class WorkloadsPage(Vertical):
         self.start_run()
 
     def on_descendant_focus(self) -> None:
-        self.app.redraw()  # the hint follows the focused parameter
+        self.post_message(Redraw())  # the hint follows the focused parameter
 
     def action_leave_form(self) -> None:
         if self.specs and self.app.focused is not self.query_one("#wl-list", OptionList):
             self.focus_list()
 
     # -- the keys the app routes here --------------------------------------------------------------
+    def refused(self, what: str) -> bool:
+        """A read-only view (gputop --serve without --serve-control): say so, and True (refused)."""
+        why = self.model.refusal(what)
+        if why:
+            self.notify(why, severity="warning")
+        return why is not None
+
     def toggle_device(self) -> None:
-        app = self.app
-        if app.no_gpu:
-            app.device = "cpu"
-            app.notify(self.no_gpu_line(), severity="warning")
+        model = self.model
+        if model.no_gpu:
+            self.notify(self.no_gpu_line(), severity="warning")
             return
-        app.device = "cuda" if app.device == "cpu" and app.statics else "cpu"
-        spec = self.spec
-        if spec is not None:
-            self.run_worker(self.form.load(spec, app.device))
-        app.notify(f"workloads run on the {'CPU' if app.device == 'cpu' else 'GPU'}")
-        app.redraw()
+        model.set_device("cuda" if model.device == "cpu" else "cpu")
+        self.notify(f"workloads run on the {'CPU' if model.device == 'cpu' else 'GPU'}")
 
     def start_run(self) -> None:
-        app = self.app
+        model = self.model
         spec = self.spec
         if isinstance(spec, RecordingSpec):  # a replay uses no GPU: a read-only browser view may play one too
             self.replay(spec)
             return
-        if app.refuse_control("run a workload"):
+        if self.refused("run a workload"):
             return
         if spec is None:
-            app.notify("no workload selected", severity="warning")
+            self.notify("no workload selected", severity="warning")
             return
-        if app.device == "cpu" and not spec.supports_cpu:
-            why = f"no live GPU in this session ({app.no_gpu})" if app.no_gpu else "press d to run on the GPU"
-            app.notify(f"{spec.name} needs a GPU: {why}", severity="warning")
+        if model.device == "cpu" and not spec.supports_cpu:
+            why = f"no live GPU in this session ({model.no_gpu})" if model.no_gpu else "press d to run on the GPU"
+            self.notify(f"{spec.name} needs a GPU: {why}", severity="warning")
             return
-        if app.device == "cuda" and app.no_gpu:
-            app.notify(self.no_gpu_line(), severity="warning")
+        if model.device == "cuda" and model.no_gpu:
+            self.notify(self.no_gpu_line(), severity="warning")
             return
-        go_home(app)  # the monitor watches this session's own source again
         try:
-            values = parse_values(spec, self.form.texts())
-            state = app.controller.start(spec, values, app.device, app.nvml_index() if app.device == "cuda" else None,
-                                         timeout=app.config.timeout, grace_s=app.config.grace_s)
+            state = self.start(spec, parse_values(spec, self.form.texts()), model.device)
         except (ParamError, RuntimeError, ValueError, OSError) as exc:
-            app.notify(str(exc), severity="error")
+            self.notify(str(exc), severity="error")
             return
-        app.shown_run = None
         if state.run.finished and state.run.status == "error":  # it could not start: say why, at once
             errors = state.document().get("errors") or [{}]
-            app.notify(f"{state.name} did not start: {errors[-1].get('message')}", severity="error")
+            self.notify(f"{state.name} did not start: {errors[-1].get('message')}", severity="error")
         else:
-            app.notify(f"started {state.name} on {state.target}")
-        app.redraw()
+            self.notify(f"started {state.name} on {state.target}")
+
+    def start(self, spec, values: dict, device: str):
+        """Start ``spec`` live (the monitor watches this session's own source again) and show its run (its
+        RunState); the controller's errors are the caller's to say."""
+        model = self.model
+        model.go_home()
+        state = model.controller.start(spec, values, device, model.nvml_index() if device == "cuda" else None,
+                                       timeout=model.config.timeout, grace_s=model.config.grace_s)
+        model.show_run(None)
+        return state
 
     def replay(self, spec: RecordingSpec) -> None:
-        app = self.app
+        model = self.model
         try:
-            state = app.controller.replay(spec, app.config.run_speed)
+            state = model.controller.replay(spec, model.config.run_speed)
         except (RuntimeError, ValueError) as exc:  # one playing already; a file that is not a whole recording
-            app.notify(str(exc), severity="error")
+            self.notify(str(exc), severity="error")
             return
-        app.shown_run = None
-        follow_recording(app, state)  # no live GPU: the monitor shows the recording's own telemetry
-        app.notify(f"replaying {spec.name}")
-        app.redraw()
+        model.show_run(None)
+        if model.follow_recording(state):  # no live GPU: the monitor shows the recording's own telemetry
+            self._come_back_after(state)
+        self.notify(f"replaying {spec.name}")
+
+    def _come_back_after(self, state) -> None:
+        """Once the followed replay ends (or is stopped), the monitor shows the session's own source again."""
+        model, followed = self.model, self.model.source
+
+        def back_when_over() -> None:
+            if model.source is not followed:  # a live run or another replay took over already
+                timer.stop()
+            elif not state.active:
+                timer.stop()
+                model.go_home()
+                self.notify(f"the replay of {state.name} is over: the monitor shows {model.describe()} again")
+
+        timer = self.set_interval(0.5, back_when_over)
 
     def cancel_run(self) -> None:
-        app = self.app
-        if app.refuse_control("cancel a run"):
+        model = self.model
+        if self.refused("cancel a run"):
             return
-        hit = app.controller.cancel(self.where()) or app.controller.cancel()
-        app.notify("stopping " + ", ".join(r.name for r in hit) if hit else "nothing is running",
-                   severity="information" if hit else "warning")
-
-    def select_run(self, step: int) -> None:
-        app = self.app
-        runs = app.controller.runs
-        if not runs:
-            return
-        cur = len(runs) - 1 if app.shown_run is None else app.shown_run
-        app.shown_run = max(0, min(len(runs) - 1, cur + step))
-        app.redraw()
+        hit = model.controller.cancel(model.where()) or model.controller.cancel()
+        self.notify("stopping " + ", ".join(r.name for r in hit) if hit else "nothing is running",
+                    severity="information" if hit else "warning")
 
     def save_shown(self) -> None:
-        app = self.app
-        if app.refuse_control("save a run"):
+        model = self.model
+        if self.refused("save a run"):
             return
-        st = app.shown_state()
+        st = model.shown_state()
         if st is None:
-            app.notify("no run to save", severity="warning")
+            self.notify("no run to save", severity="warning")
             return
         try:
-            st.saved_to = save_document(st.document(), app.config.save_dir)
+            st.saved_to = save_document(st.document(), model.config.save_dir)
         except OSError as exc:
-            app.notify(f"cannot save: {exc}", severity="error")
+            self.notify(f"cannot save: {exc}", severity="error")
             return
-        app.notify(f"saved {st.saved_to}" + (" (partial: still running)" if st.active else ""))
-        app.redraw()
+        self.notify(f"saved {st.saved_to}" + (" (partial: still running)" if st.active else ""))
+        self.post_message(Redraw())
+
+    # -- the tour (gputop --tour) ------------------------------------------------------------------
+    def tour_next(self) -> None:
+        """n: stop the run that still goes (on a worker thread: a workload gets its grace period), then go to
+        the tour's next stop and start it."""
+        model = self.model
+        if model.tour is None:
+            self.notify("n steps through gputop --tour (start gputop with --tour)", severity="warning")
+            return
+        model.load_specs()
+        if not model.controller.active:
+            self._tour_go()
+            return
+        self.notify("tour: stopping " + ", ".join(r.name for r in model.controller.active) + "...")
+
+        def stop_then_go() -> None:
+            model.controller.stop_all()
+            self.app.call_from_thread(self._tour_go)
+
+        self.run_worker(stop_then_go, thread=True, group="tour")
+
+    def _tour_go(self) -> None:
+        model = self.model
+        stop = model.tour.advance(model)
+        self.post_message(Redraw())
+        if stop is None:  # the tour is over (its line says so)
+            return
+        name, spec = stop
+        self.post_message(ShowPage("workloads"))
+        self.query_one("#wl-list", OptionList).highlighted = model.specs.index(spec)
+        if isinstance(spec, RecordingSpec):
+            self.replay(spec)
+            return
+        if self.refused("run a workload"):
+            return
+        device = "cpu" if model.no_gpu else "cuda"
+        try:
+            self.start(spec, resolve(spec, {}, device, quick=True), device)
+        except (ParamError, RuntimeError, ValueError, OSError) as exc:
+            self.notify(f"tour: {name} did not start: {exc}", severity="error")
+            return
+        self.notify(f"started {name} on {'the CPU' if device == 'cpu' else 'the GPU'}")

@@ -1,4 +1,4 @@
-"""What the monitor shows, as plain data: device-panel rows, the GPU strip, the header, processes.
+"""What the monitor shows, as plain data: device-panel rows, the GPU summary, the header, processes.
 
 Pure functions of (static facts, peaks, sample): no Textual, so they are unit-tested directly and
 the widgets only lay the rows out.
@@ -164,8 +164,8 @@ def gpu_title(static: dict) -> str:
             f"cc {cc}  {static.get('sm_count') or NA} SMs").replace("  ", " ", 1)
 
 
-def strip_line(static: dict, s: dict | None) -> str:
-    """One line per GPU for the compact strip."""
+def summary_line(static: dict, s: dict | None) -> str:
+    """One GPU's numbers in one line (the GPU summary on top, with several GPUs)."""
     name = (static.get("name") or NA).replace("NVIDIA ", "")
     if s is None:
         return f"GPU{static.get('index')} {name}  (no sample yet)"

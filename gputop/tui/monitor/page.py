@@ -1,9 +1,10 @@
 """The monitor page: the selected GPU's device panel, verdict and processes on the left; its history
 charts and a running workload's live results on the right.
 
-The page draws itself when the app's frame asks (``draw``), from the app's sampler and the state the
-two pages share (``self.app``: statics, positions, selected GPU, peaks, the run controller). It owns
-the live verdicts (gputop/tui/verdict.py: one per GPU, following the changes of the work; the panel shows the
+The page draws itself when the app's frame asks (``draw``), from the model (gputop/tui/model.py: the
+sampler, statics, positions, selected GPU, peaks, the run controller), and follows its changes (another
+source: its charts; another GPU: a fresh verdict). It owns
+the live verdicts (gputop/tui/monitor/verdict.py: one per GPU, following the changes of the work; the panel shows the
 selected GPU's, the strip every GPU's, the same objects) and the feeding of its charts.
 """
 
@@ -18,12 +19,13 @@ from gputop.analysis import thresholds as T
 from gputop.analysis.comms import group_comms
 from gputop.format import gpm_na
 from gputop.telemetry.sampler import Recent
-from gputop.tui import view
-from gputop.tui.containers import Box, Column
-from gputop.tui.gpu_strip import GpuStrip
-from gputop.tui.history_chart import HistoryChart
-from gputop.tui.panels import DevicePanel, ProcessTable, ResultsView, VerdictPanel
-from gputop.tui.verdict import Diagnosis
+from gputop.tui.model import GPU, SOURCE, TuiModel
+from gputop.tui.monitor import view
+from gputop.tui.monitor.panels import DevicePanel, ProcessTable, ResultsView, VerdictPanel
+from gputop.tui.monitor.strip import GpuStrip
+from gputop.tui.monitor.verdict import Diagnosis
+from gputop.tui.widgets.containers import Box, Column
+from gputop.tui.widgets.history_chart import HistoryChart
 
 
 
@@ -48,12 +50,19 @@ CHARTS = [
 HOST_CHART = ChartSpec("Host CPU", "host.cpu_pct", color="green", gpm=False)
 
 
+def charts_for(model: TuiModel) -> list[ChartSpec]:
+    """The charts of the model's source: the GPU's, or the host's where there is no GPU."""
+    return CHARTS if model.statics else [HOST_CHART]
+
+
 class MonitorPage(Box):
     """Device panel, verdict, processes, charts, live results. ``draw`` once per frame of the app."""
 
-    def __init__(self, chart_specs: list[ChartSpec], span_s: float, **kwargs):
+    def __init__(self, model: TuiModel, span_s: float, **kwargs):
         super().__init__(**kwargs)
-        self.chart_specs = chart_specs
+        self.model = model
+        model.observe(self._model_changed)
+        self.chart_specs = charts_for(model)
         self.span_s = span_s
         self.strip = GpuStrip(id="gpu-strip")  # every GPU's verdict, NVLink traffic (hidden on one GPU without it)
         self.device = DevicePanel(id="device")
@@ -61,8 +70,8 @@ class MonitorPage(Box):
         self.procs = ProcessTable(id="procs")
         self.live_results = ResultsView(id="live-results")
         self.generation = 0  # charts made anew (another source) get new ids
-        self.charts = self._make_charts(chart_specs)
-        self.diagnoses: dict[int, Diagnosis] = {}  # by GPU (its index in app.statics)
+        self.charts = self._make_charts(self.chart_specs)
+        self.diagnoses: dict[int, Diagnosis] = {}  # by GPU (its index in model.statics)
         self.verdicts: list = []  # every GPU's verdict (one GPU: the selected one's only)
         self.verdict = None  # the selected GPU's
         self.verdict_t: float | None = None  # time of the tick the verdict was computed at
@@ -74,8 +83,16 @@ class MonitorPage(Box):
                              fill=self._fill_chart, id=f"chart{i}{g}", classes="extra-chart" if i >= 2 else "")
                 for i, spec in enumerate(specs)]
 
+    def _model_changed(self, change: str) -> None:
+        if change == SOURCE:
+            self.set_charts(charts_for(self.model))
+            self.verdict = None
+            self.forget_verdict()
+        elif change == GPU:
+            self.forget_verdict()
+
     def set_charts(self, specs: list[ChartSpec]) -> None:
-        """Another source (gputop.tui.follow): its charts, each refilled from the new sampler."""
+        """Another source (a recorded run followed): its charts, each refilled from the new sampler."""
         if [s.field for s in specs] == [s.field for s in self.chart_specs]:
             for chart in self.charts:
                 chart.stale = True
@@ -98,11 +115,12 @@ class MonitorPage(Box):
             yield self.live_results
 
     def draw(self, tick: dict | None, samples: list[dict | None], show_results: bool) -> None:
-        app = self.app
-        recorded = (app.source.hostname or "") if app.source.kind == "replay" else None  # a replay: its host's
+        app, model = self.app, self.model
+        source = model.source
+        recorded = (source.hostname or "") if source.kind == "replay" else None  # a replay: its host's
         host = view.host_line(tick.get("host") if tick else None, recorded)
-        if not app.statics:
-            why = app.config.na_reason or "no GPU in this source"
+        if not model.statics:
+            why = model.config.na_reason or "no GPU in this source"
             self.device.data = None  # (a resize redraws from data: none now)
             width = max(20, self.device.wh[0] or 80)
             lines = [Text("no GPU", style="bold")]
@@ -112,24 +130,24 @@ class MonitorPage(Box):
             self.verdict_panel.show(None)
             self.procs.show(None, set(), host)
         else:
-            i = app.selected
-            st, pk, s = app.statics[i], app.peaks[i], samples[i]
-            self.device.show(st, pk, s, view.na_reasons_for(st, app.na_reasons))
+            i = model.selected
+            st, pk, s = model.statics[i], model.peaks[i], samples[i]
+            self.device.show(st, pk, s, view.na_reasons_for(st, model.na_reasons))
             self.update_verdict(tick)
-            self.strip.show(app.statics, app.peaks, samples, i, self.verdicts)
+            self.strip.show(model.statics, model.peaks, samples, i, self.verdicts)
             self.verdict_panel.show(self.verdict, self.diagnosis.words())
             if self.procs.display and not app.has_class("-short"):
-                self.procs.show((s or {}).get("processes"), app.controller.own_pids(), host, app.tagged_pids())
+                self.procs.show((s or {}).get("processes"), model.controller.own_pids(), host, model.tagged_pids())
         self.fit_charts()
         self.feed_charts()
         if show_results:
-            self.live_results.show_run(app.shown_state())
+            self.live_results.show_run(model.shown_state())
 
     # -- the verdict -------------------------------------------------------------------------------
     @property
     def diagnosis(self) -> Diagnosis:
         """The selected GPU's live verdict (what the panel shows and the charts mark)."""
-        return self.diagnoses.setdefault(self.app.selected, Diagnosis())
+        return self.diagnoses.setdefault(self.model.selected, Diagnosis())
 
     def update_verdict(self, tick: dict | None) -> None:
         """At each frame that brings new ticks: the live verdict of the selected GPU and, with several, of
@@ -138,15 +156,15 @@ class MonitorPage(Box):
         the comms-bound ones are looked at together."""
         if tick is None or self.verdict_t == tick["t"]:
             return
-        app = self.app
+        model = self.model
         self.verdict_t = tick["t"]
-        window = self.recent.get(app.sampler)
-        which = range(len(app.statics)) if len(app.statics) > 1 else [app.selected]
+        window = self.recent.get(model.sampler)
+        which = range(len(model.statics)) if len(model.statics) > 1 else [model.selected]
         self.verdicts = [self.diagnoses.setdefault(i, Diagnosis())(
-            window, app.statics[i], app.peaks[i], gpu_pos=app.positions[i], watched_pid=app.watched_pid(),
-            every_s=T.LIVE_EVERY_S if i == app.selected else T.LIVE_STRIP_EVERY_S) for i in which]
+            window, model.statics[i], model.peaks[i], gpu_pos=model.positions[i], watched_pid=model.watched_pid(),
+            every_s=T.LIVE_EVERY_S if i == model.selected else T.LIVE_STRIP_EVERY_S) for i in which]
         group_comms(self.verdicts)
-        self.verdict = self.verdicts[app.selected if len(self.verdicts) > 1 else 0]
+        self.verdict = self.verdicts[model.selected if len(self.verdicts) > 1 else 0]
 
     def forget_verdict(self) -> None:
         """The next frame classifies afresh (another source, another GPU or watched process)."""
@@ -171,11 +189,11 @@ class MonitorPage(Box):
     def feed_charts(self, only: list[HistoryChart] | None = None) -> None:
         """Feed each visible chart (of ``only``) the ticks it has not seen yet: the whole window after a
         reset (a new size, another GPU, shown again after being hidden), else the ticks since its last."""
-        app = self.app
-        latest = app.sampler.latest()
+        model = self.model
+        latest = model.sampler.latest()
         if latest is None:
             return
-        pos = app.positions[app.selected] if app.statics else None
+        pos = model.positions[model.selected] if model.statics else None
         shown, full = [], []
         for spec, chart in zip(self.chart_specs, self.charts):
             if only is not None and chart not in only:
@@ -188,11 +206,11 @@ class MonitorPage(Box):
                 full.append(chart)
         if not shown:
             return
-        window = app.sampler.window(self.span_s) if full else []
+        window = model.sampler.window(self.span_s) if full else []
         newer = [c.fed_t for _, c in shown if c not in full]
-        recent = app.sampler.since(min(newer)) if newer else []
-        st = app.statics[app.selected] if app.statics else {}
-        reasons = view.na_reasons_for(st, app.na_reasons)
+        recent = model.sampler.since(min(newer)) if newer else []
+        st = model.statics[model.selected] if model.statics else {}
+        reasons = view.na_reasons_for(st, model.na_reasons)
         for spec, chart in shown:
             if chart in full:
                 chart.reset()

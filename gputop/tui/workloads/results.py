@@ -14,7 +14,8 @@ from rich.text import Text
 from gputop.analysis.verdict import display_name
 from gputop.format import si
 from gputop.lessons.report_lines import words
-from gputop.tui import charts, lessons
+from gputop.tui import lessons
+from gputop.tui.widgets import charts
 
 CONSOLE = Console(width=400, color_system=None, file=None, legacy_windows=False)
 # Unit multipliers recognised in key names (checked in order).

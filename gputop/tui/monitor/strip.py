@@ -12,7 +12,7 @@ from rich.text import Text
 
 from gputop.analysis.verdict import Verdict, display_name
 from gputop.format import si
-from gputop.tui.lines import Lines
+from gputop.tui.widgets.lines import Lines
 
 
 def nvlink_line(sample: dict | None, peaks: dict | None) -> Text | None:
@@ -47,6 +47,8 @@ def strip_line(pos: int, static: dict, verdict: Verdict | None, selected: bool) 
 class GpuStrip(Lines):
     """Every GPU's verdict (the monitor page's live verdicts, the same the panel shows for the selected GPU),
     and the selected GPU's NVLink line."""
+
+    DEFAULT_CSS = "GpuStrip { height: auto; max-height: 8; }"
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
