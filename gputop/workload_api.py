@@ -242,6 +242,7 @@ class Emitter:
         self.status = "ok"
         self.on_point: Callable[[dict], None] | None = None  # a standalone script's own printer
         self.params, self.device, self.points, self.results = {}, {}, [], {}  # standalone: for the report at the end
+        self.report = True  # standalone: print the results, the figure and the verdicts at the end (a quiet rank: no)
 
     def _send(self, event: str, **fields) -> None:
         if self.events:
@@ -398,7 +399,7 @@ def run_module(module, values: dict, emit: Emitter) -> int:
     finally:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
-    if not emit.events and emit.points:  # on its own: the results, the key figure and the verdicts
+    if not emit.events and emit.report and emit.points:  # on its own: the results, the key figure and the verdicts
         from gputop.workload_util import print_verdicts
 
         print_verdicts(module.NAME, emit.params, emit.device, emit.points, emit.results, stream=emit.stream)

@@ -46,6 +46,8 @@ def env(fake_nvml: bool = False, **extra: str) -> dict:
     path = [str(ROOT)]
     if fake_nvml:
         path.insert(0, str(FAKE_PYNVML))
+    # then what the caller's PYTHONPATH held (a GPU machine's carried wheels: textual, plotext, ...)
+    path += [p for p in (e.get("PYTHONPATH") or "").split(os.pathsep) if p and p not in path]
     e["PYTHONPATH"] = os.pathsep.join(path)
     e["GPUTOP_WORKLOADS_PATH"] = os.pathsep.join([str(FAULT_WORKLOADS), str(TREE_WORKLOADS)])
     e.update(extra)

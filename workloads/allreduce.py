@@ -131,6 +131,7 @@ def quiet(emit) -> None:
     """Ranks other than 0 keep their output to themselves: only rank 0 speaks for the job (errors and
     warnings of every rank still go to stderr)."""
     emit.events = False
+    emit.report = False  # rank 0 reports the job's results (and, under gputop, sends its events)
     emit.stream = open(os.devnull, "w")
 
 
