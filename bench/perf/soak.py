@@ -5,9 +5,11 @@ Prometheus would) side by side, their RSS and CPU read every ``--every`` seconds
     python bench/perf/soak.py --minutes 5 --live     # live NVML instead of the demo
     python bench/perf/soak.py --json out.json        # also every sample, as JSON
 
-Printed per program: RSS at 2 minutes and at the end, the least-squares RSS slope over the run after its first
-2 minutes (MiB per hour), CPU (% of one core) over the first and the last 10 minutes (or fifths of a shorter
-run), and the largest RSS seen. Exit 1 when a program died or a scrape failed.
+Printed per program: RSS once the sampler's history ring is full (its DEFAULT_HISTORY_S, 10 minutes, plus one: the
+ring of ticks grows until then, by design) and at the end, the least-squares RSS slope after that point (MiB per
+hour), CPU (% of one core) over the first and the last 10 minutes (or fifths of a shorter run), and the largest
+RSS seen. ``--json-in FILE`` recomputes the figures from an earlier run's ``--json``. Exit 1 when a program died or
+a scrape failed.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import platform
 import subprocess
 import sys
 import time
-import urllib.request
 
 import psutil
 
@@ -27,6 +28,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from export_cpu import free_port, scrape  # noqa: E402
 from tui_cpu import ROOT, PtyProc  # noqa: E402  (the checkout; the pty runner the other TUI benches use)
+
+sys.path.insert(0, ROOT)
+from gputop.telemetry.sampler import DEFAULT_HISTORY_S  # noqa: E402
+
+FULL_S = DEFAULT_HISTORY_S + 60  # the ring of ticks is full from here on: RSS should stay flat
 
 
 def tree_cpu_rss(pid: int) -> tuple[float, int]:
@@ -71,7 +77,12 @@ def main() -> int:
     ap.add_argument("--every", type=float, default=10.0, help="seconds between readings")
     ap.add_argument("--live", action="store_true", help="live NVML (default: --demo)")
     ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--json-in", metavar="FILE", help="recompute the figures from an earlier run's --json")
     a = ap.parse_args()
+    if a.json_in:
+        with open(a.json_in) as fh:
+            earlier = json.load(fh)
+        return summarize(earlier["minutes"], earlier["samples"], earlier["scrapes"], earlier["failures"], earlier, None)
     src = [] if a.live else ["--demo"]
     env = dict(os.environ, PYTHONPATH=ROOT)
     port = free_port()
@@ -111,26 +122,32 @@ def main() -> int:
                 exp.wait(10)
             except subprocess.TimeoutExpired:
                 exp.kill()
-    total = a.minutes * 60
-    win = min(600.0, total / 5)
-    report = {"minutes": a.minutes, "source": "live" if a.live else "demo", "rate_hz": 10, "scrapes": scrapes,
+    report = {"minutes": a.minutes, "source": "live" if a.live else "demo", "rate_hz": 10,
               "machine": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
-              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "failures": failures, "programs": {}}
+              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    return summarize(a.minutes, samples, scrapes, failures, report, a.json)
+
+
+def summarize(minutes: float, samples: dict, scrapes: int, failures: list, report: dict, json_out: str | None) -> int:
+    total = minutes * 60
+    win = min(600.0, total / 5)
+    report.update(scrapes=scrapes, failures=failures, programs={})
     for name, s in samples.items():
-        at2 = next((rss for t, _, rss in s if t >= 120), None)
-        r = {"rss_mib_at_2min": at2 / 2**20 if at2 else None, "rss_mib_end": s[-1][2] / 2**20 if s else None,
+        full = next((rss for t, _, rss in s if t >= FULL_S), None)
+        r = {"rss_mib_full": full / 2**20 if full else None, "rss_mib_end": s[-1][2] / 2**20 if s else None,
              "rss_mib_max": max(x[2] for x in s) / 2**20 if s else None,
-             "rss_slope_mib_per_h": slope_mib_per_h(s, 120),
+             "rss_slope_mib_per_h": slope_mib_per_h(s, FULL_S),
              "cpu_pct_first": cpu_pct(s, 60, 60 + win), "cpu_pct_last": cpu_pct(s, total - win, total)}
         report["programs"][name] = r
         f = lambda v, spec: "n/a" if v is None else format(v, spec)  # noqa: E731
-        print(f"{name:7s} RSS {f(r['rss_mib_at_2min'], '.1f')} MiB at 2 min -> {f(r['rss_mib_end'], '.1f')} MiB at the end "
-              f"(max {f(r['rss_mib_max'], '.1f')}; slope {f(r['rss_slope_mib_per_h'], '+.2f')} MiB/h); CPU "
+        print(f"{name:7s} RSS {f(r['rss_mib_full'], '.1f')} MiB at {FULL_S / 60:.0f} min (the tick ring full) -> "
+              f"{f(r['rss_mib_end'], '.1f')} MiB at the end (max {f(r['rss_mib_max'], '.1f')}; slope after "
+              f"{FULL_S / 60:.0f} min {f(r['rss_slope_mib_per_h'], '+.2f')} MiB/h); CPU "
               f"{f(r['cpu_pct_first'], '.2f')}% of a core from minute 1 for {win / 60:.1f} min, "
               f"{f(r['cpu_pct_last'], '.2f')}% over the last {win / 60:.1f} min")
     print(f"{scrapes} scrapes; failures: {failures or 'none'}")
-    if a.json:
-        with open(a.json, "w") as fh:
+    if json_out:
+        with open(json_out, "w") as fh:
             json.dump({**report, "samples": samples}, fh)
     return 1 if failures else 0
 
