@@ -108,6 +108,8 @@ GOES_WITH = [  # (option, its attribute, the modes it goes with, the same in wor
     ("--csv", "csv", ("run",), "--run NAME"),
     ("--param", "param", ("run",), "--run NAME"),
     ("--log", "log", ("run-command",), "--run -- CMD"),
+    ("--profile", "profile", ("run-command",), "--run -- CMD (headless)"),
+    ("--profile-seconds", "profile_seconds", ("run-command",), "--run --profile -- CMD"),
     ("--recorded", "recorded", ("tui",), "the TUI (plain gputop, --demo, --tour or --serve)"),
     ("--quick", "quick", ("run", "tui"), "--run NAME or the TUI"),
     ("--timeout", "timeout", ("run", "run-command", "tui"), "--run or the TUI"),
@@ -192,6 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "(default 5; more for a job that saves a checkpoint when interrupted)")
     run.add_argument("--csv", metavar="FILE", help="also write the result points as CSV")
     run.add_argument("--log", metavar="FILE", help="with --run -- CMD: send the command's output to FILE")
+    run.add_argument("--profile", action="store_true",
+                     help="with --run -- CMD (Python, PyTorch): record short torch.profiler windows in the command "
+                          "and attribute its GPU time to kernels and ops")
+    run.add_argument("--profile-seconds", type=float, metavar="S", help="with --profile: each window's length (default 3)")
     out = ap.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="one JSON document on stdout (progress on stderr)")
     out.add_argument("--output", "-o", metavar="FILE", help="also write the JSON document to FILE")
@@ -242,6 +248,11 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if len(modes) > 1:
         ap.error(f"{modes[0]} and {modes[1]} are two modes; give one")
     mode = mode_of(args, command)
+    if args.profile and args.watch is not None:
+        ap.error("--profile: gputop cannot give a loader to a process it did not start (--watch PID); "
+                 "run it under gputop: gputop --run --profile -- CMD")
+    if args.profile_seconds is not None and not (args.profile and args.profile_seconds > 0):
+        ap.error("--profile-seconds goes with --profile and must be > 0")
     for flag, attr, modes_ok, words in GOES_WITH:
         if getattr(args, attr) and mode not in modes_ok:
             ap.error(f"{flag} goes with {words}")
