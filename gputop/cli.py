@@ -108,8 +108,6 @@ GOES_WITH = [  # (option, its attribute, the modes it goes with, the same in wor
     ("--csv", "csv", ("run",), "--run NAME"),
     ("--param", "param", ("run",), "--run NAME"),
     ("--log", "log", ("run-command",), "--run -- CMD"),
-    ("--profile", "profile", ("run-command",), "--run -- CMD (headless)"),
-    ("--profile-seconds", "profile_seconds", ("run-command",), "--run --profile -- CMD"),
     ("--recorded", "recorded", ("tui",), "the TUI (plain gputop, --demo, --tour or --serve)"),
     ("--quick", "quick", ("run", "tui"), "--run NAME or the TUI"),
     ("--timeout", "timeout", ("run", "run-command", "tui"), "--run or the TUI"),
@@ -251,6 +249,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if args.profile and args.watch is not None:
         ap.error("--profile: gputop cannot give a loader to a process it did not start (--watch PID); "
                  "run it under gputop: gputop --run --profile -- CMD")
+    if args.profile and mode != "run-command":
+        ap.error("--profile goes with --run -- CMD (headless: not yet in the TUI)")
     if args.profile_seconds is not None and not (args.profile and args.profile_seconds > 0):
         ap.error("--profile-seconds goes with --profile and must be > 0")
     for flag, attr, modes_ok, words in GOES_WITH:

@@ -38,6 +38,11 @@ print("trained")
 sys.exit(3)
 """
 
+# A program that never imports torch and ends once gputop has asked for a window (its loader answers at exit).
+WAIT_FOR_REQUEST = ("import glob, os, sys, time\nend = time.time() + 30\n"
+                    "while not glob.glob(os.environ['GPUTOP_PROFILE_DIR'] + '/request-*') and time.time() < end:\n"
+                    "    time.sleep(0.02)\n")
+
 
 def gputop(*args, cwd, env_extra=None, timeout=90):
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_") and k != "PYTHONPATH"}
@@ -70,7 +75,7 @@ def test_profile_window_of_a_torch_program(tmp_path):
     assert "profiler_start" not in r.stderr  # torch's profiler adds no lines to the program's output
     a = doc["attribution"]
     assert a["seconds"] == 0.5 and a["why_none"] is None
-    (w,) = a["windows"]
+    w = a["windows"][0]
     assert w["status"] == "ok" and w["basis"] == "ops" and w["gpu_busy_share"] is None
     assert 0.5 <= w["wall_s"] < 3 and w["steps"] >= 1
     assert w["finding"] is None  # host ops only: no GPU class suggested, the verdict unchanged
@@ -91,7 +96,7 @@ def test_user_sitecustomize_runs_under_the_loader(tmp_path):
     user = tmp_path / "site"
     user.mkdir()
     (user / "sitecustomize.py").write_text("import os\nos.environ['GPUTOP_TEST_USER_SC'] = 'ran'\n")
-    prog = "import os, sys; print('marker', os.environ.get('GPUTOP_TEST_USER_SC')); sys.exit(4)"
+    prog = WAIT_FOR_REQUEST + "print('marker', os.environ.get('GPUTOP_TEST_USER_SC')); sys.exit(4)"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_")}
     env["PYTHONPATH"] = os.pathsep.join([str(FAKE_PYNVML), str(ROOT), str(user)])
     r = subprocess.run([PY, "-m", "gputop", "--run", "--profile", "--", PY, "-c", prog], capture_output=True,
@@ -102,16 +107,16 @@ def test_user_sitecustomize_runs_under_the_loader(tmp_path):
 
 
 def test_a_program_without_torch_and_a_non_python_command_get_one_line(tmp_path):
-    r = gputop("--json", "--run", "--profile", "--", PY, "-c", "import time; time.sleep(1.5); print('ok')",
+    r = gputop("--json", "--run", "--profile", "--", PY, "-c", WAIT_FOR_REQUEST + "print('ok')",
                cwd=tmp_path, env_extra={"GPUTOP_PROFILE_AT": "0"})
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     jsonschema.validate(doc, SCHEMA)
-    (w,) = doc["attribution"]["windows"]
+    w = doc["attribution"]["windows"][0]
     assert w["status"] == "unavailable" and "has not imported torch" in w["why_none"]
     assert doc["attribution"]["why_none"] == w["why_none"] and "\n" not in w["why_none"]
 
-    r = gputop("--json", "--run", "--profile", "--", "sh", "-c", "sleep 1.5; echo shell; exit 5", cwd=tmp_path,
+    r = gputop("--json", "--run", "--profile", "--", "sh", "-c", "sleep 0.5; echo shell; exit 5", cwd=tmp_path,
                env_extra={"GPUTOP_PROFILE_AT": "0"})
     assert r.returncode == 5 and "shell" in r.stderr
     doc = json.loads(r.stdout)
@@ -197,3 +202,19 @@ def test_rules_name_the_categories_and_the_verdict_takes_them_in():
     assert "idles 80%" in idle["finding"]["text"] and "DataLoader" in idle["finding"]["text"]
     nccl = attribute(_gpu_window([(_named("ncclDevKernel_AllReduce"), 10, 500.0), (gemm, 10, 500.0)]))
     assert nccl["finding"]["class"] == "comms-bound"
+
+
+def test_a_program_with_its_own_profiler_gets_one_line_and_goes_on(tmp_path):
+    """The program records with torch.profiler itself: gputop's window stands aside (one line), the program's own
+    profile and exit code are intact."""
+    prog = TRAIN.replace("t0 = time.time()\n", "prof = torch.profiler.profile(); prof.start()\nt0 = time.time()\n")
+    prog = prog.replace('print("trained")', 'prof.stop(); print("own profile", len(prof.key_averages()) > 0)')
+    (tmp_path / "own.py").write_text(prog)
+    r = gputop("--json", "--run", "--profile", "--", PY, "own.py", "2", cwd=tmp_path,
+               env_extra={"GPUTOP_PROFILE_AT": "0"})
+    assert r.returncode == 3, r.stderr
+    assert "own profile True" in r.stderr
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    w = doc["attribution"]["windows"][0]
+    assert w["status"] == "unavailable" and w["why_none"] == "the program's own profiler is recording"

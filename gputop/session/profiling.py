@@ -35,8 +35,9 @@ HOLD_S = 10.0  # a live class held this long is worth a window
 MAX_WINDOWS = 4
 AT_ENV = "GPUTOP_PROFILE_AT"  # seconds after the start: the first window then (tests)
 CHECK_EVERY_S = 1.0
-NO_LOADER = ("no answer from the command: not a Python program (or run with python -S / -I, which skip the loader), "
-             "or it ended before the window did")
+NO_LOADER = ("the command is not a Python program (or it runs python -S / -I, which skip gputop's loader): "
+             "no profiler window")
+NO_ANSWER = "the command ended before its loader answered"
 
 
 def first_at_from_env() -> float | None:
@@ -122,7 +123,7 @@ class ProfileWindows:
                         answers.append(json.load(f))
                 except (OSError, ValueError):
                     continue
-            windows.append(_window(a, answers))
+            windows.append(_window(a, answers, bool(glob.glob(os.path.join(self.folder, "loaded-*")))))
         why = None
         if not self.asked:
             why = "no window was asked for (the live verdict never held a busy class long enough)"
@@ -134,12 +135,12 @@ class ProfileWindows:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def _window(asked: dict, answers: list[dict]) -> dict:
+def _window(asked: dict, answers: list[dict], loaded: bool) -> dict:
     """One window: the answer with the most device time (then the most host time) of the command's processes."""
     base = {"seq": asked["seq"], "asked_because": asked["reason"], "asked_at_s": round(asked["t"], 3)}
     ok = [a for a in answers if a.get("status") == "ok"]
     if not ok:
-        reason = answers[0].get("reason") if answers else NO_LOADER
+        reason = answers[0].get("reason") if answers else (NO_ANSWER if loaded else NO_LOADER)
         return {**base, "status": "unavailable", "why_none": reason, "pid": answers[0].get("pid") if answers else None}
 
     def weight(a):

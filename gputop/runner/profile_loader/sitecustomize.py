@@ -11,6 +11,7 @@ program that ``gputop --run --profile`` started. Stdlib only; it never imports t
    waiting thread. Every failure becomes one ``reason`` line; the program goes on, its output unchanged.
 """
 
+import json
 import os
 import sys
 import threading
@@ -20,7 +21,6 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _POLL_S = 0.2
 _START_WAIT_S = 30.0  # how long a request waits for a module call or an optimizer step to start on
 _EXIT_WAIT_S = 20.0  # at exit, how long the program waits for a recorded window to be written
-_answering = threading.Event()  # set while a recorded window is being summarised and written
 
 
 def _run_user_sitecustomize():
@@ -47,8 +47,6 @@ def _run_user_sitecustomize():
 
 
 def _write(folder, name, doc):
-    import json
-
     tmp = os.path.join(folder, "." + name + ".tmp")
     try:
         with open(tmp, "w") as f:
@@ -102,9 +100,6 @@ class _Window:
                 prof = torch.profiler.profile(activities=acts, record_shapes=False, with_stack=False)
                 prof.start()
                 self.prof, self.t0 = prof, time.perf_counter()
-                import atexit
-
-                atexit.register(self.stop)
             elif time.perf_counter() - self.t0 >= self.seconds:
                 self.stop()
 
@@ -162,21 +157,42 @@ def _summary(win):
             "kernels": kernels, "ops": ops}
 
 
+NO_TORCH = "the program has not imported torch (no PyTorch ops to record)"
+
+
+_NEEDED = ("torch", "torch.profiler", "torch.autograd.profiler", "torch.nn.modules.module", "torch.optim.optimizer")
+
+
+def _imported(name):
+    """The module once the program's import of it has finished (this thread imports nothing from torch: an
+    import racing the program's own would deadlock it)."""
+    mod = sys.modules.get(name)
+    if mod is None or getattr(getattr(mod, "__spec__", None), "_initializing", False):
+        return None
+    return mod
+
+
 def _answer(seconds):
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return {"status": "unavailable", "reason": "the program has not imported torch (no PyTorch ops to record)"}
-    version = getattr(torch, "__version__", "?")
-    try:
-        import torch.profiler  # noqa: F401
-        from torch.nn.modules.module import register_module_forward_pre_hook
-        from torch.optim.optimizer import register_optimizer_step_post_hook
-    except Exception:
+    end = time.monotonic() + _START_WAIT_S
+    while not all(_imported(n) for n in _NEEDED):  # a request early in the program's start: torch may come
+        if time.monotonic() >= end:
+            if "torch" not in sys.modules:
+                return {"status": "unavailable", "reason": NO_TORCH}
+            torch = sys.modules["torch"]
+            return {"status": "unavailable",
+                    "reason": "torch %s: no torch.profiler or no global module/optimizer hooks (torch 2.0+ needed)"
+                              % getattr(torch, "__version__", "?")}
+        time.sleep(_POLL_S)
+    torch = sys.modules["torch"]
+    module_hook = getattr(sys.modules["torch.nn.modules.module"], "register_module_forward_pre_hook", None)
+    step_hook = getattr(sys.modules["torch.optim.optimizer"], "register_optimizer_step_post_hook", None)
+    if module_hook is None or step_hook is None:
         return {"status": "unavailable",
-                "reason": "torch %s has no torch.profiler or no global module/optimizer hooks (torch 2.0+ needed)"
-                          % version}
+                "reason": "torch %s has no global module/optimizer hooks (torch 2.0+ needed)"
+                          % getattr(torch, "__version__", "?")}
     win = _Window(torch, seconds)
-    win.handles = [register_module_forward_pre_hook(win.hook), register_optimizer_step_post_hook(win.step_hook)]
+    win.handles = [module_hook(win.hook), step_hook(win.step_hook)]
+    _state["win"] = win
     win.done.wait(_START_WAIT_S + seconds)
     if win.prof is None and not win.done.is_set():
         win._finish()
@@ -188,21 +204,40 @@ def _answer(seconds):
     win.done.wait(60.0)
     if win.wall_s is None:
         return {"status": "unavailable", "reason": "the window did not end (no module call after it)"}
-    _answering.set()
     try:
         return _summary(win)
     except Exception as exc:
         return {"status": "unavailable", "reason": "reading the profile failed: %s: %s" % (exc.__class__.__name__, exc)}
 
 
+_state = {"seq": 1, "win": None, "folder": None}
+_state_lock = threading.Lock()
+
+
+def _request(folder, seq):
+    """The window length of request ``seq``, or None before gputop asks."""
+    try:
+        with open(os.path.join(folder, "request-%d" % seq)) as f:
+            return float(f.read().strip() or 3)
+    except (OSError, ValueError):
+        return None
+
+
+def _reply(folder, seq, doc, t):
+    """Write the answer to request ``seq`` once (the waiting thread or, at exit, the main thread)."""
+    with _state_lock:
+        if _state["seq"] != seq:
+            return
+        doc.update(seq=seq, pid=os.getpid(), asked_at=t)
+        _write(folder, "window-%d-%d.json" % (seq, os.getpid()), doc)
+        _state["seq"], _state["win"] = seq + 1, None
+
+
 def _serve(folder):
-    seq = 1
     while os.path.isdir(folder):
-        req = os.path.join(folder, "request-%d" % seq)
-        try:
-            with open(req) as f:
-                seconds = float(f.read().strip() or 3)
-        except (OSError, ValueError):
+        seq = _state["seq"]
+        seconds = _request(folder, seq)
+        if seconds is None:
             time.sleep(_POLL_S)
             continue
         t = time.time()
@@ -210,18 +245,27 @@ def _serve(folder):
             doc = _answer(seconds)
         except Exception as exc:
             doc = {"status": "unavailable", "reason": "the loader failed: %s: %s" % (exc.__class__.__name__, exc)}
-        doc.update(seq=seq, pid=os.getpid(), asked_at=t)
-        _write(folder, "window-%d-%d.json" % (seq, os.getpid()), doc)
-        _answering.clear()
-        seq += 1
+        _reply(folder, seq, doc, t)
 
 
-def _wait_at_exit():
-    """A window recorded just before the program ends is still written (the daemon thread dies at exit)."""
-    if _answering.is_set():
+def _at_exit():
+    """The program ends with a request pending: a window being recorded is stopped and still written (the
+    waiting thread dies at exit); one not started gets its one line now."""
+    folder, seq = _state["folder"], _state["seq"]
+    if _request(folder, seq) is None:
+        return
+    win = _state["win"]
+    if win is not None and win.prof is not None:
+        win.stop()
         end = time.monotonic() + _EXIT_WAIT_S
-        while _answering.is_set() and time.monotonic() < end:
+        while _state["seq"] == seq and time.monotonic() < end:
             time.sleep(0.02)
+        return
+    if win is not None:
+        win._finish()
+    why = NO_TORCH if "torch" not in sys.modules else \
+        "the program ended before the window started (no nn.Module call or optimizer step after the request)"
+    _reply(folder, seq, {"status": "unavailable", "reason": why}, time.time())
 
 
 def _start():
@@ -230,7 +274,9 @@ def _start():
     if folder and os.path.isdir(folder):
         import atexit
 
-        atexit.register(_wait_at_exit)
+        _state["folder"] = folder
+        _write(folder, "loaded-%d" % os.getpid(), {"pid": os.getpid()})
+        atexit.register(_at_exit)
         threading.Thread(target=_serve, args=(folder,), name="gputop-profile-loader", daemon=True).start()
 
 
