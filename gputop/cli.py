@@ -22,6 +22,7 @@ modes:
   gputop --list [--json]          the workloads and their parameters
   gputop --run NAME [--json]      run a workload (--param k=v, --device cpu, --quick, --csv FILE)
   gputop --run -- CMD ARGS...     run your own command and diagnose its GPU bottlenecks
+  gputop --run --profile -- CMD   the same, and which kernels/ops (torch.profiler windows in a Python command)
   gputop --watch PID              diagnose a process that is already running
   gputop --tui --run -- CMD ...   the same, live in the TUI (also --tui --watch PID)
   gputop --replay FILE --json     the run document of a trace recorded with --record (per-GPU timelines and
