@@ -218,3 +218,52 @@ def test_a_program_with_its_own_profiler_gets_one_line_and_goes_on(tmp_path):
     jsonschema.validate(doc, SCHEMA)
     w = doc["attribution"]["windows"][0]
     assert w["status"] == "unavailable" and w["why_none"] == "the program's own profiler is recording"
+
+
+def test_windows_are_asked_when_the_live_verdict_holds_and_when_it_changes(tmp_path):
+    """Frames of the real H200 demo trace, one a second as the session's loop sees them: the first window once a
+    busy class has held HOLD_S, another at each change that holds, one at a time, at most MAX_WINDOWS."""
+    import time
+
+    from gputop.session.monitor import Monitor
+    from gputop.session.profiling import HOLD_S, MAX_WINDOWS, ProfileWindows
+    from gputop.telemetry.trace import ReplaySource, demo_trace_path
+
+    mon = Monitor(ReplaySource(demo_trace_path(), speed=float("inf")))
+    mon.baseline()
+    mon.watch(445)  # the recorded child's pid in the demo trace
+    mon.start()
+    end = time.monotonic() + 30
+    while not mon.sampler.source.finished and time.monotonic() < end:
+        time.sleep(0.05)
+    mon.stop()
+    ticks = mon.store.snapshot()
+    pw = ProfileWindows(first_at=None)
+    try:
+        t0, i = ticks[0]["t"], 0
+        while i < len(ticks):
+            j = i
+            while j < len(ticks) and ticks[j]["t"] < ticks[i]["t"] + 1.0:
+                j += 1
+            now = ticks[j - 1]["t"]
+            asked = len(pw.asked)
+            pw.consider(now - t0, [t for t in ticks[:j] if t["t"] >= now - 30], mon.static[0], mon.peaks[0], 0, 445)
+            if len(pw.asked) > asked:
+                assert now - pw.live.segment_start >= HOLD_S  # held that long
+                assert pw.pending
+                pw.consider(now - t0 + 1, [], None, None, None, None)
+                assert len(pw.asked) == asked + 1  # one at a time: nothing more until it is answered
+                (Path(pw.folder) / f"window-{pw.asked[-1]['seq']}-1.json").write_text(
+                    json.dumps({"status": "unavailable", "reason": "answered by the test"}))
+            i = j
+        reasons = [a["reason"] for a in pw.asked]
+        assert 2 <= len(reasons) <= MAX_WINDOWS
+        assert reasons[0].startswith("the live verdict held") and "idle" not in reasons[0]
+        assert all(r.startswith("the live verdict changed to") for r in reasons[1:])
+        classes = [r.split(" to " if " to " in r else " held ")[1].split(" for ")[0] for r in reasons]
+        assert all(a != b for a, b in zip(classes, classes[1:]))
+        res = pw.result()
+        assert [w["why_none"] for w in res["windows"]] == ["answered by the test"] * len(reasons)
+    finally:
+        pw.close()
+    assert not Path(pw.folder).exists()

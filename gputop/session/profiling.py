@@ -31,7 +31,7 @@ from gputop.analysis.live import LiveVerdict
 from gputop.runner.profile_loader import DIR_ENV, LOADER_DIR
 
 DEFAULT_SECONDS = 3.0
-HOLD_S = 10.0  # a live class held this long is worth a window
+HOLD_S = 5.0  # a live class held this long (a confirmed regime, not a blip) is worth a window
 MAX_WINDOWS = 4
 AT_ENV = "GPUTOP_PROFILE_AT"  # seconds after the start: the first window then (tests)
 CHECK_EVERY_S = 1.0
@@ -82,35 +82,37 @@ class ProfileWindows:
         self.asked.append({"seq": seq, "reason": reason, "t": t})
 
     def poll(self, t_since_start: float, monitor) -> None:
-        """Ask for a window when it is time (at most once a CHECK_EVERY_S)."""
+        """Ask for a window when it is time (looks at most once a CHECK_EVERY_S)."""
         if t_since_start < self._next_check:
             return
         self._next_check = t_since_start + CHECK_EVERY_S
+        first, _how = monitor.finder.result()
+        pos = min(first, key=first.get) if first else None
+        window = monitor.sampler.window(T.LIVE_MAX_S) if pos is not None else []
+        self.consider(t_since_start, window, *((monitor.static[pos], monitor.peaks[pos], pos, monitor.pid)
+                                               if pos is not None else (None, None, None, None)))
+
+    def consider(self, t_since_start: float, window: list[dict], static, peaks, pos, pid) -> None:
+        """The decision of :meth:`poll`, on the last ``LIVE_MAX_S`` of ticks of the command's first GPU
+        (``pos`` None: not on a GPU yet)."""
         if len(self.asked) >= MAX_WINDOWS or self.pending:
             return
         if not self.asked and self.first_at is not None:
             if t_since_start >= self.first_at:
                 self.ask(f"at {self.first_at:g} s ({AT_ENV})", t_since_start)
             return
-        cls = self._live_class(monitor)
+        if pos is None or not window:
+            return
+        v = self.live.update(window, static, peaks, pos, pid)
+        if v is None or self.live.previous:
+            return
+        start = self.live.segment_start if self.live.segment_start is not None else window[0]["t"]
+        cls = v.cls if window[-1]["t"] - start >= HOLD_S else None
         if cls is None or cls == "idle" or cls in self._asked_classes[-1:]:
             return
         self._asked_classes.append(cls)
         why = "the live verdict held" if len(self._asked_classes) == 1 else "the live verdict changed to"
         self.ask(f"{why} {cls} for {HOLD_S:g} s", t_since_start)
-
-    def _live_class(self, monitor) -> str | None:
-        """The live class once it has held HOLD_S on the command's first GPU; None before."""
-        first, _how = monitor.finder.result()
-        if not first:
-            return None
-        pos = min(first, key=first.get)
-        window = monitor.sampler.window(T.LIVE_MAX_S)
-        v = self.live.update(window, monitor.static[pos], monitor.peaks[pos], pos, monitor.pid)
-        if v is None or self.live.previous or not window:
-            return None
-        start = self.live.segment_start if self.live.segment_start is not None else window[0]["t"]
-        return v.cls if window[-1]["t"] - start >= HOLD_S else None
 
     def result(self) -> dict:
         """The ``attribution`` part of the document: each window asked for, analysed (see analysis.attribution)."""
