@@ -267,3 +267,13 @@ def test_windows_are_asked_when_the_live_verdict_holds_and_when_it_changes(tmp_p
     finally:
         pw.close()
     assert not Path(pw.folder).exists()
+
+
+def test_the_loader_ships_in_the_package():
+    import tomllib
+
+    from gputop.runner.profile_loader import LOADER_DIR
+
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    assert "gputop.runner.profile_loader" in packages
+    assert (Path(LOADER_DIR) / "sitecustomize.py").is_file()

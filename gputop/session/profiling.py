@@ -99,7 +99,7 @@ class ProfileWindows:
             return
         if not self.asked and self.first_at is not None:
             if t_since_start >= self.first_at:
-                self.ask(f"at {self.first_at:g} s ({AT_ENV})", t_since_start)
+                self.ask(f"{AT_ENV}={self.first_at:g}", t_since_start)
             return
         if pos is None or not window:
             return

@@ -103,7 +103,8 @@ def _attribution_lines(a: dict | None) -> list[str]:
                 if w.get("gpu_busy_share") is not None else "")
         steps = f", {w['steps']} steps" if w.get("steps") else ""
         out.append(f"  window {w['seq']} at {w['asked_at_s']:.1f} s ({w['asked_because']}): {w['wall_s']:.2f} s{busy}{steps}")
-        out.append(f"    {w['headline']}")
+        if w.get("finding"):
+            out.append(f"    {w['headline']}")
     if ok:
         w = ok[-1]
         unit = "kernel" if w["basis"] == "kernels" else "host op"
