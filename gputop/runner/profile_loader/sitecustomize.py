@@ -64,6 +64,7 @@ class _Window:
         self.prof = None
         self.t0 = self.wall_s = None
         self.steps = 0
+        self.thread = None  # the profiler is thread-local: started and stopped on this thread
         self.error = None
         self.done = threading.Event()
         self.handles = []
@@ -99,8 +100,8 @@ class _Window:
                     acts.append(torch.profiler.ProfilerActivity.CUDA)
                 prof = torch.profiler.profile(activities=acts, record_shapes=False, with_stack=False)
                 prof.start()
-                self.prof, self.t0 = prof, time.perf_counter()
-            elif time.perf_counter() - self.t0 >= self.seconds:
+                self.prof, self.t0, self.thread = prof, time.perf_counter(), threading.get_ident()
+            elif threading.get_ident() == self.thread and time.perf_counter() - self.t0 >= self.seconds:
                 self.stop()
 
     def stop(self):
@@ -256,7 +257,11 @@ def _at_exit():
         return
     win = _state["win"]
     if win is not None and win.prof is not None:
-        win.stop()
+        try:
+            win.stop()  # on the profiler's thread when that is the main one; else the window is lost
+        except Exception as exc:
+            win.error = "the profiler failed at exit: %s: %s" % (exc.__class__.__name__, exc)
+            win._finish()
         end = time.monotonic() + _EXIT_WAIT_S
         while _state["seq"] == seq and time.monotonic() < end:
             time.sleep(0.02)
