@@ -22,6 +22,7 @@ modes:
   gputop --list [--json]          the workloads and their parameters
   gputop --run NAME [--json]      run a workload (--param k=v, --device cpu, --quick, --csv FILE)
   gputop --run -- CMD ARGS...     run your own command and diagnose its GPU bottlenecks
+  gputop --run --profile -- CMD   the same, and which kernels/ops (torch.profiler windows in a Python command)
   gputop --watch PID              diagnose a process that is already running
   gputop --tui --run -- CMD ...   the same, live in the TUI (also --tui --watch PID)
   gputop --replay FILE --json     the run document of a trace recorded with --record (per-GPU timelines and
@@ -216,6 +217,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "(default 5; more for a job that saves a checkpoint when interrupted)")
     run.add_argument("--csv", metavar="FILE", help="also write the result points as CSV")
     run.add_argument("--log", metavar="FILE", help="with --run -- CMD: send the command's output to FILE")
+    run.add_argument("--profile", action="store_true",
+                     help="with --run -- CMD (Python, PyTorch): record short torch.profiler windows in the command "
+                          "and attribute its GPU time to kernels and ops")
+    run.add_argument("--profile-seconds", type=float, metavar="S", help="with --profile: each window's length (default 3)")
     out = ap.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="one JSON document on stdout (progress on stderr)")
     out.add_argument("--output", "-o", metavar="FILE", help="also write the JSON document to FILE")
@@ -266,6 +271,13 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if len(modes) > 1:
         ap.error(f"{modes[0]} and {modes[1]} are two modes; give one")
     mode = mode_of(args, command)
+    if args.profile and args.watch is not None:
+        ap.error("--profile: gputop cannot give a loader to a process it did not start (--watch PID); "
+                 "run it under gputop: gputop --run --profile -- CMD")
+    if args.profile and mode != "run-command":
+        ap.error("--profile goes with --run -- CMD (headless: not yet in the TUI)")
+    if args.profile_seconds is not None and not (args.profile and args.profile_seconds > 0):
+        ap.error("--profile-seconds goes with --profile and must be > 0")
     for flag, attr, modes_ok, words in GOES_WITH:
         if getattr(args, attr) and mode not in modes_ok:
             ap.error(f"{flag} goes with {words}")

@@ -21,8 +21,9 @@ from typing import Callable
 import gputop
 from gputop import exitcodes
 
-SCHEMA_VERSIONS = {"run": 2, "monitor": 2, "once": 2, "cluster": 1}  # run, monitor 2: the one verdict shape,
-# signal, errors; once 2: exit_code and errors (an error document where no snapshot was taken)
+SCHEMA_VERSIONS = {"run": 2, "monitor": 3, "once": 2, "cluster": 1}  # run, monitor 2: the one verdict shape,
+# signal, errors; monitor 3: attribution (the profiler windows of --profile); once 2: exit_code and errors (an
+# error document where no snapshot was taken)
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 
 

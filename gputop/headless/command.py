@@ -43,7 +43,13 @@ def main_command(args, command: list[str]) -> int:
         return _refuse(args, "run", exitcodes.Failure(exitcodes.USAGE, missing), command=command)
     if not args.json:
         exitcodes.say(f"running `{shlex.join(command)}`, sampling {len(mon.static)} GPU(s) at {args.rate:g} Hz")
-    session = Session(mon, command, log=args.log, timeout=args.timeout, grace_s=args.grace, json_mode=args.json)
+    profile = None
+    if args.profile:
+        from gputop.session.profiling import ProfileWindows
+
+        profile = ProfileWindows(args.profile_seconds)
+    session = Session(mon, command, log=args.log, timeout=args.timeout, grace_s=args.grace, json_mode=args.json,
+                      profile=profile)
     return _run_and_report(args, session, command=command)
 
 

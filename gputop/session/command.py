@@ -100,13 +100,14 @@ class Session:
 
     def __init__(self, monitor, command: list[str] | None = None, pid: int | None = None, *, log: str | None = None,
                  timeout: float | None = None, seconds: float | None = None, grace_s: float | None = None,
-                 json_mode: bool = False, err=None, stdin=None):
+                 json_mode: bool = False, err=None, stdin=None, profile=None):
         self.monitor = monitor
         self.mode = "run" if command else "watch"
         self.command, self.pid, self.log = command, pid, log
         self.timeout, self.seconds = timeout, seconds
         self.grace_s = GRACE_S if grace_s is None else grace_s  # None: the default
         self.json_mode, self.stdin = json_mode, stdin
+        self.profile = profile  # a gputop.session.profiling.ProfileWindows (--profile), or None
         self.err = err if err is not None else sys.stderr
         self.child: Child | None = None
         self.proc = None  # psutil.Process (watch)
@@ -144,9 +145,10 @@ class Session:
             else:
                 stdout = None
             self.monitor.baseline()
+            env = multicast_off(dict(os.environ))
             self.child = Child(self.command, interrupt="group", grace_s=self.grace_s, timeout=self.timeout,
                                stdin=self.stdin, stdout=stdout, stderr=subprocess.PIPE,
-                               env=multicast_off(dict(os.environ))).start()
+                               env=self.profile.env(env) if self.profile else env).start()
         except BaseException:
             if self._logf is not None:
                 self._logf.close()
@@ -184,6 +186,8 @@ class Session:
                 self.ended = "seconds"
         if not self.over:
             self.monitor.poll_marks()
+            if self.profile is not None and self.mode == "run":
+                self.profile.poll(time.monotonic() - self.t_start, self.monitor)
         return self.over
 
     def stop(self, signum: int | None = None) -> None:
@@ -250,8 +254,12 @@ class Session:
                 if self._logf is not None:
                     self._logf.close()
             self.monitor.stop()
+            attribution = None
+            if self.profile is not None:
+                attribution = self.profile.result()
+                self.profile.close()
             self.doc = build_document(self.mode, self.monitor, self.facts(), self.command, self.started_at,
-                                      log=self.log)
+                                      log=self.log, attribution=attribution)
             return self.doc
 
     @property

@@ -10,6 +10,7 @@ from __future__ import annotations
 import platform
 import shlex
 
+from gputop.analysis.attribution import apply_window
 from gputop.analysis.timeline import format_timeline
 from gputop.analysis.verdict import display_name
 from gputop.documents import header, signal_fields
@@ -17,9 +18,14 @@ from gputop.format import gb, pct
 
 
 def build_document(mode: str, monitor, facts: dict, command: list[str] | None, started_at: str,
-                   log: str | None = None) -> dict:
-    """The monitor document of a finished run: ``facts`` from :meth:`gputop.session.command.Session.facts`."""
+                   log: str | None = None, attribution: dict | None = None) -> dict:
+    """The monitor document of a finished run: ``facts`` from :meth:`gputop.session.command.Session.facts`;
+    ``attribution``: the profiler windows of ``--profile`` (:meth:`gputop.session.profiling.ProfileWindows.result`),
+    whose last finding the run's verdict takes in (:func:`gputop.analysis.attribution.apply_window`)."""
     analysis = monitor.analyze()
+    found = [w for w in (attribution or {}).get("windows", []) if w.get("status") == "ok" and w.get("finding")]
+    if found:
+        analysis["verdict"] = apply_window(analysis["verdict"], found[-1])
     src = monitor.source
     return {
         **header("monitor"),
@@ -38,6 +44,7 @@ def build_document(mode: str, monitor, facts: dict, command: list[str] | None, s
         "host": {"hostname": platform.node()},
         "errors": facts.get("errors") or [],
         **analysis,
+        "attribution": attribution,
     }
 
 
@@ -71,11 +78,47 @@ def render_text(doc: dict) -> str:
         lines.append(f"  a mixed run: {_shares(v)}")
     lines.append(f"  {v['evidence_text']}")
     lines.append(f"  advice: {v['advice']}")
+    lines += _attribution_lines(doc.get("attribution"))
     if doc["mode"] == "run":
         lines.append(f"exit code {doc['exit_code']}")
     elif doc.get("interrupted"):
         lines.append(f"stopped by {doc['signal']}: exit code {doc['exit_code']}")
     return "\n".join(lines) + "\n"
+
+
+def _attribution_lines(a: dict | None) -> list[str]:
+    """The profiler windows (--profile): one line each, then the top categories, kernels and ops of the last."""
+    if not a:
+        return []
+    out = ["", f"profiler windows ({a['seconds']:g} s each):"]
+    if a.get("why_none"):
+        out.append(f"  none: {a['why_none']}")
+    ok = [w for w in a["windows"] if w["status"] == "ok"]
+    for w in a["windows"]:
+        if w["status"] != "ok":
+            if not a.get("why_none"):
+                out.append(f"  window {w['seq']} ({w['asked_because']}): none: {w['why_none']}")
+            continue
+        busy = (f", GPU busy {pct(100 * w['gpu_busy_share'])} / idle {pct(100 * w['gpu_idle_share'])}"
+                if w.get("gpu_busy_share") is not None else "")
+        steps = f", {w['steps']} steps" if w.get("steps") else ""
+        out.append(f"  window {w['seq']} at {w['asked_at_s']:.1f} s ({w['asked_because']}): {w['wall_s']:.2f} s{busy}{steps}")
+        if w.get("finding"):
+            out.append(f"    {w['headline']}")
+    if ok:
+        w = ok[-1]
+        unit = "kernel" if w["basis"] == "kernels" else "host op"
+        out.append(f"    {unit} time by category: " + ", ".join(
+            f"{c['category']} {pct(100 * c['share'])}" for c in w["categories"][:6]))
+        for title, rows, key in (("top kernels", w["top_kernels"], "total_us"),
+                                 ("top ops", w["top_ops"], "device_us" if w["basis"] == "kernels" else "self_cpu_us")):
+            if rows:
+                out.append(f"    {title}:")
+                out += [f"      {r[key] / 1e3:8.2f} ms  {r['count']:6d}x  mean {r['mean_us']:.1f} us  {r['name'][:70]}"
+                        for r in rows[:5]]
+        if w.get("kernels_per_step"):
+            out.append(f"    {w['kernels_per_step']:.0f} kernels a step")
+    return out
 
 
 def _is_mixed(v: dict) -> bool:

@@ -1,0 +1,184 @@
+"""What a profiler window says: where the window's time went, by kernel category and by op, and what to do.
+
+Input: one window as the profile loader wrote it (gputop/runner/profile_loader/sitecustomize.py):
+``wall_s``, ``gpu_busy_s`` (None without CUDA), ``steps`` (optimizer steps in the window), ``kernels``
+[{name, count, device_us}] and ``ops`` [{name, count, self_cpu_us, cpu_us, device_us}] (torch.profiler's key
+averages, microseconds). Output (:func:`attribute`): the ``attribution`` window of the run document.
+
+Categories, by kernel (or op) name, first rule that matches. The first two follow HolisticTraceAnalysis
+(facebookresearch/HolisticTraceAnalysis, hta/utils/utils.py ``get_kernel_type``: a name with "nccl" is
+COMMUNICATION, one with "Memcpy"/"Memset" is MEMORY, the rest COMPUTATION); the computation kernels are split
+further here, GEMM/conv by the corpus' rule (bench/gpu/corpus/_corpus.py ``GEMM``), the rest by the words
+PyTorch's, cuDNN's and Triton's kernel names carry (``triton_poi``: pointwise, ``triton_red``/``triton_per``:
+reductions, ``triton_tem``: a GEMM template).
+
+On a machine without CUDA the window has host ops only: the breakdown is then of their self CPU time, and
+it suggests no GPU class (:func:`window_finding` returns None).
+
+Pure: no torch, no NVML.
+"""
+
+from __future__ import annotations
+
+import re
+
+CATEGORIES = ("communication", "memcpy/memset", "optimizer", "attention", "GEMM/conv", "normalisation",
+              "reduction", "elementwise", "other")
+_RULES = [
+    ("communication", re.compile(r"nccl|gloo|c10d::|allreduce|all_reduce|allgather|reduce_scatter", re.I)),
+    ("memcpy/memset", re.compile(r"Memcpy|Memset")),
+    ("optimizer", re.compile(r"multi_tensor_apply|fused_adam|_fused_sgd|optimizer|adamw?_|_foreach_|lamb_|"
+                             r"\bsgd\b|Optimizer\.", re.I)),
+    ("attention", re.compile(r"flash|fmha|attention|sdpa|scaled_dot_product|_efficient_attention", re.I)),
+    ("GEMM/conv", re.compile(r"gemm|xmma|cutlass|wgmma|matmul|cublas|conv(?!ert)|implicit_|dgrad|wgrad|fprop|"
+                             r"sm\d\d_|nvjet|gemv|triton_tem|aten::(?:mm|addmm|bmm|baddbmm|linear|_?convolution|"
+                             r"mkldnn_\w+)$", re.I)),
+    ("normalisation", re.compile(r"norm|layer_nor|group_nor|rms_nor|softmax", re.I)),
+    ("reduction", re.compile(r"reduce|reduction|triton_red|triton_per|aten::(?:sum|mean|max|min|amax|amin|argmax|"
+                             r"argmin|cumsum|prod|var|std|norm|topk|sort)$", re.I)),
+    ("elementwise", re.compile(r"elementwise|vectorized_|CatArray|unrolled_|triton_poi|pointwise|fill_kernel|copy_kernel|"
+                               r"index_(?:elementwise|put)|cat_|aten::(?:add|sub|mul|div|relu|gelu|silu|sigmoid|tanh|"
+                               r"exp|log|pow|sqrt|rsqrt|neg|abs|clamp|where|copy_|fill_|zero_|add_|mul_|div_|sub_|"
+                               r"addcmul_|addcdiv_|lerp_|threshold_backward|gelu_backward|silu_backward|"
+                               r"sigmoid_backward|tanh_backward|dropout|native_dropout|masked_fill_?|lt|gt|eq|ne|"
+                               r"le|ge|cat|to|_to_copy|square|reciprocal|sign)$", re.I)),
+]
+MEMORY_HEAVY = ("elementwise", "normalisation", "reduction", "optimizer")
+COMPUTE_HEAVY = ("GEMM/conv", "attention")
+TOP = 10
+IDLE_SHARE = 0.5  # the GPU idle this much of the window: it waits on the host
+HEAVY_SHARE = 0.5  # a family of categories this much of the kernel time names the class
+COMMS_SHARE = 0.3
+COPY_SHARE = 0.3
+SMALL_KERNEL_US = 20.0  # kernels this short on average, many a step: launch overhead
+MANY_KERNELS_PER_STEP = 200
+_DATALOADER = re.compile(r"DataLoader", re.I)
+
+
+def category(name: str) -> str:
+    """The category of a kernel or op name (see the module's rules)."""
+    for cat, rule in _RULES:
+        if rule.search(name):
+            return cat
+    return "other"
+
+
+def attribute(win: dict) -> dict:
+    """The window's breakdown: busy/idle shares, categories, top kernels and ops, kernels per step, finding."""
+    kernels, ops = win.get("kernels") or [], win.get("ops") or []
+    wall = float(win.get("wall_s") or 0.0)
+    busy = win.get("gpu_busy_s")
+    on_gpu = bool(kernels)
+    basis = "kernels" if on_gpu else "ops"
+    items = ([(k["name"], k["count"], k["device_us"]) for k in kernels] if on_gpu
+             else [(o["name"], o["count"], o["self_cpu_us"]) for o in ops])
+    total = sum(us for _n, _c, us in items)
+    cats: dict[str, list] = {}
+    for name, count, us in items:
+        c = cats.setdefault(category(name), [0.0, 0])
+        c[0] += us
+        c[1] += count
+    categories = [{"category": c, "us": round(us, 3), "share": round(us / total, 4) if total else 0.0, "count": n}
+                  for c, (us, n) in sorted(cats.items(), key=lambda kv: -kv[1][0]) if us > 0 or n]
+    top_k = sorted(kernels, key=lambda k: -k["device_us"])[:TOP]
+    op_time = "device_us" if on_gpu else "self_cpu_us"
+    top_o = sorted((o for o in ops if o[op_time] > 0), key=lambda o: -o[op_time])[:TOP]
+    steps = win.get("steps") or None
+    n_kernels = sum(k["count"] for k in kernels)
+    out = {
+        "wall_s": round(wall, 4),
+        "gpu_busy_s": busy,
+        "gpu_busy_share": round(min(1.0, busy / wall), 4) if busy is not None and wall > 0 else None,
+        "gpu_idle_share": round(max(0.0, 1 - busy / wall), 4) if busy is not None and wall > 0 else None,
+        "basis": basis,
+        "total_us": round(total, 3),
+        "categories": categories,
+        "top_kernels": [{"name": k["name"], "count": k["count"], "total_us": round(k["device_us"], 3),
+                         "mean_us": round(k["device_us"] / k["count"], 3) if k["count"] else None,
+                         "category": category(k["name"])} for k in top_k],
+        "top_ops": [{"name": o["name"], "count": o["count"], "self_cpu_us": round(o["self_cpu_us"], 3),
+                     "device_us": round(o["device_us"], 3),
+                     "mean_us": round(o[op_time] / o["count"], 3) if o["count"] else None,
+                     "category": category(o["name"])} for o in top_o],
+        "kernel_count": n_kernels,
+        "mean_kernel_us": round(sum(k["device_us"] for k in kernels) / n_kernels, 3) if n_kernels else None,
+        "steps": steps,
+        "kernels_per_step": round(n_kernels / steps, 1) if steps and n_kernels else None,
+        "ops_per_step": round(sum(o["count"] for o in ops) / steps, 1) if steps and ops else None,
+    }
+    out["finding"] = window_finding(out)
+    out["headline"] = headline(out)
+    return out
+
+
+def _share(a: dict, names) -> float:
+    return sum(c["share"] for c in a["categories"] if c["category"] in names)
+
+
+def window_finding(a: dict) -> dict | None:
+    """What a GPU window says about the bottleneck: {class, text (naming the ops/categories), advice}; None for a
+    host-only window or one without a clear majority."""
+    if a["basis"] != "kernels":
+        return None
+    idle = a.get("gpu_idle_share")
+    if idle is not None and idle >= IDLE_SHARE:
+        feeder = next((o["name"] for o in a["top_ops"] if _DATALOADER.search(o["name"])), None)
+        who = "the DataLoader (" + feeder + ")" if feeder else "the host code between kernels"
+        return {"class": "input-starved" if feeder else "host-bound",
+                "text": f"the GPU idles {100 * idle:.0f}% of the profiled window waiting on the host: {who}",
+                "advice": ("more DataLoader workers, pin_memory and prefetching" if feeder
+                           else "move the host work off the step's path (CUDA graphs, torch.compile, async input)")}
+    comms = _share(a, ("communication",))
+    if comms >= COMMS_SHARE:
+        return {"class": "comms-bound", "text": f"{100 * comms:.0f}% of kernel time in NCCL communication kernels",
+                "advice": "overlap the collectives with compute (DDP buckets, FSDP prefetch) or send less"}
+    copies = _share(a, ("memcpy/memset",))
+    if copies >= COPY_SHARE:
+        return {"class": "pcie-bound", "text": f"{100 * copies:.0f}% of kernel time in memcpy/memset",
+                "advice": "keep tensors on the GPU; pinned memory and non_blocking copies for what must move"}
+    kps, mean = a.get("kernels_per_step"), a.get("mean_kernel_us")
+    if kps and mean is not None and kps >= MANY_KERNELS_PER_STEP and mean < SMALL_KERNEL_US:
+        return {"class": "latency-bound",
+                "text": f"{kps:.0f} kernels a step, {mean:.1f} us each on average",
+                "advice": "CUDA graphs / torch.compile(mode='reduce-overhead') launch them as one"}
+    heavy = _share(a, MEMORY_HEAVY)
+    if heavy >= HEAVY_SHARE:
+        names = [c["category"] for c in a["categories"] if c["category"] in MEMORY_HEAVY and c["share"] >= 0.05]
+        return {"class": "memory-bound",
+                "text": f"{100 * heavy:.0f}% of kernel time in {'/'.join(names) or 'elementwise'} kernels",
+                "advice": "torch.compile fuses them (fewer trips through DRAM); a fused optimizer (fused=True)"}
+    gemm = _share(a, COMPUTE_HEAVY)
+    if gemm >= HEAVY_SHARE:
+        return {"class": "compute-bound", "text": f"{100 * gemm:.0f}% of kernel time in GEMM/conv/attention kernels",
+                "advice": "bf16 or TF32 on the tensor cores; larger batches keep them fed"}
+    return None
+
+
+def headline(a: dict) -> str:
+    """One line for people: the finding, or where the window's time went."""
+    f = a.get("finding")
+    if f:
+        return f"{f['text']}: {f['advice']}"
+    what = "kernel time" if a["basis"] == "kernels" else "host op time (no GPU kernels in the window)"
+    top = ", ".join(f"{c['category']} {100 * c['share']:.0f}%" for c in a["categories"][:3])
+    return f"{what}: {top}" if top else f"no {what.split(' (')[0]} recorded in the window"
+
+
+def apply_window(verdict: dict, a: dict | None) -> dict:
+    """The run's verdict with a window's finding: the advice names the ops; a finding of the same class raises the
+    confidence, another class is added to ``mixed`` and lowers it. No finding: the verdict unchanged."""
+    f = a.get("finding") if a else None
+    if not verdict or not f:
+        return verdict
+    out = dict(verdict)
+    out["advice"] = f"{f['text']}: {f['advice']}. " + (verdict.get("advice") or "")
+    out["evidence_text"] = (verdict.get("evidence_text") or "") + f"; the profiler window: {f['text']}"
+    conf = float(verdict.get("confidence") or 0.0)
+    if f["class"] == verdict.get("class"):
+        out["confidence"] = round(min(0.99, conf + 0.1), 2)
+    else:
+        out["mixed"] = list(verdict.get("mixed") or []) + ([f["class"]] if f["class"] not in (verdict.get("mixed") or [])
+                                                           else [])
+        out["confidence"] = round(conf * 0.8, 2)
+    out["notes"] = list(verdict.get("notes") or []) + [f"profiler window: {f['text']}"]
+    return out

@@ -1,0 +1,288 @@
+"""gputop's profile loader (gputop/runner/profile_loader): imported by ``site`` at the start of a Python
+program that ``gputop --run --profile`` started. Stdlib only; it never imports torch itself.
+
+1. Runs the user's own ``sitecustomize`` (the next one on sys.path), as ``site`` would have.
+2. Starts a daemon thread that waits for gputop's requests (files in the folder ``GPUTOP_PROFILE_DIR``
+   names); the program's main thread does no work for gputop until one comes.
+3. On a request, if the program has imported torch: the PyTorch profiler is thread-local, so it is
+   started on the program's own thread, at its next ``nn.Module`` call or optimizer step (global hooks,
+   installed only while a window is pending), and stopped at the first such call after N seconds (or at
+   exit). The window's summary (torch.profiler's key averages, the GPU's busy time) is written back by the
+   waiting thread. Every failure becomes one ``reason`` line; the program goes on, its output unchanged.
+"""
+
+import json
+import os
+import sys
+import threading
+import time
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_POLL_S = 0.2
+_START_WAIT_S = 30.0  # how long a request waits for a module call or an optimizer step to start on
+_EXIT_WAIT_S = 20.0  # at exit, how long the program waits for a recorded window to be written
+
+
+def _run_user_sitecustomize():
+    import importlib.machinery
+    import importlib.util
+
+    for p in sys.path:
+        try:
+            if os.path.abspath(p or os.curdir) == _HERE:
+                continue
+            spec = importlib.machinery.PathFinder.find_spec("sitecustomize", [p or os.curdir])
+        except (OSError, ImportError, ValueError):
+            continue
+        if spec is None or spec.loader is None:
+            continue
+        try:
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules["sitecustomize"] = mod
+            spec.loader.exec_module(mod)
+        except Exception as err:  # what site.execsitecustomize says
+            print("Error in sitecustomize; set PYTHONVERBOSE for traceback:\n%s: %s" % (err.__class__.__name__, err),
+                  file=sys.stderr)
+        return
+
+
+def _write(folder, name, doc):
+    tmp = os.path.join(folder, "." + name + ".tmp")
+    try:
+        with open(tmp, "w") as f:
+            json.dump(doc, f)
+        os.replace(tmp, os.path.join(folder, name))
+    except OSError:
+        pass
+
+
+class _Window:
+    """One requested window: started and stopped on the program's thread by the hooks."""
+
+    def __init__(self, torch, seconds):
+        self.torch, self.seconds = torch, seconds
+        self.prof = None
+        self.t0 = self.wall_s = None
+        self.steps = 0
+        self.thread = None  # the profiler is thread-local: started and stopped on this thread
+        self.error = None
+        self.done = threading.Event()
+        self.handles = []
+        self.lock = threading.RLock()
+
+    def hook(self, *args, **kwargs):
+        try:
+            self._tick()
+        except Exception as exc:  # never the program's problem
+            self.error = self.error or "the profiler failed: %s: %s" % (exc.__class__.__name__, exc)
+            self._finish()
+        return None
+
+    def step_hook(self, *args, **kwargs):
+        if self.prof is not None:
+            self.steps += 1
+        return self.hook()
+
+    def _tick(self):
+        if self.done.is_set():
+            return
+        with self.lock:
+            if self.done.is_set():
+                return
+            if self.prof is None:
+                torch = self.torch
+                if torch.autograd.profiler._is_profiler_enabled or torch._C._autograd._profiler_enabled():
+                    self.error = "the program's own profiler is recording"
+                    self._finish()
+                    return
+                acts = [torch.profiler.ProfilerActivity.CPU]
+                if torch.cuda.is_available() and torch.cuda.is_initialized():
+                    acts.append(torch.profiler.ProfilerActivity.CUDA)
+                prof = torch.profiler.profile(activities=acts, record_shapes=False, with_stack=False)
+                prof.start()
+                self.prof, self.t0, self.thread = prof, time.perf_counter(), threading.get_ident()
+            elif threading.get_ident() == self.thread and time.perf_counter() - self.t0 >= self.seconds:
+                self.stop()
+
+    def stop(self):
+        with self.lock:
+            if self.done.is_set() or self.prof is None:
+                return
+            if self.torch.cuda.is_available() and self.torch.cuda.is_initialized():
+                self.torch.cuda.synchronize()
+            self.wall_s = time.perf_counter() - self.t0  # the window, not the profiler's own stop
+            self.prof.stop()
+            self._finish()
+
+    def _finish(self):
+        for h in self.handles:
+            try:
+                h.remove()
+            except Exception:
+                pass
+        self.done.set()
+
+
+def _summary(win):
+    """torch.profiler's key averages (microseconds), split into device kernels and host ops."""
+    torch = win.torch
+    cuda = torch.autograd.DeviceType.CUDA
+    kernels, ops = [], []
+    for e in win.prof.key_averages():
+        dev_total = getattr(e, "device_time_total", None)
+        if dev_total is None:
+            dev_total = getattr(e, "cuda_time_total", 0.0)
+        self_dev = getattr(e, "self_device_time_total", None)
+        if self_dev is None:
+            self_dev = getattr(e, "self_cuda_time_total", 0.0)
+        if getattr(e, "device_type", None) == cuda:
+            kernels.append({"name": e.key, "count": e.count, "device_us": float(self_dev)})
+        else:
+            ops.append({"name": e.key, "count": e.count, "self_cpu_us": float(e.self_cpu_time_total),
+                        "cpu_us": float(e.cpu_time_total), "device_us": float(dev_total)})
+    spans = []
+    for e in win.prof.events():
+        if getattr(e, "device_type", None) == cuda and e.time_range.end > e.time_range.start:
+            spans.append((e.time_range.start, e.time_range.end))
+    busy, end = 0.0, None
+    for a, b in sorted(spans):
+        if end is None or a > end:
+            busy += b - a
+            end = b
+        elif b > end:
+            busy += b - end
+            end = b
+    cuda_on = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
+    return {"status": "ok", "torch": torch.__version__, "cuda": cuda_on, "wall_s": round(win.wall_s, 6),
+            "gpu_busy_s": round(busy / 1e6, 6) if cuda_on else None, "steps": win.steps,
+            "kernels": kernels, "ops": ops}
+
+
+NO_TORCH = "the program has not imported torch (no PyTorch ops to record)"
+
+
+_NEEDED = ("torch", "torch.profiler", "torch.autograd.profiler", "torch.nn.modules.module", "torch.optim.optimizer")
+
+
+def _imported(name):
+    """The module once the program's import of it has finished (this thread imports nothing from torch: an
+    import racing the program's own would deadlock it)."""
+    mod = sys.modules.get(name)
+    if mod is None or getattr(getattr(mod, "__spec__", None), "_initializing", False):
+        return None
+    return mod
+
+
+def _answer(seconds):
+    end = time.monotonic() + _START_WAIT_S
+    while not all(_imported(n) for n in _NEEDED):  # a request early in the program's start: torch may come
+        if time.monotonic() >= end:
+            if "torch" not in sys.modules:
+                return {"status": "unavailable", "reason": NO_TORCH}
+            torch = sys.modules["torch"]
+            return {"status": "unavailable",
+                    "reason": "torch %s: no torch.profiler or no global module/optimizer hooks (torch 2.0+ needed)"
+                              % getattr(torch, "__version__", "?")}
+        time.sleep(_POLL_S)
+    torch = sys.modules["torch"]
+    module_hook = getattr(sys.modules["torch.nn.modules.module"], "register_module_forward_pre_hook", None)
+    step_hook = getattr(sys.modules["torch.optim.optimizer"], "register_optimizer_step_post_hook", None)
+    if module_hook is None or step_hook is None:
+        return {"status": "unavailable",
+                "reason": "torch %s has no global module/optimizer hooks (torch 2.0+ needed)"
+                          % getattr(torch, "__version__", "?")}
+    win = _Window(torch, seconds)
+    win.handles = [module_hook(win.hook), step_hook(win.step_hook)]
+    _state["win"] = win
+    win.done.wait(_START_WAIT_S + seconds)
+    if win.prof is None and not win.done.is_set():
+        win._finish()
+        return {"status": "unavailable",
+                "reason": "no nn.Module call or optimizer step within %.0f s to start the profiler on"
+                          % (_START_WAIT_S + seconds)}
+    if win.error:
+        return {"status": "unavailable", "reason": win.error}
+    win.done.wait(60.0)
+    if win.wall_s is None:
+        return {"status": "unavailable", "reason": "the window did not end (no module call after it)"}
+    try:
+        return _summary(win)
+    except Exception as exc:
+        return {"status": "unavailable", "reason": "reading the profile failed: %s: %s" % (exc.__class__.__name__, exc)}
+
+
+_state = {"seq": 1, "win": None, "folder": None}
+_state_lock = threading.Lock()
+
+
+def _request(folder, seq):
+    """The window length of request ``seq``, or None before gputop asks."""
+    try:
+        with open(os.path.join(folder, "request-%d" % seq)) as f:
+            return float(f.read().strip() or 3)
+    except (OSError, ValueError):
+        return None
+
+
+def _reply(folder, seq, doc, t):
+    """Write the answer to request ``seq`` once (the waiting thread or, at exit, the main thread)."""
+    with _state_lock:
+        if _state["seq"] != seq:
+            return
+        doc.update(seq=seq, pid=os.getpid(), asked_at=t)
+        _write(folder, "window-%d-%d.json" % (seq, os.getpid()), doc)
+        _state["seq"], _state["win"] = seq + 1, None
+
+
+def _serve(folder):
+    while os.path.isdir(folder):
+        seq = _state["seq"]
+        seconds = _request(folder, seq)
+        if seconds is None:
+            time.sleep(_POLL_S)
+            continue
+        t = time.time()
+        try:
+            doc = _answer(seconds)
+        except Exception as exc:
+            doc = {"status": "unavailable", "reason": "the loader failed: %s: %s" % (exc.__class__.__name__, exc)}
+        _reply(folder, seq, doc, t)
+
+
+def _at_exit():
+    """The program ends with a request pending: a window being recorded is stopped and still written (the
+    waiting thread dies at exit); one not started gets its one line now."""
+    folder, seq = _state["folder"], _state["seq"]
+    if _request(folder, seq) is None:
+        return
+    win = _state["win"]
+    if win is not None and win.prof is not None:
+        try:
+            win.stop()  # on the profiler's thread when that is the main one; else the window is lost
+        except Exception as exc:
+            win.error = "the profiler failed at exit: %s: %s" % (exc.__class__.__name__, exc)
+            win._finish()
+        end = time.monotonic() + _EXIT_WAIT_S
+        while _state["seq"] == seq and time.monotonic() < end:
+            time.sleep(0.02)
+        return
+    if win is not None:
+        win._finish()
+    why = NO_TORCH if "torch" not in sys.modules else \
+        "the program ended before the window started (no nn.Module call or optimizer step after the request)"
+    _reply(folder, seq, {"status": "unavailable", "reason": why}, time.time())
+
+
+def _start():
+    _run_user_sitecustomize()
+    folder = os.environ.get("GPUTOP_PROFILE_DIR")
+    if folder and os.path.isdir(folder):
+        import atexit
+
+        _state["folder"] = folder
+        _write(folder, "loaded-%d" % os.getpid(), {"pid": os.getpid()})
+        atexit.register(_at_exit)
+        threading.Thread(target=_serve, args=(folder,), name="gputop-profile-loader", daemon=True).start()
+
+
+_start()

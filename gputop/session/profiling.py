@@ -1,0 +1,153 @@
+"""Profiler windows of a command gputop runs (``--run --profile -- CMD``): when to ask, and what came back.
+
+gputop gives the command's Python processes a loader (:mod:`gputop.runner.profile_loader`: a folder first on
+their PYTHONPATH whose ``sitecustomize`` waits on a daemon thread) and a private folder of its own
+(``GPUTOP_PROFILE_DIR``). It asks for a window by writing ``request-N`` there; each process that carries the
+loader answers ``window-N-PID.json`` (see the loader for what is in it).
+
+When to ask (:meth:`ProfileWindows.poll`, from the session's loop):
+
+* by default, once the live verdict (:class:`gputop.analysis.live.LiveVerdict` over the monitor's ticks on
+  the GPU the command was found on) has held one class for ``HOLD_S``, and again each time another class
+  has held that long, at most ``MAX_WINDOWS`` windows, one at a time;
+* ``first_at`` (``GPUTOP_PROFILE_AT`` seconds after the start, for tests and machines without a verdict):
+  the first window at that time, whatever the verdict.
+
+A command that is not Python never answers: :meth:`ProfileWindows.result` says so in one line.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import tempfile
+import time
+
+from gputop.analysis import thresholds as T
+from gputop.analysis.attribution import attribute
+from gputop.analysis.live import LiveVerdict
+from gputop.runner.profile_loader import DIR_ENV, LOADER_DIR
+
+DEFAULT_SECONDS = 3.0
+HOLD_S = 5.0  # a live class held this long (a confirmed regime, not a blip) is worth a window
+MAX_WINDOWS = 4
+AT_ENV = "GPUTOP_PROFILE_AT"  # seconds after the start: the first window then (tests)
+CHECK_EVERY_S = 1.0
+NO_LOADER = ("the command is not a Python program (or it runs python -S / -I, which skip gputop's loader): "
+             "no profiler window")
+NO_ANSWER = "the command ended before its loader answered"
+
+
+def first_at_from_env() -> float | None:
+    try:
+        v = float(os.environ.get(AT_ENV, ""))
+    except ValueError:
+        return None
+    return v if v >= 0 else None
+
+
+class ProfileWindows:
+    """The windows of one command; ``env(base)`` is the command's environment with the loader in it."""
+
+    def __init__(self, seconds: float | None = None, first_at: float | None = None):
+        self.seconds = DEFAULT_SECONDS if seconds is None else float(seconds)
+        self.first_at = first_at_from_env() if first_at is None else first_at
+        self.folder = tempfile.mkdtemp(prefix="gputop-profile-")  # 0700: ours alone
+        self.asked: list[dict] = []  # {"seq", "reason", "t"}
+        self.live = LiveVerdict()
+        self._held_class: str | None = None
+        self._asked_classes: list[str] = []
+        self._next_check = 0.0
+
+    def env(self, base: dict) -> dict:
+        out = dict(base)
+        out["PYTHONPATH"] = os.pathsep.join([LOADER_DIR] + ([base["PYTHONPATH"]] if base.get("PYTHONPATH") else []))
+        out[DIR_ENV] = self.folder
+        out.setdefault("KINETO_LOG_LEVEL", "6")  # torch's profiler prints a line at each start and stop below it
+        return out
+
+    @property
+    def pending(self) -> bool:
+        """A window asked for and not answered yet."""
+        return bool(self.asked) and not glob.glob(os.path.join(self.folder, f"window-{self.asked[-1]['seq']}-*.json"))
+
+    def ask(self, reason: str, t: float) -> None:
+        seq = len(self.asked) + 1
+        tmp = os.path.join(self.folder, f".request-{seq}.tmp")
+        with open(tmp, "w") as f:
+            f.write(f"{self.seconds:g}")
+        os.replace(tmp, os.path.join(self.folder, f"request-{seq}"))
+        self.asked.append({"seq": seq, "reason": reason, "t": t})
+
+    def poll(self, t_since_start: float, monitor) -> None:
+        """Ask for a window when it is time (looks at most once a CHECK_EVERY_S)."""
+        if t_since_start < self._next_check:
+            return
+        self._next_check = t_since_start + CHECK_EVERY_S
+        first, _how = monitor.finder.result()
+        pos = min(first, key=first.get) if first else None
+        window = monitor.sampler.window(T.LIVE_MAX_S) if pos is not None else []
+        self.consider(t_since_start, window, *((monitor.static[pos], monitor.peaks[pos], pos, monitor.pid)
+                                               if pos is not None else (None, None, None, None)))
+
+    def consider(self, t_since_start: float, window: list[dict], static, peaks, pos, pid) -> None:
+        """The decision of :meth:`poll`, on the last ``LIVE_MAX_S`` of ticks of the command's first GPU
+        (``pos`` None: not on a GPU yet)."""
+        if len(self.asked) >= MAX_WINDOWS or self.pending:
+            return
+        if not self.asked and self.first_at is not None:
+            if t_since_start >= self.first_at:
+                self.ask(f"{AT_ENV}={self.first_at:g}", t_since_start)
+            return
+        if pos is None or not window:
+            return
+        v = self.live.update(window, static, peaks, pos, pid)
+        if v is None or self.live.previous:
+            return
+        start = self.live.segment_start if self.live.segment_start is not None else window[0]["t"]
+        cls = v.cls if window[-1]["t"] - start >= HOLD_S else None
+        if cls is None or cls == "idle" or cls in self._asked_classes[-1:]:
+            return
+        self._asked_classes.append(cls)
+        why = "the live verdict held" if len(self._asked_classes) == 1 else "the live verdict changed to"
+        self.ask(f"{why} {cls} for {HOLD_S:g} s", t_since_start)
+
+    def result(self) -> dict:
+        """The ``attribution`` part of the document: each window asked for, analysed (see analysis.attribution)."""
+        windows = []
+        for a in self.asked:
+            answers = []
+            for path in glob.glob(os.path.join(self.folder, f"window-{a['seq']}-*.json")):
+                try:
+                    with open(path) as f:
+                        answers.append(json.load(f))
+                except (OSError, ValueError):
+                    continue
+            windows.append(_window(a, answers, bool(glob.glob(os.path.join(self.folder, "loaded-*")))))
+        why = None
+        if not self.asked:
+            why = "no window was asked for (the live verdict never held a busy class long enough)"
+        elif all(w["status"] == "unavailable" for w in windows):
+            why = windows[0]["why_none"]
+        return {"seconds": self.seconds, "windows": windows, "why_none": why}
+
+    def close(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _window(asked: dict, answers: list[dict], loaded: bool) -> dict:
+    """One window: the answer with the most device time (then the most host time) of the command's processes."""
+    base = {"seq": asked["seq"], "asked_because": asked["reason"], "asked_at_s": round(asked["t"], 3)}
+    ok = [a for a in answers if a.get("status") == "ok"]
+    if not ok:
+        reason = answers[0].get("reason") if answers else (NO_ANSWER if loaded else NO_LOADER)
+        return {**base, "status": "unavailable", "why_none": reason, "pid": answers[0].get("pid") if answers else None}
+
+    def weight(a):
+        return (sum(k["device_us"] for k in a["kernels"]), sum(o["self_cpu_us"] for o in a["ops"]))
+
+    best = max(ok, key=weight)
+    return {**base, "status": "ok", "pid": best["pid"], "processes": len(answers),
+            "torch": best.get("torch"), **attribute(best)}

@@ -1,0 +1,279 @@
+"""``gputop --run --profile -- CMD`` (issue 27) on a CPU machine: real child processes under a real gputop (on
+tests/fake_pynvml: --run -- CMD needs NVML), real torch.profiler windows of CPU ops recorded by the loader
+gputop gives the child (gputop/runner/profile_loader), and the pure analysis of a window
+(gputop/analysis/attribution.py) on kernel names recorded on the corpus (docs/results, tests/data).
+
+GPU windows (CUDA kernels, busy/idle shares) are validated on a GPU machine, not here."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from gputop import cli
+from gputop.analysis.attribution import apply_window, attribute, category
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = json.loads((ROOT / "gputop" / "schema" / "monitor.schema.json").read_text())
+PY = sys.executable
+FAKE_PYNVML = ROOT / "tests" / "fake_pynvml"
+
+# A small training loop: nn.Module calls and optimizer steps (where the loader starts and stops its window).
+TRAIN = """
+import os, sys, time, torch
+m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.LayerNorm(64), torch.nn.ReLU())
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+x = torch.randn(32, 64)
+t0 = time.time()
+while time.time() - t0 < float(sys.argv[1]):
+    loss = m(x).square().mean(); opt.zero_grad(); loss.backward(); opt.step()
+print("trained")
+sys.exit(3)
+"""
+
+# A program that never imports torch and ends once gputop has asked for a window (its loader answers at exit).
+WAIT_FOR_REQUEST = ("import glob, os, sys, time\nend = time.time() + 30\n"
+                    "while not glob.glob(os.environ['GPUTOP_PROFILE_DIR'] + '/request-*') and time.time() < end:\n"
+                    "    time.sleep(0.02)\n")
+
+
+def gputop(*args, cwd, env_extra=None, timeout=90):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_") and k != "PYTHONPATH"}
+    env.update(PYTHONPATH=os.pathsep.join([str(FAKE_PYNVML), str(ROOT)]), **(env_extra or {}))
+    return subprocess.run([PY, "-m", "gputop", *args], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=timeout)
+
+
+def corpus_kernel_names() -> list[str]:
+    """Kernel names recorded by torch.profiler on the corpus' GPU runs (truncated as they were stored)."""
+    names = []
+    for p in glob.glob(str(ROOT / "docs/results/*/corpus/truth_relabelled/*.json")) + \
+            glob.glob(str(ROOT / "tests/data/traces/corpus_multi*/*truth*.json")):
+        names += [n for n, _us in json.loads(Path(p).read_text()).get("top_kernels") or []]
+    return names
+
+
+# -- real runs under gputop --------------------------------------------------------------------------------
+def test_profile_window_of_a_torch_program(tmp_path):
+    """The loader records a window of the program's ops; the program's output and exit code are gputop's,
+    unchanged; the document (schema 3) holds the window."""
+    (tmp_path / "train.py").write_text(TRAIN)
+    r = gputop("--json", "--run", "--profile", "--profile-seconds", "0.5", "--", PY, "train.py", "3",
+               cwd=tmp_path, env_extra={"GPUTOP_PROFILE_AT": "0.3"})
+    assert r.returncode == 3, r.stderr
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["schema_version"] == 3 and doc["command_exit_code"] == 3
+    assert "trained" in r.stderr  # --json: the command's stdout goes to stderr, unchanged
+    assert "profiler_start" not in r.stderr  # torch's profiler adds no lines to the program's output
+    a = doc["attribution"]
+    assert a["seconds"] == 0.5 and a["why_none"] is None
+    w = a["windows"][0]
+    assert w["status"] == "ok" and w["basis"] == "ops" and w["gpu_busy_share"] is None
+    assert 0.5 <= w["wall_s"] < 3 and w["steps"] >= 1
+    assert w["finding"] is None  # host ops only: no GPU class suggested, the verdict unchanged
+    cats = {c["category"]: c for c in w["categories"]}
+    assert {"GEMM/conv", "normalisation", "optimizer"} <= set(cats)
+    assert abs(sum(c["share"] for c in w["categories"]) - 1) < 0.01
+    ops = {o["name"]: o for o in w["top_ops"]}
+    for name, cat in (("aten::addmm", "GEMM/conv"), ("aten::native_layer_norm", "normalisation")):
+        if name in ops:
+            assert ops[name]["category"] == cat
+            assert ops[name]["count"] >= w["steps"] and ops[name]["mean_us"] > 0
+    assert any(o["category"] == "GEMM/conv" for o in w["top_ops"])
+    assert w["ops_per_step"] > 10
+
+
+def test_user_sitecustomize_runs_under_the_loader(tmp_path):
+    """The user's own sitecustomize (on their PYTHONPATH, after the loader's folder) still runs."""
+    user = tmp_path / "site"
+    user.mkdir()
+    (user / "sitecustomize.py").write_text("import os\nos.environ['GPUTOP_TEST_USER_SC'] = 'ran'\n")
+    prog = WAIT_FOR_REQUEST + "print('marker', os.environ.get('GPUTOP_TEST_USER_SC')); sys.exit(4)"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(FAKE_PYNVML), str(ROOT), str(user)])
+    r = subprocess.run([PY, "-m", "gputop", "--run", "--profile", "--", PY, "-c", prog], capture_output=True,
+                       text=True, cwd=tmp_path, env=dict(env, GPUTOP_PROFILE_AT="0"), timeout=60)
+    assert r.returncode == 4, r.stderr
+    assert "marker ran" in r.stdout  # text mode: the command's stdout passes through
+    assert "profiler windows" in r.stdout and "has not imported torch" in r.stdout
+
+
+def test_a_program_without_torch_and_a_non_python_command_get_one_line(tmp_path):
+    r = gputop("--json", "--run", "--profile", "--", PY, "-c", WAIT_FOR_REQUEST + "print('ok')",
+               cwd=tmp_path, env_extra={"GPUTOP_PROFILE_AT": "0"})
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    w = doc["attribution"]["windows"][0]
+    assert w["status"] == "unavailable" and "has not imported torch" in w["why_none"]
+    assert doc["attribution"]["why_none"] == w["why_none"] and "\n" not in w["why_none"]
+
+    r = gputop("--json", "--run", "--profile", "--", "sh", "-c", "sleep 0.5; echo shell; exit 5", cwd=tmp_path,
+               env_extra={"GPUTOP_PROFILE_AT": "0"})
+    assert r.returncode == 5 and "shell" in r.stderr
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    assert "not a Python program" in doc["attribution"]["why_none"]
+
+
+def test_profile_refuses_watch_before_anything_runs(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.parse(["--profile", "--watch", str(os.getpid())])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot give a loader to a process it did not start" in err
+    with pytest.raises(SystemExit) as e:
+        cli.parse(["--profile", "--run", "matmul"])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        cli.parse(["--profile-seconds", "2", "--run", "--", "true"])
+    assert e.value.code == 2
+
+
+def test_without_profile_the_document_has_no_attribution(tmp_path):
+    args, command = cli.parse(["--run", "--", "true"])
+    assert args.profile is False and args.profile_seconds is None
+
+
+# -- the analysis of a window --------------------------------------------------------------------------------
+def test_corpus_kernel_names_fall_in_their_categories():
+    names = corpus_kernel_names()
+    assert len(names) > 20
+    cats = {n: category(n) for n in names}
+    for n, c in cats.items():
+        if n.startswith("ncclDevKernel"):
+            assert c == "communication", n
+        if n.startswith(("Memset", "Memcpy")):
+            assert c == "memcpy/memset", n
+        if "cutlass" in n and "gemm" in n or n.startswith(("nvjet", "sm90_xmma", "sm80_xmma")):
+            assert c == "GEMM/conv", n
+        if "fmha" in n or "flash" in n:
+            assert c == "attention", n
+        if "batch_norm" in n or "layer_norm" in n:
+            assert c == "normalisation", n
+        if "multi_tensor_apply" in n:
+            assert c == "optimizer", n
+        if "elementwise_kernel" in n:
+            assert c == "elementwise", n
+        if "reduce_kernel" in n:
+            assert c == "reduction", n
+    assert set(cats.values()) >= {"communication", "GEMM/conv", "elementwise", "normalisation", "optimizer"}
+
+
+def _gpu_window(kernels, wall_s=1.0, busy_s=0.9, steps=10, ops=()):
+    """A window in the loader's shape with the given kernels (names from the corpus; durations are inputs of the
+    rule under test, not measurements)."""
+    return {"wall_s": wall_s, "gpu_busy_s": busy_s, "steps": steps, "ops": list(ops),
+            "kernels": [{"name": n, "count": c, "device_us": us} for n, c, us in kernels]}
+
+
+def _named(prefix):
+    return next(n for n in corpus_kernel_names() if n.startswith(prefix))
+
+
+def test_rules_name_the_categories_and_the_verdict_takes_them_in():
+    ew = _named("void at::native::vectorized_elementwise_kernel")
+    gemm = _named("void cutlass::Kernel2<cutlass_75_tensorop_bf16")
+    a = attribute(_gpu_window([(ew, 400, 600.0), (gemm, 100, 400.0)]))
+    assert a["basis"] == "kernels" and a["kernels_per_step"] == 50.0 and a["mean_kernel_us"] == 2.0
+    assert a["top_kernels"][0]["name"] == ew and a["top_kernels"][0]["mean_us"] == 1.5
+    f = a["finding"]
+    assert f["class"] == "memory-bound" and "60% of kernel time in elementwise" in f["text"]
+    assert "torch.compile" in f["advice"]
+    before = {"class": "memory-bound", "confidence": 0.7, "advice": "fuse", "evidence_text": "DRAM busy", "mixed": []}
+    after = apply_window(before, a)
+    assert after["confidence"] > 0.7 and after["advice"].startswith("60% of kernel time in elementwise")
+    other = apply_window(dict(before, **{"class": "compute-bound"}), a)
+    assert other["confidence"] < 0.7 and "memory-bound" in other["mixed"]
+    assert apply_window(before, None) is before
+
+    idle = attribute(_gpu_window([(gemm, 10, 100.0)], wall_s=1.0, busy_s=0.2, ops=[
+        {"name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "count": 10, "self_cpu_us": 7e5,
+         "cpu_us": 7e5, "device_us": 1.0}]))
+    assert idle["gpu_idle_share"] == 0.8 and idle["finding"]["class"] == "input-starved"
+    assert "idles 80%" in idle["finding"]["text"] and "DataLoader" in idle["finding"]["text"]
+    nccl = attribute(_gpu_window([(_named("ncclDevKernel_AllReduce"), 10, 500.0), (gemm, 10, 500.0)]))
+    assert nccl["finding"]["class"] == "comms-bound"
+
+
+def test_a_program_with_its_own_profiler_gets_one_line_and_goes_on(tmp_path):
+    """The program records with torch.profiler itself: gputop's window stands aside (one line), the program's own
+    profile and exit code are intact."""
+    prog = TRAIN.replace("t0 = time.time()\n", "prof = torch.profiler.profile(); prof.start()\nt0 = time.time()\n")
+    prog = prog.replace('print("trained")', 'prof.stop(); print("own profile", len(prof.key_averages()) > 0)')
+    (tmp_path / "own.py").write_text(prog)
+    r = gputop("--json", "--run", "--profile", "--", PY, "own.py", "2", cwd=tmp_path,
+               env_extra={"GPUTOP_PROFILE_AT": "0"})
+    assert r.returncode == 3, r.stderr
+    assert "own profile True" in r.stderr
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    w = doc["attribution"]["windows"][0]
+    assert w["status"] == "unavailable" and w["why_none"] == "the program's own profiler is recording"
+
+
+def test_windows_are_asked_when_the_live_verdict_holds_and_when_it_changes(tmp_path):
+    """Frames of the real H200 demo trace, one a second as the session's loop sees them: the first window once a
+    busy class has held HOLD_S, another at each change that holds, one at a time, at most MAX_WINDOWS."""
+    import time
+
+    from gputop.session.monitor import Monitor
+    from gputop.session.profiling import HOLD_S, MAX_WINDOWS, ProfileWindows
+    from gputop.telemetry.trace import ReplaySource, demo_trace_path
+
+    mon = Monitor(ReplaySource(demo_trace_path(), speed=float("inf")))
+    mon.baseline()
+    mon.watch(445)  # the recorded child's pid in the demo trace
+    mon.start()
+    end = time.monotonic() + 30
+    while not mon.sampler.source.finished and time.monotonic() < end:
+        time.sleep(0.05)
+    mon.stop()
+    ticks = mon.store.snapshot()
+    pw = ProfileWindows(first_at=None)
+    try:
+        t0, i = ticks[0]["t"], 0
+        while i < len(ticks):
+            j = i
+            while j < len(ticks) and ticks[j]["t"] < ticks[i]["t"] + 1.0:
+                j += 1
+            now = ticks[j - 1]["t"]
+            asked = len(pw.asked)
+            pw.consider(now - t0, [t for t in ticks[:j] if t["t"] >= now - 30], mon.static[0], mon.peaks[0], 0, 445)
+            if len(pw.asked) > asked:
+                assert now - pw.live.segment_start >= HOLD_S  # held that long
+                assert pw.pending
+                pw.consider(now - t0 + 1, [], None, None, None, None)
+                assert len(pw.asked) == asked + 1  # one at a time: nothing more until it is answered
+                (Path(pw.folder) / f"window-{pw.asked[-1]['seq']}-1.json").write_text(
+                    json.dumps({"status": "unavailable", "reason": "answered by the test"}))
+            i = j
+        reasons = [a["reason"] for a in pw.asked]
+        assert 2 <= len(reasons) <= MAX_WINDOWS
+        assert reasons[0].startswith("the live verdict held") and "idle" not in reasons[0]
+        assert all(r.startswith("the live verdict changed to") for r in reasons[1:])
+        classes = [r.split(" to " if " to " in r else " held ")[1].split(" for ")[0] for r in reasons]
+        assert all(a != b for a, b in zip(classes, classes[1:]))
+        res = pw.result()
+        assert [w["why_none"] for w in res["windows"]] == ["answered by the test"] * len(reasons)
+    finally:
+        pw.close()
+    assert not Path(pw.folder).exists()
+
+
+def test_the_loader_ships_in_the_package():
+    import tomllib
+
+    from gputop.runner.profile_loader import LOADER_DIR
+
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    assert "gputop.runner.profile_loader" in packages
+    assert (Path(LOADER_DIR) / "sitecustomize.py").is_file()
