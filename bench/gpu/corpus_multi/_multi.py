@@ -102,3 +102,21 @@ def write_truth(a, rank: int, truth: dict) -> None:
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w") as f:
         json.dump({"rank": rank, **truth}, f, indent=1)
+
+
+def run_and_profile(a, dist, rank: int, case: str, step, warmup: int, profiled: int, otherwise: str) -> None:
+    """The corpus' usual run: ``warmup`` steps, the timed loop, then ``profiled`` steps under torch.profiler (every
+    rank, since the steps hold collectives); rank 0's truth is labelled comms-bound when NCCL has at least half of
+    the kernel time, else ``otherwise``. Every rank writes its truth; the process group is closed."""
+    import torch
+
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    truth = {"case": case, "by": "torch.profiler", **timed_loop(step, a.seconds, dist, torch.cuda.synchronize)}
+    prof = profile(step, profiled, torch.cuda.synchronize)
+    if rank == 0:
+        truth.update(prof)
+        truth["label"] = "comms-bound" if truth["nccl_share"] and truth["nccl_share"] >= 0.5 else otherwise
+    write_truth(a, rank, truth)
+    dist.destroy_process_group()

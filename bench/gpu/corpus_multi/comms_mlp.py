@@ -8,7 +8,7 @@ Truth: rank 0's torch.profiler NCCL share of kernel time (by construction it is 
 
 import torch
 
-from _multi import args, init, profile, timed_loop, write_truth
+from _multi import args, init, run_and_profile
 
 a = args(__doc__.splitlines()[0], layers=(int, 8, "Linear(8192, 8192) layers"), batch=(int, 32, "rows per step"))
 torch, dist, rank, world = init()
@@ -25,14 +25,4 @@ def step():
         p.grad = None
 
 
-for _ in range(3):
-    step()
-torch.cuda.synchronize()
-loop = timed_loop(step, a.seconds, dist, torch.cuda.synchronize)
-truth = {"case": "comms_mlp", "by": "torch.profiler", **loop}
-prof = profile(step, 3, torch.cuda.synchronize)  # every rank takes part in the profiled steps' collectives
-if rank == 0:
-    truth.update(prof)
-    truth["label"] = "comms-bound" if truth["nccl_share"] and truth["nccl_share"] >= 0.5 else "other"
-write_truth(a, rank, truth)
-dist.destroy_process_group()
+run_and_profile(a, dist, rank, "comms_mlp", step, warmup=3, profiled=3, otherwise="other")

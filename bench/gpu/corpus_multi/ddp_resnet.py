@@ -11,7 +11,7 @@ import torch
 import torchvision
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from _multi import args, init, profile, timed_loop, write_truth
+from _multi import args, init, run_and_profile
 
 a = args(__doc__.splitlines()[0], overlap=(int, 1, "1: DDP overlap; 0: all-reduce after backward"),
          batch=(int, 64, "images per step per GPU"), model=(str, "resnet50", "torchvision model"))
@@ -44,14 +44,4 @@ def step():
     opt.zero_grad(set_to_none=False)
 
 
-for _ in range(5):
-    step()
-torch.cuda.synchronize()
-loop = timed_loop(step, a.seconds, dist, torch.cuda.synchronize)
-truth = {"case": f"ddp_{a.model}_overlap{a.overlap}", "by": "torch.profiler", **loop}
-prof = profile(step, 5, torch.cuda.synchronize)  # every rank takes part in the profiled steps' collectives
-if rank == 0:
-    truth.update(prof)
-    truth["label"] = "comms-bound" if truth["nccl_share"] and truth["nccl_share"] >= 0.5 else "compute-bound"
-write_truth(a, rank, truth)
-dist.destroy_process_group()
+run_and_profile(a, dist, rank, f"ddp_{a.model}_overlap{a.overlap}", step, warmup=5, profiled=5, otherwise="compute-bound")

@@ -9,7 +9,7 @@ import torch
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from _multi import args, init, profile, timed_loop, write_truth
+from _multi import args, init, run_and_profile
 
 a = args(__doc__.splitlines()[0], batch=(int, 8, "sequences per step per GPU"), seq=(int, 1024, "tokens a sequence"),
          layers=(int, 24, "transformer layers"), width=(int, 1024, "hidden size"))
@@ -28,14 +28,4 @@ def step():
     opt.zero_grad(set_to_none=True)
 
 
-for _ in range(3):
-    step()
-torch.cuda.synchronize()
-loop = timed_loop(step, a.seconds, dist, torch.cuda.synchronize)
-truth = {"case": "fsdp_gpt2", "by": "torch.profiler", **loop}
-prof = profile(step, 3, torch.cuda.synchronize)  # every rank takes part in the profiled steps' collectives
-if rank == 0:
-    truth.update(prof)
-    truth["label"] = "comms-bound" if truth["nccl_share"] and truth["nccl_share"] >= 0.5 else "compute-bound"
-write_truth(a, rank, truth)
-dist.destroy_process_group()
+run_and_profile(a, dist, rank, "fsdp_gpt2", step, warmup=3, profiled=3, otherwise="compute-bound")

@@ -19,6 +19,24 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+
+def span_segments(text: str, spans, plain, spanned) -> tuple[list[Segment], int]:
+    """The segments of ``text`` up to its last span: in style ``plain``, each ``(c0, c1, extra)`` span in
+    ``spanned(extra)`` (None spans skipped); and the column they end at."""
+    segs: list[Segment] = []
+    pos = 0
+    for span in spans:
+        if span is None:
+            continue
+        c0, c1, extra = span
+        c0, c1 = max(pos, min(c0, len(text))), max(pos, min(c1, len(text)))
+        if c0 > pos:
+            segs.append(Segment(text[pos:c0], plain))
+        if c1 > c0:
+            segs.append(Segment(text[c0:c1], spanned(extra)))
+        pos = c1
+    return segs, pos
+
 class Lines(Widget):
     """A widget that shows a list of Rich Text lines (one per row), cropped to its width.
 
@@ -133,19 +151,8 @@ class Lines(Widget):
         if len(text) > width:
             text = text[:width]
         text_style, pad_style = self._final_styles(style, filters, bg)
-        segs = []
-        pos = 0
-        for span in row[2:]:
-            if span is None:
-                continue
-            c0, c1, extra = span
-            c0, c1 = max(pos, min(c0, len(text))), max(pos, min(c1, len(text)))
-            if c0 > pos:
-                segs.append(Segment(text[pos:c0], text_style))
-            if c1 > c0:
-                spanned = self._final_styles(f"{style} {extra}" if style else extra, filters, bg)[0]
-                segs.append(Segment(text[c0:c1], spanned))
-            pos = c1
+        segs, pos = span_segments(text, row[2:], text_style, lambda extra: self._final_styles(
+            f"{style} {extra}" if style else extra, filters, bg)[0])
         if pos < len(text):
             segs.append(Segment(text[pos:], text_style))
         if len(text) < width:
@@ -193,18 +200,8 @@ class Lines(Widget):
             if isinstance(text, tuple):  # one style for the row (and one for each of its spans)
                 row, style = text[0], text[1]
                 base = console.get_style(style) if style else None
-                segs = []
-                pos = 0
-                for span in text[2:]:
-                    if span is None:
-                        continue
-                    c0, c1, extra = span
-                    c0, c1 = max(pos, min(c0, len(row))), max(pos, min(c1, len(row)))
-                    if c0 > pos:
-                        segs.append(Segment(row[pos:c0], base))
-                    if c1 > c0:
-                        segs.append(Segment(row[c0:c1], (base or Style.null()) + console.get_style(extra)))
-                    pos = c1
+                segs, pos = span_segments(row, text[2:], base,
+                                          lambda extra: (base or Style.null()) + console.get_style(extra))
                 if pos < len(row) or not segs:
                     segs.append(Segment(row[pos:], base))
             else:
