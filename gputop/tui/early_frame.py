@@ -5,8 +5,10 @@ Importing Textual and composing the monitor take a few tenths of a second; the n
 that. ``EarlyStart`` opens the source the command line asks for (``config_from_args``), reads the first
 tick with the sampler the app will use, and, on a terminal, paints it in plain ANSI in the alternate
 screen: the header, the GPU strip (more than one GPU), and the selected GPU's device panel, in the
-monitor's own words (``view``). Textual then draws over it in the same alternate screen. Nothing is
-painted without a GPU (the monitor's "no GPU" page says why), nor under ``--serve`` (a browser).
+monitor's own words (``view``). A GPU with GPM has no GPM rates in its first tick (they need two samples): its
+rows say so ("…") and, if Textual is not ready within a sampling interval, the frame is painted again with the
+second tick. Textual then draws over it in the same alternate screen. Nothing is painted without a GPU (the
+monitor's "no GPU" page says why), nor under ``--serve`` (a browser), nor once Textual is ready.
 
 No Textual here: the point is to draw before it is imported (``charts`` brings Rich's text, which Textual
 imports anyway).
@@ -26,14 +28,16 @@ from gputop.tui.widgets import charts
 
 ALT_SCREEN, CURSOR_OFF, HOME_CLEAR = "\x1b[?1049h", "\x1b[?25l", "\x1b[H\x1b[2J"
 LEAVE = "\x1b[?25h\x1b[?1049l"
-MAX_WAIT_S = 0.15  # for a second tick (GPM), at most; else the first one is painted
+MAX_WAIT_S = 0.15  # for a second tick (GPM), at most, before Textual is ready
+PENDING = "… (the next sample)"  # a GPM row of the first tick: its rates need two samples
 BOLD, REVERSE, DIM, PLAIN = "\x1b[1m", "\x1b[1;7m", "\x1b[2m", "\x1b[0m"
 LABEL_W = 15  # as the device panel's (panels.DevicePanel)
 SHORT_H = 32  # under this many rows the monitor merges related rows (app.SHORT_H)
 
 
-def frame_lines(config: TuiConfig, tick: dict, rate_hz: float, cols: int, rows: int) -> list[str]:
-    """The early frame's lines (with their ANSI styles) for the first tick, ``cols`` x ``rows`` at most."""
+def frame_lines(config: TuiConfig, tick: dict, rate_hz: float, cols: int, rows: int, waiting: bool = False) -> list[str]:
+    """The early frame's lines (with their ANSI styles) for the first tick, ``cols`` x ``rows`` at most. ``waiting``:
+    GPM's numbers come with the next sample, and its rows say "…" meanwhile (not n/a)."""
     source = config.source
     all_static = source.static()
     positions = config.gpus if config.gpus is not None else list(range(len(all_static)))
@@ -55,7 +59,7 @@ def frame_lines(config: TuiConfig, tick: dict, rate_hz: float, cols: int, rows: 
     bar_w = max(0, min(24, cols - LABEL_W - 36))
     for r in view.device_rows(st, view.peaks_for(st), s, na, compact=rows < SHORT_H):
         bar = charts.hbar(r.fraction, bar_w) + " " if bar_w >= 6 else ""
-        text = DIM + r.text + PLAIN if r.level == "na" else r.text
+        text = DIM + (PENDING if waiting else r.text) + PLAIN if r.level == "na" else r.text
         out.append(f" {BOLD}{r.label:<{LABEL_W}}{PLAIN}{bar}{text}")
     out.append(" " + view.host_line(tick.get("host")))
     return out[:rows]
@@ -108,23 +112,25 @@ class EarlyStart:
             sampler = config.sampler = Sampler(config.source, rate_hz=config.rate_hz)
             t0 = time.monotonic()
             tick = sampler.step()
-            if self.paint and tick is not None and gpm_pending(config, tick):  # GPM's rates need a 2nd sample
-                wait = min(MAX_WAIT_S, sampler.source.delay(sampler.interval)) - (time.monotonic() - t0)
-                if self._ready.wait(max(0.0, wait)):  # Textual is ready first: it draws the first frame
-                    self.paint = False
-                else:
-                    tick = sampler.step() or tick
             self._config = config
         except BaseException as exc:  # SourceError, a rate out of range: raised again by config()
             self._error = exc
             return
-        if self.paint and tick is not None and config.source.static():
-            self._paint(config, tick)
+        if not (self.paint and tick is not None and config.source.static()) or self._ready.is_set():
+            return  # nothing to paint, or Textual is ready and draws the first frame
+        waiting = gpm_pending(config, tick)  # GPM's rates need a second sample
+        self._paint(config, tick, waiting)  # at once: the numbers NVML has now
+        if waiting:
+            wait = min(MAX_WAIT_S, config.source.delay(sampler.interval)) - (time.monotonic() - t0)
+            if not self._ready.wait(max(0.0, wait)):  # Textual not ready yet: the frame again, with GPM's numbers
+                tick = sampler.step()
+                if tick is not None:
+                    self._paint(config, tick, False)
 
-    def _paint(self, config: TuiConfig, tick: dict) -> None:
+    def _paint(self, config: TuiConfig, tick: dict, waiting: bool) -> None:
         try:
             cols, rows = os.get_terminal_size(self.out.fileno())
-            lines = frame_lines(config, tick, config.sampler.rate_hz, cols, rows)
+            lines = frame_lines(config, tick, config.sampler.rate_hz, cols, rows, waiting)
             text = ALT_SCREEN + CURSOR_OFF + HOME_CLEAR + "\r\n".join(fit(ln, cols) for ln in lines)
             with self._lock:
                 if self._left:
