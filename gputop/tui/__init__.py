@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 
+FIRST_FRAME_WAIT_S = 0.5  # how long Textual's import waits for the early frame (a slow source: no longer)
+
+
 def main_tui(args) -> int:
     """Open the source, build the app, run it; returns the exit code."""
     import gc
@@ -31,6 +34,7 @@ def main_tui(args) -> int:
         signal.signal(sig, lambda signum, frame: pending.append(signum))
 
     early = EarlyStart(args, paint=not getattr(args, "served", False))  # the source and its first tick, on a thread
+    early.first_painted(FIRST_FRAME_WAIT_S)  # that tick on screen first, then Textual imported (one GIL for both)
     try:
         from gputop.tui.app import make_app  # (Textual: imported meanwhile)
 
