@@ -304,3 +304,26 @@ def test_results_evidence_wraps_whole_at_80x24():
             assert "100T│" in text and "10T│" in text and "1T│" in text  # the plot is still there
 
     asyncio.run(go())
+
+
+def test_v_shows_the_whole_verdict_in_the_plots_place_at_80x24():
+    """The H100 roofline's advice runs past the rows its plot leaves at 80x24: its line ends "… (v)"; v shows the
+    verdict whole where the plot was, v again the plot."""
+    import asyncio
+    import re
+
+    async def go():
+        app = make(runs=("roofline_h100",))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await at_tick(MATMUL, ("2",))(pilot)
+            advice = re.sub(r"\s+", " ", app.model.controller.runs[0].document()["verdict"]["advice"])
+            assert "… (v)" in app.screen_text() and advice not in re.sub(r"\s+", " ", app.screen_text())
+            await pilot.press("v")
+            await pilot.pause()
+            text = re.sub(r"\s+", " ", app.screen_text())
+            assert "advice: " + advice in text and "v: the plot again" in text and "100T│" not in text
+            await pilot.press("v")
+            await pilot.pause()
+            assert "100T│" in app.screen_text()  # the plot is back
+
+    asyncio.run(go())

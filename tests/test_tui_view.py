@@ -397,3 +397,16 @@ def test_bars_of_one_phase_are_told_apart_and_their_notes_are_never_cut():
     # a phase with one point keeps its plain name
     assert [i[0] for i in results.bar_items([{"phase": "eager", "step_ms": 2.0}, {"phase": "graph", "step_ms": 1.0}])] \
         == ["eager", "graph"]
+
+
+def test_a_verdict_cut_short_at_80x24_says_v_and_v_shows_it_whole():
+    # the H100 roofline's advice does not fit the rows its plot leaves at 80x24 (issue 24: "results lines are cut")
+    doc = json.loads((RUN_DOCS / "roofline_h100.json").read_text())
+    advice = " ".join(doc["verdict"]["advice"].split())
+    cut = [t.plain for t in results.results_lines(doc, 78, 14)]
+    assert any(ln.endswith(results.CUT) for ln in cut) and advice not in " ".join(cut)
+    whole = [t.plain for t in results.results_lines(doc, 78, 14, whole_verdict=True)]
+    assert len(whole) <= 13 and not any(ln.endswith(results.CUT) for ln in whole)
+    text = " ".join(" ".join(whole).split())
+    assert advice in text and " ".join(doc["verdict"]["evidence_text"].split()) in text
+    assert whole[-1] == "v: the plot again"

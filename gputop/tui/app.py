@@ -72,6 +72,7 @@ class GputopApp(App):
         Binding("c", "cancel", "cancel"),
         Binding("d", "device", "cpu/gpu", show=False),
         Binding("s", "save", "save"),
+        Binding("v", "whole_verdict", "verdict", show=False),
         Binding("n", "tour_next", "next stop", show=False),
         Binding("left_square_bracket", "select_run(-1)", "older run", show=False),
         Binding("right_square_bracket", "select_run(1)", "newer run", show=False),
@@ -285,6 +286,11 @@ class GputopApp(App):
 
     def action_save(self) -> None:
         self.workloads.save_shown()
+
+    def action_whole_verdict(self) -> None:
+        """v: the shown results' verdict whole, in the plot's place (and back)."""
+        shown = self.monitor.live_results if self.page == "monitor" else self.workloads.results
+        shown.toggle_whole_verdict()
 
     def action_tour_next(self) -> None:
         self.workloads.tour_next()

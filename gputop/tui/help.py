@@ -20,6 +20,7 @@ HELP = """\
   d          run workloads on the CPU / the GPU
   [ / ]      older / newer run in the results
   s          save the shown run as JSON (in the current folder)
+  v          the shown verdict whole, in the plot's place ("… (v)")
   n          gputop --tour: the next stop of the tour
   ?          this help;  q quits (stopping a running workload cleanly)
 

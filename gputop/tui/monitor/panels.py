@@ -206,6 +206,7 @@ class ResultsView(Lines):
         self.progress: dict | None = None
         self._seen: tuple | None = None  # (run state, its event count) last shown
         self.recorded_on: str | None = None  # a replayed recording's host (None: a run of this session)
+        self.whole_verdict = False  # key v: the verdict alone, whole, in the plot's place
 
     def behind(self, state) -> bool:
         """True when ``state`` (a RunState, or None) has news this view has not shown yet."""
@@ -236,6 +237,10 @@ class ResultsView(Lines):
             return {**doc, "wall_time_s": max(doc.get("wall_time_s") or 0.0, time.monotonic() - t0)}
         return {**doc, "phases": []} if doc.get("phases") else doc
 
+    def toggle_whole_verdict(self) -> None:
+        self.whole_verdict = not self.whole_verdict
+        self.rebuild()
+
     def show(self, doc: dict | None, progress: dict | None = None) -> None:
         self.doc, self.progress = doc, progress
         self.rebuild()
@@ -249,5 +254,5 @@ class ResultsView(Lines):
             return
         status = results.status_line(self.doc, self.progress, self.recorded_on)  # an error in it wraps, not cut
         lines = list(status.wrap(self.app.console, w, overflow="fold"))[:max(1, h - 3)]
-        lines += results.results_lines(self.doc, w, h - len(lines))
+        lines += results.results_lines(self.doc, w, h - len(lines), self.whole_verdict)
         self.set_lines(lines)

@@ -202,23 +202,34 @@ def status_line(doc: dict, progress: dict | None = None, recorded_on: str | None
     return t
 
 
+CUT = "… (v)"  # a verdict line cut short: v shows the whole verdict in the plot's place
+
+
 def _wrapped(label: str, text: str, width: int, n: int, style: str = "") -> list[Text]:
-    """``label: text`` in at most ``n`` lines of ``width``, the last one cut with … when it runs over."""
+    """``label: text`` in at most ``n`` lines of ``width``, the last one cut with … (v) when it runs over."""
     t = Text.assemble((label, "bold"), (text, style))
     lines = list(t.wrap(CONSOLE, max(20, width), overflow="fold"))
     if len(lines) > n:
-        lines = lines[:n]
-        lines[-1].truncate(max(1, width - 1))
-        lines[-1].append("…")
+        lines = lines[:max(1, n)]
+        lines[-1].truncate(max(1, width - len(CUT)))
+        lines[-1].append(CUT, style="dim")
     return lines
 
 
-def results_lines(doc: dict, width: int, height: int) -> list[Text]:
+def results_lines(doc: dict, width: int, height: int, whole_verdict: bool = False) -> list[Text]:
     """The whole results panel for one run: a status line, then the plot or the bars, then the verdict
-    as short lines: class, evidence, advice."""
+    as short lines: class, evidence, advice. ``whole_verdict`` (key v): the verdict alone, wrapped whole, in the
+    plot's place (at 80x24 the plot leaves it a few rows)."""
     body_h = max(0, height - 1)
     verdict = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else None
     tail: list[Text] = []
+    if verdict and whole_verdict:
+        out = _wrapped("verdict: ", display_name(verdict) if verdict.get("class") else "", width, body_h, "bold yellow")
+        out += _wrapped("evidence: ", words(verdict.get("evidence_text") or verdict.get("evidence")), width, body_h)
+        if verdict.get("advice"):
+            out += _wrapped("advice: ", words(verdict["advice"]), width, body_h, "italic")
+        out.append(Text("v: the plot again", style="dim"))
+        return out[:body_h]
     if verdict and (verdict.get("evidence_text") or verdict.get("evidence")):
         small = body_h < 18  # 80x24: the plot first, a line each
         name = display_name(verdict) if verdict.get("class") else ""
