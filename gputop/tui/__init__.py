@@ -34,7 +34,8 @@ def main_tui(args) -> int:
         signal.signal(sig, lambda signum, frame: pending.append(signum))
 
     early = EarlyStart(args, paint=not getattr(args, "served", False))  # the source and its first tick, on a thread
-    early.first_painted(FIRST_FRAME_WAIT_S)  # that tick on screen first, then Textual imported (one GIL for both)
+    if early.paint:  # that tick on screen first, then Textual imported (one GIL for both); else side by side
+        early.first_painted(FIRST_FRAME_WAIT_S)
     try:
         from gputop.tui.app import make_app  # (Textual: imported meanwhile)
 
