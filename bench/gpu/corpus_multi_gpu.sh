@@ -13,6 +13,7 @@ N=$(nvidia-smi -L | wc -l)
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | head -1 | tr ' /' '__')
 W=$(mktemp -d)/corpus_multi_${N}x; mkdir -p "$W"
 P=bench/gpu/corpus_multi
+H=bench/gpu/heldout_multi
 TR="torchrun --standalone --nproc-per-node $N"
 declare -A CMD=(
   [ddp_resnet50_overlap]="$TR $P/ddp_resnet.py --overlap 1"
@@ -23,20 +24,27 @@ declare -A CMD=(
   [hang_exit]="$TR $P/hang.py --before 8 --leaver 1 --how exit"
   [hang_idle]="$TR $P/hang.py --before 8 --leaver $((N - 1)) --how idle"
   [jax_psum]="python3 $P/jax_psum.py"
+  # held out (bench/gpu/heldout_multi/): written after the classifier's rules were set, never used to tune them
+  [held_lightning_ddp]="$TR $H/lightning_ddp.py"
+  [held_hf_trainer_ddp]="$TR $H/hf_trainer_ddp.py"
+  [held_alltoall_moe]="$TR $H/alltoall_moe.py"
+  [held_pipeline_stall]="$TR $H/pipeline_stall.py --before 8"
+  [held_host_straggler]="$TR $H/host_straggler.py --slow $((N - 2)) --host-ms 40"
 )
+HELD="held_alltoall_moe held_pipeline_stall held_host_straggler held_lightning_ddp held_hf_trainer_ddp"
 ORDER="comms_mlp ddp_resnet50_after_backward ddp_resnet50_overlap straggler hang_exit hang_idle fsdp_gpt2 jax_psum"
 CASES=${*:-$ORDER}
 { date -u +%FT%TZ; nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv; nvidia-smi topo -m
   git rev-parse --short HEAD; python3 -c 'import torch, jax; print("torch", torch.__version__, "jax", jax.__version__)'; } > "$OUT/summary.txt" 2>&1
 python3 $P/nvml_links.py > "$OUT/nvml_links.json" 2>&1
 for c in $CASES; do
-  extra=""; case $c in hang_*) extra="--timeout 40 --grace 3";; esac
+  extra=""; case $c in hang_*|held_pipeline_stall) extra="--timeout 40 --grace 3";; esac
   t0=$(date +%s.%N)
   timeout ${CASE_TIMEOUT:-90} python3 -m gputop --json -o "$W/$c.json" --record "$W/$c.jsonl.gz" $extra \
     --run -- ${CMD[$c]} --seconds "$S" --truth "$W/${c}_truth_rank{rank}.json" > "$W/$c.log" 2>&1
   rc=$?
   t1=$(date +%s.%N)
-  left=$(pgrep -f "corpus_multi/" | wc -l)
+  left=$(pgrep -f "corpus_multi/|heldout_multi/" | wc -l)
   echo "== $c: exit $rc, $(python3 -c "print(round($t1-$t0,1))") s, processes left: $left" >> "$OUT/summary.txt"
   python3 - "$W/$c.json" >> "$OUT/summary.txt" 2>&1 <<'PY'
 import json, sys
@@ -46,7 +54,7 @@ for g in d.get("gpus", []):
     print(f"  gpu {g.get('index')}: {v.get('class')} ({v.get('subclass')}) {v.get('confidence')}: {str(v.get('evidence_text'))[:150]}")
 PY
   for f in "$W"/${c}_truth_rank*.json; do [ -f "$f" ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d.pop('top_kernels',None); print('  truth', d)" "$f" >> "$OUT/summary.txt"; done
-  pkill -9 -f "corpus_multi/" 2>/dev/null; sleep 1
+  pkill -9 -f "corpus_multi/|heldout_multi/" 2>/dev/null; sleep 1
   tar -C "$(dirname "$W")" -czf "$OUT/corpus_multi.tar.gz" "$(basename "$W")"  # after every case: a cut-off call keeps what ran
 done
 tar -C "$(dirname "$W")" -czf "$OUT/corpus_multi.tar.gz" "$(basename "$W")"

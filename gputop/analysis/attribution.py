@@ -86,6 +86,7 @@ def attribute(win: dict) -> dict:
     steps = win.get("steps") or None
     n_kernels = sum(k["count"] for k in kernels)
     out = {
+        "started_at": win.get("started_at"),  # the window's start, Unix time (the program's clock)
         "wall_s": round(wall, 4),
         "gpu_busy_s": busy,
         "gpu_busy_share": round(min(1.0, busy / wall), 4) if busy is not None and wall > 0 else None,

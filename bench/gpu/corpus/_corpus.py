@@ -67,9 +67,11 @@ def loop(step, seconds: float, sync=None) -> int:
     """Call ``step()`` for ``seconds``, then ``sync()``; returns the number of steps. Fills ``LOOP``."""
     t_start, t0 = since_start(), time.perf_counter()
     n, end = 0, time.monotonic() + seconds
+    ends = LOOP.setdefault("step_ends", [])  # Unix times: throughput in and out of a profiler window (issue 27)
     while time.monotonic() < end:
         step()
         n += 1
+        ends.append(round(time.time(), 4))
     if sync:
         sync()
     wall = time.perf_counter() - t0
@@ -103,7 +105,7 @@ def profile_truth(step, steps: int, path: str | None, input_pipeline: str | None
             step()
         torch.cuda.synchronize()
     wall_us = (time.perf_counter() - t0) * 1e6
-    kernel_us, gemm_us, count, top, data_us = 0.0, 0.0, 0, {}, 0.0
+    kernel_us, gemm_us, count, top, data_us, every = 0.0, 0.0, 0, {}, 0.0, {}
     for e in prof.events():
         if e.device_type == torch.autograd.DeviceType.CUDA and not getattr(e, "is_user_annotation", False):
             name = e.name
@@ -112,6 +114,9 @@ def profile_truth(step, steps: int, path: str | None, input_pipeline: str | None
             us = float(e.time_range.elapsed_us())
             kernel_us += us
             count += 1
+            every.setdefault(name, [0, 0.0])
+            every[name][0] += 1
+            every[name][1] += us
             top[name[:60]] = top.get(name[:60], 0.0) + us
             if GEMM.search(name):
                 gemm_us += us
@@ -130,6 +135,8 @@ def profile_truth(step, steps: int, path: str | None, input_pipeline: str | None
         "data_wait_share": round(data_us / wall_us, 3) if input_pipeline and wall_us else None,
         "loop": LOOP.get("loop"),
         "top_kernels": sorted(top.items(), key=lambda x: -x[1])[:5],
+        "kernels": [{"name": k, "count": c, "device_us": round(us, 3)} for k, (c, us) in every.items()],
+        "step_ends": LOOP.get("step_ends"),
     }
     truth["label"] = label_from_profile(truth["busy"], truth["gemm_share"], truth["mean_kernel_us"],
                                         truth["kernels_per_s"], truth["data_wait_share"])
@@ -139,13 +146,13 @@ def profile_truth(step, steps: int, path: str | None, input_pipeline: str | None
 
 def construction_truth(label: str, why: str, path: str | None) -> dict:
     truth = {"by": "construction", "label": label, "why": why, "loop": LOOP.get("loop"),
-             "loop_steps": LOOP.get("steps")}
+             "loop_steps": LOOP.get("steps"), "step_ends": LOOP.get("step_ends")}
     write(truth, path)
     return truth
 
 
 def write(truth: dict, path: str | None) -> None:
-    print("truth:", json.dumps(truth), flush=True)
+    print("truth:", json.dumps({k: v for k, v in truth.items() if k not in ("kernels", "step_ends")}), flush=True)
     if path:
         with open(path, "w") as f:
             json.dump(truth, f, indent=1)

@@ -78,6 +78,11 @@ def profile(step, steps: int, sync) -> dict:
         for _ in range(steps):
             step()
         sync()
+    return shares(p, steps)
+
+
+def shares(p, steps: int) -> dict:
+    """The kernel-time breakdown of a finished torch.profiler ``p`` that covered ``steps`` steps."""
     total = nccl = gemm = 0.0
     top: dict[str, float] = {}
     for e in p.key_averages():

@@ -62,7 +62,7 @@ class _Window:
     def __init__(self, torch, seconds):
         self.torch, self.seconds = torch, seconds
         self.prof = None
-        self.t0 = self.wall_s = None
+        self.t0 = self.wall_s = self.started_at = None
         self.steps = 0
         self.thread = None  # the profiler is thread-local: started and stopped on this thread
         self.error = None
@@ -101,6 +101,7 @@ class _Window:
                 prof = torch.profiler.profile(activities=acts, record_shapes=False, with_stack=False)
                 prof.start()
                 self.prof, self.t0, self.thread = prof, time.perf_counter(), threading.get_ident()
+                self.started_at = time.time()  # the window in the program's wall clock (throughput outside it)
             elif threading.get_ident() == self.thread and time.perf_counter() - self.t0 >= self.seconds:
                 self.stop()
 
@@ -154,6 +155,7 @@ def _summary(win):
             end = b
     cuda_on = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
     return {"status": "ok", "torch": torch.__version__, "cuda": cuda_on, "wall_s": round(win.wall_s, 6),
+            "started_at": round(win.started_at, 6),
             "gpu_busy_s": round(busy / 1e6, 6) if cuda_on else None, "steps": win.steps,
             "kernels": kernels, "ops": ops}
 
