@@ -68,6 +68,21 @@ def test_summary_groups_by_name_and_the_busy_time_is_the_union_of_intervals():
     assert a["basis"] == "kernels" and a["gpu_busy_share"] == 0.5 and a["top_ops"] == []
 
 
+def test_cupy_and_xla_kernel_names_fall_in_their_categories():
+    """Names as CuPy (cupy/_core/_kernel.pyx: ``<ufunc name>__<dtypes>``; reductions ``cupy_sum``...) and XLA
+    (fusion kinds) give their kernels."""
+    from gputop.analysis.attribution import category
+
+    for name, cat in (("cupy_multiply__float32_float32_float32", "elementwise"), ("cupy_copy__float32_float32",
+                      "elementwise"), ("cupy_maximum__float32_float32_float32", "elementwise"),
+                      ("cupy_sum", "reduction"), ("cupy_sum__float32", "reduction"), ("cupy_nanmax", "reduction"),
+                      ("cub::DeviceReduceKernel", "reduction"), ("loop_multiply_fusion", "elementwise"),
+                      ("loop_convert_fusion", "elementwise"), ("wrapped_add", "elementwise"),
+                      ("input_reduce_fusion_1", "reduction"), ("gemm_fusion_dot_1", "GEMM/conv"),
+                      ("sm90_xmma_gemm_bf16bf16_bf16f32", "GEMM/conv"), ("Memcpy HtoD", "memcpy/memset")):
+        assert category(name) == cat, name
+
+
 def test_the_gpu_side_of_the_window_follows_the_launch_queue():
     """Kernels launched in the host window run up to 200 ms after it ends: the GPU window is the host window moved
     by that lag (what ran before it, launched before the window, is not in the records)."""

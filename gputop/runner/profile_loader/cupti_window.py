@@ -1,14 +1,15 @@
 """A profiler window through CUPTI, for a Python child that runs CUDA without PyTorch (CuPy, JAX, Numba...).
 
-Loaded by the profile loader's ``sitecustomize`` (this folder is first on the child's sys.path) when a request
-comes and the program has not imported torch. Stdlib only at import; NVIDIA's ``cupti-python`` (module
+Loaded by the profile loader's ``sitecustomize`` (by its path); it sends a request here when the program has not
+imported torch (at once if a module of :data:`CUDA_MODULES` is imported or torch is not installed, else once the
+loader's wait for torch is over). Stdlib only at import; NVIDIA's ``cupti-python`` (module
 ``cupti``, ``from cupti import cupti``) is imported only when a window starts, from the loader's waiting thread.
 
 The window (:func:`answer`, on that thread): subscribe to CUPTI under the name ``gputop`` (before CUDA 13.3 /
 driver r610 CUPTI takes one subscriber: a program whose own profiler, JAX's or Nsight's, holds it gets one line,
 and gputop leaves it alone), enable the activity kinds CONCURRENT_KERNEL, MEMCPY and MEMSET, wait N seconds
-(or the program's exit), disable them, flush the records, unsubscribe. The records are reduced in CUPTI's
-buffer-completed callback to ``(name, start_ns, end_ns)`` rows (:func:`row`) and summed by :func:`summary` into
+(or the program's exit), disable them, wait for the GPU to run what was launched (:func:`_drain`), flush the
+records, unsubscribe. The records are reduced in CUPTI's buffer-completed callback to ``(name, start_ns, end_ns)`` rows (:func:`row`) and summed by :func:`summary` into
 the loader's window format (``kernels`` [{name, count, device_us}], ``ops`` empty, ``gpu_busy_s``, ``wall_s``),
 with ``"profiler": "cupti"``. Copies and fills are named as torch.profiler names them ("Memcpy HtoD",
 "Memset"), so gputop.analysis.attribution puts them in memcpy/memset.
@@ -31,6 +32,8 @@ _INJECTORS = ("CUDA_INJECTION64_PATH", "NSYS_PROFILING_SESSION_ID")  # Nsight (o
 _COPY_NAMES = {"HTOD": "HtoD", "DTOH": "DtoH", "DTOD": "DtoD", "HTOH": "HtoH", "PTOP": "PtoP", "ATOA": "AtoA",
                "ATOD": "AtoD", "ATOH": "AtoH", "DTOA": "DtoA", "HTOA": "HtoA"}
 BUFFER_BYTES = 8 << 20
+NO_SPANS = ("a CUPTI window records kernels, not the API calls that launched them: no host/kernel wait split "
+            "of the idle time")
 
 
 _FOUND = {}
@@ -118,7 +121,7 @@ def summary(rows, t0_ns, t1_ns):
     return {"status": "ok", "profiler": "cupti", "torch": None, "cuda": True,
             "wall_s": round((hi - lo) / 1e9, 6), "gpu_busy_s": round(_union_ns(spans, lo, hi) / 1e9, 6),
             "host_wall_s": round((t1_ns - t0_ns) / 1e9, 6), "gpu_lag_s": round(lag / 1e9, 6),
-            "steps": 0, "kernels": kernels, "ops": []}
+            "steps": 0, "kernels": kernels, "ops": [], "kernel_spans": None, "kernel_spans_why": NO_SPANS}
 
 
 # -- the live window (needs cupti-python and a GPU) -----------------------------------------------------
@@ -204,6 +207,35 @@ def answer(seconds, state=None):
         _current["win"] = None
 
 
+def _drain():
+    """Wait, on this thread, for the GPU work launched before now (the window's last kernels) to end, so that
+    the flush gets them whole: ``cuCtxSynchronize`` on each device's active primary context (CuPy's, JAX's,
+    Numba's), through cuda-bindings (a dependency of cupti-python). The program's threads are not held. A
+    context of the program's own (not primary) is not drained: its kernels still running are left out."""
+    try:
+        from cuda.bindings import driver as drv
+
+        err, count = drv.cuDeviceGetCount()
+        for i in range(count if not int(err) else 0):
+            err, dev = drv.cuDeviceGet(i)
+            if int(err):
+                continue
+            err, _flags, active = drv.cuDevicePrimaryCtxGetState(dev)
+            if int(err) or not active:
+                continue
+            err, ctx = drv.cuDevicePrimaryCtxRetain(dev)
+            if int(err):
+                continue
+            try:
+                if not int(drv.cuCtxPushCurrent(ctx)[0]):
+                    drv.cuCtxSynchronize()
+                    drv.cuCtxPopCurrent()
+            finally:
+                drv.cuDevicePrimaryCtxRelease(dev)
+    except Exception:
+        pass
+
+
 def _subscribe(cupti):
     """Our CUPTI subscriber, or raise the one line for a CUPTI another profiler holds."""
     params = None
@@ -262,6 +294,7 @@ def _record(cupti, win):
                 pass
         try:
             if enabled:
+                _drain()
                 cupti.activity_flush_all(1)
         finally:
             try:
