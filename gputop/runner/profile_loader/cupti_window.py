@@ -83,7 +83,8 @@ def row(activity, kinds, copy_kinds):
     return (name, int(activity.start), int(activity.end))
 
 
-def _union_ns(spans, lo, hi):
+def union(spans, lo=float("-inf"), hi=float("inf")):
+    """The time covered by the intervals ``spans`` [(start, end)], inside [lo, hi] (the GPU's busy time)."""
     busy, end = 0, None
     for a, b in sorted(spans):
         a, b = max(a, lo), min(b, hi)
@@ -119,7 +120,7 @@ def summary(rows, t0_ns, t1_ns):
     kernels = [{"name": n, "count": c, "device_us": round(ns / 1e3, 3)}
                for n, (c, ns) in sorted(by_name.items(), key=lambda kv: -kv[1][1])]
     return {"status": "ok", "profiler": "cupti", "torch": None, "cuda": True,
-            "wall_s": round((hi - lo) / 1e9, 6), "gpu_busy_s": round(_union_ns(spans, lo, hi) / 1e9, 6),
+            "wall_s": round((hi - lo) / 1e9, 6), "gpu_busy_s": round(union(spans, lo, hi) / 1e9, 6),
             "host_wall_s": round((t1_ns - t0_ns) / 1e9, 6), "gpu_lag_s": round(lag / 1e9, 6),
             "steps": 0, "kernels": kernels, "ops": [], "kernel_spans": None, "kernel_spans_why": NO_SPANS}
 

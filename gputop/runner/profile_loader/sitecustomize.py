@@ -156,14 +156,7 @@ def _summary(win):
     for e in win.prof.events():
         if getattr(e, "device_type", None) == cuda and e.time_range.end > e.time_range.start:
             spans.append((e.time_range.start, e.time_range.end))
-    busy, end = 0.0, None
-    for a, b in sorted(spans):
-        if end is None or a > end:
-            busy += b - a
-            end = b
-        elif b > end:
-            busy += b - end
-            end = b
+    busy = _cupti.union(spans)
     cuda_on = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
     return {"status": "ok", "torch": torch.__version__, "cuda": cuda_on, "wall_s": round(win.wall_s, 6),
             "gpu_busy_s": round(busy / 1e6, 6) if cuda_on else None, "steps": win.steps,
