@@ -207,7 +207,7 @@ def test_a_cuda_program_without_torch_gets_a_cupti_window(tmp_path):
     assert r.returncode == 7, r.stderr
     assert "cupy program done" in r.stderr  # --json: the command's stdout on stderr, unchanged
     doc, w = window_of(r)
-    assert w["status"] == "ok" and w["basis"] == "kernels" and w["torch"] is None
+    assert w["status"] == "ok" and w["basis"] == "kernels" and w["torch"] is None and w["profiler"] == "cupti"
     assert w["gpu_busy_s"] == 0.5 and 1.0 <= w["wall_s"] < 5
     cats = {c["category"]: c for c in w["categories"]}
     assert cats["GEMM/conv"]["us"] == 400_000.0 and cats["memcpy/memset"]["count"] == 2

@@ -152,4 +152,4 @@ def _window(asked: dict, answers: list[dict], loaded: bool) -> dict:
 
     best = max(ok, key=weight)
     return {**base, "status": "ok", "pid": best["pid"], "processes": len(answers),
-            "torch": best.get("torch"), **attribute(best)}
+            "profiler": best.get("profiler", "torch"), "torch": best.get("torch"), **attribute(best)}

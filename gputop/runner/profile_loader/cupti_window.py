@@ -248,7 +248,11 @@ def _subscribe(cupti):
     except cupti.cuptiError as exc:
         name = _error(cupti, exc)
         if "MULTIPLE_SUBSCRIBERS" in name:
-            other = getattr(params, "old_subscriber_name", "") or "another profiler (JAX's, Nsight, ...)"
+            try:
+                other = params.old_subscriber_name
+            except Exception:
+                other = None
+            other = other or "another profiler (JAX's, Nsight, ...)"
             raise _Busy("CUPTI is busy: %s holds it (%s)" % (other, name))
         raise _Busy("CUPTI refused a subscriber: %s" % name)
     except AttributeError:  # an older cupti-python without subscribe_v2
