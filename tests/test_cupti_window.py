@@ -96,6 +96,27 @@ def test_the_gpu_side_of_the_window_follows_the_launch_queue():
     assert empty["kernels"] == [] and empty["gpu_busy_s"] == 0.0 and empty["wall_s"] == 2.0
 
 
+def test_which_requests_go_to_cupti(monkeypatch):
+    """At once when the program runs CUDA without torch (a CUDA module imported, or no torch installed); a
+    program that imports torch never; otherwise the loader first waits for torch."""
+    for name in ("torch", *cw.CUDA_MODULES):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setitem(cw._FOUND, "torch", True)
+    assert not cw.wanted()  # torch installed, nothing imported yet: it may come
+    monkeypatch.setitem(sys.modules, "jax", SimpleNamespace())
+    assert cw.wanted()
+    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace())
+    assert not cw.wanted()
+    monkeypatch.delitem(sys.modules, "torch")
+    monkeypatch.delitem(sys.modules, "jax")
+    monkeypatch.setitem(cw._FOUND, "torch", False)
+    assert cw.wanted()  # no torch in the environment: nothing to wait for
+    monkeypatch.setitem(cw._FOUND, "cupti", False)
+    assert cw.exit_reason() == cw.NO_CUPTI and cw.answer(1.0)["reason"] == cw.NO_CUPTI
+    monkeypatch.setitem(cw._FOUND, "cupti", True)
+    assert cw.exit_reason() == cw.ENDED
+
+
 # -- real children under gputop ----------------------------------------------------------------------------
 # A program that runs "CUDA without torch" (a cupy module of its own, so the loader sends the request to CUPTI)
 # and ends once its window is written (or after EXIT_AFTER seconds past the request), with its own exit code.
