@@ -5,7 +5,9 @@ it measures itself, and a comparison of that truth with gputop's window.
     GPUTOP_PROFILE_AT=6 python -m gputop --json --run --profile --profile-seconds 3 -- \\
         python bench/gpu/cupti_check.py cupy --seconds 14 --truth /tmp/cupy_truth.json > /tmp/cupy_doc.json
     python bench/gpu/cupti_check.py compare /tmp/cupy_doc.json /tmp/cupy_truth.json
-    (the same with ``jax``; without GPUTOP_PROFILE_AT gputop asks once its live verdict has held 5 s)
+    (the same with ``jax``; without GPUTOP_PROFILE_AT gputop asks once its live verdict has held 5 s;
+    ``jax --own-profiler DIR``: the loop runs under jax.profiler.start_trace, so CUPTI is the program's and
+    gputop's window must be one line, "CUPTI is busy ...", with the program's output and exit code unchanged)
 
 Each iteration runs, back to back on one stream: one fp32 GEMM (2048^2: cuBLAS for CuPy, XLA's GEMM for JAX),
 three elementwise ops on 2^26 float32 values (CuPy ufuncs with ``out=``: ``cupy_multiply``, ``cupy_add``,
@@ -89,8 +91,12 @@ def jax_ops():
     return ops, sync, "jax " + jax.__version__
 
 
-def run(lib: str, seconds: float, truth_path: str | None) -> None:
+def run(lib: str, seconds: float, truth_path: str | None, own_profiler: str | None = None) -> None:
     ops, sync, version = cupy_ops() if lib == "cupy" else jax_ops()
+    if own_profiler:  # the program's own profiler holds CUPTI: gputop's window must be one line, the run unchanged
+        import jax
+
+        jax.profiler.start_trace(own_profiler)
     calls = [(kind, f) for kind, fs in ops.items() for f in (fs if isinstance(fs, list) else [fs])]
     op_ms = {kind: burst_ms(f, sync) for kind, f in calls if kind != "elementwise"}
     op_ms["elementwise"] = sum(burst_ms(f, sync) for kind, f in calls if kind == "elementwise") / 3
@@ -109,6 +115,10 @@ def run(lib: str, seconds: float, truth_path: str | None) -> None:
             bins.append(0)
         bins[i] += 1
     sync()
+    if own_profiler:
+        import jax
+
+        jax.profiler.stop_trace()
     truth = {"lib": version, "seconds": round(time.perf_counter() - t0, 3), "iterations": n,
              "calls_per_iteration": {CATEGORY[k]: v for k, v in PER_ITER.items()},
              "op_ms": {CATEGORY[k]: round(v, 4) for k, v in op_ms.items()},
@@ -159,12 +169,16 @@ def main() -> int:
     ap.add_argument("files", nargs="*", help="compare: DOC TRUTH")
     ap.add_argument("--seconds", type=float, default=14.0)
     ap.add_argument("--truth", default=None, help="write the ground truth (JSON) here")
+    ap.add_argument("--own-profiler", metavar="DIR", default=None,
+                    help="jax: run the loop under jax.profiler.start_trace(DIR) (CUPTI held by the program)")
     a = ap.parse_args()
     if a.what == "compare":
         if len(a.files) != 2:
             ap.error("compare DOC TRUTH")
         return compare(*a.files)
-    run(a.what, a.seconds, a.truth)
+    if a.own_profiler and a.what != "jax":
+        ap.error("--own-profiler goes with jax")
+    run(a.what, a.seconds, a.truth, a.own_profiler)
     return 0
 
 
