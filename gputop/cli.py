@@ -218,8 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--csv", metavar="FILE", help="also write the result points as CSV")
     run.add_argument("--log", metavar="FILE", help="with --run -- CMD: send the command's output to FILE")
     run.add_argument("--profile", action="store_true",
-                     help="with --run -- CMD (Python, PyTorch): record short torch.profiler windows in the command "
-                          "and attribute its GPU time to kernels and ops")
+                     help="with --run -- CMD (Python): record short torch.profiler windows in the command (CUPTI "
+                          "windows through cupti-python without torch) and attribute its GPU time to kernels and ops")
     run.add_argument("--profile-seconds", type=float, metavar="S", help="with --profile: each window's length (default 3)")
     out = ap.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="one JSON document on stdout (progress on stderr)")

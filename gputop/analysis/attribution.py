@@ -10,7 +10,9 @@ Categories, by kernel (or op) name, first rule that matches. The first two follo
 COMMUNICATION, one with "Memcpy"/"Memset" is MEMORY, the rest COMPUTATION); the computation kernels are split
 further here, GEMM/conv by the corpus' rule (bench/gpu/corpus/_corpus.py ``GEMM``), the rest by the words
 PyTorch's, cuDNN's and Triton's kernel names carry (``triton_poi``: pointwise, ``triton_red``/``triton_per``:
-reductions, ``triton_tem``: a GEMM template).
+reductions, ``triton_tem``: a GEMM template), and for CUPTI windows of programs without torch CuPy's
+(``cupy_sum``: a reduction, any other ``cupy_<ufunc>__<types>``: elementwise) and XLA's (``loop_*_fusion``,
+``wrapped_*``: elementwise; ``input_reduce_fusion``: a reduction; ``gemm_fusion``/cuBLAS: GEMM).
 
 On a machine without CUDA the window has host ops only: the breakdown is then of their self CPU time, and
 it suggests no GPU class (:func:`window_finding` returns None).
@@ -34,9 +36,11 @@ _RULES = [
                              r"sm\d\d_|nvjet|gemv|triton_tem|aten::(?:mm|addmm|bmm|baddbmm|linear|_?convolution|"
                              r"mkldnn_\w+)$", re.I)),
     ("normalisation", re.compile(r"norm|layer_nor|group_nor|rms_nor|softmax", re.I)),
-    ("reduction", re.compile(r"reduce|reduction|triton_red|triton_per|aten::(?:sum|mean|max|min|amax|amin|argmax|"
+    ("reduction", re.compile(r"reduce|reduction|triton_red|triton_per|cupy_(?:nan)?(?:sum|prod|max|min|argmax|argmin|"
+                             r"mean|var|std|all|any|count_nonzero)(?:_|$)|aten::(?:sum|mean|max|min|amax|amin|argmax|"
                              r"argmin|cumsum|prod|var|std|norm|topk|sort)$", re.I)),
     ("elementwise", re.compile(r"elementwise|vectorized_|CatArray|unrolled_|triton_poi|pointwise|fill_kernel|copy_kernel|"
+                               r"^cupy_|^loop_\w*fusion|^wrapped_|"
                                r"index_(?:elementwise|put)|cat_|aten::(?:add|sub|mul|div|relu|gelu|silu|sigmoid|tanh|"
                                r"exp|log|pow|sqrt|rsqrt|neg|abs|clamp|where|copy_|fill_|zero_|add_|mul_|div_|sub_|"
                                r"addcmul_|addcdiv_|lerp_|threshold_backward|gelu_backward|silu_backward|"

@@ -78,5 +78,8 @@ def _run_and_report(args, session: Session, **who) -> int:
         doc = session.document()
     finally:
         session.monitor.close()
+    why = (doc.get("attribution") or {}).get("why_none")
+    if why and args.json:  # the text report says it; --json's stdout is the document
+        exitcodes.say(f"--profile: {why}")
     return write_report(args, doc)
 

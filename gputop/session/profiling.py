@@ -35,8 +35,8 @@ HOLD_S = 5.0  # a live class held this long (a confirmed regime, not a blip) is 
 MAX_WINDOWS = 4
 AT_ENV = "GPUTOP_PROFILE_AT"  # seconds after the start: the first window then (tests)
 CHECK_EVERY_S = 1.0
-NO_LOADER = ("the command is not a Python program (or it runs python -S / -I, which skip gputop's loader): "
-             "no profiler window")
+NO_LOADER = ("--profile attributes Python programs only, and the command is not a Python program (or it runs "
+             "python -S / -I, which skip gputop's loader): no profiler window")
 NO_ANSWER = "the command ended before its loader answered"
 
 
@@ -127,7 +127,9 @@ class ProfileWindows:
                     continue
             windows.append(_window(a, answers, bool(glob.glob(os.path.join(self.folder, "loaded-*")))))
         why = None
-        if not self.asked:
+        if not glob.glob(os.path.join(self.folder, "loaded-*")):
+            why = NO_LOADER  # no Python process of the command loaded it, whether a window was asked for or not
+        elif not self.asked:
             why = "no window was asked for (the live verdict never held a busy class long enough)"
         elif all(w["status"] == "unavailable" for w in windows):
             why = windows[0]["why_none"]
@@ -150,4 +152,4 @@ def _window(asked: dict, answers: list[dict], loaded: bool) -> dict:
 
     best = max(ok, key=weight)
     return {**base, "status": "ok", "pid": best["pid"], "processes": len(answers),
-            "torch": best.get("torch"), **attribute(best)}
+            "profiler": best.get("profiler", "torch"), "torch": best.get("torch"), **attribute(best)}

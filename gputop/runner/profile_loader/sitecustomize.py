@@ -18,6 +18,18 @@ import threading
 import time
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _load(name):  # a module of this folder, by its path (the program's own folder comes first on sys.path)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_gputop_" + name, os.path.join(_HERE, name + ".py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_cupti = _load("cupti_window")  # CUDA programs without torch: a CUPTI window
 _POLL_S = 0.2
 _START_WAIT_S = 30.0  # how long a request waits for a module call or an optimizer step to start on
 _EXIT_WAIT_S = 20.0  # at exit, how long the program waits for a recorded window to be written
@@ -145,14 +157,7 @@ def _summary(win):
     for e in win.prof.events():
         if getattr(e, "device_type", None) == cuda and e.time_range.end > e.time_range.start:
             spans.append((e.time_range.start, e.time_range.end))
-    busy, end = 0.0, None
-    for a, b in sorted(spans):
-        if end is None or a > end:
-            busy += b - a
-            end = b
-        elif b > end:
-            busy += b - end
-            end = b
+    busy = _cupti.union(spans)
     cuda_on = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
     return {"status": "ok", "torch": torch.__version__, "cuda": cuda_on, "wall_s": round(win.wall_s, 6),
             "started_at": round(win.started_at, 6),
@@ -178,9 +183,9 @@ def _imported(name):
 def _answer(seconds):
     end = time.monotonic() + _START_WAIT_S
     while not all(_imported(n) for n in _NEEDED):  # a request early in the program's start: torch may come
+        if "torch" not in sys.modules and (_cupti.wanted() or time.monotonic() >= end):
+            return _cupti.answer(seconds, _state)  # CUDA without torch (CuPy, JAX...): a CUPTI window
         if time.monotonic() >= end:
-            if "torch" not in sys.modules:
-                return {"status": "unavailable", "reason": NO_TORCH}
             torch = sys.modules["torch"]
             return {"status": "unavailable",
                     "reason": "torch %s: no torch.profiler or no global module/optimizer hooks (torch 2.0+ needed)"
@@ -270,7 +275,7 @@ def _at_exit():
         return
     if win is not None:
         win._finish()
-    why = NO_TORCH if "torch" not in sys.modules else \
+    why = _cupti.exit_reason() if "torch" not in sys.modules else \
         "the program ended before the window started (no nn.Module call or optimizer step after the request)"
     _reply(folder, seq, {"status": "unavailable", "reason": why}, time.time())
 
