@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The TUI on a multi-GPU machine (issue 25: "4 and 8 GPUs on screen"), driven in tmux by keys only, while a torchrun
-# job all-reduces on every GPU (bench/gpu/corpus_multi/comms_mlp.py under `gputop --run -- torchrun ...`):
+# job all-reduces on every GPU (bench/gpu/corpus_multi/comms_mlp.py under `gputop --tui --run -- torchrun ...`):
 #
 #   source .whl/use.sh; bash bench/gpu/tui_multi_tmux.sh [OUTDIR]
 #
@@ -30,7 +30,7 @@ keys() { tmux send-keys -t $S "$@"; }
 tmux kill-server 2>/dev/null
 tmux new-session -d -s $S -x 80 -y 24 -e TERM=xterm-256color -e NCCL_NVLS_ENABLE=0 \
   -e TORCH_SYMM_MEM_DISABLE_MULTICAST=1 -e NVSHMEM_DISABLE_NVLS=1 \
-  "cd '$PWD' && $py -m gputop --run -- torchrun --standalone --nproc-per-node $N bench/gpu/corpus_multi/comms_mlp.py --seconds 60; echo \$? > '$dir/exit_code'; sleep 30"
+  "cd '$PWD' && $py -m gputop --tui --run -- torchrun --standalone --nproc-per-node $N bench/gpu/corpus_multi/comms_mlp.py --seconds 60; echo \$? > '$dir/exit_code'; sleep 30"
 sleep 25
 cap monitor_80x24 "GPU $((N - 1)) "
 cap verdict_80x24 'comms|NVLink'
