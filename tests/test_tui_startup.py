@@ -81,6 +81,24 @@ def test_the_early_frame_shows_the_tick_with_gpm_numbers_in_the_monitors_words(t
     assert not config.sampler.running  # the app starts the sampling thread
 
 
+def test_the_early_frame_of_several_gpus_lists_each_in_the_strip(term):
+    """A recorded 4-H100 node: the strip lists every GPU, the first selected, then the first GPU's rows (the
+    early frame used to fail on more than one GPU, so Textual painted first)."""
+    from pathlib import Path
+
+    trace = Path(__file__).parent / "data" / "traces" / "corpus_multi_h100x4" / "comms_mlp.jsonl.gz"
+    early = EarlyStart(parse(["--replay", str(trace)])[0], out=term.out)
+    early.join()
+    early.config()
+    assert early.painted
+    lines = early_lines(ALT_SCREEN + term.read().split(ALT_SCREEN)[-1])  # the last frame painted
+    strip = [line for line in lines if re.match(r"\s*(▶ )?GPU\d H100", line)]
+    assert [line.split()[0 if not line.strip().startswith("▶") else 1] for line in strip] == ["GPU0", "GPU1", "GPU2",
+                                                                                              "GPU3"]
+    assert strip[0].strip().startswith("▶")
+    assert any(line.strip().startswith("SM activity") for line in lines)
+
+
 @sync
 async def test_the_app_draws_the_same_rows_from_the_same_tick(term):
     """The monitor's first frame draws the tick the early frame showed: each of the early frame's device rows

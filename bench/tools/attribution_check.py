@@ -48,17 +48,32 @@ def windows(doc: dict) -> list[dict]:
     return [w for w in att.get("windows") or [] if w.get("categories")]
 
 
+def gaps(ends: list[float]) -> list[tuple[float, float]]:
+    """(end time, seconds) of each step after the first; gaps over 20x the median (a phase boundary: a second loop
+    call) left out."""
+    out = [(b, b - a) for a, b in zip(ends, ends[1:])]
+    if not out:
+        return out
+    med = sorted(g for _, g in out)[len(out) // 2]
+    return [(t, g) for t, g in out if g <= 20 * med]
+
+
+def near(t: float, g: float, spans, margin: float) -> bool:
+    """Does the step that ended at ``t`` (lasting ``g``) overlap a span widened by ``margin``?"""
+    return any(t - g <= e + margin and t >= s - margin for s, e in spans)
+
+
 def rate(ends: list[float], spans: list[tuple[float, float]], inside: bool) -> float | None:
-    """Steps a second over the steps that end inside (or outside) the spans (each widened by MARGIN_S)."""
-    if not ends or len(ends) < 3:
-        return None
-    gaps = []
-    for a, b in zip(ends, ends[1:]):
-        hit = any(s - MARGIN_S <= b <= e + MARGIN_S for s, e in spans)
-        near = any(s - 2 * MARGIN_S <= b <= e + 2 * MARGIN_S for s, e in spans)
-        if (inside and hit) or (not inside and not near):
-            gaps.append(b - a)
-    return len(gaps) / sum(gaps) if gaps and sum(gaps) > 0 else None
+    """Steps a second over the steps that overlap the spans (``inside``) or end well away from them."""
+    gs = [g for t, g in gaps(ends) if near(t, g, spans, 0.0) == inside and (inside or not near(t, g, spans, MARGIN_S))]
+    return len(gs) / sum(gs) if gs and sum(gs) > 0 else None
+
+
+def lost_s(ends: list[float], spans: list[tuple[float, float]]) -> float | None:
+    """Seconds the program lost to the windows: the steps that overlap one, less as many steps at the outside pace."""
+    out = rate(ends, spans, False)
+    hit = [g for t, g in gaps(ends) if near(t, g, spans, 0.0)]
+    return sum(hit) - len(hit) / out if out and hit else None
 
 
 def case_row(d: Path, case: str) -> str:
@@ -83,6 +98,8 @@ def case_row(d: Path, case: str) -> str:
     f = lambda r: f"{r:.1f}" if r else "n/a"  # noqa: E731
     cost_out = f"{100 * (r_out / r_plain - 1):+.1f}%" if r_out and r_plain else "n/a"
     cost_in = f"{100 * (r_in / r_out - 1):+.1f}%" if r_in and r_out else "n/a"
+    lost = lost_s(ends, spans)
+    cost_in += f", {lost:.1f} s lost to {len(spans)} window(s)" if lost is not None else ""
     return (f"| {case} | {w.get('profiler', 'torch')} {len(ws)} window(s), {w['wall_s']:.1f} s | {top} | "
             f"{100 * diff:.1f} pt | {f(r_plain)} / {f(r_out)} / {f(r_in)} | {cost_out} | {cost_in} |"
             if diff is not None else f"| {case} | window without kernels | | | | | |")
@@ -92,7 +109,7 @@ def main(argv: list[str]) -> int:
     d = Path(argv[1] if len(argv) > 1 else ".")
     cases = sorted({p.name.split(".")[0] for p in d.glob("*.profiled.json")})
     print("| case | window | categories, gputop's window / hand-run torch.profiler (% of kernel time) | largest "
-          "difference | steps/s plain / profiled run outside / inside windows | outside vs plain | inside vs outside |")
+          "difference | steps/s plain / profiled run outside / inside windows | outside vs plain | inside vs outside, time lost |")
     print("|---|---|---|---|---|---|---|")
     for case in cases:
         print(case_row(d, case))

@@ -49,7 +49,7 @@ def frame_lines(config: TuiConfig, tick: dict, rate_hz: float, cols: int, rows: 
     gpus = tick.get("gpus") or []
     samples = [gpus[p] if p < len(gpus) else None for p in positions]
     if len(statics) > 1:
-        out += [(REVERSE if i == 0 else "") + (" ▶ " if i == 0 else "   ") + view.strip_line(st, s) + PLAIN
+        out += [(REVERSE if i == 0 else "") + (" ▶ " if i == 0 else "   ") + view.summary_line(st, s) + PLAIN
                 for i, (st, s) in enumerate(zip(statics, samples))]
     st, s = statics[0], samples[0]
     out.append(f" {BOLD}{view.gpu_title(st)}{PLAIN}")

@@ -67,7 +67,7 @@ def loop(step, seconds: float, sync=None) -> int:
     """Call ``step()`` for ``seconds``, then ``sync()``; returns the number of steps. Fills ``LOOP``."""
     t_start, t0 = since_start(), time.perf_counter()
     n, end = 0, time.monotonic() + seconds
-    ends = LOOP.setdefault("step_ends", [])  # Unix times: throughput in and out of a profiler window (issue 27)
+    ends = LOOP["step_ends"] = []  # Unix times: throughput in and out of a profiler window (issue 27)
     while time.monotonic() < end:
         step()
         n += 1

@@ -141,7 +141,12 @@ def _summary(win):
     torch = win.torch
     cuda = torch.autograd.DeviceType.CUDA
     kernels, ops = [], []
-    for e in win.prof.key_averages():
+    averages = win.prof.key_averages()
+    # record_function ranges (the optimizer's "Optimizer.step#SGD.step", a program's own labels) are mirrored on
+    # the GPU's timeline as user annotations spanning the kernels inside them, gaps included: not kernels
+    host = {e.key for e in averages if getattr(e, "device_type", None) != cuda}
+    annotation = lambda e: getattr(e, "is_user_annotation", False) or e.key in host  # noqa: E731
+    for e in averages:
         dev_total = getattr(e, "device_time_total", None)
         if dev_total is None:
             dev_total = getattr(e, "cuda_time_total", 0.0)
@@ -149,13 +154,16 @@ def _summary(win):
         if self_dev is None:
             self_dev = getattr(e, "self_cuda_time_total", 0.0)
         if getattr(e, "device_type", None) == cuda:
+            if annotation(e):
+                continue
             kernels.append({"name": e.key, "count": e.count, "device_us": float(self_dev)})
         else:
             ops.append({"name": e.key, "count": e.count, "self_cpu_us": float(e.self_cpu_time_total),
                         "cpu_us": float(e.cpu_time_total), "device_us": float(dev_total)})
     spans = []
     for e in win.prof.events():
-        if getattr(e, "device_type", None) == cuda and e.time_range.end > e.time_range.start:
+        if (getattr(e, "device_type", None) == cuda and e.time_range.end > e.time_range.start
+                and not (getattr(e, "is_user_annotation", False) or e.name in host)):
             spans.append((e.time_range.start, e.time_range.end))
     busy = _cupti.union(spans)
     cuda_on = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
