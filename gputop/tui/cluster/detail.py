@@ -32,7 +32,8 @@ CHARTS = (("SM activity", "sm_active_pct", "%", "green"), ("DRAM bandwidth", "dr
 
 
 def head_lines(row: C.ClusterGpu, history: GpuHistory | None, error: str | None, width: int) -> list[tuple]:
-    who = f"{row.node} GPU {row.gpu} · {row.model or NA} · " + (f"job {', '.join(row.jobs)}" if row.jobs else "no job")
+    job = f"job {', '.join(row.jobs)}" if row.jobs else "no job"
+    who = f"{row.node} GPU {row.gpu} · {row.model or NA} · {job}"
     if error is not None:
         when = f"cannot read it: {error}"
     elif history is None:

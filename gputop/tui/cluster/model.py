@@ -40,7 +40,8 @@ class ClusterState:
 
     # -- what the reads bring ----------------------------------------------------------------------------------
     def took_rows(self, rows: list[C.ClusterGpu], t: float) -> None:
-        self.rows, self.t, self.error = rows, t, None
+        """A read's rows (kept most wasted first: ``analysis/cluster.order``), read at wall time ``t``."""
+        self.rows, self.t, self.error = C.order(rows), t, None
 
     def took_accounting(self, jobs: list[C.JobHours], step_s: float) -> None:
         self.jobs, self.step_s = jobs, step_s

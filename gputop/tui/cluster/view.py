@@ -61,7 +61,8 @@ def cells(r: C.ClusterGpu) -> dict[str, str]:
         "conf": "" if r.confidence is None else f"{r.confidence:.2f}", "sm": pct(r.sm_pct),
         "dram": pct(r.dram_pct), "tensor": pct(r.tensor_pct),
         "mem": f"{gb(r.mem_used_bytes)}/{gb(r.mem_total_bytes)}",
-        "waste": NA if waste is None else f"{100 * waste:.0f}%", "by": "export" if r.judged_by == C.EXPORTED else "gputop",
+        "waste": NA if waste is None else f"{100 * waste:.0f}%",
+        "by": "export" if r.judged_by == C.EXPORTED else "gputop",
     }
 
 
