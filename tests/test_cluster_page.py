@@ -165,6 +165,43 @@ def test_the_page_rows_come_most_wasted_first_within_groups_and_filters_cycle():
     assert state.shown() == state.rows
 
 
+def test_the_refresher_reads_rows_each_time_the_accounting_when_due_and_says_why_a_read_failed():
+    """Refresher.read_once, one refresh at a time (its thread calls it every refresh_s), over the stored rows."""
+    from gputop.telemetry.errors import SourceUnreachable
+    from gputop.tui.cluster.model import Refresher
+
+    stored = stored_state()
+
+    class Reader:  # answers with the stored rows and accounting, or fails as the client does
+        down = False
+        calls: list[str] = []
+
+        def snapshot(self, now):
+            self.calls.append("rows")
+            if self.down:
+                raise SourceUnreachable("http://prom:9090: cannot reach Prometheus (refused)")
+            return list(reversed(stored.rows))
+
+        def accounting(self, range_s, now):
+            self.calls.append(f"accounting {range_s:g}")
+            return stored.jobs, stored.step_s
+
+    reader, got = Reader(), []
+    state = ClusterState("http://prom:9090", 120.0)
+    refresher = Refresher(reader, 120.0, lambda kind, payload: got.append(kind), account_s=3600.0)
+    for down in (False, False, True, False):
+        reader.down = down
+        refresher.read_once()
+    assert reader.calls == ["rows", "accounting 120", "rows", "rows", "rows"]
+    assert got == ["rows", "accounting", "rows", "error", "rows"]
+    state.took_rows(reader.snapshot(0.0), 100.0)
+    assert state.rows == C.order(stored.rows) and state.stale_s() is None  # kept most wasted first
+    state.failed("cannot reach Prometheus")
+    assert state.stale_s(now=112.0) == 12.0 and state.rows
+    state.took_rows(reader.snapshot(0.0), 113.0)
+    assert state.stale_s() is None
+
+
 # -- against a real Prometheus ------------------------------------------------------------------------------------
 @live
 @pytest.mark.slow

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 
 def main_cluster_tui(args) -> int:
+    """Read the cluster, then run the page on it until q or a stop signal; returns the exit code."""
     import os
     import sys
+    import time
 
     from gputop import exitcodes
     from gputop.exitcodes import fail
@@ -29,8 +31,6 @@ def main_cluster_tui(args) -> int:
         return fail(exitcodes.code_for(exc), str(exc))
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         return fail(exitcodes.USAGE, "the cluster page needs a terminal; for text or JSON use --once [--json]")
-    import time
-
     from gputop.tui.cluster.model import ClusterState
     from gputop.tui.cluster.page import ClusterApp
 
