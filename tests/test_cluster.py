@@ -220,6 +220,8 @@ def test_a_source_that_cannot_give_the_cluster_is_one_line_and_its_exit_code(stu
     assert doc["exit_code"] == code and doc["gpus"] == [] and doc["errors"][0]["message"] in r.stderr
     r = gputop("--source", f"prometheus={url}", "--once")
     assert r.returncode == code and r.stdout == "" and words in one_line(r)
+    r = gputop("--source", f"prometheus={url}")  # the cluster page: the same line before it starts
+    assert r.returncode == code and r.stdout == "" and words in one_line(r)
 
 
 def test_nothing_answering_is_exit_3_and_bad_flags_exit_2():
