@@ -88,7 +88,7 @@ def stored_detail_app(size_note: str = "") -> ClusterApp:
 
     gpu = json.loads(STORED_GPU.read_text())
     state = stored_state()
-    state.selected = (gpu["node"], gpu["gpu"])
+    state.selected = (None, gpu["node"], gpu["gpu"])  # (its group: any)
     return ClusterApp(state, reader=None, refresh_s=0, read_gpu=lambda node, index: read_gpu(
         StoredAnswers(gpu["answers"]), node, index, now=gpu["now"]))
 
@@ -163,6 +163,28 @@ def test_the_page_rows_come_most_wasted_first_within_groups_and_filters_cycle():
     assert [r.node for r in state.shown()] == [nodes[-1]]
     state.clear_filters()
     assert state.shown() == state.rows
+
+
+@sync
+async def test_the_cursor_walks_every_row_even_a_gpu_two_jobs_share_and_keeps_its_gpu_across_groupings():
+    state = stored_state()
+    shared = state.rows[0]
+    shared.jobs = shared.jobs + ["7001"]  # held by two jobs: under both headings
+    app = ClusterApp(state, reader=None, refresh_s=0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = app.query_one("#table")
+        walked = [state.selected]
+        for _ in range(len(state.rows)):
+            await pilot.press("down")
+            walked.append(state.selected)
+        assert len(set(walked)) == len(walked) == len(state.rows) + 1  # every row once, the shared GPU twice
+        assert [k[1] for k in walked].count(shared.node) == 2
+        await pilot.press("end")
+        last = state.selected
+        await pilot.press("g")  # by node: the same GPU under its node
+        assert state.selected == (last[1], last[1], last[2]) and table.selected_gpu().node == last[1]
+        await pilot.press("home")
+        assert state.selected[1:] == (state.rows[0].node, state.rows[0].gpu)  # the most wasted GPU comes first
 
 
 def test_the_refresher_reads_rows_each_time_the_accounting_when_due_and_says_why_a_read_failed():

@@ -36,7 +36,7 @@ class ClusterState:
         self.jobs: list[C.JobHours] | None = None  # None: not read yet
         self.step_s: float | None = None
         self.error: str | None = None  # why the last read failed (the data shown is stale); None: fresh
-        self.selected: tuple[str, str] | None = None  # (node, gpu) under the cursor
+        self.selected: tuple | None = None  # (group, node, gpu) under the cursor
 
     # -- what the reads bring ----------------------------------------------------------------------------------
     def took_rows(self, rows: list[C.ClusterGpu], t: float) -> None:

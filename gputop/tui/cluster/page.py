@@ -51,17 +51,25 @@ class ClusterTable(Lines):
 
     def refill(self) -> None:
         self.entries = V.entries(self.state)
-        keys = [self.key(e) for e in self.entries if e.gpu is not None]
-        if self.state.selected not in keys:
-            self.state.selected = keys[0] if keys else None
+        at = self.cursor()
+        self.state.selected = None if at is None else self.key(self.entries[at])
         self.rebuild()
 
     @staticmethod
-    def key(e: V.Entry) -> tuple[str, str] | None:
-        return None if e.gpu is None else (e.gpu.node, e.gpu.gpu)
+    def key(e: V.Entry) -> tuple | None:
+        """(group, node, gpu): a GPU under two jobs' headings is two places for the cursor."""
+        return None if e.gpu is None else (e.group, e.gpu.node, e.gpu.gpu)
 
     def cursor(self) -> int | None:
-        return next((i for i, e in enumerate(self.entries) if self.key(e) == self.state.selected), None)
+        """The entry under the cursor: the selected GPU in its group, else in another (the grouping changed), else
+        the first GPU."""
+        sel, gpus = self.state.selected, [i for i, e in enumerate(self.entries) if e.gpu is not None]
+        if sel is not None:
+            for same in (lambda k: k == sel, lambda k: k[1:] == sel[1:]):
+                at = next((i for i in gpus if same(self.key(self.entries[i]))), None)
+                if at is not None:
+                    return at
+        return gpus[0] if gpus else None
 
     def move(self, delta: int) -> None:
         """The cursor ``delta`` GPUs down (up: negative), kept within the table."""

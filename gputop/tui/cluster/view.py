@@ -94,6 +94,7 @@ class Entry:
 
     heading: str | None = None
     gpu: C.ClusterGpu | None = None
+    group: str | None = None  # the job or node it is under (a GPU two jobs hold is under each)
 
 
 def groups(rows: list[C.ClusterGpu], by: str) -> list[tuple[str | None, list[C.ClusterGpu]]]:
@@ -123,7 +124,7 @@ def entries(state: ClusterState) -> list[Entry]:
     out = []
     for name, members in groups(state.shown(), state.group):
         out.append(Entry(heading=heading(state.group, name, members, jobs)))
-        out += [Entry(gpu=r) for r in members]
+        out += [Entry(gpu=r, group=name) for r in members]
     return out
 
 
