@@ -30,8 +30,9 @@ modes:
   gputop --export [HOST:]PORT     Prometheus metrics (dcgm-exporter's names) at 127.0.0.1:9400 by default
   gputop --serve [HOST:]PORT      the TUI in a browser (127.0.0.1:8000 by default; read-only unless --serve-control)
   gputop --tour                   a presenter's tour of the workloads: n steps to the next one
-  gputop --source prometheus=URL --once [--json]   the cluster: every GPU's bottleneck and each job's GPU-hours
-                                  by class (--range 24h; --job J, --node N, --class C; secrets: docs/fleet.md)
+  gputop --source prometheus=URL  the cluster page: every GPU's bottleneck and each job's GPU-hours by class
+                                  (--once [--json]: its document; --range 24h; --job J, --node N, --class C;
+                                  secrets: docs/fleet.md)
 
 exit codes: 0 ok; 1 failed (partial results written); 2 bad usage or input; 3 no GPU / no NVML;
 4 missing dependency; 5 workload crashed; 6 timeout; 128+N stopped by signal N (130 SIGINT,
@@ -168,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--demo", action="store_true", help="replay the real trace that ships with gputop")
     src.add_argument("--source", metavar="dcgm-exporter=URL",
                      help="read a running dcgm-exporter's /metrics instead of NVML/GPM (the monitor and --once); "
-                     "prometheus=URL: the whole cluster from a Prometheus server (--once)")
+                     "prometheus=URL: the whole cluster from a Prometheus server (the cluster page, or --once)")
     src.add_argument("--range", metavar="DURATION", help="with --source prometheus=URL: the job accounting's range "
                      "(90s, 30m, 1h, 24h, 7d; default 1h)")
     src.add_argument("--job", metavar="JOB", help="with --source prometheus=URL: only this job's GPUs")
@@ -312,8 +313,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
             ap.error("--source and --replay/--demo are two sources; give one")
         if args.run is not None or args.watch is not None or args.record:
             ap.error("--source dcgm-exporter=URL goes with the monitor (plain gputop) or --once")
-        if prometheus and not args.once:
-            ap.error("--source prometheus=URL goes with --once (the cluster's document; the TUI's page comes later)")
+        if prometheus and not args.once and (args.serve is not None or args.export is not None or args.tui):
+            ap.error("--source prometheus=URL opens the cluster page (plain gputop) or, with --once, its document")
     if (args.range or args.job or args.node or args.cls) and not prometheus:
         ap.error("--range, --job, --node and --class go with --source prometheus=URL")
     try:
@@ -396,6 +397,10 @@ def main(argv: list[str] | None = None) -> int:
             from gputop.headless.cluster import main_cluster
 
             return main_cluster(args)
+        if args.spec.kind == "prometheus":  # the cluster page (an App of its own)
+            from gputop.tui.cluster import main_cluster_tui
+
+            return main_cluster_tui(args)
         if args.once:
             from gputop.headless.snapshot import main_once
 

@@ -22,8 +22,9 @@ import pytest
 from export_util import free_port
 from gputop import exitcodes
 from gputop.analysis import cluster as C
+from gputop.analysis.cluster_text import hours_text, job_line
 from gputop.cli import parse, parse_duration
-from gputop.headless.cluster import cluster_document, hours_text, job_line
+from gputop.headless.cluster import cluster_document
 from gputop.session.cluster import ClusterReader, range_step
 from gputop.telemetry.errors import BadSource, NoGpu, QueryFailed, SourceUnreachable
 from gputop.telemetry.prometheus import PrometheusClient, auth_header, url_of
@@ -219,13 +220,15 @@ def test_a_source_that_cannot_give_the_cluster_is_one_line_and_its_exit_code(stu
     assert doc["exit_code"] == code and doc["gpus"] == [] and doc["errors"][0]["message"] in r.stderr
     r = gputop("--source", f"prometheus={url}", "--once")
     assert r.returncode == code and r.stdout == "" and words in one_line(r)
+    r = gputop("--source", f"prometheus={url}")  # the cluster page: the same line before it starts
+    assert r.returncode == code and r.stdout == "" and words in one_line(r)
 
 
 def test_nothing_answering_is_exit_3_and_bad_flags_exit_2():
     r = gputop("--source", f"prometheus=http://127.0.0.1:{free_port()}", "--once")
     assert r.returncode == exitcodes.NO_GPU and r.stdout == "" and "cannot reach Prometheus" in one_line(r)
     for args, words in ((["--source", "prometheus=http://127.0.0.1:9", "--once", "--range", "1y"], "--range 1y"),
-                        (["--source", "prometheus=http://127.0.0.1:9"], "goes with --once"),
+                        (["--source", "prometheus=http://127.0.0.1:9", "--serve", "8000"], "opens the cluster page"),
                         (["--once", "--range", "1h"], "go with --source prometheus=URL"),
                         (["--source", "prometheus=http://u:p@127.0.0.1:9", "--once"], "no credentials in the URL")):
         r = gputop(*args)

@@ -132,8 +132,10 @@ scrape_configs:
 """)
         prom_port = free_port()
         log = open(tmp / "prometheus.log", "w")
-        prom = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'tsdb'}",
-                                 f"--web.listen-address=127.0.0.1:{prom_port}"], stdout=subprocess.DEVNULL, stderr=log)
+        argv = [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{prom_port}"]
+        prom = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
+        prometheus = {"proc": prom, "argv": argv, "log": log}  # a test may stop it and start it again (same port, data)
 
         def all_up():
             assert prom.poll() is None, (tmp / "prometheus.log").read_text()[-2000:]
@@ -156,10 +158,11 @@ scrape_configs:
             ended = now == before and time.monotonic() - started > SPEED_END_S
             return {node: cls for node, (cls, _) in now.items()} if ended else None
         expected = wait_for(settled, 40, "the replays to end and their verdicts to settle", step=0)
-        yield {"url": f"http://127.0.0.1:{prom_port}", "prom_port": prom_port, "expected": expected, "tmp": tmp}
+        yield {"url": f"http://127.0.0.1:{prom_port}", "prom_port": prom_port, "expected": expected, "tmp": tmp,
+               "prometheus": prometheus}
     finally:
         if prom is not None:
-            stop(prom)
+            stop(prometheus["proc"])
         for p in procs:
             stop(p)
         dcgm.shutdown()

@@ -13,6 +13,7 @@ import time
 
 from gputop import exitcodes
 from gputop.analysis import cluster as C
+from gputop.analysis.cluster_text import class_text, duration_text, job_line
 from gputop.documents import check_writable, emit, error, header
 from gputop.exitcodes import fail
 from gputop.format import gb, pct
@@ -84,33 +85,6 @@ def main_cluster(args) -> int:
 
 
 # -- text ----------------------------------------------------------------------------------------------------------
-def hours_text(h: float) -> str:
-    """GPU-hours with the digits that matter: 64, 3.5, 0.25, 0.0042."""
-    if h >= 10:
-        return f"{h:.0f}"
-    if h >= 1:
-        return f"{h:.1f}"
-    return f"{h:.2g}"
-
-
-def duration_text(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds // size:.0f}{unit}"
-    return f"{seconds:g}s"
-
-
-def class_text(cls: str | None, sub: str | None) -> str:
-    return "no verdict" if cls is None else cls + (f" ({sub})" if sub else "")
-
-
-def job_line(j: dict) -> str:
-    """'job 1234: 64 GPU-h, 61% input-starved, 20% compute-bound (tensor)'."""
-    parts = [f"{round(100 * c['share'])}% {class_text(c['class'], c['subclass'])}" for c in j["classes"]]
-    name = f"job {j['job']}" if j["job"] is not None else "no job"
-    return f"{name}: {hours_text(j['gpu_hours'])} GPU-h, " + ", ".join(parts)
-
-
 def render_text(doc: dict) -> str:
     s, f = doc["summary"], doc["filters"]
     shown = [f"--{k} {v}" for k, v in f.items() if v is not None]

@@ -1,0 +1,380 @@
+"""The cluster page: ``gputop --source prometheus=URL`` (no ``--once``).
+
+Snapshots at 80x24 and 160x48 are drawn from a stored cluster document, tests/data/cluster/page.json: the
+``--once --json --range 2m`` document of the real Prometheus in test_cluster_prometheus.py (four ``gputop --export
+--replay`` nodes, three dcgm-exporter nodes), read once and written by
+``GPUTOP_WRITE_CLUSTER_PAGE=1 pytest tests/test_cluster_page.py -k stored``; the test of that name checks that a live
+read still gives its rows. The pilot tests run the page against that real Prometheus: its rows, a filter, Enter on
+a GPU and Escape, and Prometheus stopped (the page says stale) and started again on the same port and data
+(the page recovers by itself). Every wait polls against a deadline.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from export_util import free_port, stop
+from export_util import wait_for as wait_for_history
+from gputop import exitcodes
+from gputop.analysis import cluster as C
+from gputop.analysis.cluster_text import class_text
+from gputop.tui.cluster import view as V
+from gputop.tui.cluster.detail import DetailScreen
+from gputop.tui.cluster.model import ClusterState
+from gputop.tui.cluster.page import ClusterApp
+from gputop.tui.screen_text import svg_text
+from pilot_util import sync, wait_for
+from test_cluster_prometheus import DCGM_NODES, EXPORTERS, PROMETHEUS, cluster, cluster_json  # noqa: F401 (fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+STORED = ROOT / "tests" / "data" / "cluster" / "page.json"
+STORED_GPU = ROOT / "tests" / "data" / "cluster" / "gpu.json"  # one GPU's query_range answers, for its detail
+live = pytest.mark.skipif(PROMETHEUS is None, reason="no prometheus binary on PATH (apt-get install prometheus)")
+
+
+# -- the stored document as the page's state ----------------------------------------------------------------------
+def rows_of(doc: dict) -> list[C.ClusterGpu]:
+    fields = set(C.ClusterGpu.__dataclass_fields__) - {"cls"}
+    return [C.ClusterGpu(cls=g["class"], **{k: v for k, v in g.items() if k in fields}) for g in doc["gpus"]]
+
+
+def jobs_of(doc: dict) -> list[C.JobHours]:
+    return [C.JobHours(j["job"], {(c["class"], c["subclass"]): c["gpu_hours"] for c in j["classes"]})
+            for j in doc["accounting"]["jobs"]]
+
+
+def stored_state(**kwargs) -> ClusterState:
+    doc = json.loads(STORED.read_text())
+    t = calendar.timegm(time.strptime(doc["time"], "%Y-%m-%dT%H:%M:%SZ"))
+    state = ClusterState(doc["source"]["url"], doc["accounting"]["range_s"], clock=lambda: t + 12, **kwargs)
+    state.took_rows(rows_of(doc), t)
+    state.took_accounting(jobs_of(doc), doc["accounting"]["step_s"])
+    return state
+
+
+class StoredAnswers:
+    """A Prometheus client that gives back, in order, the ``query_range`` answers one ``read_gpu`` had from the
+    real Prometheus (tests/data/cluster/gpu.json)."""
+
+    def __init__(self, answers: list):
+        self.answers = list(answers)
+
+    def query_range(self, promql, start, end, step):
+        return self.answers.pop(0)
+
+
+class Recording:
+    """A real client whose ``query_range`` answers are kept (to store them)."""
+
+    def __init__(self, client):
+        self.client, self.answers = client, []
+
+    def query_range(self, promql, start, end, step):
+        self.answers.append(self.client.query_range(promql, start, end, step))
+        return self.answers[-1]
+
+
+def stored_detail_app(size_note: str = "") -> ClusterApp:
+    """The page on the stored document, its cursor on the stored GPU, whose detail reads the stored answers."""
+    from gputop.session.cluster_gpu import read_gpu
+
+    gpu = json.loads(STORED_GPU.read_text())
+    state = stored_state()
+    state.selected = (None, gpu["node"], gpu["gpu"])  # (its group: any)
+    return ClusterApp(state, reader=None, refresh_s=0, read_gpu=lambda node, index: read_gpu(
+        StoredAnswers(gpu["answers"]), node, index, now=gpu["now"]))
+
+
+async def open_detail(pilot) -> None:
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, DetailScreen) and pilot.app.screen.history is not None)
+    await pilot.pause()
+
+
+def screen(app) -> str:
+    return svg_text(app.export_screenshot(), app.size.width)
+
+
+# -- snapshots -----------------------------------------------------------------------------------------------------
+def test_cluster_page_80x24(snap_compare):
+    assert snap_compare(ClusterApp(stored_state(), reader=None, refresh_s=0), terminal_size=(80, 24))
+
+
+def test_cluster_page_160x48(snap_compare):
+    assert snap_compare(ClusterApp(stored_state(), reader=None, refresh_s=0), terminal_size=(160, 48))
+
+
+def test_cluster_page_80x24_by_node_one_class_stale(snap_compare):
+    state = stored_state()
+    state.failed(f"{state.url}: cannot reach Prometheus ([Errno 111] Connection refused)")
+
+    async def run_before(pilot):
+        await pilot.press("g", "c")  # by node; the first class
+    assert snap_compare(ClusterApp(state, reader=None, refresh_s=0), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_cluster_gpu_detail_80x24(snap_compare):
+    assert snap_compare(stored_detail_app(), terminal_size=(80, 24), run_before=open_detail)
+
+
+def test_cluster_gpu_detail_160x48(snap_compare):
+    assert snap_compare(stored_detail_app(), terminal_size=(160, 48), run_before=open_detail)
+
+
+def test_cluster_help_80x24(snap_compare):
+    assert snap_compare(ClusterApp(stored_state(), reader=None, refresh_s=0), terminal_size=(80, 24),
+                        press=["question_mark"])
+
+
+def test_columns_drop_by_priority_and_the_grouping_column_goes_first():
+    at80 = [c.key for c in V.fit_columns(80, "job")]
+    assert at80[:2] == ["node", "gpu"] and {"class", "sm", "dram", "waste"} <= set(at80)
+    assert "job" not in at80 and "model" not in at80  # grouped by job: its heading names it
+    assert "job" in [c.key for c in V.fit_columns(80, "node")]
+    assert [c.key for c in V.fit_columns(160, "job")] == [c.key for c in V.COLUMNS]
+    for width in (80, 100, 160):
+        for group in ("job", "node"):
+            state = stored_state(group=group)
+            for e in V.entries(state):
+                if e.gpu is not None:
+                    assert len(V.gpu_row(e.gpu, V.fit_columns(width, group), False)[0]) <= width
+
+
+def test_the_page_rows_come_most_wasted_first_within_groups_and_filters_cycle():
+    state = stored_state()
+    for by in ("job", "node"):
+        state.group = by
+        for name, members in V.groups(state.shown(), by):
+            assert members == C.order(members)
+    firsts = [members[0].waste for _, members in V.groups(state.shown(), "node")]
+    assert firsts == sorted(firsts, reverse=True)  # the group with the most wasted GPU first
+    nodes = state.options("node")
+    assert nodes == sorted({r.node for r in state.rows})
+    assert [state.cycle("node") for _ in nodes] == nodes and state.cycle("node") is None  # then all again
+    assert state.cycle("node", -1) == nodes[-1]
+    assert [r.node for r in state.shown()] == [nodes[-1]]
+    state.clear_filters()
+    assert state.shown() == state.rows
+
+
+@sync
+async def test_the_cursor_walks_every_row_even_a_gpu_two_jobs_share_and_keeps_its_gpu_across_groupings():
+    state = stored_state()
+    shared = state.rows[0]
+    shared.jobs = shared.jobs + ["7001"]  # held by two jobs: under both headings
+    app = ClusterApp(state, reader=None, refresh_s=0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = app.query_one("#table")
+        walked = [state.selected]
+        for _ in range(len(state.rows)):
+            await pilot.press("down")
+            walked.append(state.selected)
+        assert len(set(walked)) == len(walked) == len(state.rows) + 1  # every row once, the shared GPU twice
+        assert [k[1] for k in walked].count(shared.node) == 2
+        await pilot.press("end")
+        last = state.selected
+        await pilot.press("g")  # by node: the same GPU under its node
+        assert state.selected == (last[1], last[1], last[2]) and table.selected_gpu().node == last[1]
+        await pilot.press("home")
+        assert state.selected[1:] == (state.rows[0].node, state.rows[0].gpu)  # the most wasted GPU comes first
+
+
+def test_the_refresher_reads_rows_each_time_the_accounting_when_due_and_says_why_a_read_failed():
+    """Refresher.read_once, one refresh at a time (its thread calls it every refresh_s), over the stored rows."""
+    from gputop.telemetry.errors import SourceUnreachable
+    from gputop.tui.cluster.model import Refresher
+
+    stored = stored_state()
+
+    class Reader:  # answers with the stored rows and accounting, or fails as the client does
+        down = False
+        calls: list[str] = []
+
+        def snapshot(self, now):
+            self.calls.append("rows")
+            if self.down:
+                raise SourceUnreachable("http://prom:9090: cannot reach Prometheus (refused)")
+            return list(reversed(stored.rows))
+
+        def accounting(self, range_s, now):
+            self.calls.append(f"accounting {range_s:g}")
+            return stored.jobs, stored.step_s
+
+    reader, got = Reader(), []
+    state = ClusterState("http://prom:9090", 120.0)
+    refresher = Refresher(reader, 120.0, lambda kind, payload: got.append(kind), account_s=3600.0)
+    for down in (False, False, True, False):
+        reader.down = down
+        refresher.read_once()
+    assert reader.calls == ["rows", "accounting 120", "rows", "rows", "rows"]
+    assert got == ["rows", "accounting", "rows", "error", "rows"]
+    state.took_rows(reader.snapshot(0.0), 100.0)
+    assert state.rows == C.order(stored.rows) and state.stale_s() is None  # kept most wasted first
+    state.failed("cannot reach Prometheus")
+    assert state.stale_s(now=112.0) == 12.0 and state.rows
+    state.took_rows(reader.snapshot(0.0), 113.0)
+    assert state.stale_s() is None
+
+
+# -- against a real Prometheus ------------------------------------------------------------------------------------
+@live
+@pytest.mark.slow
+def test_the_stored_page_data_is_what_a_live_prometheus_gives(cluster):
+    from gputop.session.cluster_gpu import read_gpu
+    from gputop.telemetry.prometheus import PrometheusClient
+
+    write = bool(os.environ.get("GPUTOP_WRITE_CLUSTER_PAGE"))
+    client = PrometheusClient(cluster["url"], env={})
+    if write:  # the stored GPU's charts hold half a minute at least
+        wait_for_history(lambda: len(client.query_range('DCGM_FI_PROF_SM_ACTIVE{Hostname="dcgm-a"}', time.time() - 60,
+                                                        time.time(), 3)[0]["values"]) >= 10, 60, "30 s of dcgm-a")
+    doc = cluster_json(cluster["url"], "--range", "2m")
+    recording, now = Recording(client), time.time()
+    history = read_gpu(recording, "dcgm-a", "0", now=now)  # dcgm-exporter's: judged here
+    if write:
+        STORED.parent.mkdir(parents=True, exist_ok=True)
+        STORED.write_text(json.dumps(doc, indent=1) + "\n")
+        STORED_GPU.write_text(json.dumps({"node": "dcgm-a", "gpu": "0", "now": now,
+                                          "answers": recording.answers}) + "\n")
+    gpu = json.loads(STORED_GPU.read_text())
+    stored = read_gpu(StoredAnswers(gpu["answers"]), gpu["node"], gpu["gpu"], now=gpu["now"])
+    for h in (stored, history):
+        assert h.samples and (h.verdict.cls, h.verdict.subclass) == ("compute-bound", "tensor") and h.classes == []
+
+    def verdicts(d):
+        return {(g["node"], g["gpu"], g["class"], g["subclass"], g["judged_by"], g["job"]) for g in d["gpus"]}
+    stored = json.loads(STORED.read_text())
+    assert verdicts(stored) == verdicts(doc)
+    assert {j["job"] for j in stored["accounting"]["jobs"]} == {j["job"] for j in doc["accounting"]["jobs"]}
+
+
+def gputop(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gputop", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)
+
+
+def test_a_page_that_cannot_start_is_one_line_and_its_exit_code(tmp_path):
+    r = gputop("--source", f"prometheus=http://127.0.0.1:{free_port()}")
+    assert r.returncode == exitcodes.NO_GPU and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+    assert "cannot reach Prometheus" in r.stderr
+
+
+@live
+@pytest.mark.slow
+def test_the_page_needs_a_terminal_once_prometheus_answers(cluster):
+    r = gputop("--source", f"prometheus={cluster['url']}")
+    assert r.returncode == exitcodes.USAGE and "needs a terminal" in r.stderr and r.stdout == ""
+
+
+def row_line(text: str, node: str) -> str:
+    return next(line for line in text.splitlines() if line.strip().startswith(node + " "))
+
+
+@live
+@pytest.mark.slow
+@sync
+async def test_the_page_reads_filters_opens_a_gpu_goes_stale_and_recovers(cluster):
+    from gputop.session.cluster import ClusterReader
+    from gputop.session.cluster_gpu import read_gpu
+    from gputop.telemetry.prometheus import PrometheusClient
+
+    client = PrometheusClient(cluster["url"], env={}, timeout=2.0)
+    state = ClusterState(cluster["url"], 120.0)
+    app = ClusterApp(state, ClusterReader(client), read_gpu=lambda node, gpu: read_gpu(client, node, gpu),
+                     refresh_s=0.3, account_s=1.0, first_wait=0.0)
+    nodes = set(EXPORTERS) | set(DCGM_NODES)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: {r.node for r in state.rows} == nodes and state.jobs is not None, 30)
+        text = screen(app)
+        for node, (cls, sub) in cluster["expected"].items():  # every class that went in, on its node's row
+            assert class_text(cls, sub) in row_line(text, node) and "export" in row_line(text, node)
+        assert "memory-bound" in row_line(text, "dcgm-b") and "gputop" in row_line(text, "dcgm-b")
+        assert "job 7001 · 1 GPU" in text and "job 7001: " in text and "100% compute-bound (tensor)" in text
+
+        # a filter: the node key cycles through the nodes (sorted) to dcgm-b
+        await pilot.press("n", "n")
+        assert state.filters["node"] == "dcgm-b"
+        await wait_for(pilot, lambda: [w[0] for w in map(str.split, screen(app).splitlines())
+                                       if w and w[0] in nodes] == ["dcgm-b"])
+
+        # Enter: the GPU's detail from query_range (judged here: dcgm-exporter's node); Escape goes back
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.history is not None, 20)
+        detail = app.screen
+        assert detail.error is None and detail.history.samples and detail.history.verdict is not None
+        assert detail.history.verdict.cls == "memory-bound" and detail.history.classes == []
+        text = screen(app)
+        assert "dcgm-b GPU 0" in text and "memory-bound" in text and "SM activity" in text
+        assert "judged here from its last minute: memory-bound (" in text
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, DetailScreen))
+
+        # an exported GPU: its classes over the window, from gputop_bottleneck
+        await pilot.press("x", "j", "j", "j")
+        assert state.filters["job"] == "1003"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.history is not None, 20)
+        cls, sub = cluster["expected"]["node-bf16"]
+        assert (cls, sub) in {(c, s) for _, c, s in app.screen.history.classes}
+        assert f"% {class_text(cls, sub)}" in screen(app)
+        await pilot.press("escape")
+        await pilot.press("x")
+
+        # Prometheus goes away: the rows stay, marked stale with their age and why
+        prom = cluster["prometheus"]
+        stopping = time.time()
+        stop(prom["proc"])
+        # (a read while it shut down may have had another answer; once it is gone, nothing answers)
+        await wait_for(pilot, lambda: "cannot reach Prometheus" in screen(app), 20)
+        text = screen(app)
+        (stale,) = [line for line in text.splitlines() if line.startswith("stale ")]
+        # its age: since the last good read, which began before the stop at most a refresh and a read (2 s) earlier
+        assert 0 <= int(stale.split()[1]) <= time.time() - stopping + 0.3 + 2 + 1
+        assert all(row_line(text, n) for n in nodes)
+        # ... and comes back on the same port and data: the page recovers by itself
+        prom["proc"] = subprocess.Popen(prom["argv"], stdout=subprocess.DEVNULL, stderr=prom["log"])
+        await wait_for(pilot, lambda: state.error is None and "stale " not in screen(app), 60)
+        assert {r.node for r in state.rows} == nodes
+
+
+@live
+@pytest.mark.slow
+def test_gputop_in_a_terminal_opens_the_page_and_quits_on_q_or_a_signal(cluster):
+    """The real command line in a pseudo-terminal (80x24): the page with its rows; q quits with 0, SIGTERM with
+    128+15."""
+    import select
+    import signal
+
+    from test_tui_startup import Terminal
+
+    for stop_with, code in ((b"q", exitcodes.OK), (signal.SIGTERM, 128 + signal.SIGTERM)):
+        t = Terminal(80, 24)
+        env = dict(os.environ, PYTHONPATH=str(ROOT), TERM="xterm-256color")
+        slave = os.dup(t.out.fileno())
+        p = subprocess.Popen([sys.executable, "-m", "gputop", "--source", f"prometheus={cluster['url']}"], stdin=slave,
+                             stdout=slave, stderr=slave, env=env, start_new_session=True)
+        os.close(slave)
+        t.out.close()
+        out, end = "", time.monotonic() + 60
+        try:
+            while not ("dcgm-a" in out and "quit" in out) and time.monotonic() < end and p.poll() is None:
+                select.select([t.master], [], [], 0.05)
+                out += t.read()
+            assert "dcgm-a" in out and "quit" in out, out[-2000:]
+            if isinstance(stop_with, bytes):
+                os.write(t.master, stop_with)
+            else:
+                p.send_signal(stop_with)
+            assert p.wait(30) == code
+        finally:
+            if p.poll() is None:
+                p.kill()
+            os.close(t.master)
