@@ -30,6 +30,7 @@ def _load(name):  # a module of this folder, by its path (the program's own fold
 
 
 _cupti = _load("cupti_window")  # CUDA programs without torch: a CUPTI window
+_kineto = _load("kineto_summary")  # a torch window summed up from the raw events (fast: no FunctionEvents)
 _POLL_S = 0.2
 _START_WAIT_S = 30.0  # how long a request waits for a module call or an optimizer step to start on
 _EXIT_WAIT_S = 20.0  # at exit, how long the program waits for a recorded window to be written
@@ -74,7 +75,8 @@ class _Window:
     def __init__(self, torch, seconds):
         self.torch, self.seconds = torch, seconds
         self.prof = None
-        self.t0 = self.wall_s = self.started_at = None
+        self.t0 = self.wall_s = self.started_at = self.stop_s = None
+        self.raw = None
         self.steps = 0
         self.thread = None  # the profiler is thread-local: started and stopped on this thread
         self.error = None
@@ -125,6 +127,7 @@ class _Window:
                 self.torch.cuda.synchronize()
             self.wall_s = time.perf_counter() - self.t0  # the window, not the profiler's own stop
             self.prof.stop()
+            self.stop_s = time.perf_counter() - self.t0 - self.wall_s  # the program's thread, held by the stop
             self._finish()
 
     def _finish(self):
@@ -137,9 +140,29 @@ class _Window:
 
 
 def _summary(win):
-    """torch.profiler's key averages (microseconds), split into device kernels and host ops."""
+    """The window's kernels (microseconds), host ops and busy time: from torch's raw events (kineto_summary.py: the
+    program runs on meanwhile), or torch.profiler's key averages where a torch has no raw events."""
     torch = win.torch
     cuda = torch.autograd.DeviceType.CUDA
+    t0 = time.perf_counter()
+    results = getattr(getattr(win.prof, "profiler", None), "kineto_results", None)
+    if results is not None and hasattr(results, "events"):
+        got = _kineto.summarize(results.events(), cuda, pause=lambda: time.sleep(0.001))
+        kernels, ops, busy, how = got["kernels"], got["ops"], got["busy_us"], "raw events"
+        win.raw = got
+    else:
+        kernels, ops, busy = _averages(win, cuda)
+        how = "key_averages"
+    cuda_on = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
+    return {"status": "ok", "torch": torch.__version__, "cuda": cuda_on, "wall_s": round(win.wall_s, 6),
+            "started_at": round(win.started_at, 6), "stop_s": round(win.stop_s or 0.0, 4),
+            "summary_s": round(time.perf_counter() - t0, 4), "summed_from": how,
+            "gpu_busy_s": round(busy / 1e6, 6) if cuda_on else None, "steps": win.steps,
+            "kernels": kernels, "ops": ops}
+
+
+def _averages(win, cuda):
+    """(kernels, ops, busy microseconds) from torch.profiler's key averages and events (slow: FunctionEvents)."""
     kernels, ops = [], []
     averages = win.prof.key_averages()
     # record_function ranges (the optimizer's "Optimizer.step#SGD.step", a program's own labels) are mirrored on
@@ -165,12 +188,7 @@ def _summary(win):
         if (getattr(e, "device_type", None) == cuda and e.time_range.end > e.time_range.start
                 and not (getattr(e, "is_user_annotation", False) or e.name in host)):
             spans.append((e.time_range.start, e.time_range.end))
-    busy = _cupti.union(spans)
-    cuda_on = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
-    return {"status": "ok", "torch": torch.__version__, "cuda": cuda_on, "wall_s": round(win.wall_s, 6),
-            "started_at": round(win.started_at, 6),
-            "gpu_busy_s": round(busy / 1e6, 6) if cuda_on else None, "steps": win.steps,
-            "kernels": kernels, "ops": ops}
+    return kernels, ops, _cupti.union(spans)
 
 
 NO_TORCH = "the program has not imported torch (no PyTorch ops to record)"

@@ -1,0 +1,94 @@
+"""The profiler window summed up from torch's raw events (gputop/runner/profile_loader/kineto_summary.py): by
+construction on hand-built events (kernels, a GPU-side annotation, launches inside nested ops), and against
+torch.profiler's own key averages on a real CPU window."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputop.runner.profile_loader.kineto_summary import summarize
+
+CPU, CUDA = "cpu", "cuda"
+
+
+class Ev:
+    def __init__(self, name, start_us, dur_us, device=CPU, corr=0, stream=7, thread=1, annotation=False):
+        self._n, self._s, self._d, self._dev = name, start_us, dur_us, device
+        self._c, self._st, self._t, self._a = corr, stream, thread, annotation
+
+    def name(self):
+        return self._n
+
+    def start_ns(self):
+        return int(self._s * 1000)
+
+    def duration_ns(self):
+        return int(self._d * 1000)
+
+    def device_type(self):
+        return self._dev
+
+    def correlation_id(self):
+        return self._c
+
+    def device_resource_id(self):
+        return self._st
+
+    def start_thread_id(self):
+        return self._t
+
+    def is_user_annotation(self):
+        return self._a
+
+
+def test_kernels_ops_and_busy_time_by_construction():
+    events = [
+        Ev("aten::linear", 0, 100), Ev("aten::addmm", 10, 80), Ev("cudaLaunchKernel", 20, 5, corr=1),
+        Ev("aten::relu", 120, 30), Ev("cudaLaunchKernel", 125, 5, corr=2),
+        Ev("Optimizer.step#SGD.step", 200, 50), Ev("cudaLaunchKernel", 210, 5, corr=3),
+        Ev("gemm_kernel", 30, 40, CUDA, corr=1), Ev("relu_kernel", 60, 20, CUDA, corr=2),  # overlaps the gemm
+        Ev("sgd_kernel", 220, 10, CUDA, corr=3),
+        Ev("Optimizer.step#SGD.step", 205, 40, CUDA, annotation=True),  # the annotation on the GPU: not a kernel
+    ]
+    got = summarize(events, CUDA)
+    kernels = {k["name"]: k for k in got["kernels"]}
+    assert set(kernels) == {"gemm_kernel", "relu_kernel", "sgd_kernel"}
+    assert kernels["gemm_kernel"] == {"name": "gemm_kernel", "count": 1, "device_us": 40.0}
+    assert got["busy_us"] == pytest.approx(50 + 10)  # [30, 70] and [60, 80] overlap: 50 us; then [220, 230]
+    ops = {o["name"]: o for o in got["ops"]}
+    assert "cudaLaunchKernel" not in ops  # runtime calls are launches, not ops
+    assert ops["aten::linear"]["self_cpu_us"] == pytest.approx(20)  # 100 less its child addmm's 80
+    assert ops["aten::linear"]["cpu_us"] == pytest.approx(100)
+    assert ops["aten::addmm"]["self_cpu_us"] == pytest.approx(75)  # less the launch inside it
+    assert ops["aten::linear"]["device_us"] == pytest.approx(40)  # inclusive: the gemm its addmm launched
+    assert ops["aten::addmm"]["device_us"] == pytest.approx(40)
+    assert ops["aten::relu"]["device_us"] == pytest.approx(20)
+    assert ops["Optimizer.step#SGD.step"]["device_us"] == pytest.approx(10)
+    assert got["launches"] == {1: 20.0, 2: 125.0, 3: 210.0}
+    assert sorted(got["kernels_raw"]) == [(7, 30.0, 70.0, 1), (7, 60.0, 80.0, 2), (7, 220.0, 230.0, 3)]
+
+
+def test_ops_agree_with_torch_profilers_key_averages_on_a_real_window():
+    torch = pytest.importorskip("torch")
+    m = torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(4)])
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    x = torch.randn(16, 64)
+
+    def step():
+        m(x).square().mean().backward()
+        opt.step()
+        opt.zero_grad()
+
+    step()
+    p = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+    p.start()
+    for _ in range(10):
+        step()
+    p.stop()
+    got = {o["name"]: o for o in summarize(p.profiler.kineto_results.events(), torch.autograd.DeviceType.CUDA)["ops"]}
+    averages = {e.key: e for e in p.key_averages()}
+    top = sorted(averages.values(), key=lambda e: -e.self_cpu_time_total)[:8]
+    for e in top:
+        assert e.key in got, e.key
+        assert got[e.key]["self_cpu_us"] == pytest.approx(e.self_cpu_time_total, rel=0.02, abs=5), e.key
+        assert got[e.key]["cpu_us"] == pytest.approx(e.cpu_time_total, rel=0.02, abs=5), e.key
