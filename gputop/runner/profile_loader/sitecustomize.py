@@ -7,8 +7,10 @@ program that ``gputop --run --profile`` started. Stdlib only; it never imports t
 3. On a request, if the program has imported torch: the PyTorch profiler is thread-local, so it is
    started on the program's own thread, at its next ``nn.Module`` call or optimizer step (global hooks,
    installed only while a window is pending), and stopped at the first such call after N seconds (or at
-   exit). The window's summary (torch.profiler's key averages, the GPU's busy time) is written back by the
-   waiting thread. Every failure becomes one ``reason`` line; the program goes on, its output unchanged.
+   exit). The window's summary (torch.profiler's key averages, the GPU's busy time, and with CUDA each
+   kernel's stream, start, end and launch time from the window's chrome trace: ``kernel_spans``, see
+   kernel_spans.py) is written back by the waiting thread. Every failure becomes one ``reason`` line; the
+   program goes on, its output unchanged.
 """
 
 import json
@@ -153,9 +155,35 @@ def _summary(win):
             busy += b - end
             end = b
     cuda_on = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
-    return {"status": "ok", "torch": torch.__version__, "cuda": cuda_on, "wall_s": round(win.wall_s, 6),
-            "gpu_busy_s": round(busy / 1e6, 6) if cuda_on else None, "steps": win.steps,
-            "kernels": kernels, "ops": ops}
+    out = {"status": "ok", "torch": torch.__version__, "cuda": cuda_on, "wall_s": round(win.wall_s, 6),
+           "gpu_busy_s": round(busy / 1e6, 6) if cuda_on else None, "steps": win.steps,
+           "kernels": kernels, "ops": ops}
+    out.update(_kernel_timeline(win) if cuda_on else
+               {"kernel_spans": [], "kernel_spans_why": "the program has not initialised CUDA: no kernels"})
+    return out
+
+
+def _kernel_timeline(win):
+    """``kernel_spans`` (each kernel's stream, start, end and launch time: HTA's idle breakdown) from the window's
+    chrome trace, written in gputop's private folder and removed; or ``kernel_spans_why``, one line."""
+    import importlib.util
+
+    path = os.path.join(_state["folder"] or ".", ".trace-%d.json" % os.getpid())
+    try:
+        spec = importlib.util.spec_from_file_location("_gputop_kernel_spans", os.path.join(_HERE, "kernel_spans.py"))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        win.prof.export_chrome_trace(path)
+        spans, truncated = mod.spans_from_file(path)
+    except Exception as exc:
+        return {"kernel_spans": None,
+                "kernel_spans_why": "reading the window's trace failed: %s: %s" % (exc.__class__.__name__, exc)}
+    finally:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+    return {"kernel_spans": spans, "kernel_spans_truncated": truncated}
 
 
 NO_TORCH = "the program has not imported torch (no PyTorch ops to record)"
