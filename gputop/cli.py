@@ -276,7 +276,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         ap.error("--profile: gputop cannot give a loader to a process it did not start (--watch PID); "
                  "run it under gputop: gputop --run --profile -- CMD")
     if args.profile and mode != "run-command":
-        ap.error("--profile goes with --run -- CMD (headless: not yet in the TUI)")
+        ap.error("--profile goes with --run -- CMD (and --tui --run -- CMD)")
     if args.profile_seconds is not None and not (args.profile and args.profile_seconds > 0):
         ap.error("--profile-seconds goes with --profile and must be > 0")
     for flag, attr, modes_ok, words in GOES_WITH:

@@ -153,13 +153,14 @@ class ProfileWindows:
                     ended = max(os.path.getmtime(p) for p in paths)
                 except OSError:
                     return self._latest[1] if self._latest else None
-                self._latest = (key, {**_window(a, self._answers(a["seq"]), True), "ended_at": ended})
+                win = window_from_answers(a, self._answers(a["seq"]), True)
+                self._latest = (key, {**win, "ended_at": ended})
             return self._latest[1]
         return None
 
     def result(self) -> dict:
         """The ``attribution`` part of the document: each window asked for, analysed (see analysis.attribution)."""
-        windows = [_window(a, self._answers(a["seq"]), self._loaded()) for a in self.asked]
+        windows = [window_from_answers(a, self._answers(a["seq"]), self._loaded()) for a in self.asked]
         why = None
         if not self.asked:
             why = "no window was asked for (the live verdict never held a busy class long enough)"
@@ -171,7 +172,7 @@ class ProfileWindows:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def _window(asked: dict, answers: list[dict], loaded: bool) -> dict:
+def window_from_answers(asked: dict, answers: list[dict], loaded: bool) -> dict:
     """One window: the answer with the most device time (then the most host time) of the command's processes."""
     base = {"seq": asked["seq"], "asked_because": asked["reason"], "asked_at_s": round(asked["t"], 3)}
     ok = [a for a in answers if a.get("status") == "ok"]
