@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 from rich.text import Text
@@ -151,3 +150,17 @@ async def test_w_without_profile_says_how_in_one_line(tmp_path):
         await wait_for(pilot, lambda: any("need --profile" in n for n in app.notes))
         await pilot.press("q")
         await wait_for(pilot, lambda: app.return_code is not None)
+
+
+def test_profile_goes_with_the_tuis_command_and_not_its_watch(capsys):
+    import pytest
+
+    from gputop import cli
+
+    args, command = cli.parse(["--tui", "--run", "--profile", "--profile-seconds", "2", "--", "python", "t.py"])
+    assert args.profile and args.tui and args.profile_seconds == 2.0 and command == ["python", "t.py"]
+    with pytest.raises(SystemExit) as e:
+        cli.parse(["--tui", "--profile", "--watch", str(os.getpid())])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot give a loader to a process it did not start" in err

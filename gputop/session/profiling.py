@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import tempfile
-import time
 
 from gputop.analysis import thresholds as T
 from gputop.analysis.attribution import attribute
