@@ -348,6 +348,29 @@ def test_kernel_spans_are_read_from_a_chrome_trace_by_correlation(tmp_path):
     assert (b["host_wait_us"], b["kernel_wait_us"], b["other_us"]) == (225.0, 10.0, 50.0)
 
 
+def test_kernel_spans_are_read_from_torch_profilers_own_events():
+    """The loader's first reader: FunctionEvents as torch.profiler keeps them (here built by hand with the fields
+    it reads): a kernel's stream is its device_resource_id, its id the correlation id its runtime call shares."""
+    from types import SimpleNamespace as NS
+
+    from gputop.runner.profile_loader.kernel_spans import spans_from_function_events
+
+    def ev(device, name, corr, a, b, act, stream=None):
+        return NS(device_type=device, name=name, id=corr, time_range=NS(start=a, end=b), activity_type=act,
+                  device_resource_id=stream)
+
+    events = []
+    for i, (stream, a, b, launch) in enumerate(SPANS):
+        events.append(ev("cuda", f"k{i}", 100 + i, a, b, "kernel", stream))
+        if launch is not None:
+            events.append(ev("cpu", "cudaLaunchKernel", 100 + i, launch, launch + 1, "cuda_runtime"))
+    events.append(ev("cpu", "aten::mm", 102, 0.0, 300.0, "cpu_op"))  # torch's own id: must not pass for a launch
+    spans, truncated = spans_from_function_events(events, "cuda")
+    assert not truncated and sorted(map(tuple, spans)) == sorted(SPANS)
+    old = [NS(**{k: v for k, v in vars(e).items() if k != "device_resource_id"}) for e in events]
+    assert spans_from_function_events(old, "cuda") is None  # a torch whose events carry no stream: the trace then
+
+
 def test_a_window_has_an_idle_breakdown_only_with_kernels():
     gemm = _named("void cutlass::Kernel2<cutlass_75_tensorop_bf16")
     win = _gpu_window([(gemm, 9, 90.0)], wall_s=0.001, busy_s=0.0004)
@@ -370,12 +393,22 @@ def test_a_window_has_an_idle_breakdown_only_with_kernels():
 def test_hta_compare_prints_our_breakdown_of_a_saved_trace(tmp_path):
     """bench/tools/hta_compare.py on a chrome trace: gputop's rows (HTA's beside them where HTA is installed; the
     shared venv has no HTA, so it says so in one line)."""
-    path = tmp_path / "trace.json"
+    from gputop.analysis.idle import idle_breakdown
+
+    path = tmp_path / "trace-1-4242.json"  # as the loader keeps it (GPUTOP_PROFILE_KEEP_TRACE)
     path.write_text(json.dumps(_chrome_trace(SPANS)))
-    r = subprocess.run([PY, str(ROOT / "bench/tools/hta_compare.py"), str(path), "--json"], capture_output=True,
-                       text=True, timeout=60)
+    doc = tmp_path / "run.json"  # the run document's window 1 of pid 4242 (its breakdown, stream 8's halved)
+    idle = idle_breakdown(SPANS)
+    idle["by_stream"][1]["host_wait_us"] = 75.0
+    doc.write_text(json.dumps({"attribution": {"windows": [{"seq": 1, "pid": 4242, "idle": idle}]}}))
+    r = subprocess.run([PY, str(ROOT / "bench/tools/hta_compare.py"), str(path), "--json", "--document", str(doc)],
+                       capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["gputop"]["totals"] == {"host_wait": 225.0, "kernel_wait": 10.0, "other": 50.0}
     assert out["gputop"]["by_stream"]["8"]["host_wait"] == 150.0
     assert (out["hta"] is None) == bool(out["hta_why_none"])
+    assert out["window"]["by_stream"]["8"]["host_wait"] == 75.0 and out["window"]["totals"]["other"] == 50.0
+    text = subprocess.run([PY, str(ROOT / "bench/tools/hta_compare.py"), str(path), "--document", str(doc)],
+                          capture_output=True, text=True, timeout=60).stdout
+    assert "       8 host_wait           150.0" in text and "+75.0" in text  # the window's column and its diff

@@ -8,7 +8,7 @@ program that ``gputop --run --profile`` started. Stdlib only; it never imports t
    started on the program's own thread, at its next ``nn.Module`` call or optimizer step (global hooks,
    installed only while a window is pending), and stopped at the first such call after N seconds (or at
    exit). The window's summary (torch.profiler's key averages, the GPU's busy time, and with CUDA each
-   kernel's stream, start, end and launch time from the window's chrome trace: ``kernel_spans``, see
+   kernel's stream, start, end and launch time from torch.profiler's events: ``kernel_spans``, see
    kernel_spans.py) is written back by the waiting thread. Every failure becomes one ``reason`` line; the
    program goes on, its output unchanged.
 """
@@ -23,6 +23,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _POLL_S = 0.2
 _START_WAIT_S = 30.0  # how long a request waits for a module call or an optimizer step to start on
 _EXIT_WAIT_S = 20.0  # at exit, how long the program waits for a recorded window to be written
+KEEP_TRACE_ENV = "GPUTOP_PROFILE_KEEP_TRACE"  # a folder: each window's chrome trace is kept there (validation)
 
 
 def _run_user_sitecustomize():
@@ -164,26 +165,35 @@ def _summary(win):
 
 
 def _kernel_timeline(win):
-    """``kernel_spans`` (each kernel's stream, start, end and launch time: HTA's idle breakdown) from the window's
-    chrome trace, written in gputop's private folder and removed; or ``kernel_spans_why``, one line."""
+    """``kernel_spans`` (each kernel's stream, start, end and launch time: HTA's idle breakdown, kernel_spans.py)
+    from torch.profiler's events in memory, else from the window's chrome trace (written in gputop's private
+    folder, read, removed); or ``kernel_spans_why``, one line. ``GPUTOP_PROFILE_KEEP_TRACE=DIR`` also keeps each
+    window's chrome trace there as ``trace-SEQ-PID.json`` (bench/tools/hta_compare.py)."""
     import importlib.util
 
-    path = os.path.join(_state["folder"] or ".", ".trace-%d.json" % os.getpid())
+    keep = os.environ.get(KEEP_TRACE_ENV)
+    path = os.path.join(keep, "trace-%d-%d.json" % (_state["seq"], os.getpid())) if keep else \
+        os.path.join(_state["folder"] or ".", ".trace-%d.json" % os.getpid())
     try:
         spec = importlib.util.spec_from_file_location("_gputop_kernel_spans", os.path.join(_HERE, "kernel_spans.py"))
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
-        win.prof.export_chrome_trace(path)
-        spans, truncated = mod.spans_from_file(path)
+        got, source = mod.spans_from_function_events(win.prof.events(), win.torch.autograd.DeviceType.CUDA), "events"
+        if got is None or keep:
+            win.prof.export_chrome_trace(path)
+        if got is None:
+            got, source = mod.spans_from_file(path), "chrome trace"
     except Exception as exc:
         return {"kernel_spans": None,
-                "kernel_spans_why": "reading the window's trace failed: %s: %s" % (exc.__class__.__name__, exc)}
+                "kernel_spans_why": "reading the window's kernels failed: %s: %s" % (exc.__class__.__name__, exc)}
     finally:
-        try:
-            os.remove(path)
-        except OSError:
-            pass
-    return {"kernel_spans": spans, "kernel_spans_truncated": truncated}
+        if not keep:
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+    spans, truncated = got
+    return {"kernel_spans": spans, "kernel_spans_truncated": truncated, "kernel_spans_from": source}
 
 
 NO_TORCH = "the program has not imported torch (no PyTorch ops to record)"
