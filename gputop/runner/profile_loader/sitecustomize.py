@@ -156,10 +156,20 @@ def _summary(win):
             busy += b - end
             end = b
     cuda_on = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
-    out = {"status": "ok", "torch": torch.__version__, "cuda": cuda_on, "wall_s": round(win.wall_s, 6),
-           "gpu_busy_s": round(busy / 1e6, 6) if cuda_on else None, "steps": win.steps,
-           "kernels": kernels, "ops": ops}
-    out.update(_kernel_timeline(win) if cuda_on else
+    return {"status": "ok", "torch": torch.__version__, "cuda": cuda_on, "wall_s": round(win.wall_s, 6),
+            "gpu_busy_s": round(busy / 1e6, 6) if cuda_on else None, "steps": win.steps,
+            "kernels": kernels, "ops": ops}
+
+
+NO_TORCH = "the program has not imported torch (no PyTorch ops to record)"
+
+
+_NEEDED = ("torch", "torch.profiler", "torch.autograd.profiler", "torch.nn.modules.module", "torch.optim.optimizer")
+
+
+def _with_kernel_timeline(win, out):
+    """The window's summary with ``kernel_spans`` (or ``kernel_spans_why``): see :func:`_kernel_timeline`."""
+    out.update(_kernel_timeline(win) if out.get("cuda") else
                {"kernel_spans": [], "kernel_spans_why": "the program has not initialised CUDA: no kernels"})
     return out
 
@@ -194,12 +204,6 @@ def _kernel_timeline(win):
                 pass
     spans, truncated = got
     return {"kernel_spans": spans, "kernel_spans_truncated": truncated, "kernel_spans_from": source}
-
-
-NO_TORCH = "the program has not imported torch (no PyTorch ops to record)"
-
-
-_NEEDED = ("torch", "torch.profiler", "torch.autograd.profiler", "torch.nn.modules.module", "torch.optim.optimizer")
 
 
 def _imported(name):
@@ -244,7 +248,7 @@ def _answer(seconds):
     if win.wall_s is None:
         return {"status": "unavailable", "reason": "the window did not end (no module call after it)"}
     try:
-        return _summary(win)
+        return _with_kernel_timeline(win, _summary(win))
     except Exception as exc:
         return {"status": "unavailable", "reason": "reading the profile failed: %s: %s" % (exc.__class__.__name__, exc)}
 
