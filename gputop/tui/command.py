@@ -164,6 +164,7 @@ class CommandApp(GputopApp):
         self._window_seq: int | None = None  # the latest window announced
         self._window_read = float("-inf")
         self._window: dict | None = None
+        self._window_reading = False
         self.analysis: dict | None = None
         self._analysis_t = float("-inf")
         self._analysis_cost = 0.0
@@ -228,17 +229,24 @@ class CommandApp(GputopApp):
         self.panel.set_lines(status_lines(s) + timeline_lines(s.doc or self.analysis, index, rows, s.doc is not None))
 
     def latest_window(self, now: float) -> dict | None:
-        """The latest profiler window (read at most once a second); once the run is over, its document's."""
-        profile = self.session.profile
-        if profile is None:
+        """The latest profiler window, read at most once a second on a thread (a GPU window's answer can be
+        megabytes of kernel timeline); once the run is over and none was read, its document's."""
+        if self.session.profile is None:
             return None
-        if now - self._window_read >= 1.0:
-            self._window_read = now
-            self._window = profile.latest()
-            if self._window is None and self.session.doc is not None:
-                windows = (self.session.doc.get("attribution") or {}).get("windows") or []
-                self._window = windows[-1] if windows else None
+        if now - self._window_read >= 1.0 and not self._window_reading:
+            self._window_read, self._window_reading = now, True
+            self.run_worker(self._read_window, thread=True, group="window")
         return self._window
+
+    def _read_window(self) -> None:
+        try:
+            win = self.session.profile.latest()
+            if win is None and self.session.doc is not None:
+                windows = (self.session.doc.get("attribution") or {}).get("windows") or []
+                win = windows[-1] if windows else None
+            self._window = win
+        finally:
+            self._window_reading = False
 
     def _draw_attribution(self, now: float) -> None:
         win = self.latest_window(now)
