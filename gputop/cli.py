@@ -140,12 +140,12 @@ def mode_of(args: argparse.Namespace, command: list[str]) -> str:
     --serve, whose options go to the TUI each browser session runs)."""
     if args.list:
         return "list"
+    if args.run == "" and command:
+        return "run-command"
     if args.export is not None:
         return "export"
     if args.serve is not None:
         return "tui"
-    if args.run == "" and command:
-        return "run-command"
     if args.watch is not None:
         return "watch"
     if args.run:
@@ -247,9 +247,10 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         ap.error("--run needs a workload NAME (see gputop --list) or `-- CMD ...`")
     if args.tui and not (command or args.watch is not None):
         ap.error("--tui goes with --run -- CMD or --watch PID (plain gputop opens the TUI)")
-    if args.export is not None and (args.once or args.record or args.list or args.run is not None
+    if args.export is not None and (args.once or args.record or args.list or args.run not in (None, "")
                                     or args.watch is not None or args.tui):
-        ap.error("--export is a mode of its own (with --demo, --replay FILE, --gpu N, --rate HZ)")
+        ap.error("--export is a mode of its own (with --demo, --replay FILE, --gpu N, --rate HZ), or beside "
+                 "--run [--profile] -- CMD")
     if args.serve is not None and (args.once or args.record or args.list or args.run is not None
                                    or args.watch is not None or args.tui or args.export is not None):
         ap.error("--serve is a mode of its own (with --demo, --replay FILE, --gpu N, --rate HZ, --tour)")
@@ -276,7 +277,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         ap.error("--profile: gputop cannot give a loader to a process it did not start (--watch PID); "
                  "run it under gputop: gputop --run --profile -- CMD")
     if args.profile and mode != "run-command":
-        ap.error("--profile goes with --run -- CMD (headless: not yet in the TUI)")
+        ap.error("--profile goes with --run -- CMD (and --tui --run -- CMD)")
     if args.profile_seconds is not None and not (args.profile and args.profile_seconds > 0):
         ap.error("--profile-seconds goes with --profile and must be > 0")
     for flag, attr, modes_ok, words in GOES_WITH:
@@ -365,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
             from gputop.headless.listing import main_list
 
             return main_list(args)
-        if args.export is not None:
+        if args.export is not None and not command:
             from gputop.export.server import main_export
 
             return main_export(args)
@@ -380,6 +381,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.run == "" and command:
             from gputop.headless.command import main_command
 
+            if args.export is not None:  # --export beside the run: its series while it runs
+                from gputop.export.server import serve_session
+
+                return main_command(args, command, serve=serve_session)
             return main_command(args, command)
         if args.watch is not None:
             from gputop.headless.command import main_watch

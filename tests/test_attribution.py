@@ -79,6 +79,7 @@ def test_profile_window_of_a_torch_program(tmp_path):
     assert w["status"] == "ok" and w["basis"] == "ops" and w["gpu_busy_share"] is None
     assert 0.5 <= w["wall_s"] < 3 and w["steps"] >= 1
     assert w["finding"] is None  # host ops only: no GPU class suggested, the verdict unchanged
+    assert "not initialised CUDA" in w["idle"]["why_none"]  # no kernels: no idle breakdown, and why
     cats = {c["category"]: c for c in w["categories"]}
     assert {"GEMM/conv", "normalisation", "optimizer"} <= set(cats)
     assert abs(sum(c["share"] for c in w["categories"]) - 1) < 0.01
@@ -277,3 +278,137 @@ def test_the_loader_ships_in_the_package():
     packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
     assert "gputop.runner.profile_loader" in packages
     assert (Path(LOADER_DIR) / "sitecustomize.py").is_file()
+
+
+# -- HTA's idle breakdown (gputop/analysis/idle.py) on a hand-built timeline -----------------------------------
+# Two streams; each gap's reason is set by construction (HTA's rules: hta/analyzers/breakdown_analysis.py
+# _analyze_idle_time_for_stream). Rows: stream, start, end, launch (us).
+SPANS = [
+    (7, 0.0, 10.0, 0.0),
+    (7, 15.0, 25.0, 2.0),     # launched before the previous ended, gap 5 < 30: kernel wait 5
+    (7, 100.0, 110.0, 90.0),  # launched after the previous ended (25): host wait 75
+    (7, 160.0, 170.0, 95.0),  # launched in time, gap 50 >= 30: other 50
+    (7, 175.0, 180.0, None),  # no launch event found, gap 5: kernel wait 5
+    (8, 20.0, 40.0, 1.0),
+    (8, 40.0, 50.0, 3.0),     # back to back: kernel wait 0
+    (8, 45.0, 60.0, 4.0),     # overlaps the previous (a rounding): no idle time
+    (8, 210.0, 220.0, 205.0),  # launched after the previous ended (60): host wait 150
+]
+
+
+def test_idle_breakdown_follows_htas_rules():
+    from gputop.analysis.idle import idle_breakdown
+
+    b = idle_breakdown(SPANS, gpu_idle_share=0.4)
+    assert b["why_none"] is None and b["streams"] == 2 and b["kernels"] == 9
+    assert (b["host_wait_us"], b["kernel_wait_us"], b["other_us"]) == (225.0, 10.0, 50.0)
+    assert b["idle_us"] == 285.0
+    assert b["shares"] == {"host_wait": round(225 / 285, 4), "kernel_wait": round(10 / 285, 4),
+                           "other": round(50 / 285, 4)}
+    assert b["window_shares"]["host_wait"] == round(0.4 * 225 / 285, 4)
+    assert b["launch_matched_share"] == round(8 / 9, 4)
+    per = {s["stream"]: s for s in b["by_stream"]}
+    assert per["7"] == {"stream": "7", "host_wait_us": 75.0, "kernel_wait_us": 10.0, "other_us": 50.0}
+    assert per["8"] == {"stream": "8", "host_wait_us": 150.0, "kernel_wait_us": 0.0, "other_us": 0.0}
+    # the order the rows come in does not matter; HTA's threshold is a parameter
+    assert idle_breakdown(list(reversed(SPANS)))["host_wait_us"] == 225.0
+    wide = idle_breakdown(SPANS, kernel_wait_us=60.0)
+    assert (wide["kernel_wait_us"], wide["other_us"]) == (60.0, 0.0)
+
+
+def _chrome_trace(spans):
+    """SPANS as torch.profiler's chrome trace writes them: kernels and their cudaLaunchKernel runtime events joined
+    by correlation id, plus events the reader must skip (CPU ops, flow arrows, a runtime call with no kernel)."""
+    base = 1_700_000_000.0  # chrome traces carry large absolute timestamps
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": base, "dur": 300.0, "args": {}},
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "ts": base + 1, "dur": 1.0,
+           "args": {"correlation": 999}}]
+    for i, (stream, a, b, launch) in enumerate(spans):
+        cat = "gpu_memcpy" if i == 1 else "kernel"
+        ev.append({"ph": "X", "cat": cat, "name": f"k{i}", "ts": base + a, "dur": b - a, "tid": stream,
+                   "args": {"stream": stream, "correlation": 100 + i}})
+        if launch is not None:
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": base + launch, "dur": 1.0,
+                       "args": {"correlation": 100 + i}})
+            ev.append({"ph": "f", "cat": "ac2g", "id": 100 + i, "ts": base + a})
+    return {"traceEvents": ev}
+
+
+def test_kernel_spans_are_read_from_a_chrome_trace_by_correlation(tmp_path):
+    from gputop.analysis.idle import idle_breakdown
+    from gputop.runner.profile_loader.kernel_spans import spans_from_events, spans_from_file
+
+    spans, truncated = spans_from_events(_chrome_trace(SPANS)["traceEvents"])
+    assert not truncated and len(spans) == len(SPANS)
+    assert sorted(map(tuple, spans)) == sorted(SPANS)  # relative to the first event (a kernel at 0 here)
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(_chrome_trace(SPANS)))
+    assert spans_from_file(path)[0] == spans
+    b = idle_breakdown(spans_from_file(path)[0])
+    assert (b["host_wait_us"], b["kernel_wait_us"], b["other_us"]) == (225.0, 10.0, 50.0)
+
+
+def test_kernel_spans_are_read_from_torch_profilers_own_events():
+    """The loader's first reader: FunctionEvents as torch.profiler keeps them (here built by hand with the fields
+    it reads): a kernel's stream is its device_resource_id, its id the correlation id its runtime call shares."""
+    from types import SimpleNamespace as NS
+
+    from gputop.runner.profile_loader.kernel_spans import spans_from_function_events
+
+    def ev(device, name, corr, a, b, act, stream=None):
+        return NS(device_type=device, name=name, id=corr, time_range=NS(start=a, end=b), activity_type=act,
+                  device_resource_id=stream)
+
+    events = []
+    for i, (stream, a, b, launch) in enumerate(SPANS):
+        events.append(ev("cuda", f"k{i}", 100 + i, a, b, "kernel", stream))
+        if launch is not None:
+            events.append(ev("cpu", "cudaLaunchKernel", 100 + i, launch, launch + 1, "cuda_runtime"))
+    events.append(ev("cpu", "aten::mm", 102, 0.0, 300.0, "cpu_op"))  # torch's own id: must not pass for a launch
+    spans, truncated = spans_from_function_events(events, "cuda")
+    assert not truncated and sorted(map(tuple, spans)) == sorted(SPANS)
+    old = [NS(**{k: v for k, v in vars(e).items() if k != "device_resource_id"}) for e in events]
+    assert spans_from_function_events(old, "cuda") is None  # a torch whose events carry no stream: the trace then
+
+
+def test_a_window_has_an_idle_breakdown_only_with_kernels():
+    gemm = _named("void cutlass::Kernel2<cutlass_75_tensorop_bf16")
+    win = _gpu_window([(gemm, 9, 90.0)], wall_s=0.001, busy_s=0.0004)
+    win["kernel_spans"] = [list(s) for s in SPANS]
+    a = attribute(win)
+    assert a["gpu_idle_share"] == 0.6
+    assert a["idle"]["host_wait_us"] == 225.0 and a["idle"]["window_shares"]["other"] == round(0.6 * 50 / 285, 4)
+    assert a["finding"]["class"] == "host-bound"  # idle 60% of the window; the finding quotes HTA's split
+    assert "host wait 79% of the idle time between kernels" in a["finding"]["text"]
+    cpu = attribute({"wall_s": 1.0, "gpu_busy_s": None, "steps": 3, "kernels": [], "kernel_spans": [],
+                     "kernel_spans_why": "the program has not initialised CUDA: no kernels",
+                     "ops": [{"name": "aten::mm", "count": 3, "self_cpu_us": 30.0, "cpu_us": 30.0, "device_us": 0.0}]})
+    assert cpu["idle"] == {"why_none": "the program has not initialised CUDA: no kernels"}
+    assert "CUDA kernels" in attribute(_gpu_window([]))["idle"]["why_none"]
+    for w in (a, cpu):
+        jsonschema.validate(w["idle"], SCHEMA["properties"]["attribution"]["oneOf"][1]["properties"]["windows"]
+                            ["items"]["properties"]["idle"])
+
+
+def test_hta_compare_prints_our_breakdown_of_a_saved_trace(tmp_path):
+    """bench/tools/hta_compare.py on a chrome trace: gputop's rows (HTA's beside them where HTA is installed; the
+    shared venv has no HTA, so it says so in one line)."""
+    from gputop.analysis.idle import idle_breakdown
+
+    path = tmp_path / "trace-1-4242.json"  # as the loader keeps it (GPUTOP_PROFILE_KEEP_TRACE)
+    path.write_text(json.dumps(_chrome_trace(SPANS)))
+    doc = tmp_path / "run.json"  # the run document's window 1 of pid 4242 (its breakdown, stream 8's halved)
+    idle = idle_breakdown(SPANS)
+    idle["by_stream"][1]["host_wait_us"] = 75.0
+    doc.write_text(json.dumps({"attribution": {"windows": [{"seq": 1, "pid": 4242, "idle": idle}]}}))
+    r = subprocess.run([PY, str(ROOT / "bench/tools/hta_compare.py"), str(path), "--json", "--document", str(doc)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["gputop"]["totals"] == {"host_wait": 225.0, "kernel_wait": 10.0, "other": 50.0}
+    assert out["gputop"]["by_stream"]["8"]["host_wait"] == 150.0
+    assert (out["hta"] is None) == bool(out["hta_why_none"])
+    assert out["window"]["by_stream"]["8"]["host_wait"] == 75.0 and out["window"]["totals"]["other"] == 50.0
+    text = subprocess.run([PY, str(ROOT / "bench/tools/hta_compare.py"), str(path), "--document", str(doc)],
+                          capture_output=True, text=True, timeout=60).stdout
+    assert "       8 host_wait           150.0" in text and "+75.0" in text  # the window's column and its diff

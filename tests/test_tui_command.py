@@ -29,12 +29,13 @@ TRACE_PID = 589  # the traced command's pid in the trace's NVML process lists
 PY = sys.executable
 
 
-def command_app(tmp_path, code: str, tree=None, grace_s: float = 5.0, on_gpu: bool = False) -> CommandApp:
+def command_app(tmp_path, code: str, tree=None, grace_s: float = 5.0, on_gpu: bool = False, profile=None,
+                argv=()) -> CommandApp:
     src = ReplaySource(str(TRACE), speed=float("inf"))
     if on_gpu:  # end the replay at a tick where NVML lists the traced command on the GPU
         src.ticks = src.ticks[:max(i for i, t in enumerate(src.ticks) if t["gpus"][0].get("processes")) + 1]
-    session = Session(Monitor(src, tree=tree), [PY, "-c", code], log=str(tmp_path / "cmd.log"),
-                      grace_s=grace_s).start()
+    session = Session(Monitor(src, tree=tree), [PY, "-c", code, *argv], log=str(tmp_path / "cmd.log"),
+                      grace_s=grace_s, profile=profile).start()
     return CommandApp(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
 
 

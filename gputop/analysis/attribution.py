@@ -3,7 +3,8 @@
 Input: one window as the profile loader wrote it (gputop/runner/profile_loader/sitecustomize.py):
 ``wall_s``, ``gpu_busy_s`` (None without CUDA), ``steps`` (optimizer steps in the window), ``kernels``
 [{name, count, device_us}] and ``ops`` [{name, count, self_cpu_us, cpu_us, device_us}] (torch.profiler's key
-averages, microseconds). Output (:func:`attribute`): the ``attribution`` window of the run document.
+averages, microseconds), ``kernel_spans`` (each kernel's stream, start, end, launch: HTA's idle breakdown,
+:mod:`gputop.analysis.idle`). Output (:func:`attribute`): the ``attribution`` window of the run document.
 
 Categories, by kernel (or op) name, first rule that matches. The first two follow HolisticTraceAnalysis
 (facebookresearch/HolisticTraceAnalysis, hta/utils/utils.py ``get_kernel_type``: a name with "nccl" is
@@ -23,6 +24,8 @@ Pure: no torch, no NVML.
 from __future__ import annotations
 
 import re
+
+from gputop.analysis.idle import window_idle
 
 CATEGORIES = ("communication", "memcpy/memset", "optimizer", "attention", "GEMM/conv", "normalisation",
               "reduction", "elementwise", "other")
@@ -111,6 +114,7 @@ def attribute(win: dict) -> dict:
         "kernels_per_step": round(n_kernels / steps, 1) if steps and n_kernels else None,
         "ops_per_step": round(sum(o["count"] for o in ops) / steps, 1) if steps and ops else None,
     }
+    out["idle"] = window_idle(win, out["gpu_idle_share"])
     out["finding"] = window_finding(out)
     out["headline"] = headline(out)
     return out
@@ -129,8 +133,11 @@ def window_finding(a: dict) -> dict | None:
     if idle is not None and idle >= IDLE_SHARE:
         feeder = next((o["name"] for o in a["top_ops"] if _DATALOADER.search(o["name"])), None)
         who = "the DataLoader (" + feeder + ")" if feeder else "the host code between kernels"
+        split = a.get("idle") or {}
+        hta = (f" (host wait {100 * split['shares']['host_wait']:.0f}% of the idle time between kernels)"
+               if split.get("shares") else "")
         return {"class": "input-starved" if feeder else "host-bound",
-                "text": f"the GPU idles {100 * idle:.0f}% of the profiled window waiting on the host: {who}",
+                "text": f"the GPU idles {100 * idle:.0f}% of the profiled window waiting on the host{hta}: {who}",
                 "advice": ("more DataLoader workers, pin_memory and prefetching" if feeder
                            else "move the host work off the step's path (CUDA graphs, torch.compile, async input)")}
     comms = _share(a, ("communication",))

@@ -2,7 +2,8 @@
 
 Nothing happens per tick beyond sampling (and remembering the last process list a tick carried): a
 scrape turns the newest tick into dcgm-exporter's series (:mod:`.dcgm_names`) and gputop's own
-(``gputop_bottleneck``, ``gputop_verdict_confidence``, the theoretical peaks, per-process GPU memory).
+(``gputop_bottleneck``, ``gputop_verdict_confidence``, the theoretical peaks, per-process GPU memory; beside
+``--run --profile -- CMD``, the latest profiler window's: :mod:`.attribution_series`).
 The verdict is the live verdict of the TUI's panel (:class:`gputop.analysis.live.LiveVerdict`: the current
 regime of the work since its last change, at most ``thresholds.LIVE_MAX_S``, judged again once a second and at
 once on a change), so Prometheus sees what the screen shows; ``gputop_verdict_window_seconds`` is the length of
@@ -23,6 +24,7 @@ from gputop.analysis import thresholds as T
 from gputop.analysis.comms import group_comms
 from gputop.analysis.live import LiveVerdict
 from gputop.analysis.vocabulary import CLASSES
+from gputop.export.attribution_series import attribution_families
 from gputop.export.dcgm_names import GPU_LABELS, JOB_LABEL, SERIES, value
 
 CMDLINE_MAX = 200  # characters of a command line kept in a label
@@ -89,8 +91,11 @@ def read_job_map(directory: str | None) -> dict[str, list[str]]:
 
 
 class GputopCollector(Collector):
-    def __init__(self, sampler, gpus: list[ExportedGpu], options: ExportOptions):
+    """``attribution``: a callable that returns the latest profiler window (``--run --profile -- CMD``), or None."""
+
+    def __init__(self, sampler, gpus: list[ExportedGpu], options: ExportOptions, attribution=None):
         self.sampler, self.gpus, self.options = sampler, gpus, options
+        self.attribution = attribution
         self.procs: dict[int, list[dict]] = {}  # position -> the last process list a tick carried
         self._verdicts: dict[int, object] = {}
         self._live = {g.pos: LiveVerdict() for g in gpus}
@@ -157,6 +162,8 @@ class GputopCollector(Collector):
         yield from self._verdict_families(rows, names)
         yield from self._peak_families(rows, names)
         yield self._process_family()
+        if self.attribution is not None:
+            yield from attribution_families(self.attribution())
 
     def _verdict_families(self, rows, names):
         verdicts = self.verdicts()

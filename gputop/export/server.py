@@ -65,7 +65,6 @@ def visible_positions(static: list[dict], env: dict | None = None) -> list[int]:
 
 
 def main_export(args) -> int:
-    host, port = args.export_address  # parsed and checked by cli.parse
     if args.job_map and not os.path.isdir(args.job_map):
         return fail(exitcodes.USAGE, f"--job-map {args.job_map}: not a directory")
     # host metrics feed only the verdict's host-side evidence: once per (1 s) scrape is enough
@@ -86,35 +85,67 @@ def main_export(args) -> int:
         return fail(exitcodes.USAGE, f"no GPU to export: CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}"
                     + (f" and --gpu {args.gpu}" if args.gpu else "") + " leave none of "
                     + (", ".join(f"{s.get('index')} ({s.get('uuid')})" for s in static) or "no GPUs"))
-    hostname = src.hostname or platform.node()
-    gpus = [ExportedGpu(pos, static[pos], compute_peaks(static[pos]), gpu_labels(static[pos], hostname))
-            for pos in positions]
-    options = ExportOptions(cmdline=args.export_cmdline, job_map=args.job_map,
-                            slurm_job=os.environ.get("SLURM_JOB_ID") or None, live=live)
     sampler = Sampler(src, rate_hz=spec.rate_hz)
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(GputopCollector(sampler, gpus, options))
+    collector = _collector(args, sampler, static, positions, src.hostname, live)
     stop = threading.Event()
     stops = StopSignals(lambda signum: stop.set())
     with stops:  # before the server: a signal as soon as it answers is a clean stop too
         try:
-            server, thread = start_http_server(port, addr=host, registry=registry)
-            server.set_app(paths(server.get_app()))
-        except OSError as exc:  # in use, no such address on this machine, a privileged port
+            close = _listen(args, collector, f"{len(positions)} GPU(s) ({src.kind})")
+        except exitcodes.Failure as exc:
             src.close()
-            return fail(exitcodes.USAGE, f"--export {args.export}: cannot listen on {host}:{port}: "
-                        f"{exc.strerror or exc}")
-        shown = f"[{host}]" if ":" in host else host
-        exitcodes.say(f"exporting {len(gpus)} GPU(s) ({src.kind}) at http://{shown}:{port}/metrics; Ctrl-C stops")
+            return fail(exc.code, str(exc))
         try:
             sampler.start()
             while not stop.wait(1.0):
                 pass
         finally:
-            server.shutdown()
-            server.server_close()
-            thread.join(2.0)
+            close()
             sampler.stop()
             src.close()
     exitcodes.say(f"stopped by {exitcodes.signal_name(stops.first)}" if stops.first else "stopped")
     return exitcodes.OK
+
+
+def _collector(args, sampler, static: list[dict], positions, hostname: str | None, live: bool,
+               attribution=None) -> GputopCollector:
+    hostname = hostname or platform.node()
+    gpus = [ExportedGpu(pos, static[pos], compute_peaks(static[pos]), gpu_labels(static[pos], hostname))
+            for pos in positions]
+    options = ExportOptions(cmdline=args.export_cmdline, job_map=args.job_map,
+                            slurm_job=os.environ.get("SLURM_JOB_ID") or None, live=live)
+    return GputopCollector(sampler, gpus, options, attribution=attribution)
+
+
+def _listen(args, collector: GputopCollector, what: str):
+    """Serve ``collector`` at ``--export``'s address; the function that stops it (Failure: cannot listen)."""
+    host, port = args.export_address
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    try:
+        server, thread = start_http_server(port, addr=host, registry=registry)
+        server.set_app(paths(server.get_app()))
+    except OSError as exc:  # in use, no such address on this machine, a privileged port
+        raise exitcodes.Failure(exitcodes.USAGE, f"--export {args.export}: cannot listen on {host}:{port}: "
+                                                 f"{exc.strerror or exc}") from None
+    shown = f"[{host}]" if ":" in host else host
+    exitcodes.say(f"exporting {what} at http://{shown}:{server.server_port}/metrics; Ctrl-C stops")
+
+    def close() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(2.0)
+    return close
+
+
+def serve_session(args, session):
+    """``--export`` beside ``--run [--profile] -- CMD`` (cli composes it with headless): the session's monitor's
+    GPUs, as ``gputop --export`` serves them, plus its latest profiler window (:mod:`.attribution_series`);
+    the function that stops serving. Failure: cannot listen."""
+    mon = session.monitor
+    live = mon.source.kind == "live"
+    positions = visible_positions(mon.static) if live else range(len(mon.static))
+    latest = session.profile.latest if session.profile is not None else None
+    collector = _collector(args, mon.sampler, mon.static, positions, getattr(mon.source, "hostname", None), live,
+                           attribution=latest)
+    return _listen(args, collector, f"{len(positions)} GPU(s) and the command's profiler windows")

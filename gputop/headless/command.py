@@ -30,8 +30,9 @@ def _refuse(args, mode: str, exc: exitcodes.Failure, command=None, pid=None) -> 
     return exc.code
 
 
-def main_command(args, command: list[str]) -> int:
-    """``gputop --run -- CMD ARGS...``."""
+def main_command(args, command: list[str], serve=None) -> int:
+    """``gputop --run -- CMD ARGS...``; ``serve(args, session)``: serve it while it runs (``--export``, composed by
+    cli), returning the function that stops serving (Failure: it cannot)."""
     try:
         check_command(args, command)
         mon = open_monitor(args.spec, "gputop --run -- " + shlex.join(command), args.record)  # NVML first: exit 3
@@ -50,7 +51,17 @@ def main_command(args, command: list[str]) -> int:
         profile = ProfileWindows(args.profile_seconds)
     session = Session(mon, command, log=args.log, timeout=args.timeout, grace_s=args.grace, json_mode=args.json,
                       profile=profile)
-    return _run_and_report(args, session, command=command)
+    try:
+        stop_serving = serve(args, session) if serve is not None else (lambda: None)
+    except exitcodes.Failure as exc:
+        mon.close()
+        if profile is not None:
+            profile.close()
+        return _refuse(args, "run", exc, command=command)
+    try:
+        return _run_and_report(args, session, command=command)
+    finally:
+        stop_serving()
 
 
 def main_watch(args) -> int:

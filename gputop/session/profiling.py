@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import tempfile
-import time
 
 from gputop.analysis import thresholds as T
 from gputop.analysis.attribution import attribute
@@ -60,6 +59,7 @@ class ProfileWindows:
         self._held_class: str | None = None
         self._asked_classes: list[str] = []
         self._next_check = 0.0
+        self._latest: tuple | None = None  # (the answer files read, the window): latest()'s cache
 
     def env(self, base: dict) -> dict:
         out = dict(base)
@@ -80,6 +80,15 @@ class ProfileWindows:
             f.write(f"{self.seconds:g}")
         os.replace(tmp, os.path.join(self.folder, f"request-{seq}"))
         self.asked.append({"seq": seq, "reason": reason, "t": t})
+
+    def ask_now(self, t_since_start: float) -> str:
+        """The user asks for a window (the TUI's key): asked unless one is pending; what happened, one line."""
+        if not self._loaded():
+            return "no profiler window: no process of the command carries gputop's loader (not Python, or not yet)"
+        if self.pending:
+            return f"window {self.asked[-1]['seq']} is still being recorded"
+        self.ask("asked for by the user", t_since_start)
+        return f"asked for window {self.asked[-1]['seq']} ({self.seconds:g} s)"
 
     def poll(self, t_since_start: float, monitor) -> None:
         """Ask for a window when it is time (looks at most once a CHECK_EVERY_S)."""
@@ -114,18 +123,43 @@ class ProfileWindows:
         why = "the live verdict held" if len(self._asked_classes) == 1 else "the live verdict changed to"
         self.ask(f"{why} {cls} for {HOLD_S:g} s", t_since_start)
 
+    def _answers(self, seq: int) -> list[dict]:
+        answers = []
+        for path in glob.glob(os.path.join(self.folder, f"window-{seq}-*.json")):
+            try:
+                with open(path) as f:
+                    answers.append(json.load(f))
+            except (OSError, ValueError):
+                continue
+        return answers
+
+    def _loaded(self) -> bool:
+        return bool(glob.glob(os.path.join(self.folder, "loaded-*")))
+
+    def latest(self) -> dict | None:
+        """The newest window answered (analysed as in :meth:`result`), with ``ended_at`` (epoch seconds: when it
+        was written); None before the first answer. For the TUI's panel and ``--export``, from any thread: the
+        files are read once per new answer."""
+        if not os.path.isdir(self.folder):  # closed: the last one read
+            return self._latest[1] if self._latest else None
+        for a in reversed(list(self.asked)):
+            paths = sorted(glob.glob(os.path.join(self.folder, f"window-{a['seq']}-*.json")))
+            if not paths:
+                continue
+            key = (a["seq"], tuple(paths))
+            if self._latest is None or self._latest[0] != key:
+                try:
+                    ended = max(os.path.getmtime(p) for p in paths)
+                except OSError:
+                    return self._latest[1] if self._latest else None
+                win = window_from_answers(a, self._answers(a["seq"]), True)
+                self._latest = (key, {**win, "ended_at": ended})
+            return self._latest[1]
+        return None
+
     def result(self) -> dict:
         """The ``attribution`` part of the document: each window asked for, analysed (see analysis.attribution)."""
-        windows = []
-        for a in self.asked:
-            answers = []
-            for path in glob.glob(os.path.join(self.folder, f"window-{a['seq']}-*.json")):
-                try:
-                    with open(path) as f:
-                        answers.append(json.load(f))
-                except (OSError, ValueError):
-                    continue
-            windows.append(_window(a, answers, bool(glob.glob(os.path.join(self.folder, "loaded-*")))))
+        windows = [window_from_answers(a, self._answers(a["seq"]), self._loaded()) for a in self.asked]
         why = None
         if not glob.glob(os.path.join(self.folder, "loaded-*")):
             why = NO_LOADER  # no Python process of the command loaded it, whether a window was asked for or not
@@ -139,7 +173,7 @@ class ProfileWindows:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def _window(asked: dict, answers: list[dict], loaded: bool) -> dict:
+def window_from_answers(asked: dict, answers: list[dict], loaded: bool) -> dict:
     """One window: the answer with the most device time (then the most host time) of the command's processes."""
     base = {"seq": asked["seq"], "asked_because": asked["reason"], "asked_at_s": round(asked["t"], 3)}
     ok = [a for a in answers if a.get("status") == "ok"]

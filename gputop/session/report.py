@@ -11,6 +11,7 @@ import platform
 import shlex
 
 from gputop.analysis.attribution import apply_window
+from gputop.analysis.idle import idle_line
 from gputop.analysis.timeline import format_timeline
 from gputop.analysis.verdict import display_name
 from gputop.documents import header, signal_fields
@@ -118,6 +119,8 @@ def _attribution_lines(a: dict | None) -> list[str]:
                         for r in rows[:5]]
         if w.get("kernels_per_step"):
             out.append(f"    {w['kernels_per_step']:.0f} kernels a step")
+        if w["basis"] == "kernels":
+            out.append(f"    {idle_line(w.get('idle'))}")
     return out
 
 

@@ -203,7 +203,7 @@ class GputopApp(App):
         self._dirty = False
         self.frames += 1
         self.info.show(self._header(), "1 monitor" if on_monitor else "2 workloads")
-        self.keybar.show_keys(self.keybar.keys_for(self.page, len(model.statics), model.tour is not None))
+        self.keybar.show_keys(self.key_items())
         if model.tour is not None:
             self.keybar.show_banner(model.tour.line)
         samples = [model.sample(tick, i) for i in range(len(model.statics))]
@@ -213,6 +213,10 @@ class GputopApp(App):
             self.monitor.draw(tick, samples, results_shown)
         else:
             self.workloads.draw()
+
+    def key_items(self) -> list[tuple[str, str]]:
+        """The key bar's keys (key, label) for what is shown."""
+        return self.keybar.keys_for(self.page, len(self.model.statics), self.model.tour is not None)
 
     def _header(self) -> list[str]:
         return self.model.header_parts(self._last_tick)

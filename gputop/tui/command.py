@@ -24,12 +24,14 @@ import sys
 import time
 
 from rich.text import Text
+from textual.binding import Binding
 
 from gputop import exitcodes
 from gputop.analysis.timeline import format_timeline
 from gputop.analysis.verdict import display_name
 from gputop.session.command import Session
 from gputop.tui.app import GputopApp, TuiConfig
+from gputop.tui.attribution import AttributionPanel
 from gputop.tui.messages import Redraw
 from gputop.tui.model import TuiModel
 from gputop.tui.widgets.lines import Lines
@@ -148,12 +150,21 @@ class CommandModel(TuiModel):
 
 
 class CommandApp(GputopApp):
-    """The monitor, with a command (or a watched pid) as the process it diagnoses."""
+    """The monitor, with a command (or a watched pid) as the process it diagnoses; with ``--profile``, w asks the
+    command for a profiler window and a shows the latest in the monitor page's place (gputop/tui/attribution.py)."""
+
+    BINDINGS = [Binding("w", "profile_window", "window", show=False),
+                Binding("a", "attribution", "attribution", show=False)]
 
     def __init__(self, config: TuiConfig, session: Session):
         super().__init__(config, CommandModel(config, session))
         self.session = session
         self.panel = CommandPanel(id="command")
+        self.attribution = AttributionPanel(id="attribution")
+        self._window_seq: int | None = None  # the latest window announced
+        self._window_read = float("-inf")
+        self._window: dict | None = None
+        self._window_reading = False
         self.analysis: dict | None = None
         self._analysis_t = float("-inf")
         self._analysis_cost = 0.0
@@ -163,6 +174,12 @@ class CommandApp(GputopApp):
 
     def on_mount(self) -> None:  # Textual then runs GputopApp.on_mount too
         self.mount(self.panel, after="#summary")
+        self.attribution.display = False
+        self.mount(self.attribution, after="#pages")
+
+    def key_items(self) -> list[tuple[str, str]]:
+        keys = super().key_items()
+        return keys[:2] + [("w", "window"), ("a", "attribution")] + keys[2:] if self.session.profile else keys
 
     def frame(self, force: bool = False) -> None:
         if not self.is_running:
@@ -180,6 +197,7 @@ class CommandApp(GputopApp):
             self.run_worker(self._analyse, thread=True, group="analysis")
         super().frame(force)
         self._draw_command()
+        self._draw_attribution(now)
 
     def _pick_gpu(self) -> None:
         """Once the command shows up on a GPU, show that GPU."""
@@ -209,6 +227,59 @@ class CommandApp(GputopApp):
         index = self.model.nvml_index()
         rows = ROWS_SHORT if self.has_class("-short") else ROWS
         self.panel.set_lines(status_lines(s) + timeline_lines(s.doc or self.analysis, index, rows, s.doc is not None))
+
+    def latest_window(self, now: float) -> dict | None:
+        """The latest profiler window, read at most once a second on a thread (a GPU window's answer can be
+        megabytes of kernel timeline); once the run is over and none was read, its document's."""
+        if self.session.profile is None:
+            return None
+        if now - self._window_read >= 1.0 and not self._window_reading:
+            self._window_read, self._window_reading = now, True
+            self.run_worker(self._read_window, thread=True, group="window")
+        return self._window
+
+    def _read_window(self) -> None:
+        try:
+            win = self.session.profile.latest()
+            if win is None and self.session.doc is not None:
+                windows = (self.session.doc.get("attribution") or {}).get("windows") or []
+                win = windows[-1] if windows else None
+            self._window = win
+        finally:
+            self._window_reading = False
+
+    def _draw_attribution(self, now: float) -> None:
+        win = self.latest_window(now)
+        if win is not None and win.get("seq") != self._window_seq:
+            self._window_seq = win.get("seq")
+            if not self.attribution.display:
+                self.notify(f"profiler window {win['seq']} is in" + ("" if win.get("status") == "ok" else
+                            f" empty: {win.get('why_none')}") + ": a shows it")
+        if self.attribution.display and self.attribution.is_mounted:
+            self.attribution.show(win, seconds=self.session.profile.seconds if self.session.profile else None)
+
+    def action_profile_window(self) -> None:
+        """w: a profiler window now (--profile)."""
+        s = self.session
+        if s.profile is None:
+            self.notify("profiler windows need --profile: gputop --tui --run --profile -- CMD"
+                        + (" (a --watch PID cannot get gputop's loader)" if s.mode == "watch" else ""),
+                        severity="warning")
+        elif s.over:
+            self.notify("the command has ended: no more windows", severity="warning")
+        else:
+            self.notify(s.profile.ask_now(time.monotonic() - s.t_start))
+
+    def action_attribution(self) -> None:
+        """a: the latest profiler window in the monitor page's place, and back."""
+        if self.session.profile is None:
+            self.action_profile_window()
+            return
+        shown = not self.attribution.display
+        self.attribution.display = shown
+        self.query_one("#pages").display = not shown
+        self._window_read = float("-inf")
+        self.redraw()
 
     def action_quit_clean(self) -> None:
         if self._quitting:
@@ -267,14 +338,21 @@ def main_command_tui(args, command: list[str]) -> int:
         mon.close()
         return exitcodes.fail(exitcodes.USAGE, missing)
     log = args.log or (None if watch else os.path.abspath(f"gputop-cmd-{os.getpid()}.log"))
+    profile = None
+    if getattr(args, "profile", False) and not watch:
+        from gputop.session.profiling import ProfileWindows
+
+        profile = ProfileWindows(args.profile_seconds)
     session = Session(mon, command or None, pid=args.watch if watch else None, log=log,
                       timeout=args.timeout, seconds=args.seconds, grace_s=args.grace, stdin=subprocess.DEVNULL,
-                      err=io.StringIO())
+                      err=io.StringIO(), profile=profile)
     try:
         try:
             session.start()
         except Exception as exc:  # OSError: cannot start or no log; psutil: the pid ended or is not ours
             mon.stop()
+            if profile is not None:
+                profile.close()
             failure = start_failure(exc, session)
             return exitcodes.fail(failure.code, str(failure))
         config = TuiConfig(source=mon.source, rate_hz=args.rate, hostname=platform.node(),

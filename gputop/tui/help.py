@@ -22,6 +22,7 @@ HELP = """\
   s          save the shown run as JSON (in the current folder)
   v          the shown verdict whole, in the plot's place ("… (v)")
   n          gputop --tour: the next stop of the tour
+  w / a      --tui --run --profile: a profiler window now / show the latest
   ?          this help;  q quits (stopping a running workload cleanly)
 
 [b]reading the numbers[/b]

@@ -2,7 +2,8 @@
 
 Its ``sitecustomize.py`` runs at the child's start-up (Python's ``site`` imports it), runs the user's own
 ``sitecustomize`` if there is one, and starts one daemon thread that waits for gputop's requests in the
-private folder named by ``DIR_ENV``. Nothing here is imported by gputop itself beyond these names.
+private folder named by ``DIR_ENV``. Nothing here is imported by gputop itself beyond these names and
+``kernel_spans`` (stdlib: a window's kernel timeline read from its chrome trace, which the loader also uses).
 
 The protocol (files, written whole then renamed into place): each process that loads it writes ``loaded-PID``
 at its start; gputop writes ``request-N`` (N = 1, 2, ...;

@@ -7,8 +7,10 @@ program that ``gputop --run --profile`` started. Stdlib only; it never imports t
 3. On a request, if the program has imported torch: the PyTorch profiler is thread-local, so it is
    started on the program's own thread, at its next ``nn.Module`` call or optimizer step (global hooks,
    installed only while a window is pending), and stopped at the first such call after N seconds (or at
-   exit). The window's summary (torch.profiler's key averages, the GPU's busy time) is written back by the
-   waiting thread. Every failure becomes one ``reason`` line; the program goes on, its output unchanged.
+   exit). The window's summary (torch.profiler's key averages, the GPU's busy time, and with CUDA each
+   kernel's stream, start, end and launch time from torch.profiler's events: ``kernel_spans``, see
+   kernel_spans.py) is written back by the waiting thread. Every failure becomes one ``reason`` line; the
+   program goes on, its output unchanged.
 """
 
 import json
@@ -34,6 +36,7 @@ _kineto = _load("kineto_summary")  # a torch window summed up from the raw event
 _POLL_S = 0.2
 _START_WAIT_S = 30.0  # how long a request waits for a module call or an optimizer step to start on
 _EXIT_WAIT_S = 20.0  # at exit, how long the program waits for a recorded window to be written
+KEEP_TRACE_ENV = "GPUTOP_PROFILE_KEEP_TRACE"  # a folder: each window's chrome trace is kept there (validation)
 
 
 def _run_user_sitecustomize():
@@ -197,6 +200,45 @@ NO_TORCH = "the program has not imported torch (no PyTorch ops to record)"
 _NEEDED = ("torch", "torch.profiler", "torch.autograd.profiler", "torch.nn.modules.module", "torch.optim.optimizer")
 
 
+def _with_kernel_timeline(win, out):
+    """The window's summary with ``kernel_spans`` (or ``kernel_spans_why``): see :func:`_kernel_timeline`."""
+    out.update(_kernel_timeline(win) if out.get("cuda") else
+               {"kernel_spans": [], "kernel_spans_why": "the program has not initialised CUDA: no kernels"})
+    return out
+
+
+def _kernel_timeline(win):
+    """``kernel_spans`` (each kernel's stream, start, end and launch time: HTA's idle breakdown, kernel_spans.py)
+    from torch.profiler's events in memory, else from the window's chrome trace (written in gputop's private
+    folder, read, removed); or ``kernel_spans_why``, one line. ``GPUTOP_PROFILE_KEEP_TRACE=DIR`` also keeps each
+    window's chrome trace there as ``trace-SEQ-PID.json`` (bench/tools/hta_compare.py)."""
+    keep = os.environ.get(KEEP_TRACE_ENV)
+    path = os.path.join(keep, "trace-%d-%d.json" % (_state["seq"], os.getpid())) if keep else \
+        os.path.join(_state["folder"] or ".", ".trace-%d.json" % os.getpid())
+    try:
+        mod = _load("kernel_spans")
+        if win.raw is not None:  # the raw events' kernels and launches (kineto_summary.py): no FunctionEvents
+            got, source = mod.relative(list(win.raw["kernels_raw"]), win.raw["launches"]), "raw events"
+        else:
+            got, source = mod.spans_from_function_events(win.prof.events(), win.torch.autograd.DeviceType.CUDA), \
+                "events"
+        if got is None or keep:
+            win.prof.export_chrome_trace(path)
+        if got is None:
+            got, source = mod.spans_from_file(path), "chrome trace"
+    except Exception as exc:
+        return {"kernel_spans": None,
+                "kernel_spans_why": "reading the window's kernels failed: %s: %s" % (exc.__class__.__name__, exc)}
+    finally:
+        if not keep:
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+    spans, truncated = got
+    return {"kernel_spans": spans, "kernel_spans_truncated": truncated, "kernel_spans_from": source}
+
+
 def _imported(name):
     """The module once the program's import of it has finished (this thread imports nothing from torch: an
     import racing the program's own would deadlock it)."""
@@ -239,7 +281,7 @@ def _answer(seconds):
     if win.wall_s is None:
         return {"status": "unavailable", "reason": "the window did not end (no module call after it)"}
     try:
-        return _summary(win)
+        return _with_kernel_timeline(win, _summary(win))
     except Exception as exc:
         return {"status": "unavailable", "reason": "reading the profile failed: %s: %s" % (exc.__class__.__name__, exc)}
 
