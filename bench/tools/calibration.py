@@ -198,7 +198,8 @@ def collect(paths: list[str], multi_dirs: list[str] = ()) -> dict:
     return {"window": windows, "run": runs, "live": live, "multi": multi}
 
 
-MULTI_DIRS = sorted(glob.glob(str(ROOT / "tests" / "data" / "traces" / "corpus_multi_*")))  # bench/gpu/corpus_multi_gpu.sh
+MULTI_DIRS = sorted(glob.glob(str(ROOT / "tests" / "data" / "traces" / "corpus_multi_*"))  # bench/gpu/corpus_multi_gpu.sh
+                    + glob.glob(str(ROOT / "tests" / "data" / "traces" / "heldout_multi_*")))  # its held-out cases
 
 
 def multi_truth():

@@ -35,6 +35,10 @@ ADVICE = {
                   "NCCL_DEBUG=INFO logs them. Common causes: ranks that decide to stop on their own clock (a "
                   "time limit, an epoch end or early stopping judged per rank: decide on rank 0 and broadcast), a "
                   "rank that crashed or exits early, data-dependent branches that skip a collective on some ranks",
+    "straggler_host": "this GPU waits in every collective for a GPU whose own process is slower (its data pipeline "
+                      "or Python loop keeps it idle): give that rank's input pipeline more DataLoader workers, move "
+                      "its preprocessing to the GPU or cache it, and look for work only that rank does (logging, "
+                      "evaluation, checkpointing on rank 0)",
     "straggler": "this GPU waits for a slower one (the straggler) in every collective: balance the work across "
                  "ranks (equal batch and sequence lengths, the same model shard sizes), and check the straggler's "
                  "clocks, temperature and power limit",
@@ -51,7 +55,7 @@ def _median(xs: list) -> float | None:
 
 def stall_evidence(samples: list[dict], peaks: dict | None = None) -> dict:
     """The window's numbers the stall fingerprint needs: the medians of its samples' duty cycle, SM activity,
-    busiest pipe, DRAM, NVLink and PCIe traffic (medians: the window where a stall begins still holds the last
+    busiest pipe, DRAM, NVLink and PCIe traffic (PCIe bytes that land in memory: no more than DRAM moves; medians: the window where a stall begins still holds the last
     samples of the work before it), the power it settled at (the median of the window's second half) and whether
     it is falling (the first seconds of a stall decay from the busy level; then it is flat to 0.1%), and how many
     processes the GPU's last process list held (None: no list in the window)."""
@@ -67,7 +71,15 @@ def stall_evidence(samples: list[dict], peaks: dict | None = None) -> dict:
     lists = [s["processes"] for s in samples if isinstance(s.get("processes"), list)]
     pipes = [max((number(s.get(k)) for k in PIPES if number(s.get(k)) is not None), default=None) for s in samples]
     pcie_peak = number((peaks or {}).get("pcie_bytes_per_s_per_dir"))
-    pcie = _median([flow(s, "pcie_rx_bps", "pcie_tx_bps") for s in samples])
+    dram_peak = number((peaks or {}).get("dram_bytes_per_s"))
+
+    def landed(s):  # PCIe bytes a second that reach the GPU's memory (or leave it): at most DRAM's traffic
+        bps, dram = flow(s, "pcie_rx_bps", "pcie_tx_bps"), number(s.get("dram_bw_pct"))
+        return min(bps, dram / 100.0 * dram_peak) if bps is not None and dram is not None and dram_peak else bps
+
+    # a kernel that spins on a flag in host memory (NCCL's proxy, a point-to-point receive) reads it over PCIe
+    # again and again, gigabytes a second that are never stored: polling, not a transfer
+    pcie = _median([landed(s) for s in samples])
 
     return {"processes_on_gpu": len(lists[-1]) if lists else None,
             "stall_util_median_pct": med("util_gpu_pct"), "stall_sm_median_pct": med("sm_active_pct"),
@@ -251,6 +263,10 @@ def _stragglers(items: list, basis: str) -> None:
     waiters = [(g, v) for g, v in items if _get(v, "class") == "comms-bound" and _get(v, "subclass")
                in ("collectives", "straggler")]
     busy = [(g, v) for g, v in items if _get(v, "class") in ("compute-bound", "memory-bound", "throttled")]
+    host = [(g, v) for g, v in items if _get(v, "class") in HOST_CLASSES]
+    if waiters and not busy and host and len(host) <= len(waiters):
+        _host_stragglers(waiters, host, basis)
+        return
     if not waiters or not busy or len(busy) > len(waiters):
         return
     wev = [_get(v, "evidence") for _, v in waiters]
@@ -291,6 +307,35 @@ def _stragglers(items: list, basis: str) -> None:
             _set(wv, subclass="straggler", advice=ADVICE["straggler"],
                  evidence_text=_get(wv, "evidence_text")
                  + f"; it waits for {_gpus([g])}, the straggler ({'; '.join(why)})")
+
+
+HOST_CLASSES = ("input-starved", "host-bound")
+
+
+def _host_stragglers(waiters: list, host: list, basis: str) -> None:
+    """GPUs that wait in collectives for one whose own process keeps it idle (its data pipeline or its Python loop
+    is slower): that GPU is the straggler, slowed by its host, not by its GPU."""
+    wev = [_get(v, "evidence") for _, v in waiters]
+    theirs = sum((e.get("util_gpu_pct") or 0.0) for e in wev) / len(wev)
+    waiting = [w for w, _ in waiters]
+    for g, v in host:
+        ev, job = _get(v, "evidence"), _get(v, "job")
+        mine = ev.get("util_gpu_pct")
+        if "why" in job or mine is None or mine >= theirs:
+            continue
+        why = [f"its host: kernels active {mine:.0f}% vs {theirs:.0f}% on the others, its GPU waits for its "
+               f"process ({_get(v, 'class')})"]
+        job.update({"straggler": g, "why": why, "waiting": waiting, "basis": basis, "slowed_by": "host"})
+        ev.update({"straggler_util_pct": mine, "waiters_util_pct": theirs})
+        who = "the straggler of its job" if basis == "run" else "likely a straggler (if of their job)"
+        _set(v, evidence_text=_get(v, "evidence_text") + f"; {who}: {_gpus(waiting)} wait in collectives ({why[0]})")
+        for w, wv in waiters:
+            wjob = _get(wv, "job")
+            if g in wjob.setdefault("waits_for", []):
+                continue
+            wjob["waits_for"].append(g)
+            _set(wv, subclass="straggler", advice=ADVICE["straggler_host"],
+                 evidence_text=_get(wv, "evidence_text") + f"; it waits for {_gpus([g])}, the straggler ({why[0]})")
 
 
 def _mean_clock(evs: list[dict]) -> float:

@@ -253,6 +253,10 @@ SECOND_CLASS_PENALTY = 0.3  # confidence *= 1 - this x (score of the runner-up)
 # idle for more than 75% of the time it was in use. Classes with at least 20% of the busy time are
 # listed as mixed.
 OVERALL_IDLE_FRACTION = 0.75
+# Set-up before a run's first work (imports, model building, DDP's set-up) is left out of its overall verdict: the
+# GPU idle or host-bound, or "input-starved" with kernels active under this (a CPU-busy process whose GPU has not
+# started; Lightning's and the HF Trainer's DDP set-up on 4 H100s read 1-3%, a starved loop's bursts far more)
+SETUP_UTIL_PCT = 10.0
 OVERALL_MIXED_FRACTION = 0.20
 
 # -- finding the command's GPU without its pid in NVML's process list ------------------------------------

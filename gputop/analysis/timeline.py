@@ -191,14 +191,25 @@ def merge(verdicts: list[Verdict], weights: list[float]) -> Verdict:
                    notes[:6], scores, t_start=min(starts, default=None), t_end=max(ends, default=None))
 
 
+def _setup(seg: dict) -> bool:
+    """Does the segment look like a process setting up on the CPU: its GPU idle, host-bound, or input-starved
+    with (next to) no kernels (not the bursts of a starved loop)?"""
+    if seg["class"] in ("idle", "host-bound"):
+        return True
+    util = ((seg.get("verdict") or {}).get("evidence") or {}).get("util_gpu_pct")
+    return seg["class"] == "input-starved" and util is not None and util < T.SETUP_UTIL_PCT
+
+
 def overall(segments: list[dict]) -> dict | None:
     """One verdict for a whole run from its timeline (startup segments left out, and the set-up on the CPU
-    before the GPU's first work: host-bound segments before the first segment of any other class but idle,
-    such as imports, model building, torch.compile or XLA compilation, are not the work's bottleneck)."""
+    before the GPU's first work: host-bound segments, or input-starved ones with kernels active under
+    ``SETUP_UTIL_PCT``, before the first segment of any other class
+    but idle, such as imports, model building, DDP's set-up, torch.compile or XLA compilation, are not the work's
+    bottleneck: a GPU that has done no work yet is not starved of input)."""
     segs = [s for s in segments if s.get("subclass") != "startup"]
-    work = [s["t_start"] for s in segs if s["class"] not in ("idle", "host-bound")]
+    work = [s["t_start"] for s in segs if not _setup(s)]
     if work:
-        segs = [s for s in segs if not (s["class"] == "host-bound" and s["t_end"] <= min(work))]
+        segs = [s for s in segs if not (_setup(s) and s["class"] != "idle" and s["t_end"] <= min(work))]
     if not segs:
         return None
     time_by: dict[str, float] = {}

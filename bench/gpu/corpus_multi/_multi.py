@@ -85,10 +85,14 @@ def shares(p, steps: int) -> dict:
     """The kernel-time breakdown of a finished torch.profiler ``p`` that covered ``steps`` steps."""
     total = nccl = gemm = 0.0
     top: dict[str, float] = {}
-    for e in p.key_averages():
+    averages = p.key_averages()
+    host = {e.key for e in averages if e.device_type.name != "CUDA"}
+    for e in averages:
         t = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
         if not t or e.device_type.name != "CUDA":
             continue
+        if getattr(e, "is_user_annotation", False) or e.key in host:  # record_function ranges on the GPU
+            continue  # ("nccl:all_reduce", "Optimizer.step#SGD.step"): spans over kernels, not kernels
         total += t
         if NCCL.search(e.key):
             nccl += t
