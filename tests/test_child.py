@@ -100,3 +100,21 @@ def test_the_watchdog_kills_the_group_when_gputop_dies(tmp_path):
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_a_descendant_in_a_session_of_its_own_dies_with_a_child_that_exits_by_itself(tmp_path):
+    """As torchrun under SIGINT: the child leaves at once, its worker (started with a session of its own, so
+    outside the child's group) would live on as an orphan; the supervisor had seen it and kills it."""
+    pids = tmp_path / "pids"
+    code = (TREE.replace("subprocess.Popen(['sleep', '300'])", "subprocess.Popen(['sleep', '300'], start_new_session=True)")
+            .replace("time.sleep(300)\n", "signal.signal(signal.SIGINT, lambda *a: os._exit(1))\ntime.sleep(300)\n"))
+    c = Child([PY, "-c", code, str(pids), "obey"], grace_s=30).start()
+    child, worker = wait_file(pids)
+    end = time.monotonic() + 30
+    while worker not in c._escaped:  # the supervisor reads the tree every TREE_EVERY_S: until it has seen the worker
+        assert time.monotonic() < end, "the supervisor never saw the worker"
+        time.sleep(0.05)
+    assert os.getpgid(worker) == worker != child  # the worker left the child's group
+    c.stop()
+    assert c.wait(30) == 1 and not c.killed  # the child obeyed SIGINT, within the grace period
+    assert gone(child) and gone(worker, timeout=5)

@@ -200,3 +200,26 @@ async def test_a_stop_signal_gives_the_command_its_grace_period(tmp_path):
         await wait_for(pilot, lambda: app.return_code is not None)
     assert app.session.child.returncode == 42 and not app.session.child.killed
     assert app.session.exit_code == 128 + signal.SIGTERM
+
+
+@sync
+async def test_a_gpu_chosen_with_g_stays_when_the_command_shows_up_on_another(tmp_path):
+    """A job on 4 GPUs (the recorded 4-H100 node): the TUI shows the GPU the command is first seen on, once; a
+    GPU the user chose with g before that stays chosen (on the 4-H100 machine the auto-pick came 25 s in, after
+    the user's g, and put GPU 0 back)."""
+    multi = Path(__file__).parent / "data" / "traces" / "corpus_multi_h100x4" / "comms_mlp.jsonl.gz"
+    src = ReplaySource(str(multi), speed=1.0)
+    code = "import time; time.sleep(30)"
+    session = Session(Monitor(src), [PY, "-c", code], log=str(tmp_path / "cmd.log"), grace_s=2.0).start()
+    app = CommandApp(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: "▶ GPU 0 " in app.screen_text())
+        await pilot.press("g")
+        await wait_for(pilot, lambda: "▶ GPU 1 " in app.screen_text())
+        finder = session.monitor.finder
+        with finder.lock:
+            finder.by_pid[0] = 1.0  # the command is seen on GPU 0 now
+        await pilot.pause(0.5)  # a few frames: each calls _pick_gpu
+        assert app.model.selected == 1 and "▶ GPU 1 " in app.screen_text()
+        await pilot.press("q")
+    assert session.over

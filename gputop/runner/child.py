@@ -11,7 +11,10 @@ Policy, the same everywhere:
   otherwise hold the GPU, and the pipes, open);
 * a kill reaches the child's descendants that left its group too: ``torchrun`` starts each worker in a
   session of its own, so a SIGKILL to the group alone would orphan them. Before the group is killed, the
-  tree under the child is read from /proc and each descendant's own group is killed with it;
+  tree under the child is read from /proc and each descendant's own group is killed with it; and since a child
+  that exits by itself leaves such descendants orphaned (no longer under it: torchrun stopped by SIGINT, a
+  worker still in NCCL's teardown), the tree is read every ``TREE_EVERY_S`` while the child lives, and the ones
+  that left its group and are still alive (the same process: pid and start time) are killed when it ends;
 * a watchdog process (its own session, a few lines of Python) holds a pipe from gputop: if gputop
   dies without releasing it — even SIGKILLed — the pipe closes and the watchdog kills the group (and,
   the same way, the descendants that left it).
@@ -33,6 +36,7 @@ from typing import Callable
 
 GRACE_S = 5.0
 POLL_S = 0.05
+TREE_EVERY_S = 2.0  # how often the child's tree is read for descendants that left its group (about 1 ms / 100 procs)
 
 
 def tree_under(pid):
@@ -57,6 +61,16 @@ def tree_under(pid):
             out.append(k)
             todo.append(k)
     return out
+
+
+def start_time(pid):
+    """The process's start time (clock ticks since boot, /proc/PID/stat field 22): a pid seen again is the same
+    process only if this is too. None once it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def kill_tree(pgid):
@@ -148,6 +162,7 @@ class Child:
         self._watchdog: subprocess.Popen | None = None
         self._lock = threading.RLock()  # re-entrant: a second signal's handler may interrupt the first's
         self._done = threading.Event()
+        self._escaped: dict[int, int | None] = {}  # descendants seen in groups of their own: pid -> start time
 
     # -- start ---------------------------------------------------------------------------------------
     def start(self) -> "Child":
@@ -211,11 +226,37 @@ class Child:
         except ChildProcessError:
             return True
 
+    def _note_escaped(self) -> None:
+        """Remember the descendants in process groups of their own (pid: start time)."""
+        for p in tree_under(self.proc.pid):
+            try:
+                if os.getpgid(p) != self.proc.pid and p not in self._escaped:
+                    self._escaped[p] = start_time(p)
+            except OSError:
+                pass
+
+    def _kill_escaped(self) -> None:
+        for p, t0 in self._escaped.items():
+            if t0 is None or start_time(p) != t0:  # gone, or the pid is another process's now
+                continue
+            try:
+                g = os.getpgid(p)
+                if g != os.getpgrp() and g == p:
+                    os.killpg(g, signal.SIGKILL)
+                else:
+                    os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+
     def _supervise(self) -> None:
+        next_tree = time.monotonic()
         try:
             while not self._exited():
                 time.sleep(POLL_S)
                 now = time.monotonic()
+                if now >= next_tree:
+                    self._note_escaped()
+                    next_tree = now + TREE_EVERY_S
                 if self.timeout and not self.timed_out and now - self.t_start > self.timeout:
                     self.timed_out = True
                     self.stop()
@@ -228,6 +269,7 @@ class Child:
         finally:
             self.t_end = time.monotonic()
             self._signal(signal.SIGKILL, group=True)  # leftovers of the group
+            self._kill_escaped()  # and the descendants that had left it (orphaned now, if the child exited)
             self.returncode = self.proc.wait()
             _release_watchdog(self._watchdog)
             self._done.set()

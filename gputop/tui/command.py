@@ -199,8 +199,12 @@ class CommandApp(GputopApp):
         self._draw_command()
         self._draw_attribution(now)
 
+    def action_gpu(self, step: int) -> None:
+        self._picked = True  # the user's choice: the command showing up on a GPU later does not undo it
+        super().action_gpu(step)
+
     def _pick_gpu(self) -> None:
-        """Once the command shows up on a GPU, show that GPU."""
+        """Once the command shows up on a GPU, show that GPU (unless g / G chose one first)."""
         if self._picked:
             return
         first, _ = self.session.monitor.finder.result()
