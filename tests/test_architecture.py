@@ -113,6 +113,7 @@ LAYERS = {
     # base: the package itself, its data packages, documents, exit codes, formatting, paths, telemetry
     "": 0, "data": 0, "schema": 0, "documents": 0, "exitcodes": 0, "format": 0, "paths": 0, "telemetry": 0,
     "sources": 0,  # being moved into telemetry/
+    "option_values": 0,  # the values options take (an address, a duration): parsed for cli and the frontends
     "analysis": 1,
     "measure": 2, "runner": 2, "lessons": 2, "workload_api": 2, "workload_util": 2,  # with the workload helpers
     "session": 3,
