@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from gputop.runner.profile_loader.cupti_window import union
 from gputop.runner.profile_loader.kineto_summary import summarize
 
 CPU, CUDA = "cpu", "cuda"
@@ -54,7 +55,7 @@ def test_kernels_ops_and_busy_time_by_construction():
     kernels = {k["name"]: k for k in got["kernels"]}
     assert set(kernels) == {"gemm_kernel", "relu_kernel", "sgd_kernel"}
     assert kernels["gemm_kernel"] == {"name": "gemm_kernel", "count": 1, "device_us": 40.0}
-    assert got["busy_us"] == pytest.approx(50 + 10)  # [30, 70] and [60, 80] overlap: 50 us; then [220, 230]
+    assert union(got["intervals"]) == pytest.approx(50 + 10)  # [30, 70] and [60, 80] overlap: 50 us; then [220, 230]
     ops = {o["name"]: o for o in got["ops"]}
     assert "cudaLaunchKernel" not in ops  # runtime calls are launches, not ops
     assert ops["aten::linear"]["self_cpu_us"] == pytest.approx(20)  # 100 less its child addmm's 80

@@ -15,7 +15,7 @@ From the raw events (:func:`summarize`):
   ``device_us`` the time of the kernels each op launched, counted for it and each op around it (as
   ``device_time_total``): a kernel belongs to the op whose span holds the runtime call (cudaLaunchKernel, ...) with
   the kernel's correlation id;
-* ``busy_us``: the union of the kernels' intervals;
+* ``intervals``: each kernel's (start_us, end_us), whose union is the GPU's busy time (``cupti_window.union``);
 * ``kernels_raw``: (stream, start_us, end_us, correlation) of each kernel and ``launches`` {correlation: start_us} of
   the runtime calls, for the kernel timeline (kernel_spans.py).
 
@@ -26,20 +26,8 @@ RUNTIME_PREFIXES = ("cuda", "cu")  # the CUDA runtime's and driver's calls (cuda
 YIELD_EVERY = 5000  # events between two short sleeps: the program's own thread gets the GIL meanwhile
 
 
-def _union_us(intervals):
-    busy, end = 0.0, None
-    for a, b in sorted(intervals):
-        if end is None or a > end:
-            busy += b - a
-            end = b
-        elif b > end:
-            busy += b - end
-            end = b
-    return busy
-
-
 def summarize(events, cuda_type, pause=None):
-    """The window's kernels, ops, busy time and kernel timeline from raw events; ``cuda_type`` is
+    """The window's kernels, ops, kernel intervals and kernel timeline from raw events; ``cuda_type`` is
     ``torch.autograd.DeviceType.CUDA``; ``pause()`` is called every ``YIELD_EVERY`` events (``time.sleep(0.001)``
     in the loader: the program runs on while its window is summed up)."""
     kernels, ops_by_thread, launches = {}, {}, {}
@@ -107,7 +95,7 @@ def summarize(events, cuda_type, pause=None):
         "kernels": [{"name": k, "count": c, "device_us": round(us, 3)} for k, (c, us) in kernels.items()],
         "ops": [{"name": k, "count": c, "self_cpu_us": round(s, 3), "cpu_us": round(t, 3), "device_us": round(d, 3)}
                 for k, (c, s, t, d) in ops.items() if not k.startswith(RUNTIME_PREFIXES)],
-        "busy_us": _union_us(intervals),
+        "intervals": intervals,
         "kernels_raw": raw,
         "launches": launches,
     }

@@ -151,7 +151,7 @@ def _summary(win):
     results = getattr(getattr(win.prof, "profiler", None), "kineto_results", None)
     if results is not None and hasattr(results, "events"):
         got = _kineto.summarize(results.events(), cuda, pause=lambda: time.sleep(0.001))
-        kernels, ops, busy, how = got["kernels"], got["ops"], got["busy_us"], "raw events"
+        kernels, ops, busy, how = got["kernels"], got["ops"], _cupti.union(got["intervals"]), "raw events"
         win.raw = got
     else:
         kernels, ops, busy = _averages(win, cuda)
