@@ -127,13 +127,14 @@ def _share(a: dict, names) -> float:
     return sum(c["share"] for c in a["categories"] if c["category"] in names)
 
 
-def window_finding(a: dict) -> dict | None:
+def window_finding(a: dict, trust_idle: bool = True) -> dict | None:
     """What a GPU window says about the bottleneck: {class, text (naming the ops/categories), advice}; None for a
-    host-only window or one without a clear majority."""
+    host-only window or one without a clear majority. ``trust_idle`` False: the window's idle share is left
+    out (the profiler's own slowing of the host made it, :func:`discount_profiler_idle`)."""
     if a["basis"] != "kernels":
         return None
     idle = a.get("gpu_idle_share")
-    if idle is not None and idle >= IDLE_SHARE:
+    if trust_idle and idle is not None and idle >= IDLE_SHARE:
         feeder = next((o["name"] for o in a["top_ops"] if _DATALOADER.search(o["name"])), None)
         who = "the DataLoader (" + feeder + ")" if feeder else "the host code between kernels"
         split = a.get("idle") or {}
@@ -177,6 +178,25 @@ def headline(a: dict) -> str:
     what = "kernel time" if a["basis"] == "kernels" else "host op time (no GPU kernels in the window)"
     top = ", ".join(f"{c['category']} {100 * c['share']:.0f}%" for c in a["categories"][:3])
     return f"{what}: {top}" if top else f"no {what.split(' (')[0]} recorded in the window"
+
+
+BUSY_OUTSIDE_UTIL_PCT = 70.0  # NVML's duty cycle outside the windows at or over this: the GPU was not waiting
+
+
+def discount_profiler_idle(a: dict, verdict: dict | None) -> dict:
+    """A window whose finding is the GPU idling on the host while NVML, outside the windows, saw kernels active
+    ``BUSY_OUTSIDE_UTIL_PCT`` or more of the time: the idle time is the profiler's (it slows the program's host
+    side 2-4x: GPT-2 training on an H100 ran at a quarter of its pace in a window and "idled 59% on the host",
+    while its run outside the window is memory-bound with kernels active 95%). The finding is made again without
+    the idle share, and the window says why."""
+    f = a.get("finding")
+    util = ((verdict or {}).get("evidence") or {}).get("util_gpu_pct")
+    if not f or f["class"] not in ("host-bound", "input-starved") or util is None or util < BUSY_OUTSIDE_UTIL_PCT:
+        return a
+    out = dict(a, finding=window_finding(a, trust_idle=False))
+    out["idle_discounted"] = (f"the window's idle time ({100 * (a.get('gpu_idle_share') or 0):.0f}%) is the "
+                              f"profiler's: outside the windows NVML saw kernels active {util:.0f}% of the time")
+    return out
 
 
 def apply_window(verdict: dict, a: dict | None) -> dict:

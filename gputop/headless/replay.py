@@ -21,6 +21,7 @@ import re
 from gputop import exitcodes
 from gputop.analysis.evidence import is_busy
 from gputop.session.monitor import OOM_MARK, Monitor
+from gputop.session.profiling import spans_from_marks
 from gputop.session.report import build_document, render_text
 
 ON_GPU = re.compile(r"^on GPU (\d+) \((.+)\)$")
@@ -84,7 +85,8 @@ def replay_document(path: str) -> dict:
              "exit_code": code, "command_exit_code": code,
              "ended": ("trace ended" if code is None else f"signal {code - 128}" if code > 128 else "exited"),
              "wall_s": round(wall, 3) if wall is not None else None, "signal": None, "errors": []}
-    doc = build_document("replay", mon, facts, None, src.header.get("recorded_at"))
+    doc = build_document("replay", mon, facts, None, src.header.get("recorded_at"),
+                         exclude=spans_from_marks(src.marks))  # where --profile's windows held the program
     doc["host"] = {"hostname": src.header.get("hostname")}
     doc["recorded"] = {"note": src.header.get("note"), "rate_hz": src.header.get("rate_hz"),
                        "marks": [{"t": t, "label": label} for t, label in src.marks]}

@@ -30,6 +30,7 @@ from gputop.documents import check_writable, emit
 from gputop.runner.child import GRACE_S, Child
 from gputop.runner.status import command_status, exit_code_for
 from gputop.session.monitor import check_live_args
+from gputop.session.profiling import PROFILED_MARK, held_spans
 from gputop.session.report import build_document, render_text
 from gputop.telemetry.devices import multicast_off
 
@@ -253,13 +254,16 @@ class Session:
                 self.monitor.mark(f"exited {exitcodes.shell_code(self.child.returncode)}")
                 if self._logf is not None:
                     self._logf.close()
-            self.monitor.stop()
-            attribution = None
+            attribution, held = None, None
             if self.profile is not None:
                 attribution = self.profile.result()
                 self.profile.close()
+                held = held_spans(attribution, time.time() - time.monotonic())
+                for a, b in held:  # a recorded trace says where the profiler held the program (replay leaves it out)
+                    self.monitor.mark(f"{PROFILED_MARK} {b - a:.2f} s", a)
+            self.monitor.stop()
             self.doc = build_document(self.mode, self.monitor, self.facts(), self.command, self.started_at,
-                                      log=self.log, attribution=attribution)
+                                      log=self.log, attribution=attribution, exclude=held)
             return self.doc
 
     @property

@@ -89,10 +89,11 @@ class Monitor:
     def start(self) -> None:
         self.sampler.start()
 
-    def mark(self, label: str) -> None:
+    def mark(self, label: str, t: float | None = None) -> None:
+        """A labelled moment in the recorded trace: ``t`` (the ticks' clock), else the latest tick's time."""
         if self.recorder is not None:
             last = self.sampler.latest()
-            self.recorder.mark(label, last["t"] if last else None)
+            self.recorder.mark(label, t if t is not None else last["t"] if last else None)
 
     def poll_marks(self) -> None:
         """Record "on GPU n" marks as the finder sees the tree appear (for traces)."""
@@ -122,11 +123,12 @@ class Monitor:
     def _hints(self, a: float, b: float) -> dict:
         return {"oom": True} if any(a <= t < b + self.window_s for t in self.oom_times) else {}
 
-    def analyze(self) -> dict:
-        """Per-GPU timelines and verdicts, and the run's overall verdict (the "diagnosis" part)."""
+    def analyze(self, exclude: list[tuple[float, float]] | None = None) -> dict:
+        """Per-GPU timelines and verdicts, and the run's overall verdict (the "diagnosis" part). ``exclude``: spans
+        of the monitor's clock left out (a profiler window and the stop after it: the program slowed by gputop)."""
         ticks = self.store.snapshot()
         t0 = self.t0 if self.t0 is not None else (ticks[0]["t"] if ticks else 0.0)
-        ticks = [t for t in ticks if t["t"] >= t0]
+        ticks = [t for t in ticks if t["t"] >= t0 and not any(a <= t["t"] <= b for a, b in exclude or ())]
         first, how = self.finder.result()
         used = sorted(first)
         positions = used or list(range(len(self.static)))

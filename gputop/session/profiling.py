@@ -21,6 +21,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -175,6 +176,29 @@ class ProfileWindows:
 
     def close(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+SETTLE_S = 1.0  # after a window's stop and summary, the program takes this long to be itself again
+PROFILED_MARK = "profiler held the program for"  # a trace's mark at a held span's start: "... 5.20 s"
+_PROFILED = re.compile(re.escape(PROFILED_MARK) + r" ([0-9.]+) s$")
+
+
+def spans_from_marks(marks: list[tuple[float, str]]) -> list[tuple[float, float]]:
+    """The held spans a recorded trace's marks say (:data:`PROFILED_MARK`), in its clock."""
+    return [(t, t + float(m.group(1))) for t, label in marks if t is not None and (m := _PROFILED.match(label))]
+
+
+def held_spans(result: dict | None, unix_minus_monotonic: float) -> list[tuple[float, float]]:
+    """The spans (monotonic clock, as the monitor's ticks) in which the windows of ``result`` held the program: from
+    each window's start through its stop and the summary beside it, and ``SETTLE_S`` more."""
+    spans = []
+    for w in (result or {}).get("windows", []):
+        if w.get("status") != "ok" or w.get("started_at") is None:
+            continue
+        a = w["started_at"] - unix_minus_monotonic
+        spans.append((a, a + (w.get("wall_s") or 0.0) + (w.get("stop_s") or 0.0) + (w.get("summary_s") or 0.0)
+                      + SETTLE_S))
+    return spans
 
 
 def window_from_answers(asked: dict, answers: list[dict], loaded: bool) -> dict:

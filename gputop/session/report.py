@@ -10,7 +10,7 @@ from __future__ import annotations
 import platform
 import shlex
 
-from gputop.analysis.attribution import apply_window
+from gputop.analysis.attribution import apply_window, discount_profiler_idle
 from gputop.analysis.idle import idle_line
 from gputop.analysis.timeline import format_timeline
 from gputop.analysis.verdict import display_name
@@ -19,11 +19,16 @@ from gputop.format import gb, pct
 
 
 def build_document(mode: str, monitor, facts: dict, command: list[str] | None, started_at: str,
-                   log: str | None = None, attribution: dict | None = None) -> dict:
+                   log: str | None = None, attribution: dict | None = None,
+                   exclude: list[tuple[float, float]] | None = None) -> dict:
     """The monitor document of a finished run: ``facts`` from :meth:`gputop.session.command.Session.facts`;
     ``attribution``: the profiler windows of ``--profile`` (:meth:`gputop.session.profiling.ProfileWindows.result`),
-    whose last finding the run's verdict takes in (:func:`gputop.analysis.attribution.apply_window`)."""
-    analysis = monitor.analyze()
+    whose last finding the run's verdict takes in (:func:`gputop.analysis.attribution.apply_window`).
+    ``exclude``: the spans (the monitor's clock) the profiler held the program: left out of the timelines."""
+    analysis = monitor.analyze(exclude=exclude)
+    if attribution:
+        attribution = dict(attribution, windows=[discount_profiler_idle(w, analysis["verdict"]) if w.get("finding")
+                                                 else w for w in attribution.get("windows", [])])
     found = [w for w in (attribution or {}).get("windows", []) if w.get("status") == "ok" and w.get("finding")]
     if found:
         analysis["verdict"] = apply_window(analysis["verdict"], found[-1])
