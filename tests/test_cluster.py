@@ -260,6 +260,9 @@ def test_a_document_from_made_up_answers_follows_its_schema(stub):
         def query_range(self, promql, start, end, step):
             return []
 
+        def label_values(self, label, *match, start=None, end=None):
+            return []
+
     doc = cluster_document(ClusterReader(Client(url, env={})), 3600.0, now=1.8e9)
     jsonschema.validate(doc, schema())
     assert doc["exit_code"] == 0 and doc["errors"] == []

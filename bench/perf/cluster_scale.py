@@ -18,14 +18,16 @@ For each fleet size (``--gpus 256 512 1024 2048``: nodes of 8 GPUs) this script
    the whole day and the blocks do not overlap);
 3. starts Debian's ``prometheus`` on the blocks (compaction held at 2 h blocks, so the 24 h range spans 13
    blocks where a live server would have about 4: an upper bound on query time);
-4. measures, with the data's last sample as "now" (``snapshot(now)``/``accounting(range_s, now)``: the same
-   queries as at the wall clock's now, which the backfill leaves minutes behind):
-   * a cluster page refresh (``ClusterReader.snapshot``): its latency (cold, then the median and worst of
-     ``--repeat``), and over ``--cpu-seconds`` of refreshes at the page's cadence (``--cadence``) this
+4. measures, with "now" the data's last sample plus the time since measuring began (the backfill leaves the
+   data minutes behind the wall clock; the queries are those of the wall clock's now):
+   * a cluster page refresh (``ClusterReader.snapshot``): the first, with nothing cached ("cold": the worst
+     case, which recurs each time the judged GPUs' window moves on), then ``--cpu-seconds`` of refreshes at the
+     page's cadence (``--cadence``, 5 s: the page's REFRESH_S) with their median and worst latency, this
      process' CPU (``resource.getrusage``) and Prometheus' (``/proc/PID/stat``), each as % of one core;
-   * the job accounting over 24 h (``ClusterReader.accounting(86400)``): latency;
-   * where each one's time goes: waiting on Prometheus (HTTP, the query), decoding its JSON, and the rest
-     (rows, judging the dcgm-exporter GPUs) in this process;
+   * the job accounting over 24 h (``ClusterReader.accounting(86400)``, ``--accountings`` times): latency and
+     CPU; the page's whole CPU adds one every ``--account-every`` (60 s: the page's ACCOUNT_S);
+   * where each read's time goes: waiting on Prometheus (HTTP, the query: "prom"), decoding its JSON ("json"),
+     and the rest in this process ("py": rows, judging the dcgm-exporter GPUs);
 5. stops Prometheus and removes its temporary directory (also on Ctrl-C or an error).
 
     python bench/perf/cluster_scale.py [--gpus 256 512 1024 2048] [--json FILE] [--keep DIR]
@@ -345,10 +347,10 @@ class Timed:
 
         P.json = _Json()
 
-        def _get(endpoint, params):
+        def _get(*args, **kwargs):
             t, j = time.perf_counter(), timed.json_s
             try:
-                return real_get(endpoint, params)
+                return real_get(*args, **kwargs)
             finally:
                 timed.calls += 1
                 timed.http_s += time.perf_counter() - t - (timed.json_s - j)
@@ -360,59 +362,69 @@ class Timed:
         self.calls = 0
 
 
-def measure(url: str, now: float, repeat: int, cadence: float, cpu_seconds: float, prom_pid: int,
-            range_s: float) -> dict:
+def measure(url: str, end: float, cadence: float, cpu_seconds: float, prom_pid: int, range_s: float,
+            account_every: float, accountings: int) -> dict:
+    """The page's reads against Prometheus at ``url``; "now" is the data's ``end`` plus the time since this began
+    (the wall clock's now, as if the data had been scraped until this moment)."""
     from gputop.session.cluster import ClusterReader
     from gputop.telemetry.prometheus import PrometheusClient
-    client = PrometheusClient(url, timeout=120)
+    t_start = time.monotonic()
+
+    def clock() -> float:
+        return end + (time.monotonic() - t_start)
+
+    client = PrometheusClient(url, timeout=300)
     timed = Timed()
     timed.install(client)
-    reader = ClusterReader(client)
     out: dict = {}
 
     def timed_call(fn):
         timed.reset()
-        t = time.perf_counter()
+        c, t = self_cpu_s(), time.perf_counter()
         result = fn()
         wall = time.perf_counter() - t
-        return result, {"wall_s": wall, "prometheus_s": timed.http_s, "json_s": timed.json_s,
-                        "python_s": wall - timed.http_s - timed.json_s, "queries": timed.calls}
+        return result, {"wall_s": wall, "cpu_s": self_cpu_s() - c, "prometheus_s": timed.http_s,
+                        "json_s": timed.json_s, "python_s": wall - timed.http_s - timed.json_s,
+                        "queries": timed.calls}
 
-    rows, cold = timed_call(lambda: reader.snapshot(now))
+    # a refresh with nothing cached (a new page; thereafter once per judging step): the worst case
+    rows, out["snapshot_cold"] = timed_call(lambda: ClusterReader(client).snapshot(clock()))
     out["gpus_seen"] = len(rows)
     out["judged_here"] = sum(r.judged_by == "gputop" for r in rows)
     out["classes_now"] = sorted({r.cls for r in rows if r.cls})
-    runs = [timed_call(lambda: reader.snapshot(now))[1] for _ in range(repeat)]
-    out["snapshot_cold"] = cold
-    out["snapshot"] = median_run(runs)
-    out["snapshot_worst_s"] = max(r["wall_s"] for r in runs)
-    # the page at its cadence: CPU of this process and of Prometheus
+    # the page: one reader, a refresh every ``cadence`` for ``cpu_seconds``; this process' CPU and Prometheus'
+    reader = ClusterReader(client)
+    runs = []
     c0, p0, t0 = self_cpu_s(), proc_cpu_s(prom_pid), time.monotonic()
-    n, late = 0, 0
     while time.monotonic() - t0 < cpu_seconds:
-        due = t0 + n * cadence
-        reader.snapshot(now)
-        n += 1
-        pause = t0 + n * cadence - time.monotonic()
-        if pause > 0:
-            time.sleep(pause)
-        else:
-            late += 1
-        del due
+        due = t0 + (len(runs) + 1) * cadence
+        runs.append(timed_call(lambda: reader.snapshot(clock()))[1])
+        time.sleep(max(0.0, due - time.monotonic()))
     wall = time.monotonic() - t0
     out["cadence_s"] = cadence
-    out["refreshes"] = n
-    out["late_refreshes"] = late
+    out["refreshes"] = len(runs)
+    out["snapshot"] = median_run(runs)
+    out["snapshot_worst_s"] = max(r["wall_s"] for r in runs)
     out["client_cpu_pct"] = 100 * (self_cpu_s() - c0) / wall
     out["prometheus_cpu_pct"] = 100 * (proc_cpu_s(prom_pid) - p0) / wall
-    (jobs, step), cold = timed_call(lambda: reader.accounting(range_s, now))
+    # the job accounting over the range (the page reads it every ``account_every`` seconds)
+    runs = []
+    for _ in range(accountings):
+        p0 = proc_cpu_s(prom_pid)
+        (jobs, step), run = timed_call(lambda: reader.accounting(range_s, clock()))
+        run["prometheus_cpu_s"] = proc_cpu_s(prom_pid) - p0
+        runs.append(run)
     out["accounting_step_s"] = step
     out["accounting_jobs"] = len(jobs)
     out["accounting_gpu_hours"] = round(sum(j.gpu_hours for j in jobs), 1)
-    runs = [timed_call(lambda: reader.accounting(range_s, now))[1] for _ in range(max(1, repeat // 3))]
-    out["accounting_cold"] = cold
+    out["accounting_first"] = runs[0]
     out["accounting"] = median_run(runs)
     out["accounting_worst_s"] = max(r["wall_s"] for r in runs)
+    # the page's whole CPU: the refreshes, and an accounting every ``account_every`` seconds
+    out["account_every_s"] = account_every
+    out["page_client_cpu_pct"] = out["client_cpu_pct"] + 100 * out["accounting"]["cpu_s"] / account_every
+    out["page_prometheus_cpu_pct"] = out["prometheus_cpu_pct"] + 100 * statistics.median(
+        r["prometheus_cpu_s"] for r in runs) / account_every
     return out
 
 
@@ -441,20 +453,21 @@ def one_fleet(gpus: int, args, root: Path) -> dict:
         t = time.perf_counter()
         proc, url = start_prometheus(work / "data", work)
         made["prometheus_start_s"] = time.perf_counter() - t
-        result = measure(url, made["end"] - args.step, args.repeat, args.cadence, args.cpu_seconds, proc.pid,
-                         args.hours * 3600)
+        result = measure(url, made["end"] - args.step, args.cadence, args.cpu_seconds, proc.pid,
+                         args.hours * 3600, args.account_every, args.accountings)
     finally:
         stop(proc)
     return {"gpus": gpus, "nodes": gpus // GPUS_PER_NODE, **made, **result}
 
 
-TABLE = (("GPUs", "gpus", "{:d}"), ("samples", "samples", "{:,}"), ("backfill s", "backfill_s", "{:.0f}"),
-         ("refresh s", ("snapshot", "wall_s"), "{:.3f}"), ("worst s", "snapshot_worst_s", "{:.3f}"),
-         ("  prom", ("snapshot", "prometheus_s"), "{:.3f}"), ("  json", ("snapshot", "json_s"), "{:.3f}"),
-         ("  py", ("snapshot", "python_s"), "{:.3f}"), ("client %", "client_cpu_pct", "{:.1f}"),
-         ("prom %", "prometheus_cpu_pct", "{:.1f}"), ("acct 24h s", ("accounting", "wall_s"), "{:.2f}"),
-         ("  prom", ("accounting", "prometheus_s"), "{:.2f}"), ("  json", ("accounting", "json_s"), "{:.2f}"),
-         ("  py", ("accounting", "python_s"), "{:.2f}"))
+TABLE = (("GPUs", "gpus", "{:d}"), ("samples", "samples", "{:,}"),
+         ("cold s", ("snapshot_cold", "wall_s"), "{:.2f}"), ("prom", ("snapshot_cold", "prometheus_s"), "{:.2f}"),
+         ("json", ("snapshot_cold", "json_s"), "{:.2f}"), ("py", ("snapshot_cold", "python_s"), "{:.2f}"),
+         ("refresh s", ("snapshot", "wall_s"), "{:.2f}"), ("worst s", "snapshot_worst_s", "{:.2f}"),
+         ("client %", "client_cpu_pct", "{:.1f}"), ("prom %", "prometheus_cpu_pct", "{:.1f}"),
+         ("acct s", ("accounting", "wall_s"), "{:.2f}"), ("prom", ("accounting", "prometheus_s"), "{:.2f}"),
+         ("json", ("accounting", "json_s"), "{:.2f}"), ("py", ("accounting", "python_s"), "{:.2f}"),
+         ("page client %", "page_client_cpu_pct", "{:.1f}"), ("page prom %", "page_prometheus_cpu_pct", "{:.1f}"))
 
 
 def table(results: list[dict]) -> str:
@@ -471,9 +484,11 @@ def main() -> int:
     ap.add_argument("--gpus", type=int, nargs="+", default=[256, 512, 1024, 2048], help="fleet sizes (x8 per node)")
     ap.add_argument("--hours", type=float, default=24.0, help="history generated (and the accounting's range)")
     ap.add_argument("--step", type=int, default=30, help="scrape interval of the generated data, s")
-    ap.add_argument("--cadence", type=float, default=15.0, help="the cluster page's refresh interval, s")
+    ap.add_argument("--cadence", type=float, default=5.0, help="the cluster page's refresh interval, s (its REFRESH_S)")
+    ap.add_argument("--account-every", type=float, default=60.0,
+                    help="the page's accounting interval, s (its ACCOUNT_S): for the page's whole CPU")
     ap.add_argument("--cpu-seconds", type=float, default=60.0, help="refreshes at the cadence for this long")
-    ap.add_argument("--repeat", type=int, default=5, help="timed refreshes after the first")
+    ap.add_argument("--accountings", type=int, default=3, help="accountings timed")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--keep", help="keep the TSDBs under this directory, and reuse those already there (default: "
                     "a temporary directory, removed)")
@@ -498,8 +513,8 @@ def main() -> int:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
     print(table(results))
-    print(f"(cadence {args.cadence:g} s; data every {args.step} s over {args.hours:g} h; "
-          f"CPU as % of one core over {args.cpu_seconds:g} s of refreshes)")
+    print(f"(refreshes every {args.cadence:g} s for {args.cpu_seconds:g} s, CPU as % of one core; accounting over "
+          f"{args.hours:g} h, counted in the page's CPU every {args.account_every:g} s; data every {args.step} s)")
     if args.json:
         Path(args.json).write_text(json.dumps({"results": results, "args": vars(args)}, indent=1))
     return 0

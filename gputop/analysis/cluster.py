@@ -33,6 +33,7 @@ EXPORTED, JUDGED = "gputop --export", "gputop"  # ClusterGpu.judged_by
 # input-starved, host-bound, latency-bound, PCIe- and comms-bound, a stalled collective) is a GPU waiting.
 WORKING = ("compute-bound", "memory-bound", "memory-capacity", "throttled")
 WAITING = tuple(c for c in CLASSES if c not in WORKING)
+NODE_LABELS = (*LABELS_HOSTNAME, "instance")  # the labels that name a series' node, the first present
 # The classifier's inputs from a dcgm-exporter that decide a class: a GPU without one is judged with less.
 KEY_FIELDS = ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
               "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "DCGM_FI_PROF_PIPE_FP64_ACTIVE", "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
@@ -40,9 +41,18 @@ KEY_FIELDS = ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PRO
               "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE")
 
 
+def node_label(labels: dict) -> str | None:
+    """The label that names a series' node: a host label, else ``instance``; None for neither."""
+    for name in NODE_LABELS:
+        if labels.get(name):
+            return name
+    return None
+
+
 def node_of(labels: dict) -> str:
     """The node a series comes from: its host label, else the scrape's ``instance``."""
-    return next((labels[n] for n in LABELS_HOSTNAME if labels.get(n)), None) or labels.get("instance") or "?"
+    name = node_label(labels)
+    return labels[name] if name else "?"
 
 
 def gpu_key(labels: dict) -> tuple[str, str]:
@@ -162,6 +172,21 @@ def account(entries) -> list[JobHours]:
         j = jobs.setdefault(job, JobHours(job))
         j.hours[(cls, sub or None)] = j.hours.get((cls, sub or None), 0.0) + hours
     return sorted(jobs.values(), key=lambda j: (-j.wasted_gpu_hours, -j.gpu_hours, j.job is None, j.job or ""))
+
+
+def exported_hours(classes, subclasses, step_s: float):
+    """The GPU-hours of the verdicts the nodes' gputop exported, from two counts of steps (``step_s`` apart) per
+    job: ``classes`` ``(job, class, steps)`` (a verdict of that class at each step) and ``subclasses``
+    ``(job, class, subclass, steps)`` (of those, the steps that named a subclass). Yields ``(job, class,
+    subclass, GPU-hours)``, a class's steps without a subclass as subclass None."""
+    named: dict[tuple, float] = defaultdict(float)
+    for job, cls, sub, steps in subclasses:
+        named[(job, cls)] += steps
+        yield job, cls, sub or None, steps * step_s / 3600.0
+    for job, cls, steps in classes:
+        rest = steps - named.get((job, cls), 0.0)
+        if rest > 0:
+            yield job, cls, None, rest * step_s / 3600.0
 
 
 def judged_hours(samples: list[dict], static: dict, step_s: float, window_s: float):

@@ -2,16 +2,27 @@
 
 One :class:`ClusterReader` per server (``telemetry/prometheus.PrometheusClient``). ``snapshot()`` asks:
 
-1. every whole GPU's ``DCGM_FI_*`` series now (one instant query over the names gputop reads, whoever exported
-   them: ``gputop --export`` and dcgm-exporter use the same names and labels);
+1. every whole GPU's row series now (``ROW_NAMES``: SM, DRAM and tensor activity, memory, GPU utilisation; one
+   instant query, whoever exported them: ``gputop --export`` and dcgm-exporter use the same names and labels);
 2. ``gputop_bottleneck == 1`` and ``gputop_verdict_confidence`` now: the verdicts the nodes' own gputop exported;
-3. for the GPUs without one (dcgm-exporter's nodes), their series over the last ``JUDGE_WINDOW_S`` at
-   ``JUDGE_STEP_S`` (``query_range``), which this process judges itself with the classifier
-   (``analysis/cluster.judge``).
+3. for the GPUs without one (dcgm-exporter's nodes), every ``DCGM_FI_*`` series gputop reads over the last
+   ``JUDGE_WINDOW_S`` at ``JUDGE_STEP_S`` (``query_range``, on those GPUs' nodes only), which this process judges
+   itself with the classifier (``analysis/cluster.judge``). The refreshes within one step of a grid of
+   ``JUDGE_STEP_S`` (the cluster page reads every 5 s) reuse the first one's verdicts.
 
-``accounting(range_s)`` counts each job's GPU-hours by class over the range: the exported verdicts with one
-subquery (``count_over_time((gputop_bottleneck == 1)[range:step])``, summed by job, class and subclass), the
-dcgm-exporter GPUs by judging their series window by window. The rows and the sums are ``analysis/cluster.py``'s.
+``accounting(range_s)`` counts each job's GPU-hours by class over the range: the exported verdicts with two
+subqueries at the range's step, summed by job and class (``count_over_time(gputop_verdict_confidence[range:step])``:
+one series per GPU, where ``gputop_bottleneck`` has one per class; every verdict of ``gputop --export`` has a
+confidence) and by subclass (``gputop_bottleneck{subclass!=""}``: only the current class carries one); the
+dcgm-exporter GPUs by judging their series window by window, at most ``ACCOUNT_JUDGE_POINTS`` samples of each over
+the range (the GPUs of the nodes that exported no verdict in the range: a node whose gputop exported at any time
+of it is counted from its verdicts alone). The rows and the sums are ``analysis/cluster.py``'s.
+
+Cost (bench/perf/cluster_scale.py, docs/benchmarks.md "Cluster scale (issue 26)"): the classifier costs this
+process about 70 us per sample, so the dcgm-exporter GPUs are judged on few samples (5 per refresh, 48 per GPU
+over an accounting range), and their series are asked for on their own nodes only (the nodes come from the
+rows, or from the label index: ``/api/v1/label/…/values``), never as every node's series ``unless`` a verdict at
+every step (that alone took seconds at 256 GPUs over 24 h).
 
 An empty fleet (no whole-GPU series now) raises :class:`NoGpu`, saying whether the last hour had GPUs
 (``/api/v1/series``: the exporters stopped) or none ever; the client raises the rest (:mod:`gputop.telemetry.errors`).
@@ -19,6 +30,7 @@ An empty fleet (no whole-GPU series now) raises :class:`NoGpu`, saying whether t
 
 from __future__ import annotations
 
+import re
 import time
 from collections import defaultdict
 
@@ -30,14 +42,19 @@ from gputop.telemetry.prometheus import PrometheusClient
 
 NAMES = tuple(dict.fromkeys([row[0] for row in F.FIELDS] + list(F.MEM_TOTAL_PARTS)))  # the DCGM series read
 SELECTOR = '{__name__=~"%s"}' % "|".join(NAMES)
-# the same series, of the GPUs whose node exported no gputop verdict (matched on node and index)
-UNJUDGED = f'{SELECTOR} unless on(Hostname, hostname, gpu) gputop_bottleneck'
+# what a row shows (and GPU utilisation, which every dcgm-exporter has: a GPU exporting none of these is not seen)
+ROW_NAMES = ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+             "DCGM_FI_DEV_GPU_UTIL", *F.MEM_TOTAL_PARTS)
+ROW_SELECTOR = '{__name__=~"%s"}' % "|".join(ROW_NAMES)
+NOT_JUDGED = "unless on(Hostname, hostname, gpu) gputop_bottleneck"  # series of GPUs without an exported verdict
 JUDGE_WINDOW_S = 60.0  # a dcgm-exporter GPU is judged on its last minute ...
-JUDGE_STEP_S = 2.0  # ... one sample every 2 s (dcgm-exporter collects every 1-30 s)
+JUDGE_STEP_S = 15.0  # ... one sample every 15 s (dcgm-exporter collects every 30 s by default; a finer step
+# only repeats the same scrapes, and each sample costs the classifier the same)
 RANGE_POINTS = 720  # accounting: about this many steps over the range (24 h: one every 2 min) ...
 MIN_STEP_S, MAX_STEP_S = 1.0, 300.0
 EMPTY_LOOKBACK_S = 3600.0  # an empty fleet: were there GPUs this long ago (``series``)?
-ACCOUNT_WINDOWS = 24  # ... and a dcgm-exporter GPU judged in at most this many windows over it
+ACCOUNT_WINDOWS = 12  # ... and a dcgm-exporter GPU judged in at most this many windows over it ...
+ACCOUNT_JUDGE_POINTS = 48  # ... on at most this many samples (24 h: one every 30 min, 4 a window)
 
 
 def range_step(range_s: float) -> float:
@@ -93,16 +110,35 @@ def _static(g: dict) -> dict:
     return to_static(_index(g), g["labels"], _latest(g))
 
 
+def _values_regex(values) -> str:
+    """A PromQL string holding an RE2 alternation that matches exactly ``values``."""
+    rx = "|".join(re.sub(r"([\\.^$*+?()\[\]{}|-])", r"\\\1", v) for v in sorted(values))
+    return '"' + rx.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _on_nodes(nodes: dict[str, set[str]]) -> str:
+    """Every DCGM series gputop reads of the given nodes, ``{node label: {values}}`` (``instance``: of series
+    without a host label); one selector per label, joined with ``or``."""
+    parts = []
+    for label, values in nodes.items():
+        if values:
+            rest = ',Hostname="",hostname=""' if label not in F.LABELS_HOSTNAME else ""
+            parts.append(f'{{__name__=~"{"|".join(NAMES)}",{label}=~{_values_regex(values)}{rest}}}')
+    return " or ".join(parts)
+
+
 class ClusterReader:
     """The cluster as one Prometheus server sees it."""
 
     def __init__(self, client: PrometheusClient):
         self.client = client
+        self._judged: dict[tuple, tuple] = {}  # the last window's verdicts of the GPUs judged here ...
+        self._judged_at: float | None = None  # ... and the step of the grid they were judged in
 
     def snapshot(self, now: float | None = None) -> list[C.ClusterGpu]:
         """Every GPU now, most wasted first (``analysis.cluster.order``). Raises SourceError (NoGpu: none)."""
         now = time.time() if now is None else now
-        gpus = _groups(self.client.query(SELECTOR, at=now))
+        gpus = _groups(self.client.query(ROW_SELECTOR, at=now))
         verdict_rows: dict[tuple, dict] = {}  # GPU -> the labels of its exported class
         verdict_jobs: dict[tuple, list[str]] = defaultdict(list)
         for r in self.client.query("gputop_bottleneck == 1", at=now):
@@ -117,26 +153,48 @@ class ClusterReader:
                 confidence.setdefault(C.gpu_key(r["metric"]), _number(r["value"][1]))
         if not gpus and not verdict_rows:
             raise NoGpu(self._empty(now))
-        rows = {}
+        rows, labels_of = {}, {}
         for key in list(gpus) + [k for k in verdict_rows if k not in gpus]:
             g = gpus.get(key) or {"labels": verdict_rows[key], "series": {}, "jobs": []}
+            labels_of[key] = g["labels"]
             rows[key] = self._row(key, g, verdict_jobs.get(key, []))
             if key in verdict_rows:
                 labels = verdict_rows[key]
                 rows[key].cls, rows[key].subclass = labels.get("class"), labels.get("subclass") or None
                 rows[key].confidence = confidence.get(key)
         unjudged = [k for k in rows if k not in verdict_rows]
-        if unjudged:
-            history = _groups(self.client.query_range(UNJUDGED, now - JUDGE_WINDOW_S, now, JUDGE_STEP_S))
-            for key in unjudged:
-                g, row = history.get(key), rows[key]
-                row.judged_by = C.JUDGED
-                if g is None:  # series now, none over the last minute at the step's marks: nothing to judge
-                    row.missing = [f"no DCGM_FI_* series over the last {JUDGE_WINDOW_S:g} s to judge"]
-                    continue
-                verdict, row.missing = C.judge(_samples(g), _static(g), set(g["series"]))
-                row.cls, row.subclass, row.confidence = verdict.cls, verdict.subclass, verdict.confidence
+        slot = now - now % JUDGE_STEP_S  # the refreshes within one step of the grid reuse the first one's verdicts
+        judged = self._judged if slot == self._judged_at else {}
+        todo = [k for k in unjudged if k not in judged]
+        if todo:
+            judged.update(self._judge(todo, labels_of, now))
+        self._judged, self._judged_at = judged, slot
+        for key in unjudged:
+            row = rows[key]
+            row.judged_by = C.JUDGED
+            row.cls, row.subclass, row.confidence, missing = judged[key]
+            row.missing = list(missing)
         return C.order(list(rows.values()))
+
+    def _judge(self, keys: list[tuple], labels_of: dict, end: float) -> dict[tuple, tuple]:
+        """GPUs without an exported verdict judged here on their series over the window ending at ``end``:
+        ``{key: (class, subclass, confidence, missing)}``."""
+        nodes: dict[str, set[str]] = defaultdict(set)  # their nodes, by the label that names each
+        for key in keys:
+            label = C.node_label(labels_of[key])
+            if label:
+                nodes[label].add(key[0])
+        history = _groups(self.client.query_range(_on_nodes(nodes), end - JUDGE_WINDOW_S, end, JUDGE_STEP_S)) \
+            if nodes else {}
+        out = {}
+        for key in keys:  # (the nodes' GPUs with a verdict come back too: not judged here)
+            g = history.get(key)
+            if g is None:  # series now, none over the last minute at the step's marks: nothing to judge
+                out[key] = (None, None, None, (f"no DCGM_FI_* series over the last {JUDGE_WINDOW_S:g} s to judge",))
+                continue
+            verdict, missing = C.judge(_samples(g), _static(g), set(g["series"]))
+            out[key] = (verdict.cls, verdict.subclass, verdict.confidence, tuple(missing))
+        return out
 
     def _empty(self, now: float) -> str:
         """Why the fleet is empty, in words: nothing ever, or nothing now of series seen in the last hour."""
@@ -162,17 +220,35 @@ class ClusterReader:
         """Each job's GPU-hours by class over the last ``range_s`` seconds, and the step it was counted at."""
         now = time.time() if now is None else now
         step = range_step(range_s)
-        entries = []
-        counted = self.client.query(  # range less a second: one mark per step (a subquery holds both its ends)
-            f"sum by (hpc_job, namespace, pod, class, subclass) "
-            f"(count_over_time((gputop_bottleneck == 1)[{int(range_s) - 1}s:{int(step)}s]))", at=now)
-        for r in counted:
-            labels = r["metric"]
-            entries.append((C.job_of(labels), labels.get("class", "?"), labels.get("subclass") or None,
-                            float(r["value"][1]) * step / 3600.0))
-        window_s = max(range_s / ACCOUNT_WINDOWS, 5 * step)
-        history = _groups(self.client.query_range(UNJUDGED, now - range_s, now, step), with_job=True)
+        span = f"[{int(range_s) - 1}s:{int(step)}s]"  # range less a second: one mark per step (a subquery holds both ends)
+        by = "sum by (hpc_job, namespace, pod, class, subclass) "
+        classes = [(C.job_of(r["metric"]), r["metric"].get("class", "?"), float(r["value"][1]))
+                   for r in self.client.query(f"{by}(count_over_time(gputop_verdict_confidence{span}))", at=now)]
+        subclasses = [(C.job_of(r["metric"]), r["metric"].get("class", "?"), r["metric"].get("subclass"),
+                       float(r["value"][1]))
+                      for r in self.client.query(f'{by}(count_over_time(gputop_bottleneck{{subclass!=""}}{span}))',
+                                                 at=now)]
+        entries = list(C.exported_hours(classes, subclasses, step))
+        judge_step = max(step, float(round(range_s / ACCOUNT_JUDGE_POINTS)))
+        window_s = max(range_s / ACCOUNT_WINDOWS, 4 * judge_step)
+        selector = self._not_exported(now - range_s, now)
+        history = _groups(self.client.query_range(selector, now - range_s, now, judge_step), with_job=True) \
+            if selector else {}
         for key, g in history.items():
-            for cls, sub, hours in C.judged_hours(_samples(g), _static(g), step, window_s):
+            for cls, sub, hours in C.judged_hours(_samples(g), _static(g), judge_step, window_s):
                 entries.append((key[2], cls, sub, hours))
         return C.account(entries), step
+
+    def _not_exported(self, start: float, end: float) -> str:
+        """The DCGM series of the nodes that exported no gputop verdict over [start, end] (the nodes named by the
+        label index: a node whose gputop exported verdicts at any time of the range is counted from those alone),
+        and of series without a host label where no verdict was exported (``unless``, matched by GPU)."""
+        parts = []
+        for label in F.LABELS_HOSTNAME:
+            dcgm = set(self.client.label_values(label, SELECTOR, start=start, end=end))
+            if dcgm:
+                dcgm -= set(self.client.label_values(label, "gputop_bottleneck", start=start, end=end))
+                parts.append(_on_nodes({label: dcgm}))
+        # series without a host label: by the scrape's instance, as a row's node
+        parts.append(f'({SELECTOR[:-1]},Hostname="",hostname=""}} {NOT_JUDGED}{{Hostname="",hostname=""}})')
+        return " or ".join(p for p in parts if p)
