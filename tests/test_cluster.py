@@ -251,7 +251,9 @@ def test_a_document_from_made_up_answers_follows_its_schema(stub):
                 return [{"metric": {**labels, "class": "idle", "subclass": ""}, "value": [at, "1"]}]
             if promql.startswith("gputop_verdict_confidence"):
                 return [{"metric": {**labels, "class": "idle"}, "value": [at, "0.9"]}]
-            if promql.startswith("sum by"):
+            if promql.startswith("sum by"):  # the steps of each class: all 720 of the range in its newest slice
+                if "subclass!=" in promql or at != 1.8e9:
+                    return []
                 return [{"metric": {"hpc_job": "1234", "class": "idle"}, "value": [at, "720"]}]
             return [{"metric": {"__name__": "DCGM_FI_PROF_SM_ACTIVE", **labels}, "value": [at, "0.0"]},
                     {"metric": {"__name__": "DCGM_FI_DEV_FB_USED", **labels}, "value": [at, "1024"]},

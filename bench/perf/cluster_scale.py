@@ -16,8 +16,8 @@ For each fleet size (``--gpus 256 512 1024 2048``: nodes of 8 GPUs) this script
    (peaks, window seconds, per-process memory, dcgm-exporter's XID/energy/ECC counters) are not generated.
 2. backfills it with ``promtool tsdb create-blocks-from openmetrics``, one file per 2 h block (so no file holds
    the whole day and the blocks do not overlap);
-3. starts Debian's ``prometheus`` on the blocks (compaction held at 2 h blocks, so the 24 h range spans 13
-   blocks where a live server would have about 4: an upper bound on query time);
+3. starts Debian's ``prometheus`` on the blocks and waits for it to compact them (2 h -> 6 h -> 18 h blocks, as a
+   server that scraped the day itself would hold them; on 13 uncompacted 2 h blocks the queries cost about 1.5x);
 4. measures, with "now" the data's last sample plus the time since measuring began (the backfill leaves the
    data minutes behind the wall clock; the queries are those of the wall clock's now):
    * a cluster page refresh (``ClusterReader.snapshot``): the first, with nothing cached ("cold": the worst
@@ -26,8 +26,9 @@ For each fleet size (``--gpus 256 512 1024 2048``: nodes of 8 GPUs) this script
      process' CPU (``resource.getrusage``) and Prometheus' (``/proc/PID/stat``), each as % of one core;
    * the job accounting over 24 h (``ClusterReader.accounting(86400)``, ``--accountings`` times): latency and
      CPU; the page's whole CPU adds one every ``--account-every`` (60 s: the page's ACCOUNT_S);
-   * where each read's time goes: waiting on Prometheus (HTTP, the query: "prom"), decoding its JSON ("json"),
-     and the rest in this process ("py": rows, judging the dcgm-exporter GPUs);
+   * where each read's time goes: the wall time a query to Prometheus was in flight ("prom"; the accounting
+     sends several at once), this process' CPU decoding JSON ("json") and the rest of its CPU ("py": rows,
+     judging the dcgm-exporter GPUs); and Prometheus' CPU for the read;
 5. stops Prometheus and removes its temporary directory (also on Ctrl-C or an error).
 
     python bench/perf/cluster_scale.py [--gpus 256 512 1024 2048] [--json FILE] [--keep DIR]
@@ -54,6 +55,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -195,10 +198,14 @@ def gpu_labels(node: int, gpu: int, dcgm_only: bool) -> str:
 
 
 def write_block(path: Path, plan: dict, times: list[int], seed: int) -> int:
-    """The OpenMetrics text of every GPU's series at ``times`` (one block's span): returns the samples written."""
+    """The OpenMetrics text of every GPU's series at ``times`` (one block's span): returns the samples written.
+    Each family's lines together under its ``# TYPE`` (gathered in a file per family, then joined), each series'
+    samples together and in time order, ``# EOF`` last."""
     written = 0
     stamps = [str(t) for t in times]
-    with open(path, "w", buffering=1 << 22) as f:
+    families = tuple(dict.fromkeys(GPUTOP_SERIES + DCGM_SERIES)) + ("gputop_bottleneck", "gputop_verdict_confidence")
+    parts = {name: open(path.with_name(f"{path.name}.{name}"), "w", buffering=1 << 20) for name in families}
+    try:
         for node, node_plan in plan.items():
             dcgm_only = node % 4 == 3
             names = DCGM_SERIES if dcgm_only else GPUTOP_SERIES
@@ -211,24 +218,41 @@ def write_block(path: Path, plan: dict, times: list[int], seed: int) -> int:
                     if i == len(states) or states[i] != states[lo]:
                         runs.append((lo, i, states[lo]))
                         lo = i
-                lines = []
+                series: dict[str, dict[str, list[str]]] = {name: {} for name in families}  # family -> head -> lines
                 for lo, hi, (job, cls, sub) in runs:
                     labels = base + (f',hpc_job="{job}"' if job else "")
                     for name in names:
                         head = f"{name}{{{labels}}} "
-                        lines += [f"{head}{dcgm_values(name, (cls, sub), rng, k)} {stamps[k]}\n" for k in range(lo, hi)]
+                        series[name].setdefault(head, []).extend(
+                            f"{head}{dcgm_values(name, (cls, sub), rng, k)} {stamps[k]}\n" for k in range(lo, hi))
                     if dcgm_only:
                         continue
                     for c in CLASSES:
                         head = f'gputop_bottleneck{{{labels},class="{c}"' + (
-                            f',subclass="{sub}"' if c == cls and sub else "") + "} " + ("1 " if c == cls else "0 ")
-                        lines += [head + stamps[k] + "\n" for k in range(lo, hi)]
+                            f',subclass="{sub}"' if c == cls and sub else "") + "} "
+                        value = "1 " if c == cls else "0 "
+                        series["gputop_bottleneck"].setdefault(head, []).extend(
+                            head + value + stamps[k] + "\n" for k in range(lo, hi))
                     head = f'gputop_verdict_confidence{{{labels},class="{cls}"}} '
                     conf = f"{0.55 + 0.4 * rng.random():.2f} "
-                    lines += [head + conf + stamps[k] + "\n" for k in range(lo, hi)]
-                written += len(lines)
-                f.writelines(lines)
-        f.write("# EOF\n")
+                    series["gputop_verdict_confidence"].setdefault(head, []).extend(
+                        head + conf + stamps[k] + "\n" for k in range(lo, hi))
+                for name, by_head in series.items():
+                    for lines in by_head.values():
+                        written += len(lines)
+                        parts[name].writelines(lines)
+        for f in parts.values():
+            f.close()
+        with open(path, "wb") as out:
+            for name in families:
+                out.write(f"# TYPE {name} gauge\n".encode())
+                with open(parts[name].name, "rb") as part:
+                    shutil.copyfileobj(part, out, 1 << 22)
+            out.write(b"# EOF\n")
+    finally:
+        for f in parts.values():
+            f.close()
+            Path(f.name).unlink(missing_ok=True)
     return written
 
 
@@ -280,7 +304,6 @@ def start_prometheus(data: Path, work: Path) -> tuple[subprocess.Popen, str]:
     log = open(work / "prometheus.log", "w")
     proc = subprocess.Popen(
         ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={data}", "--storage.tsdb.retention.time=15d",
-         "--storage.tsdb.min-block-duration=2h", "--storage.tsdb.max-block-duration=2h",
          f"--web.listen-address=127.0.0.1:{port}", "--query.max-samples=200000000"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -323,17 +346,47 @@ def self_cpu_s() -> float:
 
 # -- measuring ----------------------------------------------------------------------------------------------------
 class Timed:
-    """Wraps a PrometheusClient: seconds spent waiting on the server (HTTP) and decoding its JSON."""
+    """Where a read's time goes: the wall time some query to Prometheus was in flight (HTTP request to the last byte
+    of the answer; several at once count once) and the time spent decoding JSON in this process."""
 
     def __init__(self):
-        self.http_s = self.json_s = 0.0
-        self.calls = 0
+        self.spans: list[tuple[float, float]] = []
+        self.json_s = 0.0
 
-    def install(self, client) -> None:
+    def install(self) -> None:
         import gputop.telemetry.prometheus as P
-        timed, real_get, real_loads = self, client._get, P.json.loads
+        timed, real_urlopen, real_loads = self, P.urllib.request.urlopen, P.json.loads
 
-        class _Json:  # the client's json module: loads timed, the rest as is
+        class _Answer:  # the response: its body's last byte ends the span
+            def __init__(self, resp, t0):
+                self.resp, self.t0 = resp, t0
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                self.resp.close()
+
+            def read(self):
+                try:
+                    return self.resp.read()
+                finally:
+                    timed.spans.append((self.t0, time.perf_counter()))
+
+        class _Request:  # the client's urllib.request: urlopen timed
+            def __getattr__(self, name):
+                return getattr(urllib.request, name)
+
+            @staticmethod
+            def urlopen(*a, **k):
+                return _Answer(real_urlopen(*a, **k), time.perf_counter())
+
+        class _Urllib:
+            request = _Request()
+            error = urllib.error
+            parse = urllib.parse
+
+        class _Json:  # the client's json module: loads timed
             def __getattr__(self, name):
                 return getattr(json, name)
 
@@ -345,21 +398,37 @@ class Timed:
                 finally:
                     timed.json_s += time.perf_counter() - t
 
-        P.json = _Json()
-
-        def _get(*args, **kwargs):
-            t, j = time.perf_counter(), timed.json_s
-            try:
-                return real_get(*args, **kwargs)
-            finally:
-                timed.calls += 1
-                timed.http_s += time.perf_counter() - t - (timed.json_s - j)
-
-        client._get = _get
+        P.urllib, P.json = _Urllib(), _Json()
 
     def reset(self) -> None:
-        self.http_s = self.json_s = 0.0
-        self.calls = 0
+        self.spans, self.json_s = [], 0.0
+
+    def waited_s(self) -> float:
+        total, end = 0.0, float("-inf")
+        for t0, t1 in sorted(self.spans):
+            if t1 > end:
+                total += t1 - max(t0, end)
+                end = t1
+        return total
+
+
+def wait_compacted(url: str, limit_s: float = 240.0) -> dict:
+    """Prometheus compacts the backfilled 2 h blocks (6 h, 18 h) as a live server's would be after a day: wait
+    until it has (the block count lower than at start and still for 15 s), or ``limit_s``."""
+    def blocks() -> int:
+        with urllib.request.urlopen(url + "/api/v1/query?query=prometheus_tsdb_blocks_loaded", timeout=10) as r:
+            return int(float(json.load(r)["data"]["result"][0]["value"][1]))
+    t0 = time.monotonic()
+    first = last = blocks()
+    still = time.monotonic()
+    while time.monotonic() - t0 < limit_s:
+        time.sleep(3)
+        n = blocks()
+        if n != last:
+            last, still = n, time.monotonic()
+        elif n < first and time.monotonic() - still >= 15:
+            break
+    return {"blocks_backfilled": first, "blocks_served": last, "compaction_wait_s": time.monotonic() - t0}
 
 
 def measure(url: str, end: float, cadence: float, cpu_seconds: float, prom_pid: int, range_s: float,
@@ -375,17 +444,17 @@ def measure(url: str, end: float, cadence: float, cpu_seconds: float, prom_pid: 
 
     client = PrometheusClient(url, timeout=300)
     timed = Timed()
-    timed.install(client)
+    timed.install()
     out: dict = {}
 
     def timed_call(fn):
         timed.reset()
-        c, t = self_cpu_s(), time.perf_counter()
+        c, p, t = self_cpu_s(), proc_cpu_s(prom_pid), time.perf_counter()
         result = fn()
-        wall = time.perf_counter() - t
-        return result, {"wall_s": wall, "cpu_s": self_cpu_s() - c, "prometheus_s": timed.http_s,
-                        "json_s": timed.json_s, "python_s": wall - timed.http_s - timed.json_s,
-                        "queries": timed.calls}
+        wall, cpu = time.perf_counter() - t, self_cpu_s() - c
+        return result, {"wall_s": wall, "cpu_s": cpu, "prometheus_s": timed.waited_s(), "json_s": timed.json_s,
+                        "python_s": cpu - timed.json_s, "prometheus_cpu_s": proc_cpu_s(prom_pid) - p,
+                        "queries": len(timed.spans)}
 
     # a refresh with nothing cached (a new page; thereafter once per judging step): the worst case
     rows, out["snapshot_cold"] = timed_call(lambda: ClusterReader(client).snapshot(clock()))
@@ -410,9 +479,7 @@ def measure(url: str, end: float, cadence: float, cpu_seconds: float, prom_pid: 
     # the job accounting over the range (the page reads it every ``account_every`` seconds)
     runs = []
     for _ in range(accountings):
-        p0 = proc_cpu_s(prom_pid)
         (jobs, step), run = timed_call(lambda: reader.accounting(range_s, clock()))
-        run["prometheus_cpu_s"] = proc_cpu_s(prom_pid) - p0
         runs.append(run)
     out["accounting_step_s"] = step
     out["accounting_jobs"] = len(jobs)
@@ -453,6 +520,7 @@ def one_fleet(gpus: int, args, root: Path) -> dict:
         t = time.perf_counter()
         proc, url = start_prometheus(work / "data", work)
         made["prometheus_start_s"] = time.perf_counter() - t
+        made.update(wait_compacted(url))
         result = measure(url, made["end"] - args.step, args.cadence, args.cpu_seconds, proc.pid,
                          args.hours * 3600, args.account_every, args.accountings)
     finally:
@@ -467,6 +535,7 @@ TABLE = (("GPUs", "gpus", "{:d}"), ("samples", "samples", "{:,}"),
          ("client %", "client_cpu_pct", "{:.1f}"), ("prom %", "prometheus_cpu_pct", "{:.1f}"),
          ("acct s", ("accounting", "wall_s"), "{:.2f}"), ("prom", ("accounting", "prometheus_s"), "{:.2f}"),
          ("json", ("accounting", "json_s"), "{:.2f}"), ("py", ("accounting", "python_s"), "{:.2f}"),
+         ("prom cpu", ("accounting", "prometheus_cpu_s"), "{:.2f}"),
          ("page client %", "page_client_cpu_pct", "{:.1f}"), ("page prom %", "page_prometheus_cpu_pct", "{:.1f}"))
 
 

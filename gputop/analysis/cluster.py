@@ -33,7 +33,8 @@ EXPORTED, JUDGED = "gputop --export", "gputop"  # ClusterGpu.judged_by
 # input-starved, host-bound, latency-bound, PCIe- and comms-bound, a stalled collective) is a GPU waiting.
 WORKING = ("compute-bound", "memory-bound", "memory-capacity", "throttled")
 WAITING = tuple(c for c in CLASSES if c not in WORKING)
-NODE_LABELS = (*LABELS_HOSTNAME, "instance")  # the labels that name a series' node, the first present
+NODE_LABELS = (*LABELS_HOSTNAME, "instance")
+NOT_WHOLE = frozenset(("GPU_I_PROFILE", "GPU_I_ID", "nvlink", "nvswitch"))  # labels of a part of a GPU  # the labels that name a series' node, the first present
 # The classifier's inputs from a dcgm-exporter that decide a class: a GPU without one is judged with less.
 KEY_FIELDS = ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
               "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "DCGM_FI_PROF_PIPE_FP64_ACTIVE", "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
@@ -72,7 +73,7 @@ def job_of(labels: dict) -> str | None:
 
 def whole_gpu(labels: dict) -> bool:
     """A series of a whole GPU: a ``gpu`` label, no MIG instance, no NVLink or NVSwitch entity."""
-    return LABEL_GPU in labels and not any(k in labels for k in ("GPU_I_PROFILE", "GPU_I_ID", "nvlink", "nvswitch"))
+    return LABEL_GPU in labels and not labels.keys() & NOT_WHOLE
 
 
 @dataclass
@@ -175,18 +176,20 @@ def account(entries) -> list[JobHours]:
 
 
 def exported_hours(classes, subclasses, step_s: float):
-    """The GPU-hours of the verdicts the nodes' gputop exported, from two counts of steps (``step_s`` apart) per
-    job: ``classes`` ``(job, class, steps)`` (a verdict of that class at each step) and ``subclasses``
-    ``(job, class, subclass, steps)`` (of those, the steps that named a subclass). Yields ``(job, class,
-    subclass, GPU-hours)``, a class's steps without a subclass as subclass None."""
-    named: dict[tuple, float] = defaultdict(float)
-    for job, cls, sub, steps in subclasses:
-        named[(job, cls)] += steps
-        yield job, cls, sub or None, steps * step_s / 3600.0
+    """The GPU-hours of the verdicts the nodes' gputop exported, from counts of steps (``step_s`` apart) per job:
+    ``classes`` ``(job, class, steps)`` (a verdict of that class at each step; a job and class may come more than
+    once: the counts of the range's slices) and ``subclasses`` ``(job, class, subclass, steps)`` (of those, the
+    steps that named a subclass). Yields ``(job, class, subclass, GPU-hours)``, a class's steps without a
+    subclass as subclass None."""
+    rest: dict[tuple, float] = defaultdict(float)
     for job, cls, steps in classes:
-        rest = steps - named.get((job, cls), 0.0)
-        if rest > 0:
-            yield job, cls, None, rest * step_s / 3600.0
+        rest[(job, cls)] += steps
+    for job, cls, sub, steps in subclasses:
+        rest[(job, cls)] -= steps
+        yield job, cls, sub or None, steps * step_s / 3600.0
+    for (job, cls), steps in rest.items():
+        if steps > 0:
+            yield job, cls, None, steps * step_s / 3600.0
 
 
 def judged_hours(samples: list[dict], static: dict, step_s: float, window_s: float):

@@ -10,7 +10,8 @@ One :class:`ClusterReader` per server (``telemetry/prometheus.PrometheusClient``
    itself with the classifier (``analysis/cluster.judge``). The refreshes within one step of a grid of
    ``JUDGE_STEP_S`` (the cluster page reads every 5 s) reuse the first one's verdicts.
 
-``accounting(range_s)`` counts each job's GPU-hours by class over the range: the exported verdicts with two
+``accounting(range_s)`` counts each job's GPU-hours by class over the range (its queries ``PARALLEL`` at a time,
+the range cut in as many slices: Prometheus evaluates a query on one core): the exported verdicts with
 subqueries at the range's step, summed by job and class (``count_over_time(gputop_verdict_confidence[range:step])``:
 one series per GPU, where ``gputop_bottleneck`` has one per class; every verdict of ``gputop --export`` has a
 confidence) and by subclass (``gputop_bottleneck{subclass!=""}``: only the current class carries one); the
@@ -30,9 +31,11 @@ An empty fleet (no whole-GPU series now) raises :class:`NoGpu`, saying whether t
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 
 from gputop.analysis import cluster as C
 from gputop.telemetry import dcgm_fields as F
@@ -54,7 +57,8 @@ RANGE_POINTS = 720  # accounting: about this many steps over the range (24 h: on
 MIN_STEP_S, MAX_STEP_S = 1.0, 300.0
 EMPTY_LOOKBACK_S = 3600.0  # an empty fleet: were there GPUs this long ago (``series``)?
 ACCOUNT_WINDOWS = 12  # ... and a dcgm-exporter GPU judged in at most this many windows over it ...
-ACCOUNT_JUDGE_POINTS = 48  # ... on at most this many samples (24 h: one every 30 min, 4 a window)
+ACCOUNT_JUDGE_POINTS = 24  # ... on at most this many samples (24 h: one an hour, 2 a window)
+PARALLEL = 4  # an accounting's queries in flight at once, its range cut in as many slices
 
 
 def range_step(range_s: float) -> float:
@@ -108,6 +112,41 @@ def _samples(g: dict) -> list[dict]:
 
 def _static(g: dict) -> dict:
     return to_static(_index(g), g["labels"], _latest(g))
+
+
+def _concurrently(calls: list) -> list:
+    """Each zero-argument call's result, in order, the calls made ``PARALLEL`` at a time (Prometheus evaluates
+    each query on one core; here, threads wait on the sockets). The first failure is raised."""
+    if len(calls) <= 1:
+        return [c() for c in calls]
+    with ThreadPoolExecutor(min(PARALLEL, len(calls))) as pool:
+        return [f.result() for f in [pool.submit(c) for c in calls]]
+
+
+def _slices(range_s: float, step: float) -> list[tuple[float, float]]:
+    """The range cut into ``PARALLEL`` slices of whole steps, newest first: ``(offset from now, length)`` pairs.
+    A slice is asked for as ``[length - 1 s:step]`` (a subquery holds both its ends: one mark per step) at
+    ``now - offset``, or as a ``query_range`` from one step after its start (the oldest: from its start)."""
+    size = step * math.ceil(range_s / step / PARALLEL)
+    out, offset = [], 0.0
+    while offset < range_s:
+        span = min(size, range_s - offset)
+        out.append((offset, span))
+        offset += size
+    return out
+
+
+def _joined(matrices: list[list[dict]]) -> list[dict]:
+    """Range answers of consecutive slices (oldest last) as one: each series' values in time order."""
+    out: dict[tuple, dict] = {}
+    for matrix in reversed(matrices):
+        for r in matrix:
+            key = tuple(r["metric"].items())  # (Prometheus writes a series' labels in one order)
+            if key in out:
+                out[key]["values"].extend(r["values"])
+            else:
+                out[key] = {"metric": r["metric"], "values": list(r["values"])}
+    return list(out.values())
 
 
 def _values_regex(values) -> str:
@@ -220,20 +259,27 @@ class ClusterReader:
         """Each job's GPU-hours by class over the last ``range_s`` seconds, and the step it was counted at."""
         now = time.time() if now is None else now
         step = range_step(range_s)
-        span = f"[{int(range_s) - 1}s:{int(step)}s]"  # range less a second: one mark per step (a subquery holds both ends)
         by = "sum by (hpc_job, namespace, pod, class, subclass) "
-        classes = [(C.job_of(r["metric"]), r["metric"].get("class", "?"), float(r["value"][1]))
-                   for r in self.client.query(f"{by}(count_over_time(gputop_verdict_confidence{span}))", at=now)]
-        subclasses = [(C.job_of(r["metric"]), r["metric"].get("class", "?"), r["metric"].get("subclass"),
-                       float(r["value"][1]))
-                      for r in self.client.query(f'{by}(count_over_time(gputop_bottleneck{{subclass!=""}}{span}))',
-                                                 at=now)]
-        entries = list(C.exported_hours(classes, subclasses, step))
         judge_step = max(step, float(round(range_s / ACCOUNT_JUDGE_POINTS)))
-        window_s = max(range_s / ACCOUNT_WINDOWS, 4 * judge_step)
         selector = self._not_exported(now - range_s, now)
-        history = _groups(self.client.query_range(selector, now - range_s, now, judge_step), with_job=True) \
-            if selector else {}
+        slices = _slices(range_s, step)
+        judged_slices = _slices(range_s, judge_step)
+        answers = _concurrently(
+            [lambda: self.client.query(f'{by}(count_over_time(gputop_bottleneck{{subclass!=""}}'
+                                       f'[{int(range_s) - 1}s:{int(step)}s]))', at=now)]
+            + [lambda o=o, w=w: self.client.query(
+                f"{by}(count_over_time(gputop_verdict_confidence[{int(w) - 1}s:{int(step)}s]))", at=now - o)
+               for o, w in slices]
+            + [lambda o=o, w=w: self.client.query_range(
+                selector, now - o - w + (0.0 if o + w >= range_s else judge_step), now - o, judge_step)
+               for o, w in judged_slices if selector])
+        subclasses = [(C.job_of(r["metric"]), r["metric"].get("class", "?"), r["metric"].get("subclass"),
+                       float(r["value"][1])) for r in answers[0]]
+        classes = [(C.job_of(r["metric"]), r["metric"].get("class", "?"), float(r["value"][1]))
+                   for answer in answers[1:1 + len(slices)] for r in answer]
+        entries = list(C.exported_hours(classes, subclasses, step))
+        history = _groups(_joined(answers[1 + len(slices):]), with_job=True)
+        window_s = max(range_s / ACCOUNT_WINDOWS, 2 * judge_step)
         for key, g in history.items():
             for cls, sub, hours in C.judged_hours(_samples(g), _static(g), judge_step, window_s):
                 entries.append((key[2], cls, sub, hours))
