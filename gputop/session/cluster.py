@@ -261,34 +261,32 @@ class ClusterReader:
         step = range_step(range_s)
         by = "sum by (hpc_job, namespace, pod, class, subclass) "
         judge_step = max(step, float(round(range_s / ACCOUNT_JUDGE_POINTS)))
-        selector = self._not_exported(now - range_s, now)
-        slices = _slices(range_s, step)
-        judged_slices = _slices(range_s, judge_step)
-        answers = _concurrently(
-            [lambda: self.client.query(f'{by}(count_over_time(gputop_bottleneck{{subclass!=""}}'
-                                       f'[{int(range_s) - 1}s:{int(step)}s]))', at=now)]
-            + [lambda o=o, w=w: self.client.query(
-                f"{by}(count_over_time(gputop_verdict_confidence[{int(w) - 1}s:{int(step)}s]))", at=now - o)
-               for o, w in slices]
-            + [lambda o=o, w=w: self.client.query_range(
-                selector, now - o - w + (0.0 if o + w >= range_s else judge_step), now - o, judge_step)
-               for o, w in judged_slices if selector])
-        subclasses = [(C.job_of(r["metric"]), r["metric"].get("class", "?"), r["metric"].get("subclass"),
-                       float(r["value"][1])) for r in answers[0]]
+        selectors = self._not_exported(now - range_s, now)
+        judged = [lambda o=o, w=w, q=q: self.client.query_range(  # the largest answers first
+            q, now - o - w + (0.0 if o + w >= range_s else judge_step), now - o, judge_step)
+            for o, w in _slices(range_s, judge_step) for q in selectors]
+        counted = [lambda o=o, w=w: self.client.query(
+            f"{by}(count_over_time(gputop_verdict_confidence[{int(w) - 1}s:{int(step)}s]))", at=now - o)
+            for o, w in _slices(range_s, step)]
+        answers = _concurrently(judged + counted + [lambda: self.client.query(
+            f'{by}(count_over_time(gputop_bottleneck{{subclass!=""}}[{int(range_s) - 1}s:{int(step)}s]))', at=now)])
         classes = [(C.job_of(r["metric"]), r["metric"].get("class", "?"), float(r["value"][1]))
-                   for answer in answers[1:1 + len(slices)] for r in answer]
+                   for answer in answers[len(judged):-1] for r in answer]
+        subclasses = [(C.job_of(r["metric"]), r["metric"].get("class", "?"), r["metric"].get("subclass"),
+                       float(r["value"][1])) for r in answers[-1]]
         entries = list(C.exported_hours(classes, subclasses, step))
-        history = _groups(_joined(answers[1 + len(slices):]), with_job=True)
+        history = _groups(_joined(answers[:len(judged)]), with_job=True)
         window_s = max(range_s / ACCOUNT_WINDOWS, 2 * judge_step)
         for key, g in history.items():
             for cls, sub, hours in C.judged_hours(_samples(g), _static(g), judge_step, window_s):
                 entries.append((key[2], cls, sub, hours))
         return C.account(entries), step
 
-    def _not_exported(self, start: float, end: float) -> str:
-        """The DCGM series of the nodes that exported no gputop verdict over [start, end] (the nodes named by the
-        label index: a node whose gputop exported verdicts at any time of the range is counted from those alone),
-        and of series without a host label where no verdict was exported (``unless``, matched by GPU)."""
+    def _not_exported(self, start: float, end: float) -> list[str]:
+        """Selectors of the DCGM series of the nodes that exported no gputop verdict over [start, end] (the nodes
+        named by the label index: a node whose gputop exported verdicts at any time of the range is counted from
+        those alone), and of series without a host label where no verdict was exported (``unless``, matched by
+        GPU). Each is asked for apart: ``or`` would match every series against the others at every step."""
         parts = []
         for label in F.LABELS_HOSTNAME:
             dcgm = set(self.client.label_values(label, SELECTOR, start=start, end=end))
@@ -296,5 +294,5 @@ class ClusterReader:
                 dcgm -= set(self.client.label_values(label, "gputop_bottleneck", start=start, end=end))
                 parts.append(_on_nodes({label: dcgm}))
         # series without a host label: by the scrape's instance, as a row's node
-        parts.append(f'({SELECTOR[:-1]},Hostname="",hostname=""}} {NOT_JUDGED}{{Hostname="",hostname=""}})')
-        return " or ".join(p for p in parts if p)
+        parts.append(f'{SELECTOR[:-1]},Hostname="",hostname=""}} {NOT_JUDGED}{{Hostname="",hostname=""}}')
+        return [p for p in parts if p]
