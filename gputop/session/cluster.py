@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from gputop.analysis import cluster as C
 from gputop.telemetry import dcgm_fields as F
 from gputop.telemetry.dcgm import to_sample, to_static
-from gputop.telemetry.errors import NoGpu
+from gputop.telemetry.errors import NoGpu, SourceError
 from gputop.telemetry.prometheus import PrometheusClient
 
 NAMES = tuple(dict.fromkeys([row[0] for row in F.FIELDS] + list(F.MEM_TOTAL_PARTS)))  # the DCGM series read
@@ -177,17 +177,24 @@ class ClusterReader:
     def snapshot(self, now: float | None = None) -> list[C.ClusterGpu]:
         """Every GPU now, most wasted first (``analysis.cluster.order``). Raises SourceError (NoGpu: none)."""
         now = time.time() if now is None else now
-        gpus = _groups(self.client.query(ROW_SELECTOR, at=now))
+        slot = now - now % JUDGE_STEP_S  # the refreshes within one step of the grid reuse the first one's verdicts
+        fresh = slot != self._judged_at
+        calls = [lambda: self.client.query(ROW_SELECTOR, at=now), lambda: self.client.query("gputop_bottleneck == 1",
+                 at=now), lambda: self.client.query("gputop_verdict_confidence", at=now)]
+        if fresh:  # the last minute of the nodes that export no verdict (the label index names them), meanwhile
+            calls.append(lambda: self._history_meanwhile(now))
+        answers = _concurrently(calls)
+        gpus = _groups(answers[0])
         verdict_rows: dict[tuple, dict] = {}  # GPU -> the labels of its exported class
         verdict_jobs: dict[tuple, list[str]] = defaultdict(list)
-        for r in self.client.query("gputop_bottleneck == 1", at=now):
+        for r in answers[1]:
             if C.whole_gpu(r["metric"]):
                 key, job = C.gpu_key(r["metric"]), C.job_of(r["metric"])
                 verdict_rows.setdefault(key, r["metric"])
                 if job and job not in verdict_jobs[key]:
                     verdict_jobs[key].append(job)
         confidence = {}
-        for r in self.client.query("gputop_verdict_confidence", at=now):
+        for r in answers[2]:
             if C.whole_gpu(r["metric"]):
                 confidence.setdefault(C.gpu_key(r["metric"]), _number(r["value"][1]))
         if not gpus and not verdict_rows:
@@ -202,11 +209,18 @@ class ClusterReader:
                 rows[key].cls, rows[key].subclass = labels.get("class"), labels.get("subclass") or None
                 rows[key].confidence = confidence.get(key)
         unjudged = [k for k in rows if k not in verdict_rows]
-        slot = now - now % JUDGE_STEP_S  # the refreshes within one step of the grid reuse the first one's verdicts
-        judged = self._judged if slot == self._judged_at else {}
+        judged = {} if fresh else self._judged
         todo = [k for k in unjudged if k not in judged]
         if todo:
-            judged.update(self._judge(todo, labels_of, now))
+            asked, history = answers[3] if fresh else (set(), {})
+            rest: dict[str, set[str]] = defaultdict(set)  # GPUs of nodes not asked for yet (a node with both kinds)
+            for key in todo:
+                label = C.node_label(labels_of[key])
+                if label and (label, key[0]) not in asked:
+                    rest[label].add(key[0])
+            if rest:
+                history.update(self._history(rest, now)[1])
+            judged.update(self._verdicts(todo, history))
         self._judged, self._judged_at = judged, slot
         for key in unjudged:
             row = rows[key]
@@ -215,18 +229,38 @@ class ClusterReader:
             row.missing = list(missing)
         return C.order(list(rows.values()))
 
-    def _judge(self, keys: list[tuple], labels_of: dict, end: float) -> dict[tuple, tuple]:
-        """GPUs without an exported verdict judged here on their series over the window ending at ``end``:
-        ``{key: (class, subclass, confidence, missing)}``."""
-        nodes: dict[str, set[str]] = defaultdict(set)  # their nodes, by the label that names each
-        for key in keys:
-            label = C.node_label(labels_of[key])
-            if label:
-                nodes[label].add(key[0])
-        history = _groups(self.client.query_range(_on_nodes(nodes), end - JUDGE_WINDOW_S, end, JUDGE_STEP_S)) \
-            if nodes else {}
+    def _history_meanwhile(self, now: float) -> tuple[set[tuple[str, str]], dict[tuple, dict]]:
+        """``_history`` of the nodes the label index says export no verdict; nothing where the index cannot say
+        (a server without ``match[]`` on label values, an error: the rows' reading then asks, and reports it)."""
+        try:
+            return self._history(self._unexported_nodes(now - JUDGE_WINDOW_S, now), now)
+        except SourceError:
+            return set(), {}
+
+    def _unexported_nodes(self, start: float, end: float) -> dict[str, set[str]]:
+        """The nodes with DCGM series and no gputop verdict over [start, end] by the label index, ``{host label:
+        {values}}`` (a node named only by ``instance`` is not there)."""
+        nodes = {}
+        for label in F.LABELS_HOSTNAME:
+            dcgm = set(self.client.label_values(label, SELECTOR, start=start, end=end))
+            if dcgm:
+                nodes[label] = dcgm - set(self.client.label_values(label, "gputop_bottleneck", start=start, end=end))
+        return nodes
+
+    def _history(self, nodes: dict[str, set[str]], end: float) -> tuple[set[tuple[str, str]], dict[tuple, dict]]:
+        """The nodes' DCGM series over the judging window ending at ``end``, by GPU; and the ``(label, node)``
+        pairs asked for."""
+        asked = {(label, v) for label, values in nodes.items() for v in values}
+        if not asked:
+            return asked, {}
+        return asked, _groups(self.client.query_range(_on_nodes(nodes), end - JUDGE_WINDOW_S, end, JUDGE_STEP_S))
+
+    @staticmethod
+    def _verdicts(keys: list[tuple], history: dict[tuple, dict]) -> dict[tuple, tuple]:
+        """GPUs without an exported verdict judged here on their window of series: ``{key: (class, subclass,
+        confidence, missing)}`` (the nodes' GPUs with a verdict may be in ``history`` too: not judged here)."""
         out = {}
-        for key in keys:  # (the nodes' GPUs with a verdict come back too: not judged here)
+        for key in keys:
             g = history.get(key)
             if g is None:  # series now, none over the last minute at the step's marks: nothing to judge
                 out[key] = (None, None, None, (f"no DCGM_FI_* series over the last {JUDGE_WINDOW_S:g} s to judge",))
