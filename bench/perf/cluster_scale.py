@@ -416,13 +416,16 @@ class Timed:
 def wait_compacted(url: str, limit_s: float = 240.0) -> dict:
     """Prometheus compacts the backfilled 2 h blocks (6 h, 18 h) as a live server's would be after a day: wait
     until it has (the block count lower than at start and still for 15 s), or ``limit_s``."""
-    def blocks() -> int:
-        with urllib.request.urlopen(url + "/api/v1/query?query=prometheus_tsdb_blocks_loaded", timeout=10) as r:
-            return int(float(json.load(r)["data"]["result"][0]["value"][1]))
+    def blocks() -> int:  # Prometheus' own /metrics (it scrapes nothing here, itself included)
+        with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("prometheus_tsdb_blocks_loaded "):
+                    return int(float(line.split()[1]))
+        raise RuntimeError("prometheus_tsdb_blocks_loaded not in Prometheus' /metrics")
     t0 = time.monotonic()
     first = last = blocks()
     still = time.monotonic()
-    while time.monotonic() - t0 < limit_s:
+    while first > 6 and time.monotonic() - t0 < limit_s:  # (a TSDB kept by --keep is compacted already)
         time.sleep(3)
         n = blocks()
         if n != last:
@@ -577,7 +580,7 @@ def main() -> int:
             results.append(r)
             print(f"{gpus} GPUs: {json.dumps(r)}", file=sys.stderr, flush=True)
     except KeyboardInterrupt:
-        print("interrupted: Prometheus stopped, temporary files removed", file=sys.stderr)
+        print("interrupted: Prometheus stopped" + ("" if args.keep else ", temporary files removed"), file=sys.stderr)
         return 130
     finally:
         if args.keep is None:

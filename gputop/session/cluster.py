@@ -20,10 +20,11 @@ the range (the GPUs of the nodes that exported no verdict in the range: a node w
 of it is counted from its verdicts alone). The rows and the sums are ``analysis/cluster.py``'s.
 
 Cost (bench/perf/cluster_scale.py, docs/benchmarks.md "Cluster scale (issue 26)"): the classifier costs this
-process about 70 us per sample, so the dcgm-exporter GPUs are judged on few samples (5 per refresh, 48 per GPU
-over an accounting range), and their series are asked for on their own nodes only (the nodes come from the
-rows, or from the label index: ``/api/v1/label/…/values``), never as every node's series ``unless`` a verdict at
-every step (that alone took seconds at 256 GPUs over 24 h).
+process about 70 us per sample, so the dcgm-exporter GPUs are judged on few samples (3 per judging, at most once
+per 30 s; 16 per GPU over an accounting range), on the series it reads (``JUDGE_NAMES``), asked for on their own
+nodes only (named by the rows, or by the label index: ``/api/v1/label/…/values``), never as every node's series
+``unless`` a verdict at every step (that alone took seconds at 256 GPUs over 24 h). At 2,048 GPUs (a quarter
+dcgm-exporter's) on 2 cores a refresh took 0.3-0.4 s and an accounting of 24 h about 4 s.
 
 An empty fleet (no whole-GPU series now) raises :class:`NoGpu`, saying whether the last hour had GPUs
 (``/api/v1/series``: the exporters stopped) or none ever; the client raises the rest (:mod:`gputop.telemetry.errors`).
@@ -50,14 +51,17 @@ ROW_NAMES = ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF
              "DCGM_FI_DEV_GPU_UTIL", *F.MEM_TOTAL_PARTS)
 ROW_SELECTOR = '{__name__=~"%s"}' % "|".join(ROW_NAMES)
 NOT_JUDGED = "unless on(Hostname, hostname, gpu) gputop_bottleneck"  # series of GPUs without an exported verdict
+# the series a GPU is judged on: all but those the classifier never reads (so many fewer series to ask for)
+JUDGE_NAMES = tuple(n for n in NAMES if n not in ("DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_GPU_TEMP"))
+JUDGE_SELECTOR = '{__name__=~"%s"}' % "|".join(JUDGE_NAMES)
 JUDGE_WINDOW_S = 60.0  # a dcgm-exporter GPU is judged on its last minute ...
-JUDGE_STEP_S = 15.0  # ... one sample every 15 s (dcgm-exporter collects every 30 s by default; a finer step
-# only repeats the same scrapes, and each sample costs the classifier the same)
+JUDGE_STEP_S = 30.0  # ... one sample every 30 s (dcgm-exporter collects every 30 s by default: a finer step only
+# repeats the same scrapes, and each sample costs the classifier ~70 us); one judging per step of this grid
 RANGE_POINTS = 720  # accounting: about this many steps over the range (24 h: one every 2 min) ...
 MIN_STEP_S, MAX_STEP_S = 1.0, 300.0
 EMPTY_LOOKBACK_S = 3600.0  # an empty fleet: were there GPUs this long ago (``series``)?
-ACCOUNT_WINDOWS = 12  # ... and a dcgm-exporter GPU judged in at most this many windows over it ...
-ACCOUNT_JUDGE_POINTS = 24  # ... on at most this many samples (24 h: one an hour, 2 a window)
+ACCOUNT_WINDOWS = 8  # ... and a dcgm-exporter GPU judged in at most this many windows over it ...
+ACCOUNT_JUDGE_POINTS = 16  # ... on at most this many samples (24 h: one every 90 min, 2 a window)
 PARALLEL = 4  # an accounting's queries in flight at once, its range cut in as many slices
 
 
@@ -162,7 +166,7 @@ def _on_nodes(nodes: dict[str, set[str]]) -> str:
     for label, values in nodes.items():
         if values:
             rest = ',Hostname="",hostname=""' if label not in F.LABELS_HOSTNAME else ""
-            parts.append(f'{{__name__=~"{"|".join(NAMES)}",{label}=~{_values_regex(values)}{rest}}}')
+            parts.append(f'{{__name__=~"{"|".join(JUDGE_NAMES)}",{label}=~{_values_regex(values)}{rest}}}')
     return " or ".join(parts)
 
 
@@ -328,5 +332,5 @@ class ClusterReader:
                 dcgm -= set(self.client.label_values(label, "gputop_bottleneck", start=start, end=end))
                 parts.append(_on_nodes({label: dcgm}))
         # series without a host label: by the scrape's instance, as a row's node
-        parts.append(f'{SELECTOR[:-1]},Hostname="",hostname=""}} {NOT_JUDGED}{{Hostname="",hostname=""}}')
+        parts.append(f'{JUDGE_SELECTOR[:-1]},Hostname="",hostname=""}} {NOT_JUDGED}{{Hostname="",hostname=""}}')
         return [p for p in parts if p]
