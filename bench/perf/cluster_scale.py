@@ -355,7 +355,7 @@ class Timed:
 
     def install(self) -> None:
         import gputop.telemetry.prometheus as P
-        timed, real_urlopen, real_loads = self, P.urllib.request.urlopen, P.json.loads
+        timed, real_urlopen, real_loads = self, urllib.request.urlopen, json.loads  # (the modules, never patched)
 
         class _Answer:  # the response: its body's last byte ends the span
             def __init__(self, resp, t0):

@@ -4,7 +4,9 @@ One :class:`ClusterReader` per server (``telemetry/prometheus.PrometheusClient``
 
 1. every whole GPU's row series now (``ROW_NAMES``: SM, DRAM and tensor activity, memory, GPU utilisation; one
    instant query, whoever exported them: ``gputop --export`` and dcgm-exporter use the same names and labels);
-2. ``gputop_bottleneck == 1`` and ``gputop_verdict_confidence`` now: the verdicts the nodes' own gputop exported;
+2. the verdicts the nodes' own gputop exported now: the class from ``gputop_verdict_confidence{class}`` (one series
+   per GPU, where ``gputop_bottleneck`` has one per class: every verdict of ``gputop --export`` has a confidence),
+   the subclass from ``gputop_bottleneck{subclass!=""}`` (only the current class carries one);
 3. for the GPUs without one (dcgm-exporter's nodes), every ``DCGM_FI_*`` series gputop reads over the last
    ``JUDGE_WINDOW_S`` at ``JUDGE_STEP_S`` (``query_range``, on those GPUs' nodes only), which this process judges
    itself with the classifier (``analysis/cluster.judge``). The refreshes within one step of a grid of
@@ -140,19 +142,6 @@ def _slices(range_s: float, step: float) -> list[tuple[float, float]]:
     return out
 
 
-def _joined(matrices: list[list[dict]]) -> list[dict]:
-    """Range answers of consecutive slices (oldest last) as one: each series' values in time order."""
-    out: dict[tuple, dict] = {}
-    for matrix in reversed(matrices):
-        for r in matrix:
-            key = tuple(r["metric"].items())  # (Prometheus writes a series' labels in one order)
-            if key in out:
-                out[key]["values"].extend(r["values"])
-            else:
-                out[key] = {"metric": r["metric"], "values": list(r["values"])}
-    return list(out.values())
-
-
 def _values_regex(values) -> str:
     """A PromQL string holding an RE2 alternation that matches exactly ``values``."""
     rx = "|".join(re.sub(r"([\\.^$*+?()\[\]{}|-])", r"\\\1", v) for v in sorted(values))
@@ -183,24 +172,27 @@ class ClusterReader:
         now = time.time() if now is None else now
         slot = now - now % JUDGE_STEP_S  # the refreshes within one step of the grid reuse the first one's verdicts
         fresh = slot != self._judged_at
-        calls = [lambda: self.client.query(ROW_SELECTOR, at=now), lambda: self.client.query("gputop_bottleneck == 1",
-                 at=now), lambda: self.client.query("gputop_verdict_confidence", at=now)]
+        calls = [lambda: self.client.query(ROW_SELECTOR, at=now),
+                 lambda: self.client.query("gputop_verdict_confidence", at=now),
+                 lambda: self.client.query('gputop_bottleneck{subclass!=""}', at=now)]
         if fresh:  # the last minute of the nodes that export no verdict (the label index names them), meanwhile
             calls.append(lambda: self._history_meanwhile(now))
         answers = _concurrently(calls)
         gpus = _groups(answers[0])
         verdict_rows: dict[tuple, dict] = {}  # GPU -> the labels of its exported class
         verdict_jobs: dict[tuple, list[str]] = defaultdict(list)
+        confidence = {}
         for r in answers[1]:
             if C.whole_gpu(r["metric"]):
                 key, job = C.gpu_key(r["metric"]), C.job_of(r["metric"])
-                verdict_rows.setdefault(key, r["metric"])
+                if key not in verdict_rows:
+                    verdict_rows[key], confidence[key] = r["metric"], _number(r["value"][1])
                 if job and job not in verdict_jobs[key]:
                     verdict_jobs[key].append(job)
-        confidence = {}
+        subclass = {}
         for r in answers[2]:
             if C.whole_gpu(r["metric"]):
-                confidence.setdefault(C.gpu_key(r["metric"]), _number(r["value"][1]))
+                subclass.setdefault((C.gpu_key(r["metric"]), r["metric"].get("class")), r["metric"]["subclass"])
         if not gpus and not verdict_rows:
             raise NoGpu(self._empty(now))
         rows, labels_of = {}, {}
@@ -209,8 +201,8 @@ class ClusterReader:
             labels_of[key] = g["labels"]
             rows[key] = self._row(key, g, verdict_jobs.get(key, []))
             if key in verdict_rows:
-                labels = verdict_rows[key]
-                rows[key].cls, rows[key].subclass = labels.get("class"), labels.get("subclass") or None
+                cls = verdict_rows[key].get("class")
+                rows[key].cls, rows[key].subclass = cls, subclass.get((key, cls)) or None
                 rows[key].confidence = confidence.get(key)
         unjudged = [k for k in rows if k not in verdict_rows]
         judged = {} if fresh else self._judged
@@ -300,9 +292,8 @@ class ClusterReader:
         by = "sum by (hpc_job, namespace, pod, class, subclass) "
         judge_step = max(step, float(round(range_s / ACCOUNT_JUDGE_POINTS)))
         selectors = self._not_exported(now - range_s, now)
-        judged = [lambda o=o, w=w, q=q: self.client.query_range(  # the largest answers first
-            q, now - o - w + (0.0 if o + w >= range_s else judge_step), now - o, judge_step)
-            for o, w in _slices(range_s, judge_step) for q in selectors]
+        judged = [lambda q=q: self.client.query_range(q, now - range_s, now, judge_step)  # the largest answers first
+                  for q in selectors]
         counted = [lambda o=o, w=w: self.client.query(
             f"{by}(count_over_time(gputop_verdict_confidence[{int(w) - 1}s:{int(step)}s]))", at=now - o)
             for o, w in _slices(range_s, step)]
@@ -313,7 +304,7 @@ class ClusterReader:
         subclasses = [(C.job_of(r["metric"]), r["metric"].get("class", "?"), r["metric"].get("subclass"),
                        float(r["value"][1])) for r in answers[-1]]
         entries = list(C.exported_hours(classes, subclasses, step))
-        history = _groups(_joined(answers[:len(judged)]), with_job=True)
+        history = _groups([r for answer in answers[:len(judged)] for r in answer], with_job=True)
         window_s = max(range_s / ACCOUNT_WINDOWS, 2 * judge_step)
         for key, g in history.items():
             for cls, sub, hours in C.judged_hours(_samples(g), _static(g), judge_step, window_s):
@@ -324,13 +315,15 @@ class ClusterReader:
         """Selectors of the DCGM series of the nodes that exported no gputop verdict over [start, end] (the nodes
         named by the label index: a node whose gputop exported verdicts at any time of the range is counted from
         those alone), and of series without a host label where no verdict was exported (``unless``, matched by
-        GPU). Each is asked for apart: ``or`` would match every series against the others at every step."""
+        GPU). Each is asked for apart, the nodes in ``PARALLEL`` shares: ``or`` would match every series against the
+        others at every step, and a query's series are read on one core."""
         parts = []
         for label in F.LABELS_HOSTNAME:
             dcgm = set(self.client.label_values(label, SELECTOR, start=start, end=end))
             if dcgm:
                 dcgm -= set(self.client.label_values(label, "gputop_bottleneck", start=start, end=end))
-                parts.append(_on_nodes({label: dcgm}))
+                nodes = sorted(dcgm)
+                parts += [_on_nodes({label: set(nodes[i::PARALLEL])}) for i in range(PARALLEL)]
         # series without a host label: by the scrape's instance, as a row's node
         parts.append(f'{JUDGE_SELECTOR[:-1]},Hostname="",hostname=""}} {NOT_JUDGED}{{Hostname="",hostname=""}}')
         return [p for p in parts if p]
