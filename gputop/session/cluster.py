@@ -7,26 +7,29 @@ One :class:`ClusterReader` per server (``telemetry/prometheus.PrometheusClient``
 2. the verdicts the nodes' own gputop exported now: the class from ``gputop_verdict_confidence{class}`` (one series
    per GPU, where ``gputop_bottleneck`` has one per class: every verdict of ``gputop --export`` has a confidence),
    the subclass from ``gputop_bottleneck{subclass!=""}`` (only the current class carries one);
-3. for the GPUs without one (dcgm-exporter's nodes), every ``DCGM_FI_*`` series gputop reads over the last
-   ``JUDGE_WINDOW_S`` at ``JUDGE_STEP_S`` (``query_range``, on those GPUs' nodes only), which this process judges
-   itself with the classifier (``analysis/cluster.judge``). The refreshes within one step of a grid of
-   ``JUDGE_STEP_S`` (the cluster page reads every 5 s) reuse the first one's verdicts.
+3. for the GPUs without one (dcgm-exporter's nodes), the ``DCGM_FI_*`` series the classifier reads
+   (``JUDGE_NAMES``) over the last ``JUDGE_WINDOW_S`` at ``JUDGE_STEP_S`` (``query_range``, on those GPUs' nodes
+   only: named by the label index and asked for beside 1 and 2, the nodes the index missed after), which this
+   process judges itself with the classifier (``analysis/cluster.judge``). The refreshes within one step of a
+   grid of ``JUDGE_STEP_S`` (the cluster page reads every 5 s) reuse the first one's verdicts.
 
-``accounting(range_s)`` counts each job's GPU-hours by class over the range (its queries ``PARALLEL`` at a time,
-the range cut in as many slices: Prometheus evaluates a query on one core): the exported verdicts with
-subqueries at the range's step, summed by job and class (``count_over_time(gputop_verdict_confidence[range:step])``:
+``accounting(range_s)`` counts each job's GPU-hours by class over the range (its queries ``PARALLEL`` at a time:
+Prometheus evaluates a query on one core): the exported verdicts with subqueries at the range's step (the range
+cut in ``PARALLEL`` slices), summed by job and class (``count_over_time(gputop_verdict_confidence[range:step])``:
 one series per GPU, where ``gputop_bottleneck`` has one per class; every verdict of ``gputop --export`` has a
 confidence) and by subclass (``gputop_bottleneck{subclass!=""}``: only the current class carries one); the
 dcgm-exporter GPUs by judging their series window by window, at most ``ACCOUNT_JUDGE_POINTS`` samples of each over
 the range (the GPUs of the nodes that exported no verdict in the range: a node whose gputop exported at any time
-of it is counted from its verdicts alone). The rows and the sums are ``analysis/cluster.py``'s.
+of it is counted from its verdicts alone; their nodes in ``PARALLEL`` shares). The rows and the sums are
+``analysis/cluster.py``'s.
 
 Cost (bench/perf/cluster_scale.py, docs/benchmarks.md "Cluster scale (issue 26)"): the classifier costs this
 process about 70 us per sample, so the dcgm-exporter GPUs are judged on few samples (3 per judging, at most once
 per 30 s; 16 per GPU over an accounting range), on the series it reads (``JUDGE_NAMES``), asked for on their own
 nodes only (named by the rows, or by the label index: ``/api/v1/label/…/values``), never as every node's series
 ``unless`` a verdict at every step (that alone took seconds at 256 GPUs over 24 h). At 2,048 GPUs (a quarter
-dcgm-exporter's) on 2 cores a refresh took 0.3-0.4 s and an accounting of 24 h about 4 s.
+dcgm-exporter's) on 2 cores a refresh took 0.4 s (4% of a core every 5 s) and an accounting of 24 h 3.1-3.7 s
+(5-5.6 s while other work held one of the cores).
 
 An empty fleet (no whole-GPU series now) raises :class:`NoGpu`, saying whether the last hour had GPUs
 (``/api/v1/series``: the exporters stopped) or none ever; the client raises the rest (:mod:`gputop.telemetry.errors`).
@@ -64,7 +67,7 @@ MIN_STEP_S, MAX_STEP_S = 1.0, 300.0
 EMPTY_LOOKBACK_S = 3600.0  # an empty fleet: were there GPUs this long ago (``series``)?
 ACCOUNT_WINDOWS = 8  # ... and a dcgm-exporter GPU judged in at most this many windows over it ...
 ACCOUNT_JUDGE_POINTS = 16  # ... on at most this many samples (24 h: one every 90 min, 2 a window)
-PARALLEL = 4  # an accounting's queries in flight at once, its range cut in as many slices
+PARALLEL = 4  # queries in flight at once; an accounting's range (and its judged nodes) cut in as many parts
 
 
 def range_step(range_s: float) -> float:
@@ -132,7 +135,7 @@ def _concurrently(calls: list) -> list:
 def _slices(range_s: float, step: float) -> list[tuple[float, float]]:
     """The range cut into ``PARALLEL`` slices of whole steps, newest first: ``(offset from now, length)`` pairs.
     A slice is asked for as ``[length - 1 s:step]`` (a subquery holds both its ends: one mark per step) at
-    ``now - offset``, or as a ``query_range`` from one step after its start (the oldest: from its start)."""
+    ``now - offset``."""
     size = step * math.ceil(range_s / step / PARALLEL)
     out, offset = [], 0.0
     while offset < range_s:
