@@ -25,7 +25,7 @@ from gputop.analysis import cluster as C
 from gputop.analysis.cluster_text import hours_text, job_line
 from gputop.cli import parse, parse_duration
 from gputop.headless.cluster import cluster_document
-from gputop.session.cluster import ClusterReader, range_step
+from gputop.session.cluster import ClusterReader, _slices, _values_regex, range_step
 from gputop.telemetry.errors import BadSource, NoGpu, QueryFailed, SourceUnreachable
 from gputop.telemetry.prometheus import PrometheusClient, auth_header, url_of
 
@@ -90,6 +90,22 @@ def test_a_dcgm_exporter_gpu_is_judged_window_by_window():
     verdict, missing = C.judge(samples[:30], {"index": 0}, set(busy))
     assert verdict.cls == "compute-bound" and "DCGM_FI_PROF_PIPE_FP32_ACTIVE (not exported)" in missing
     assert "DCGM_FI_PROF_SM_ACTIVE (not exported)" not in missing
+
+
+def test_exported_hours_sum_the_slices_and_take_the_subclasses_out_of_their_class():
+    classes = [("7", "compute-bound", 300.0), ("7", "compute-bound", 420.0), ("7", "idle", 30.0), (None, "idle", 60)]
+    subclasses = [("7", "compute-bound", "tensor", 600.0)]
+    got = {(j, c, s): round(h, 6) for j, c, s, h in C.exported_hours(classes, subclasses, 120.0)}
+    assert got == {("7", "compute-bound", "tensor"): 20.0, ("7", "compute-bound", None): 4.0, ("7", "idle", None): 1.0,
+                   (None, "idle", None): 2.0}
+
+
+def test_the_range_is_cut_in_slices_of_whole_steps_that_cover_it_once():
+    for range_s, step in ((86400, 120), (120, 1), (100, 3), (3600, 5)):
+        slices = _slices(range_s, step)
+        assert 1 < len(slices) <= 4 and slices[0][0] == 0 and sum(w for _, w in slices) == range_s
+        assert all(o % step == 0 and b[0] == o + w for (o, w), b in zip(slices, slices[1:]))
+    assert _values_regex(["node-1", 'a.b"c']) == '"a\\\\.b\\"c|node\\\\-1"'
 
 
 def test_the_accounting_step_keeps_a_range_to_about_720_points():
@@ -254,13 +270,18 @@ def test_a_document_from_made_up_answers_follows_its_schema(stub):
                 return [{"metric": {**labels, "class": "idle", "subclass": ""}, "value": [at, "1"]}]
             if promql.startswith("gputop_verdict_confidence"):
                 return [{"metric": {**labels, "class": "idle"}, "value": [at, "0.9"]}]
-            if promql.startswith("sum by"):
+            if promql.startswith("sum by"):  # the steps of each class: all 720 of the range in its newest slice
+                if "subclass!=" in promql or at != 1.8e9:
+                    return []
                 return [{"metric": {"hpc_job": "1234", "class": "idle"}, "value": [at, "720"]}]
             return [{"metric": {"__name__": "DCGM_FI_PROF_SM_ACTIVE", **labels}, "value": [at, "0.0"]},
                     {"metric": {"__name__": "DCGM_FI_DEV_FB_USED", **labels}, "value": [at, "1024"]},
                     {"metric": {"__name__": "DCGM_FI_DEV_FB_FREE", **labels}, "value": [at, "3072"]}]
 
         def query_range(self, promql, start, end, step):
+            return []
+
+        def label_values(self, label, *match, start=None, end=None):
             return []
 
     doc = cluster_document(ClusterReader(Client(url, env={})), 3600.0, now=1.8e9)

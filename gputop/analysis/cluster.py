@@ -33,6 +33,8 @@ EXPORTED, JUDGED = "gputop --export", "gputop"  # ClusterGpu.judged_by
 # input-starved, host-bound, latency-bound, PCIe- and comms-bound, a stalled collective) is a GPU waiting.
 WORKING = ("compute-bound", "memory-bound", "memory-capacity", "throttled")
 WAITING = tuple(c for c in CLASSES if c not in WORKING)
+NODE_LABELS = (*LABELS_HOSTNAME, "instance")
+NOT_WHOLE = frozenset(("GPU_I_PROFILE", "GPU_I_ID", "nvlink", "nvswitch"))  # labels of a part of a GPU  # the labels that name a series' node, the first present
 # The classifier's inputs from a dcgm-exporter that decide a class: a GPU without one is judged with less.
 KEY_FIELDS = ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
               "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "DCGM_FI_PROF_PIPE_FP64_ACTIVE", "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
@@ -40,9 +42,18 @@ KEY_FIELDS = ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PRO
               "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE")
 
 
+def node_label(labels: dict) -> str | None:
+    """The label that names a series' node: a host label, else ``instance``; None for neither."""
+    for name in NODE_LABELS:
+        if labels.get(name):
+            return name
+    return None
+
+
 def node_of(labels: dict) -> str:
     """The node a series comes from: its host label, else the scrape's ``instance``."""
-    return next((labels[n] for n in LABELS_HOSTNAME if labels.get(n)), None) or labels.get("instance") or "?"
+    name = node_label(labels)
+    return labels[name] if name else "?"
 
 
 def gpu_key(labels: dict) -> tuple[str, str]:
@@ -62,7 +73,7 @@ def job_of(labels: dict) -> str | None:
 
 def whole_gpu(labels: dict) -> bool:
     """A series of a whole GPU: a ``gpu`` label, no MIG instance, no NVLink or NVSwitch entity."""
-    return LABEL_GPU in labels and not any(k in labels for k in ("GPU_I_PROFILE", "GPU_I_ID", "nvlink", "nvswitch"))
+    return LABEL_GPU in labels and not labels.keys() & NOT_WHOLE
 
 
 @dataclass
@@ -162,6 +173,23 @@ def account(entries) -> list[JobHours]:
         j = jobs.setdefault(job, JobHours(job))
         j.hours[(cls, sub or None)] = j.hours.get((cls, sub or None), 0.0) + hours
     return sorted(jobs.values(), key=lambda j: (-j.wasted_gpu_hours, -j.gpu_hours, j.job is None, j.job or ""))
+
+
+def exported_hours(classes, subclasses, step_s: float):
+    """The GPU-hours of the verdicts the nodes' gputop exported, from counts of steps (``step_s`` apart) per job:
+    ``classes`` ``(job, class, steps)`` (a verdict of that class at each step; a job and class may come more than
+    once: the counts of the range's slices) and ``subclasses`` ``(job, class, subclass, steps)`` (of those, the
+    steps that named a subclass). Yields ``(job, class, subclass, GPU-hours)``, a class's steps without a
+    subclass as subclass None."""
+    rest: dict[tuple, float] = defaultdict(float)
+    for job, cls, steps in classes:
+        rest[(job, cls)] += steps
+    for job, cls, sub, steps in subclasses:
+        rest[(job, cls)] -= steps
+        yield job, cls, sub or None, steps * step_s / 3600.0
+    for (job, cls), steps in rest.items():
+        if steps > 0:
+            yield job, cls, None, steps * step_s / 3600.0
 
 
 def judged_hours(samples: list[dict], static: dict, step_s: float, window_s: float):

@@ -3,7 +3,8 @@
 Where a fleet's nodes run ``gputop --export`` or NVIDIA's dcgm-exporter, their Prometheus already holds every
 GPU's counters (and gputop's verdicts). :class:`PrometheusClient` asks it through the three read endpoints
 gputop needs, with the standard library only: ``/api/v1/query`` (an instant vector), ``/api/v1/query_range``
-(a matrix) and ``/api/v1/series`` (which series exist). ``session/cluster.py`` turns the answers into the
+(a matrix), ``/api/v1/series`` (which series exist) and ``/api/v1/label/NAME/values`` (a label's values, from
+the index alone). ``session/cluster.py`` turns the answers into the
 cluster's rows; this module knows HTTP and Prometheus' envelope, nothing of GPUs.
 
 Access. A secret never goes on the command line (where ``ps`` shows it) nor in the URL: it comes from the
@@ -105,11 +106,15 @@ class PrometheusClient:
         self._auth = auth_header(env)
         self._tls = tls_context(env) if self.url.startswith("https:") else None
 
-    def _get(self, endpoint: str, params: list[tuple[str, str]]) -> object:
+    def _get(self, endpoint: str, params: list[tuple[str, str]], method: str = "POST") -> object:
         where = f"{self.url}{endpoint}"
-        req = urllib.request.Request(where, data=urllib.parse.urlencode(params).encode(), method="POST",
-                                     headers={"Content-Type": "application/x-www-form-urlencoded",
-                                              "Accept": "application/json"})
+        form = urllib.parse.urlencode(params)
+        if method == "GET":  # the label values endpoint answers GET only
+            req = urllib.request.Request(f"{where}?{form}", method="GET", headers={"Accept": "application/json"})
+        else:
+            req = urllib.request.Request(where, data=form.encode(), method="POST",
+                                         headers={"Content-Type": "application/x-www-form-urlencoded",
+                                                  "Accept": "application/json"})
         if self._auth:
             req.add_header("Authorization", self._auth)
         try:
@@ -163,4 +168,15 @@ class PrometheusClient:
         data = self._get("/api/v1/series", params)
         if not isinstance(data, list):
             raise BadSource(f"{self.url}/api/v1/series: the answer is not Prometheus' HTTP API (no list of series)")
+        return data
+
+    def label_values(self, label: str, *match: str, start: float | None = None, end: float | None = None) -> list[str]:
+        """The values ``label`` takes on the series that match any of ``match`` (in blocks within [start, end]
+        where given): read from the index, no sample is decoded."""
+        endpoint = f"/api/v1/label/{urllib.parse.quote(label, safe='')}/values"
+        params = [("match[]", m) for m in match]
+        params += [(k, f"{v:.3f}") for k, v in (("start", start), ("end", end)) if v is not None]
+        data = self._get(endpoint, params, method="GET")
+        if not isinstance(data, list) or not all(isinstance(v, str) for v in data):
+            raise BadSource(f"{self.url}{endpoint}: the answer is not Prometheus' HTTP API (no list of values)")
         return data

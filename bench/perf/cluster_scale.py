@@ -1,0 +1,598 @@
+"""The cluster read from Prometheus at fleet scale (issue 26, "Scale, measured"); no GPU.
+
+For each fleet size (``--gpus 256 512 1024 2048``: nodes of 8 GPUs) this script
+
+1. generates 24 h (``--hours``) of the fleet's history at a 30 s scrape interval (``--step``) as OpenMetrics text,
+   in the series and labels the reader queries, as ``gputop --export`` and dcgm-exporter expose them:
+   ``DCGM_FI_*`` with ``gpu``/``UUID``/``pci_bus_id``/``device``/``modelName``/``Hostname``(/``hpc_job``) labels
+   on every node; ``gputop_bottleneck{class,subclass}`` (1 for the current class, 0 for the ten others) and
+   ``gputop_verdict_confidence{class}`` on the gputop nodes. The mix: 3 of every 4 nodes run ``gputop --export``
+   (its 17 queried DCGM series), the 4th only dcgm-exporter (its default counters plus the DCP fields:
+   18 queried series, and ``DCGM_FI_DRIVER_VERSION`` as a label); nodes are scheduled in groups of 4, each group
+   running a sequence of jobs of 1-6 h (one job over the 4 nodes, two over 2 nodes each, or one per node, so
+   most jobs span gputop and dcgm-exporter nodes) with idle gaps without a job; a job goes through phases of
+   20-90 min whose class changes (compute-bound (tensor), memory-bound, input-starved, idle, host-bound,
+   memory-capacity, pcie-bound), one GPU in 16 lagging in its own class. Series the reader never queries
+   (peaks, window seconds, per-process memory, dcgm-exporter's XID/energy/ECC counters) are not generated.
+2. backfills it with ``promtool tsdb create-blocks-from openmetrics``, one file per 2 h block (so no file holds
+   the whole day and the blocks do not overlap);
+3. starts Debian's ``prometheus`` on the blocks and waits for it to compact them (2 h -> 6 h -> 18 h blocks, as a
+   server that scraped the day itself would hold them; on 13 uncompacted 2 h blocks the queries cost about 1.5x);
+4. measures, with "now" the data's last sample plus the time since measuring began (the backfill leaves the
+   data minutes behind the wall clock; the queries are those of the wall clock's now):
+   * a cluster page refresh (``ClusterReader.snapshot``): the first, with nothing cached ("cold": the worst
+     case, which recurs each time the judged GPUs' window moves on), then ``--cpu-seconds`` of refreshes at the
+     page's cadence (``--cadence``, 5 s: the page's REFRESH_S) with their median and worst latency, this
+     process' CPU (``resource.getrusage``) and Prometheus' (``/proc/PID/stat``), each as % of one core;
+   * the job accounting over 24 h (``ClusterReader.accounting(86400)``, ``--accountings`` times): latency and
+     CPU; the page's whole CPU adds one every ``--account-every`` (60 s: the page's ACCOUNT_S);
+   * where each read's time goes: the wall time a query to Prometheus was in flight ("prom"; the accounting
+     sends several at once), this process' CPU decoding JSON ("json") and the rest of its CPU ("py": rows,
+     judging the dcgm-exporter GPUs); and Prometheus' CPU for the read;
+5. stops Prometheus and removes its temporary directory (also on Ctrl-C or an error).
+
+    python bench/perf/cluster_scale.py [--gpus 256 512 1024 2048] [--json FILE] [--keep DIR]
+
+``--keep DIR`` keeps each fleet's TSDB under DIR and measures again on it the next time (its "now" stays the
+data's end).
+
+Prints a table (and writes ``--json``). Needs ``prometheus`` and ``promtool`` on PATH. On 2 cores the 2,048-GPU
+fleet (156 M samples) took 6 min to generate and 11 min to backfill (promtool reading one block while the next is
+written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from gputop.analysis.vocabulary import CLASSES  # noqa: E402
+from gputop.export.dcgm_names import EXPORTED  # noqa: E402
+
+BLOCK_S = 7200  # promtool's (and Prometheus') 2 h block
+GPUS_PER_NODE = 8
+MODEL = "NVIDIA H100 80GB HBM3"
+DRIVER = "570.133.20"
+FB_TOTAL_MIB = 81559
+# the queried DCGM series each kind of node exposes: gputop --export's (its EXPORTED and FB_FREE) ...
+GPUTOP_SERIES = tuple(EXPORTED) + ("DCGM_FI_DEV_FB_FREE",)
+# ... and dcgm-exporter's default counters + DCP fields among those the reader queries
+DCGM_SERIES = ("DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE",
+               "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED",
+               "DCGM_FI_DEV_FB_RESERVED", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY",
+               "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
+               "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "DCGM_FI_PROF_PIPE_FP16_ACTIVE", "DCGM_FI_PROF_PCIE_TX_BYTES",
+               "DCGM_FI_PROF_PCIE_RX_BYTES")
+RATIOS = {n for n in set(GPUTOP_SERIES) | set(DCGM_SERIES) if n.startswith("DCGM_FI_PROF_") and "PCIE" not in n}
+
+# (class, subclass) -> the DCGM values of a GPU in that phase: ratios 0-1, util %, W, MHz, MiB, bytes/s.
+# "burst": input-starved's SM activity alternates busy / waiting between scrapes.
+PROFILES = {
+    ("compute-bound", "tensor"): dict(sm=.93, occ=.45, tensor=.62, dram=.38, fp16=.02, fp32=.08, fp64=0, util=100,
+                                      power=640, pcie=4e8, used=52000),
+    ("memory-bound", None): dict(sm=.86, occ=.6, tensor=.01, dram=.88, fp16=0, fp32=.22, fp64=0, util=100,
+                                 power=520, pcie=3e8, used=38000),
+    ("input-starved", None): dict(sm=.35, occ=.2, tensor=.15, dram=.12, fp16=0, fp32=.04, fp64=0, util=45,
+                                  power=260, pcie=6e9, used=30000, burst=True),
+    ("idle", None): dict(sm=0, occ=0, tensor=0, dram=0, fp16=0, fp32=0, fp64=0, util=0, power=72, pcie=1e6,
+                         used=24000),
+    ("host-bound", None): dict(sm=.22, occ=.05, tensor=0, dram=.04, fp16=0, fp32=.06, fp64=0, util=97, power=160,
+                               pcie=2e8, used=9000),
+    ("memory-capacity", None): dict(sm=.55, occ=.3, tensor=.2, dram=.4, fp16=0, fp32=.1, fp64=0, util=90,
+                                    power=420, pcie=1.2e10, used=81000),
+    ("pcie-bound", None): dict(sm=.12, occ=.05, tensor=0, dram=.05, fp16=0, fp32=.02, fp64=0, util=30, power=180,
+                               pcie=2.4e10, used=20000),
+}
+PHASE_WEIGHTS = ((("compute-bound", "tensor"), 40), (("memory-bound", None), 15), (("input-starved", None), 20),
+                 (("idle", None), 8), (("host-bound", None), 7), (("memory-capacity", None), 5),
+                 (("pcie-bound", None), 5))
+NO_JOB = ("idle", None)
+
+
+# -- the fleet's day ----------------------------------------------------------------------------------------------
+def schedule(nodes: int, start: int, end: int, seed: int = 26) -> dict[int, list[tuple[int, int, str | None, list]]]:
+    """node -> [(t0, t1, job or None, [(t0, t1, class, subclass), ...]), ...] covering [start, end)."""
+    rng = random.Random(seed)
+    out: dict[int, list] = {n: [] for n in range(nodes)}
+    job_id = 100000
+    phases_of = [p for p, _ in PHASE_WEIGHTS]
+    weights = [w for _, w in PHASE_WEIGHTS]
+    for group in range(0, nodes, 4):
+        members = list(range(group, min(group + 4, nodes)))
+        t = start - rng.randrange(0, 3 * 3600)
+        while t < end:
+            gap = rng.choice((0, 0, 600, 1800, 3600))  # no job: the GPUs idle
+            if gap:
+                for n in members:
+                    out[n].append((t, t + gap, None, [(t, t + gap, *NO_JOB)]))
+                t += gap
+            length = rng.randrange(3600, 6 * 3600)
+            split = rng.choice((1, 1, 2, 4))  # one job on the 4 nodes, two of 2 nodes, or one per node
+            for part in range(split):
+                job_id += 1
+                phases, p = [], t
+                while p < t + length:
+                    d = min(rng.randrange(1200, 5400), t + length - p)
+                    phases.append((p, p + d, *rng.choices(phases_of, weights)[0]))
+                    p += d
+                for n in members[part * len(members) // split:(part + 1) * len(members) // split]:
+                    out[n].append((t, t + length, str(job_id), phases))
+            t += length
+    return out
+
+
+def gpu_states(node_plan: list, times: list[int], lagging: bool) -> list[tuple[str | None, str, str | None]]:
+    """(job, class, subclass) of one GPU at each time (a lagging GPU is input-starved where its job computes)."""
+    out, i = [], 0
+    for t in times:
+        while i < len(node_plan) - 1 and node_plan[i][1] <= t:
+            i += 1
+        t0, t1, job, phases = node_plan[i]
+        cls, sub = next(((c, s) for p0, p1, c, s in phases if p0 <= t < p1), NO_JOB)
+        if lagging and job and cls == "compute-bound":
+            cls, sub = "input-starved", None
+        out.append((job, cls, sub))
+    return out
+
+
+RATIO_TEXT = [f"{i / 1000:g}" for i in range(1001)]
+
+
+def dcgm_values(name: str, cls_sub: tuple, rng: random.Random, k: int) -> str:
+    """The text of one DCGM series' value in a phase (``k``: the sample's number, for bursts)."""
+    p = PROFILES[cls_sub]
+    noise = rng.uniform(-.03, .03)
+    if name in RATIOS:
+        key = {"DCGM_FI_PROF_SM_ACTIVE": "sm", "DCGM_FI_PROF_SM_OCCUPANCY": "occ",
+               "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "tensor", "DCGM_FI_PROF_DRAM_ACTIVE": "dram",
+               "DCGM_FI_PROF_PIPE_FP16_ACTIVE": "fp16", "DCGM_FI_PROF_PIPE_FP32_ACTIVE": "fp32",
+               "DCGM_FI_PROF_PIPE_FP64_ACTIVE": "fp64"}[name]
+        v = p[key]
+        if p.get("burst") and key in ("sm", "tensor", "occ"):
+            v = v * 2.2 if k % 2 else v * 0.1
+        return RATIO_TEXT[min(1000, max(0, round(1000 * (v + noise if v else 0))))]
+    if name == "DCGM_FI_DEV_GPU_UTIL":
+        return str(min(100, max(0, round(p["util"] + 100 * noise)))) if p["util"] else "0"
+    if name == "DCGM_FI_DEV_MEM_COPY_UTIL":
+        return str(round(100 * p["dram"] * 0.8))
+    if name == "DCGM_FI_DEV_POWER_USAGE":
+        return f"{p['power'] * (1 + noise):.3f}"
+    if name == "DCGM_FI_DEV_SM_CLOCK":
+        return "1980" if p["util"] else "345"
+    if name == "DCGM_FI_DEV_MEM_CLOCK":
+        return "2619"
+    if name == "DCGM_FI_DEV_GPU_TEMP":
+        return str(round(30 + p["power"] / 15))
+    if name == "DCGM_FI_DEV_FB_USED":
+        return str(p["used"])
+    if name == "DCGM_FI_DEV_FB_FREE":
+        return str(FB_TOTAL_MIB - p["used"] - 590)
+    if name == "DCGM_FI_DEV_FB_RESERVED":
+        return "590"
+    if name in ("DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES"):
+        return str(round(p["pcie"] * (1 + noise) * (0.3 if name.endswith("TX_BYTES") else 1)))
+    raise KeyError(name)
+
+
+def gpu_labels(node: int, gpu: int, dcgm_only: bool) -> str:
+    uuid = f"GPU-{node:08x}-{gpu:04x}-4c1e-9b2a-{(node * 8 + gpu) * 2654435761 % (1 << 48):012x}"
+    text = (f'gpu="{gpu}",UUID="{uuid}",pci_bus_id="00000000:{0x18 + 0x10 * gpu:02X}:00.0",device="nvidia{gpu}",'
+            f'modelName="{MODEL}",Hostname="node-{node:04d}"')
+    return text + (f',DCGM_FI_DRIVER_VERSION="{DRIVER}"' if dcgm_only else "")
+
+
+def write_block(path: Path, plan: dict, times: list[int], seed: int) -> int:
+    """The OpenMetrics text of every GPU's series at ``times`` (one block's span): returns the samples written.
+    Each family's lines together under its ``# TYPE`` (gathered in a file per family, then joined), each series'
+    samples together and in time order, ``# EOF`` last."""
+    written = 0
+    stamps = [str(t) for t in times]
+    families = tuple(dict.fromkeys(GPUTOP_SERIES + DCGM_SERIES)) + ("gputop_bottleneck", "gputop_verdict_confidence")
+    parts = {name: open(path.with_name(f"{path.name}.{name}"), "w", buffering=1 << 20) for name in families}
+    try:
+        for node, node_plan in plan.items():
+            dcgm_only = node % 4 == 3
+            names = DCGM_SERIES if dcgm_only else GPUTOP_SERIES
+            for gpu in range(GPUS_PER_NODE):
+                rng = random.Random(seed * 1000003 + node * 64 + gpu + times[0])
+                states = gpu_states(node_plan, times, lagging=(node * 8 + gpu) % 16 == 5)
+                base = gpu_labels(node, gpu, dcgm_only)
+                runs, lo = [], 0  # stretches of one (job, class, subclass)
+                for i in range(1, len(states) + 1):
+                    if i == len(states) or states[i] != states[lo]:
+                        runs.append((lo, i, states[lo]))
+                        lo = i
+                series: dict[str, dict[str, list[str]]] = {name: {} for name in families}  # family -> head -> lines
+                for lo, hi, (job, cls, sub) in runs:
+                    labels = base + (f',hpc_job="{job}"' if job else "")
+                    for name in names:
+                        head = f"{name}{{{labels}}} "
+                        series[name].setdefault(head, []).extend(
+                            f"{head}{dcgm_values(name, (cls, sub), rng, k)} {stamps[k]}\n" for k in range(lo, hi))
+                    if dcgm_only:
+                        continue
+                    for c in CLASSES:
+                        head = f'gputop_bottleneck{{{labels},class="{c}"' + (
+                            f',subclass="{sub}"' if c == cls and sub else "") + "} "
+                        value = "1 " if c == cls else "0 "
+                        series["gputop_bottleneck"].setdefault(head, []).extend(
+                            head + value + stamps[k] + "\n" for k in range(lo, hi))
+                    head = f'gputop_verdict_confidence{{{labels},class="{cls}"}} '
+                    conf = f"{0.55 + 0.4 * rng.random():.2f} "
+                    series["gputop_verdict_confidence"].setdefault(head, []).extend(
+                        head + conf + stamps[k] + "\n" for k in range(lo, hi))
+                for name, by_head in series.items():
+                    for lines in by_head.values():
+                        written += len(lines)
+                        parts[name].writelines(lines)
+        for f in parts.values():
+            f.close()
+        with open(path, "wb") as out:
+            for name in families:
+                out.write(f"# TYPE {name} gauge\n".encode())
+                with open(parts[name].name, "rb") as part:
+                    shutil.copyfileobj(part, out, 1 << 22)
+            out.write(b"# EOF\n")
+    finally:
+        for f in parts.values():
+            f.close()
+            Path(f.name).unlink(missing_ok=True)
+    return written
+
+
+def backfill(out_dir: Path, gpus: int, start: int, end: int, step: int, work: Path, seed: int = 26) -> dict:
+    """The fleet's history from ``start`` to ``end`` (exclusive) in Prometheus blocks under ``out_dir``: each 2 h
+    block written as text, then backfilled by promtool while the next one is written."""
+    nodes = gpus // GPUS_PER_NODE
+    plan = schedule(nodes, start, end, seed)
+    samples, gen_s = 0, 0.0
+    first = start - start % BLOCK_S
+    running: subprocess.Popen | None = None  # promtool on the last block while the next one is written
+    try:
+        for k, b0 in enumerate(range(first, end, BLOCK_S)):
+            times = [t for t in range(max(start, b0), min(end, b0 + BLOCK_S)) if (t - start) % step == 0]
+            if not times:
+                continue
+            text = work / f"block{k % 2}.om"
+            t0 = time.perf_counter()
+            samples += write_block(text, plan, times, seed)
+            gen_s += time.perf_counter() - t0
+            _wait(running)
+            running = subprocess.Popen(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(text),
+                                        str(out_dir)], stdout=subprocess.DEVNULL)
+        _wait(running)
+        running = None
+    finally:
+        stop(running)
+    for text in work.glob("block*.om"):
+        text.unlink()
+    return {"samples": samples, "generate_s": gen_s}
+
+
+def _wait(proc: subprocess.Popen | None) -> None:
+    if proc is not None and proc.wait() != 0:
+        raise RuntimeError(f"{' '.join(proc.args)} failed ({proc.returncode})")
+
+
+# -- Prometheus ---------------------------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_prometheus(data: Path, work: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    config = work / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 30s\n")
+    log = open(work / "prometheus.log", "w")
+    proc = subprocess.Popen(
+        ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={data}", "--storage.tsdb.retention.time=15d",
+         f"--web.listen-address=127.0.0.1:{port}", "--query.max-samples=200000000"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"prometheus exited ({proc.returncode}); see {work / 'prometheus.log'}")
+        try:
+            with urllib.request.urlopen(url + "/-/ready", timeout=1) as r:
+                if r.status == 200:
+                    return proc, url
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("prometheus not ready within 120 s")
+
+
+def stop(proc: subprocess.Popen | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def proc_cpu_s(pid: int) -> float:
+    """user + system CPU seconds of a process (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def self_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+# -- measuring ----------------------------------------------------------------------------------------------------
+class Timed:
+    """Where a read's time goes: the wall time some query to Prometheus was in flight (HTTP request to the last byte
+    of the answer; several at once count once) and the CPU this process spent decoding JSON."""
+
+    def __init__(self):
+        self.spans: list[tuple[float, float]] = []
+        self.json_s = 0.0
+
+    def install(self) -> None:
+        import gputop.telemetry.prometheus as P
+        timed, real_urlopen, real_loads = self, urllib.request.urlopen, json.loads  # (the modules, never patched)
+
+        class _Answer:  # the response: its body's last byte ends the span
+            def __init__(self, resp, t0):
+                self.resp, self.t0 = resp, t0
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                self.resp.close()
+
+            def read(self):
+                try:
+                    return self.resp.read()
+                finally:
+                    timed.spans.append((self.t0, time.perf_counter()))
+
+        class _Request:  # the client's urllib.request: urlopen timed
+            def __getattr__(self, name):
+                return getattr(urllib.request, name)
+
+            @staticmethod
+            def urlopen(*a, **k):
+                t0 = time.perf_counter()
+                return _Answer(real_urlopen(*a, **k), t0)
+
+        class _Urllib:
+            request = _Request()
+            error = urllib.error
+            parse = urllib.parse
+
+        class _Json:  # the client's json module: loads timed
+            def __getattr__(self, name):
+                return getattr(json, name)
+
+            @staticmethod
+            def loads(body, *a, **k):
+                t = time.thread_time()  # this thread's CPU: threads decode side by side
+                try:
+                    return real_loads(body, *a, **k)
+                finally:
+                    timed.json_s += time.thread_time() - t
+
+        P.urllib, P.json = _Urllib(), _Json()
+
+    def reset(self) -> None:
+        self.spans, self.json_s = [], 0.0
+
+    def waited_s(self) -> float:
+        total, end = 0.0, float("-inf")
+        for t0, t1 in sorted(self.spans):
+            if t1 > end:
+                total += t1 - max(t0, end)
+                end = t1
+        return total
+
+
+def wait_compacted(url: str, limit_s: float = 240.0) -> dict:
+    """Prometheus compacts the backfilled 2 h blocks (6 h, 18 h) as a live server's would be after a day: wait
+    until it has (the block count lower than at start and still for 15 s), or ``limit_s``."""
+    def blocks() -> int:  # Prometheus' own /metrics (it scrapes nothing here, itself included)
+        with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("prometheus_tsdb_blocks_loaded "):
+                    return int(float(line.split()[1]))
+        raise RuntimeError("prometheus_tsdb_blocks_loaded not in Prometheus' /metrics")
+    t0 = time.monotonic()
+    first = last = blocks()
+    still = time.monotonic()
+    while first > 6 and time.monotonic() - t0 < limit_s:  # (a TSDB kept by --keep is compacted already)
+        time.sleep(3)
+        n = blocks()
+        if n != last:
+            last, still = n, time.monotonic()
+        elif n < first and time.monotonic() - still >= 15:
+            break
+    return {"blocks_backfilled": first, "blocks_served": last, "compaction_wait_s": time.monotonic() - t0}
+
+
+def measure(url: str, end: float, cadence: float, cpu_seconds: float, prom_pid: int, range_s: float,
+            account_every: float, accountings: int) -> dict:
+    """The page's reads against Prometheus at ``url``; "now" is the data's ``end`` plus the time since this began
+    (the wall clock's now, as if the data had been scraped until this moment)."""
+    from gputop.session.cluster import ClusterReader
+    from gputop.telemetry.prometheus import PrometheusClient
+    t_start = time.monotonic()
+
+    def clock() -> float:
+        return end + (time.monotonic() - t_start)
+
+    client = PrometheusClient(url, timeout=300)
+    timed = Timed()
+    timed.install()
+    out: dict = {}
+
+    def timed_call(fn):
+        timed.reset()
+        c, p, t = self_cpu_s(), proc_cpu_s(prom_pid), time.perf_counter()
+        result = fn()
+        wall, cpu = time.perf_counter() - t, self_cpu_s() - c
+        return result, {"wall_s": wall, "cpu_s": cpu, "prometheus_s": timed.waited_s(), "json_s": timed.json_s,
+                        "python_s": cpu - timed.json_s, "prometheus_cpu_s": proc_cpu_s(prom_pid) - p,
+                        "queries": len(timed.spans)}
+
+    # a refresh with nothing cached (a new page; thereafter once per judging step): the worst case
+    rows, out["snapshot_cold"] = timed_call(lambda: ClusterReader(client).snapshot(clock()))
+    out["gpus_seen"] = len(rows)
+    out["judged_here"] = sum(r.judged_by == "gputop" for r in rows)
+    out["classes_now"] = sorted({r.cls for r in rows if r.cls})
+    # the page: one reader, a refresh every ``cadence`` for ``cpu_seconds``; this process' CPU and Prometheus'
+    reader = ClusterReader(client)
+    runs = []
+    c0, p0, t0 = self_cpu_s(), proc_cpu_s(prom_pid), time.monotonic()
+    while time.monotonic() - t0 < cpu_seconds:
+        due = t0 + (len(runs) + 1) * cadence
+        runs.append(timed_call(lambda: reader.snapshot(clock()))[1])
+        time.sleep(max(0.0, due - time.monotonic()))
+    wall = time.monotonic() - t0
+    out["cadence_s"] = cadence
+    out["refreshes"] = len(runs)
+    out["snapshot"] = median_run(runs)
+    out["snapshot_worst_s"] = max(r["wall_s"] for r in runs)
+    out["client_cpu_pct"] = 100 * (self_cpu_s() - c0) / wall
+    out["prometheus_cpu_pct"] = 100 * (proc_cpu_s(prom_pid) - p0) / wall
+    # the job accounting over the range (the page reads it every ``account_every`` seconds)
+    runs = []
+    for _ in range(accountings):
+        (jobs, step), run = timed_call(lambda: reader.accounting(range_s, clock()))
+        runs.append(run)
+    out["accounting_step_s"] = step
+    out["accounting_jobs"] = len(jobs)
+    out["accounting_gpu_hours"] = round(sum(j.gpu_hours for j in jobs), 1)
+    out["accounting_first"] = runs[0]
+    out["accounting"] = median_run(runs)
+    out["accounting_worst_s"] = max(r["wall_s"] for r in runs)
+    # the page's whole CPU: the refreshes, and an accounting every ``account_every`` seconds
+    out["account_every_s"] = account_every
+    out["page_client_cpu_pct"] = out["client_cpu_pct"] + 100 * out["accounting"]["cpu_s"] / account_every
+    out["page_prometheus_cpu_pct"] = out["prometheus_cpu_pct"] + 100 * statistics.median(
+        r["prometheus_cpu_s"] for r in runs) / account_every
+    return out
+
+
+def median_run(runs: list[dict]) -> dict:
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+
+
+def one_fleet(gpus: int, args, root: Path) -> dict:
+    """Generate (or, under ``--keep``, reuse) one fleet's TSDB, start Prometheus on it, measure, stop."""
+    work = root / f"gpus{gpus}-{args.hours:g}h-{args.step}s"
+    meta = work / "fleet.json"
+    if meta.exists():
+        made = json.loads(meta.read_text())
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+        (work / "data").mkdir(parents=True)
+        end = int(time.time()) // args.step * args.step + args.step
+        start = end - int(args.hours * 3600) - 600  # 10 min more than the range: its first step has a sample
+        t = time.perf_counter()
+        made = backfill(work / "data", gpus, start, end, args.step, work)
+        made.update(end=end, backfill_s=time.perf_counter() - t)
+        made["tsdb_bytes"] = sum(p.stat().st_size for p in (work / "data").rglob("*") if p.is_file())
+        meta.write_text(json.dumps(made))
+    proc = None
+    try:
+        t = time.perf_counter()
+        proc, url = start_prometheus(work / "data", work)
+        made["prometheus_start_s"] = time.perf_counter() - t
+        made.update(wait_compacted(url))
+        result = measure(url, made["end"] - args.step, args.cadence, args.cpu_seconds, proc.pid,
+                         args.hours * 3600, args.account_every, args.accountings)
+    finally:
+        stop(proc)
+    return {"gpus": gpus, "nodes": gpus // GPUS_PER_NODE, **made, **result}
+
+
+TABLE = (("GPUs", "gpus", "{:d}"), ("samples", "samples", "{:,}"),
+         ("cold s", ("snapshot_cold", "wall_s"), "{:.2f}"), ("prom", ("snapshot_cold", "prometheus_s"), "{:.2f}"),
+         ("json", ("snapshot_cold", "json_s"), "{:.2f}"), ("py", ("snapshot_cold", "python_s"), "{:.2f}"),
+         ("refresh s", ("snapshot", "wall_s"), "{:.2f}"), ("worst s", "snapshot_worst_s", "{:.2f}"),
+         ("client %", "client_cpu_pct", "{:.1f}"), ("prom %", "prometheus_cpu_pct", "{:.1f}"),
+         ("acct s", ("accounting", "wall_s"), "{:.2f}"), ("prom", ("accounting", "prometheus_s"), "{:.2f}"),
+         ("json", ("accounting", "json_s"), "{:.2f}"), ("py", ("accounting", "python_s"), "{:.2f}"),
+         ("prom cpu", ("accounting", "prometheus_cpu_s"), "{:.2f}"),
+         ("page client %", "page_client_cpu_pct", "{:.1f}"), ("page prom %", "page_prometheus_cpu_pct", "{:.1f}"))
+
+
+def table(results: list[dict]) -> str:
+    def cell(r, key, fmt):
+        v = r[key[0]][key[1]] if isinstance(key, tuple) else r[key]
+        return fmt.format(v)
+    rows = [[h for h, _, _ in TABLE]] + [[cell(r, k, f) for _, k, f in TABLE] for r in results]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gpus", type=int, nargs="+", default=[256, 512, 1024, 2048], help="fleet sizes (x8 per node)")
+    ap.add_argument("--hours", type=float, default=24.0, help="history generated (and the accounting's range)")
+    ap.add_argument("--step", type=int, default=30, help="scrape interval of the generated data, s")
+    ap.add_argument("--cadence", type=float, default=5.0, help="the cluster page's refresh interval, s (its REFRESH_S)")
+    ap.add_argument("--account-every", type=float, default=60.0,
+                    help="the page's accounting interval, s (its ACCOUNT_S): for the page's whole CPU")
+    ap.add_argument("--cpu-seconds", type=float, default=60.0, help="refreshes at the cadence for this long")
+    ap.add_argument("--accountings", type=int, default=3, help="accountings timed")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--keep", help="keep the TSDBs under this directory, and reuse those already there (default: "
+                    "a temporary directory, removed)")
+    args = ap.parse_args()
+    for tool in ("prometheus", "promtool"):
+        if shutil.which(tool) is None:
+            print(f"{tool} not on PATH (apt-get install prometheus)", file=sys.stderr)
+            return 2
+    root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="cluster_scale-"))
+    root.mkdir(parents=True, exist_ok=True)
+    results = []
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        for gpus in args.gpus:
+            r = one_fleet(gpus, args, root)
+            results.append(r)
+            print(f"{gpus} GPUs: {json.dumps(r)}", file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        print("interrupted: Prometheus stopped" + ("" if args.keep else ", temporary files removed"), file=sys.stderr)
+        return 130
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    print(table(results))
+    print(f"(refreshes every {args.cadence:g} s for {args.cpu_seconds:g} s, CPU as % of one core; accounting over "
+          f"{args.hours:g} h, counted in the page's CPU every {args.account_every:g} s; data every {args.step} s)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"results": results, "args": vars(args)}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

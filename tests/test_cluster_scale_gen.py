@@ -1,0 +1,66 @@
+"""The scale bench's fleet (bench/perf/cluster_scale.py) at a small size: valid OpenMetrics (prometheus_client's
+strict parser), backfilled by promtool with every sample, and in the series and labels the cluster reader queries."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+from gputop.analysis.vocabulary import CLASSES
+from gputop.export.dcgm_names import GPU_LABELS
+from gputop.session.cluster import NAMES
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("cluster_scale", ROOT / "bench" / "perf" / "cluster_scale.py")
+S = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(S)
+
+END = 1_800_000_000  # a 2 h block boundary
+START = END - 5 * 3600 - 600  # three 2 h blocks, the first partial
+
+
+def test_the_fleet_is_openmetrics_in_the_readers_series_and_labels(tmp_path):
+    plan = S.schedule(4, START, END)  # 4 nodes: 3 run gputop --export, the 4th dcgm-exporter only
+    times = list(range(END - 600, END, 30))
+    text = tmp_path / "block.om"
+    written = S.write_block(text, plan, times, 26)
+    families = list(text_string_to_metric_families(text.read_text()))
+    assert sum(len(f.samples) for f in families) == written
+    assert {f.name for f in families} <= set(NAMES) | {"gputop_bottleneck", "gputop_verdict_confidence"}
+    current = defaultdict(list)  # (node, gpu, t) -> the classes at 1
+    for f in families:
+        for s in f.samples:
+            node = s.labels["Hostname"]
+            dcgm_only = node == "node-0003"
+            assert set(GPU_LABELS) <= set(s.labels) and s.labels["modelName"] == S.MODEL
+            assert ("DCGM_FI_DRIVER_VERSION" in s.labels) == dcgm_only
+            if f.name.startswith("gputop_"):
+                assert not dcgm_only and s.labels["class"] in CLASSES
+            if f.name == "gputop_bottleneck" and s.value == 1:
+                current[(node, s.labels["gpu"], float(s.timestamp))].append(s.labels["class"])
+            if f.name == "DCGM_FI_PROF_SM_ACTIVE":
+                assert 0 <= s.value <= 1
+    assert len(current) == 3 * 8 * len(times)  # every gputop GPU, every scrape: one class at 1
+    assert all(len(c) == 1 for c in current.values())
+    day = {cls for node_plan in plan.values() for _, _, _, phases in node_plan for _, _, cls, _ in phases}
+    assert len(day) >= 4  # the classes change over the day
+    jobs = {m.group(1) for m in re.finditer(r'hpc_job="(\d+)"', text.read_text())}
+    assert jobs
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="no promtool (apt-get install prometheus)")
+def test_promtool_backfills_every_sample_in_2h_blocks(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    made = S.backfill(data, 32, START, END, 300, tmp_path)
+    metas = [json.loads(m.read_text()) for m in data.glob("*/meta.json")]
+    assert len(metas) == 3 and sum(m["stats"]["numSamples"] for m in metas) == made["samples"] > 0
+    assert all(m["maxTime"] - m["minTime"] <= S.BLOCK_S * 1000 for m in metas)
+    assert min(m["minTime"] for m in metas) == START * 1000 and not list(tmp_path.glob("*.om*"))
