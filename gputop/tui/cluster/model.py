@@ -18,7 +18,8 @@ from gputop.analysis import cluster as C
 from gputop.telemetry.errors import SourceError
 
 REFRESH_S = 5.0  # the rows, read again every 5 s
-ACCOUNT_S = 60.0  # the job accounting over --range, every minute
+ACCOUNT_S = 300.0  # the job accounting over --range, every 5 min (2,048 GPUs, 24 h: 3 s of a read; 4.9% of a core
+# with the rows every 5 s, 7.2% with it every minute: docs/benchmarks.md, "Cluster scale"; r reads both now)
 GROUPS = ("job", "node")  # the page's groupings, in the order ``g`` cycles them
 FILTERS = ("job", "node", "class")
 
