@@ -97,13 +97,18 @@ class DevicePanel(Lines):
 
 class GpuSummary(Lines):
     """On top, with several GPUs: one line of numbers per GPU; the selected one is marked. (The monitor page's
-    GpuStrip, gputop/tui/monitor/strip.py, gives each GPU's verdict.)"""
+    GpuStrip, gputop/tui/monitor/strip.py, gives each GPU's verdict.) At 80x24 (the app's -short) with more GPUs
+    than SHORT_ALL, the selected GPU's line alone: the strip lists every GPU, and the panel needs the rows."""
 
     DEFAULT_CSS = "GpuSummary { height: auto; max-height: 8; }"
+    SHORT_ALL = 2
 
     def show(self, statics: list[dict], samples: list[dict | None], selected: int) -> None:
         lines = []
+        only = selected if self.app.has_class("-short") and len(statics) > self.SHORT_ALL else None
         for i, (st, s) in enumerate(zip(statics, samples)):
+            if only is not None and i != only:
+                continue
             mark = "▶" if i == selected else " "
             lines.append(Text(f"{mark} {view.summary_line(st, s)}", style="bold reverse" if i == selected else ""))
         self.set_lines(lines)
