@@ -101,3 +101,20 @@ def test_compose_script_rebuilds_the_shipped_trace_byte_for_byte(tmp_path):
     assert [d["index"] for d in header["devices"]] == list(range(8))
     assert [(g["source"], g["source_index"]) for g in header["composed"]["gpus"]] == \
         [("comms_mlp.jsonl.gz", i) for i in range(4)] + [("straggler.jsonl.gz", i) for i in range(4)]
+
+
+def test_strip_lays_more_gpus_than_rows_in_columns_and_fits_each_cell():
+    """16 GPUs in 8 rows: two columns, GPU order down each; a cell narrower than every name of the verdict is cut
+    with '…', never wider than its column (pure functions of the strip)."""
+    from gputop.analysis.verdict import Verdict
+    from gputop.tui.monitor.strip import strip_line, strip_rows
+
+    v = Verdict("comms-bound", subclass="straggler", confidence=0.87)
+    cells = [strip_line(i, {"index": i, "name": "NVIDIA H100 80GB HBM3"}, v, i == 9, 39) for i in range(16)]
+    assert all(len(c) <= 39 for c in cells) and cells[0].plain == "  GPU 0  comms-bound (straggler) 87%"
+    rows = strip_rows(cells, 8, 80)
+    assert len(rows) == 8 and rows[1].plain.startswith("  GPU 1  ") and "▶ GPU 9  comms-bound" in rows[1].plain
+    whole = strip_line(0, {"index": 0}, v, False, 0).plain
+    assert whole == "  GPU 0  communication-bound (waiting for a straggler) 87%"
+    cut = strip_line(12, {"index": 12}, v, False, 16)
+    assert len(cut) == 16 and cut.plain.endswith("…")

@@ -1,4 +1,6 @@
-"""The GPU strip: one line per GPU with its own verdict, and the selected GPU's NVLink traffic.
+"""The GPU strip: each GPU with its own verdict, and the selected GPU's NVLink traffic. One line per GPU, up to
+8 (80x24: 4) lines; more GPUs go in columns, each verdict in a shorter name where a column is narrow (8 GPUs at 80
+columns: 'comms-bound (straggler) 87%'), so that every GPU's verdict and the selected GPU's panel share the screen.
 
 A job on several GPUs (``--run -- torchrun ...``, the ``allreduce`` workload) is diagnosed GPU by GPU: the
 monitor page keeps a live verdict per GPU (the selected one's is the panel's) and looks at the comms-bound ones
