@@ -147,6 +147,7 @@ class VerdictPanel(Lines):
     instantaneous bars above), its advice (wrapped to the width, not cut)."""
 
     DEFAULT_CSS = "VerdictPanel { height: auto; }"
+    SHORT_ADVICE_ROWS_MANY = 2  # 80x24 with several GPUs: the strip (up to 5 rows) and the summary line above
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -173,10 +174,11 @@ class VerdictPanel(Lines):
             parts.append(Text("advice: " + v.advice, style="italic"))
         width = max(20, self.wh[0] or 80)
         compact = self.app.has_class("-short")  # 80x24: at most three lines of evidence, five of advice
+        advice_rows = self.SHORT_ADVICE_ROWS_MANY if len(self.app.model.statics) > 1 else 5
         lines: list[Text] = []
         for i, part in enumerate(parts):
             wrapped = list(part.wrap(self.app.console, width, overflow="fold"))
-            keep = (3 if i == 0 else 5) if compact else 8
+            keep = (3 if i == 0 else advice_rows) if compact else 8
             if len(wrapped) > keep:
                 wrapped = wrapped[:keep]
                 wrapped[-1].truncate(width - 1)
