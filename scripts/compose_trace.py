@@ -5,8 +5,9 @@
 No 8-GPU machine was lent to this project, so its 8-GPU screens and documents are tested on a trace composed from two
 real 4-GPU recordings: GPU i of B becomes GPU len(A) + i (its static entry, each tick's sample, the ``on GPU n``
 marks), tick by tick over the shorter recording (or ``--seconds``), at A's tick times. A's host fields are kept, B's
-dropped (B's GPUs keep their own process lists). B's marks land on A's tick of the same position. The header says
-what it is: its ``note`` names both sources, ``composed`` lists each GPU's source and index there.
+dropped (B's GPUs keep their own process lists). B's marks land on A's tick of the same position; one
+``started`` and one ``exited`` mark are kept (A's, else B's: the first in the composed span). The static entries keep
+what NVML said (two recordings of one machine: the same UUIDs twice). The header says what it is: its ``note`` names both sources, ``composed`` lists each GPU's source and index there.
 """
 
 from __future__ import annotations
@@ -76,8 +77,9 @@ def compose(path_a: str, path_b: str, seconds: float | None = None) -> tuple[dic
             seen.add(label.split()[0])
         kept.append({"type": "mark", "t": t, "label": label})
     name_a, name_b = Path(path_a).name, Path(path_b).name
+    counts = f"{len(dev_a)}" if len(dev_a) == len(dev_b) else f"{len(dev_a)}- and {len(dev_b)}"
     header = {**head_a, "devices": devices,
-              "note": f"composed from {name_a} and {name_b} (two real {len(dev_a)}- and {len(dev_b)}-GPU recordings; "
+              "note": f"composed from {name_a} and {name_b} (two real {counts}-GPU recordings; "
                       f"no {len(devices)}-GPU machine was lent): GPUs 0-{offset - 1} are {name_a}'s, "
                       f"{offset}-{len(devices) - 1} are {name_b}'s GPUs 0-{len(dev_b) - 1}, at {name_a}'s tick "
                       f"times; {name_a}'s host fields. {name_a}: {head_a.get('note', '')} | "
