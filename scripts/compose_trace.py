@@ -7,7 +7,8 @@ real 4-GPU recordings: GPU i of B becomes GPU len(A) + i (its static entry, each
 marks), tick by tick over the shorter recording (or ``--seconds``), at A's tick times. A's host fields are kept, B's
 dropped (B's GPUs keep their own process lists). B's marks land on A's tick of the same position; one
 ``started`` and one ``exited`` mark are kept (A's, else B's: the first in the composed span). The static entries keep
-what NVML said (two recordings of one machine: the same UUIDs twice). The header says what it is: its ``note`` names both sources, ``composed`` lists each GPU's source and index there.
+what NVML said (two recordings of one machine: the same UUIDs twice). The header says what it is: its ``note``
+names both sources, ``composed`` lists each GPU's source and index there.
 """
 
 from __future__ import annotations
