@@ -97,13 +97,18 @@ class DevicePanel(Lines):
 
 class GpuSummary(Lines):
     """On top, with several GPUs: one line of numbers per GPU; the selected one is marked. (The monitor page's
-    GpuStrip, gputop/tui/monitor/strip.py, gives each GPU's verdict.)"""
+    GpuStrip, gputop/tui/monitor/strip.py, gives each GPU's verdict.) At 80x24 (the app's -short) with more GPUs
+    than SHORT_ALL, the selected GPU's line alone: the strip lists every GPU, and the panel needs the rows."""
 
     DEFAULT_CSS = "GpuSummary { height: auto; max-height: 8; }"
+    SHORT_ALL = 2
 
     def show(self, statics: list[dict], samples: list[dict | None], selected: int) -> None:
         lines = []
+        only = selected if self.app.has_class("-short") and len(statics) > self.SHORT_ALL else None
         for i, (st, s) in enumerate(zip(statics, samples)):
+            if only is not None and i != only:
+                continue
             mark = "▶" if i == selected else " "
             lines.append(Text(f"{mark} {view.summary_line(st, s)}", style="bold reverse" if i == selected else ""))
         self.set_lines(lines)
@@ -142,6 +147,7 @@ class VerdictPanel(Lines):
     instantaneous bars above), its advice (wrapped to the width, not cut)."""
 
     DEFAULT_CSS = "VerdictPanel { height: auto; }"
+    SHORT_ADVICE_ROWS_MANY = 2  # 80x24 with several GPUs: the strip (up to 5 rows) and the summary line above
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -168,10 +174,11 @@ class VerdictPanel(Lines):
             parts.append(Text("advice: " + v.advice, style="italic"))
         width = max(20, self.wh[0] or 80)
         compact = self.app.has_class("-short")  # 80x24: at most three lines of evidence, five of advice
+        advice_rows = self.SHORT_ADVICE_ROWS_MANY if len(self.app.model.statics) > 1 else 5
         lines: list[Text] = []
         for i, part in enumerate(parts):
             wrapped = list(part.wrap(self.app.console, width, overflow="fold"))
-            keep = (3 if i == 0 else 5) if compact else 8
+            keep = (3 if i == 0 else advice_rows) if compact else 8
             if len(wrapped) > keep:
                 wrapped = wrapped[:keep]
                 wrapped[-1].truncate(width - 1)
