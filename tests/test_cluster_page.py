@@ -341,8 +341,10 @@ async def test_the_page_reads_filters_opens_a_gpu_goes_stale_and_recovers(cluste
         assert all(row_line(text, n) for n in nodes)
         # ... and comes back on the same port and data: the page recovers by itself
         prom["proc"] = subprocess.Popen(prom["argv"], stdout=subprocess.DEVNULL, stderr=prom["log"])
-        await wait_for(pilot, lambda: state.error is None and "stale " not in screen(app), 60)
-        assert {r.node for r in state.rows} == nodes
+        # (its first answers may come before every exporter is scraped again: recovered is every row back)
+        await wait_for(pilot, lambda: state.error is None and "stale " not in screen(app)
+                       and {r.node for r in state.rows} == nodes, 90)
+        assert all(row_line(screen(app), n) for n in nodes)
 
 
 @live
