@@ -196,11 +196,18 @@ def confusion(directory: str | Path = CORPUS) -> tuple[list[str], list[dict]]:
     return lines, judged
 
 
+def recorded_by(directory: str | Path) -> str:
+    """The gputop build whose documents were recorded with a folder's traces (``CASE.gputop-BUILD.json.gz``)."""
+    names = glob.glob(os.path.join(directory, "*.gputop-*.json.gz"))
+    return os.path.basename(names[0]).split(".gputop-")[1][: -len(".json.gz")] if names else ""
+
+
 def before_after(directory: str | Path = CORPUS) -> list[str]:
-    """The confusion of the machine's corpus, case by case: what gputop ecf143b said (the documents recorded with
-    the traces, ``CASE.gputop-ecf143b.json.gz``) and what it says now, each GPU judged by :func:`judge`."""
+    """The confusion of the machine's corpus, case by case: what the gputop that recorded it said (the documents
+    recorded with the traces, ``CASE.gputop-BUILD.json.gz``) and what it says now, each GPU judged by :func:`judge`."""
     import gzip
 
+    build = recorded_by(directory)
     sys.path.insert(0, str(ROOT))
     from gputop.headless.replay import replay_document
 
@@ -209,11 +216,11 @@ def before_after(directory: str | Path = CORPUS) -> list[str]:
                  for g in sorted(res["gpus"])]
         return ", ".join(f"{n} x{names.count(n)}" if names.count(n) > 1 else n for n in dict.fromkeys(names))
 
-    lines = ["| case | truth | ecf143b (before) | now | right before | right now |", "|---|---|---|---|---|---|"]
+    lines = [f"| case | truth | {build} (before) | now | right before | right now |", "|---|---|---|---|---|---|"]
     tot = [0, 0, 0]
     for case in cases(directory):
         want = expected(directory, case)
-        old = json.loads(gzip.open(os.path.join(directory, f"{case}.gputop-ecf143b.json.gz")).read())
+        old = json.loads(gzip.open(os.path.join(directory, f"{case}.gputop-{build}.json.gz")).read())
         new = replay_document(os.path.join(directory, case + ".jsonl.gz"))
         rb, rn = judge(old, want), judge(new, want)
         nb, nn = sum(r for r, _, _ in rb["gpus"].values()), sum(r for r, _, _ in rn["gpus"].values())
