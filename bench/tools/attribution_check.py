@@ -13,7 +13,6 @@ Memcpy/memset rows are left out of both (the hand-run profile drops them).
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -72,7 +71,7 @@ def lost_s(ends: list[float], spans: list[tuple[float, float]]) -> float | None:
 
 
 def case_row(d: Path, case: str) -> str:
-    prof, plain = load(d / f"{case}.profiled.json"), load(d / f"{case}.plain.json")
+    prof = load(d / f"{case}.profiled.json")
     truth, truth0 = load(d / f"{case}.profiled.truth.json") or {}, load(d / f"{case}.plain.truth.json") or {}
     ws = windows(prof)
     att = (prof or {}).get("attribution") or {}

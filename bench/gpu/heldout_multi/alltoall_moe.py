@@ -8,7 +8,6 @@ Truth: rank 0's torch.profiler NCCL share of kernel time over 5 steps.
 """
 
 import _path  # noqa: F401
-import torch
 
 from _multi import args, init, run_and_profile
 

@@ -194,7 +194,6 @@ def _averages(win, cuda):
     return kernels, ops, _cupti.union(spans)
 
 
-NO_TORCH = "the program has not imported torch (no PyTorch ops to record)"
 
 
 _NEEDED = ("torch", "torch.profiler", "torch.autograd.profiler", "torch.nn.modules.module", "torch.optim.optimizer")
