@@ -194,8 +194,6 @@ def _averages(win, cuda):
     return kernels, ops, _cupti.union(spans)
 
 
-
-
 _NEEDED = ("torch", "torch.profiler", "torch.autograd.profiler", "torch.nn.modules.module", "torch.optim.optimizer")
 
 
