@@ -57,6 +57,8 @@ def htas(path: str) -> dict | str:
         shutil.copy(path, os.path.join(folder, name))  # HTA reads every trace of a folder
         df, _stats = TraceAnalysis(trace_dir=folder).get_idle_time_breakdown(
             visualize=False, consecutive_kernel_delay=int(KERNEL_WAIT_US))
+    except Exception as exc:  # noqa: BLE001 - HTA's own failure is one line beside ours (it raises on a window
+        return f"HolisticTraceAnalysis failed on this trace: {exc.__class__.__name__}: {exc}"  # with no kernel)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     by_stream: dict[str, dict[str, float]] = {}
