@@ -231,8 +231,12 @@ def test_gputop_in_a_terminal_starts_draws_and_quits():
 
 
 def test_after_leave_nothing_is_painted(term):
-    """^C or an error before Textual took over: leave() first, and a paint still under way draws nothing."""
+    """^C or an error before Textual took over: leave(), and a paint still under way draws nothing. The thread
+    may have painted the first tick before leave() came (it starts at once): then leave() took the terminal back
+    to the normal screen, and nothing came after that."""
     early = EarlyStart(parse(["--demo"])[0], out=term.out)
     early.leave()
     early.join()
-    assert not early.painted and term.read() == ""
+    out = term.read()
+    assert not early.painted
+    assert out == "" or (out.startswith(ALT_SCREEN) and out.endswith(LEAVE) and out.count(LEAVE) == 1), out[-200:]
