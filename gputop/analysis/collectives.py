@@ -290,23 +290,25 @@ def _stragglers(items: list, basis: str) -> None:
             why.append(f"throttled: SM clock {ev.get('sm_clock_mhz') or 0:.0f} MHz vs {_mean_clock(wev):.0f} on the "
                        "others" + (" (thermal)" if thermal else ""))
             nums.update({"straggler_sm_clock_mhz": ev.get("sm_clock_mhz"), "waiters_sm_clock_mhz": _mean_clock(wev)})
-        if not why:
+        if why:
+            _name_straggler(g, v, waiters, why, nums, basis, ADVICE["straggler"])
+
+
+def _name_straggler(g, v, waiters: list, why: list[str], nums: dict, basis: str, advice: str, **job_facts) -> None:
+    """GPU ``g`` (verdict ``v``) is the straggler ``waiters`` wait for, ``why``: said on its verdict and theirs."""
+    waiting = [w for w, _ in waiters]
+    _get(v, "job").update({"straggler": g, "why": why, "waiting": waiting, "basis": basis, **job_facts})
+    _get(v, "evidence").update(nums)
+    who = "the straggler of its job" if basis == "run" else "likely a straggler (if of their job)"
+    _set(v, evidence_text=_get(v, "evidence_text") + f"; {who}: {_gpus(waiting)} wait in collectives ({'; '.join(why)})")
+    for w, wv in waiters:
+        wjob = _get(wv, "job")
+        if g in wjob.setdefault("waits_for", []):
             continue
-        waiting = [w for w, _ in waiters]
-        job.update({"straggler": g, "why": why, "waiting": waiting, "basis": basis})
-        ev.update(nums)
-        who = "the straggler of its job" if basis == "run" else "likely a straggler (if of their job)"
-        _set(v, evidence_text=_get(v, "evidence_text")
-             + f"; {who}: {_gpus(waiting)} wait in collectives ({'; '.join(why)})")
-        for w, wv in waiters:
-            wjob = _get(wv, "job")
-            if g in wjob.setdefault("waits_for", []):
-                continue
-            wjob["waits_for"].append(g)
-            _get(wv, "evidence").update(nums)
-            _set(wv, subclass="straggler", advice=ADVICE["straggler"],
-                 evidence_text=_get(wv, "evidence_text")
-                 + f"; it waits for {_gpus([g])}, the straggler ({'; '.join(why)})")
+        wjob["waits_for"].append(g)
+        _get(wv, "evidence").update(nums)
+        _set(wv, subclass="straggler", advice=advice,
+             evidence_text=_get(wv, "evidence_text") + f"; it waits for {_gpus([g])}, the straggler ({'; '.join(why)})")
 
 
 HOST_CLASSES = ("input-starved", "host-bound")
@@ -317,25 +319,14 @@ def _host_stragglers(waiters: list, host: list, basis: str) -> None:
     is slower): that GPU is the straggler, slowed by its host, not by its GPU."""
     wev = [_get(v, "evidence") for _, v in waiters]
     theirs = sum((e.get("util_gpu_pct") or 0.0) for e in wev) / len(wev)
-    waiting = [w for w, _ in waiters]
     for g, v in host:
-        ev, job = _get(v, "evidence"), _get(v, "job")
-        mine = ev.get("util_gpu_pct")
-        if "why" in job or mine is None or mine >= theirs:
+        mine = _get(v, "evidence").get("util_gpu_pct")
+        if "why" in _get(v, "job") or mine is None or mine >= theirs:
             continue
         why = [f"its host: kernels active {mine:.0f}% vs {theirs:.0f}% on the others, its GPU waits for its "
                f"process ({_get(v, 'class')})"]
-        job.update({"straggler": g, "why": why, "waiting": waiting, "basis": basis, "slowed_by": "host"})
-        ev.update({"straggler_util_pct": mine, "waiters_util_pct": theirs})
-        who = "the straggler of its job" if basis == "run" else "likely a straggler (if of their job)"
-        _set(v, evidence_text=_get(v, "evidence_text") + f"; {who}: {_gpus(waiting)} wait in collectives ({why[0]})")
-        for w, wv in waiters:
-            wjob = _get(wv, "job")
-            if g in wjob.setdefault("waits_for", []):
-                continue
-            wjob["waits_for"].append(g)
-            _set(wv, subclass="straggler", advice=ADVICE["straggler_host"],
-                 evidence_text=_get(wv, "evidence_text") + f"; it waits for {_gpus([g])}, the straggler ({why[0]})")
+        _name_straggler(g, v, waiters, why, {"straggler_util_pct": mine, "waiters_util_pct": theirs}, basis,
+                        ADVICE["straggler_host"], slowed_by="host")
 
 
 def _mean_clock(evs: list[dict]) -> float:
