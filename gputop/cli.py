@@ -310,8 +310,21 @@ def source_spec(args: argparse.Namespace, url: str | None = None):
                       rate_hz=args.rate, range_s=getattr(args, "range_s", None) or DEFAULT_RANGE_S)
 
 
+MONITOR_FLAGS = {"--gpu", "--rate", "--no-color", "-v", "--verbose", "--tour"}  # plain gputop's own (the live monitor)
+
+
+def opens_live_monitor(argv: list[str]) -> bool:
+    """``argv`` is the live monitor's (plain ``gputop``, maybe ``--gpu N --rate HZ``): NVML can be opened at once."""
+    return all(w.split("=", 1)[0] in MONITOR_FLAGS for w in argv if w.startswith("-"))
+
+
 def main(argv: list[str] | None = None) -> int:
-    args, command = parse(sys.argv[1:] if argv is None else list(argv))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if opens_live_monitor(argv):
+        from gputop.telemetry import nvml_early  # NVML's init and the static facts, while the rest starts up
+
+        nvml_early.start()
+    args, command = parse(argv)
     if args.verbose:
         import logging
 

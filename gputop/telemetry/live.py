@@ -28,8 +28,10 @@ class LiveSource:
     finished = False
 
     def __init__(self, nvml: Nvml | None = None, gpus: list[int] | None = None, gpm: bool = True,
-                 process_every: int = PROCESS_EVERY, host_period_s: float = HOST_PERIOD_S):
+                 process_every: int = PROCESS_EVERY, host_period_s: float = HOST_PERIOD_S,
+                 static: dict[int, dict] | None = None):
         self.nvml = nvml or Nvml()
+        self._known = static or {}  # NVML index -> static facts already read (telemetry.nvml_early)
         self.hostname = platform.node()
         self.header: dict = {}  # nothing recorded
         self.na_reasons = self.nvml.na_reasons  # the same dict: it fills as NVML calls fail
@@ -42,7 +44,7 @@ class LiveSource:
 
     def static(self) -> list[dict]:
         if self._static is None:
-            self._static = [read_static(self.nvml, i) for i in self.indices]
+            self._static = [self._known.get(i) or read_static(self.nvml, i) for i in self.indices]
         return self._static
 
     def read(self) -> dict:

@@ -144,11 +144,14 @@ def open_source(spec: SourceSpec, need_gpu: bool = True) -> Source:
         src = DcgmExporterSource(spec.path)
         check_gpus(spec.gpus, src.static())
         return src
+    from gputop.telemetry import nvml_early
     from gputop.telemetry.live import LiveSource
     from gputop.telemetry.nvml import Nvml
     from gputop.telemetry.static import device_count, read_static
 
-    nvml = Nvml()
+    early = nvml_early.take()  # opened on a thread at start-up (the monitor), else here
+    nvml = early.nvml if early is not None else Nvml()
+    known = early.static if early is not None else {}
     if not nvml.available():
         if need_gpu:
             raise NoGpu(nvml.error or "no NVIDIA GPU found")  # no hint: what works without a GPU is the mode's to say
@@ -156,7 +159,7 @@ def open_source(spec: SourceSpec, need_gpu: bool = True) -> Source:
     n = device_count(nvml)
     bad = [g for g in spec.gpus if not 0 <= g < n]
     if bad:
-        names = ", ".join(f"{i} ({read_static(nvml, i)['name']})" for i in range(n))
+        names = ", ".join(f"{i} ({(known.get(i) or read_static(nvml, i))['name']})" for i in range(n))
         raise BadSource(f"--gpu {bad[0]}: no such GPU (valid: {names})")
     return LiveSource(nvml, gpus=list(spec.gpus) or None, process_every=spec.process_every,
-                      host_period_s=spec.host_period_s)
+                      host_period_s=spec.host_period_s, static=known)
