@@ -7,17 +7,24 @@
 #   4. attribution (issue 27) with the loader's raw-event summary: GPT-2 training with and without --profile (the
 #      throughput in and out of the window), and the host-heavy ResNet with its window's chrome trace kept, its idle
 #      breakdown beside HolisticTraceAnalysis' own (bench/tools/hta_compare.py).
-#   source .whl/use.sh && bash bench/gpu/final_node_gpu.sh
+#   source .whl/use.sh && bash bench/gpu/final_node_gpu.sh [startup] [tmux] [gpu-tests] [attribution]   (default: all)
+# PYTEST_S bounds the GPU-marked tests (default 150 s).
 set -u
+PARTS=" ${*:-startup tmux gpu-tests attribution} "
+want() { [[ $PARTS == *" $1 "* ]]; }
 OUT=${OUT:-/tmp/gputop-final-node}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 { date -u +%FT%TZ; nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader; nproc | sed 's/^/cores: /'
   python3 -c 'import nvitop, textual, torch; print("nvitop", nvitop.__version__, "textual", textual.__version__, "torch", torch.__version__)'
   python3 -m compileall -q -j 0 gputop /tmp/site > /dev/null 2>&1; echo "byte-compiled"; } > "$OUT/env.txt" 2>&1
-timeout 45 python3 bench/perf/first_frame.py --live --marker quit -n 8 --json "$OUT/first_frame.json" > "$OUT/first_frame.txt" 2>&1
-timeout 110 python3 bench/perf/tui_vs_nvitop.py --sizes 80x24,160x48 --steady 15 --json "$OUT/tui_vs_nvitop.json" > "$OUT/tui_vs_nvitop.txt" 2>&1
-timeout 75 bash bench/gpu/tui_multi_tmux.sh "$OUT" > "$OUT/tui_multi_tmux.txt" 2>&1
-timeout 150 python3 -m pytest -v -m gpu -p no:cacheprovider tests > "$OUT/pytest_gpu.txt" 2>&1
+if want startup; then
+  timeout 45 python3 bench/perf/first_frame.py --live --marker quit -n 8 --json "$OUT/first_frame.json" > "$OUT/first_frame.txt" 2>&1
+  timeout 110 python3 bench/perf/tui_vs_nvitop.py --sizes 80x24,160x48 --steady 15 --json "$OUT/tui_vs_nvitop.json" > "$OUT/tui_vs_nvitop.txt" 2>&1
+  timeout 20 python3 bench/perf/startup_profile.py --steps > "$OUT/startup_profile.txt" 2>&1
+fi
+want tmux && timeout 75 bash bench/gpu/tui_multi_tmux.sh "$OUT" > "$OUT/tui_multi_tmux.txt" 2>&1
+want gpu-tests && timeout "${PYTEST_S:-150}" python3 -m pytest -v -m gpu -p no:cacheprovider tests > "$OUT/pytest_gpu.txt" 2>&1
+want attribution || { ls -la "$OUT"; exit 0; }
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/extra .whl/extra/*.whl > /dev/null 2>&1
 W=$OUT/attribution; mkdir -p "$W/traces"
 C=bench/gpu/corpus
