@@ -54,10 +54,12 @@ def test_roofline_on_the_gpu(tmp_path):
     # on an H100/H200 a whole sweep takes well under the 0.1 s sampling interval: phases that short
     # carry no sample (n/a), longer ones (the ceilings) always do
     assert sweeps and all(ph["telemetry"]["gpu_samples"] >= 1 for ph in doc["phases"] if ph["duration_s"] >= 0.3)
-    busy = [ph["telemetry"]["util_gpu_pct"]["max"] for ph in sweeps]
-    assert max(b for b in busy if b is not None) > 50  # the GPU was busy while the kernels ran
+    # the GPU was busy while the kernels ran: judged on the phases long enough for NVML's utilisation (averaged over
+    # its own 1/6-1 s period) to see them; a sweep's one sample may fall after its ~0.1 s of kernels (2% on an H100)
+    long = [ph for ph in doc["phases"] if ph["duration_s"] >= 0.3]
+    assert long and all(ph["telemetry"]["util_gpu_pct"]["max"] > 50 for ph in long)
     if dev["static"].get("gpm_supported"):
-        assert any(ph["telemetry"]["sm_active_pct"]["max"] for ph in sweeps)
+        assert all(ph["telemetry"]["sm_active_pct"]["max"] > 50 for ph in long)
     assert doc["verdict"]["class"] and doc["points"]
     with csv_path.open() as f:
         assert next(csv.reader(f))[:5] == ["k", "ai", "gflops", "bandwidth", "percent_peak"]

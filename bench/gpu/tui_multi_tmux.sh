@@ -34,18 +34,28 @@ tmux new-session -d -s $S -x 80 -y 24 -e TERM=xterm-256color -e NCCL_NVLS_ENABLE
 sleep 25
 cap monitor_80x24 "GPU $((N - 1)) "
 cap verdict_80x24 'comms|NVLink'
-keys g; sleep 2; cap next_gpu_80x24 '▶ GPU 1 '
-keys G; sleep 2; cap previous_gpu_80x24 '▶ GPU 0 '
+selected() {  # the GPU the strip marks now (the command's first GPU is selected once it shows up on one)
+  tmux capture-pane -p -t $S | grep -Eo '▶ GPU ?[0-9]+' | head -1 | grep -Eo '[0-9]+$'
+}
+i=$(selected); i=${i:-0}
+keys g; sleep 2; cap next_gpu_80x24 "▶ GPU ?$(( (i + 1) % N )) "
+keys G; sleep 2; cap previous_gpu_80x24 "▶ GPU ?$i "
 keys '?'; sleep 1; cap help_80x24 'next / previous GPU'
 keys Escape; sleep 1
 tmux resize-window -t $S -x 160 -y 48; sleep 3; cap monitor_160x48 "GPU $((N - 1)) "
-keys g; keys g; sleep 2; cap third_gpu_160x48 '▶ GPU 2 '
+i=$(selected); i=${i:-0}
+keys g; keys g; sleep 2; cap two_gpus_on_160x48 "▶ GPU ?$(( (i + 2) % N )) "
+# the ranks and torchrun (not this script's tmux shell, whose command line names the program too): none may outlive
+ranks=$(ps -eo pid=,args= | grep -E 'corpus_multi/comms_mlp' | grep -Ev 'gputop|grep' | awk '{print $1}' | tr '\n' ' ')
+echo "ranks and torchrun before q: ${ranks:-none}"
 keys q; sleep 10
 code=$(cat "$dir/exit_code" 2>/dev/null || echo none)
 case $code in none) echo "FAIL quit: gputop did not exit"; fails=$((fails + 1));;
   *) echo "PASS quit while the job ran: gputop exit code $code";; esac
-left=$(pgrep -f 'corpus_multi/comms_mlp' || true)
-if [ -z "$left" ]; then echo "PASS no rank left"; else echo "FAIL ranks left: $left"; fails=$((fails + 1)); pkill -9 -f corpus_multi/; fi
+left=""; for p in $ranks; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
+if [ -z "$ranks" ]; then echo "FAIL no rank seen before q"; fails=$((fails + 1))
+elif [ -z "$left" ]; then echo "PASS no rank left of: $ranks"
+else echo "FAIL ranks left:$left"; ps -o pid=,args= -p "${left# }" | cut -c1-120; fails=$((fails + 1)); pkill -9 -f corpus_multi/; fi
 tmux kill-server 2>/dev/null
 tar -czf "$out/tui_multi_tmux.tar.gz" -C "$(dirname "$dir")" tui_multi
 echo "captures: $out/tui_multi_tmux.tar.gz; $fails failed"
