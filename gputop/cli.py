@@ -177,6 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --run -- CMD (Python): record short torch.profiler windows in the command (CUPTI "
                           "windows through cupti-python without torch) and attribute its GPU time to kernels and ops")
     run.add_argument("--profile-seconds", type=float, metavar="S", help="with --profile: each window's length (default 3)")
+    run.add_argument("--profile-steps", type=int, metavar="N", help="with --profile: a window also ends after N "
+                     "optimizer steps (default 10; 0: seconds only)")
     out = ap.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="one JSON document on stdout (progress on stderr)")
     out.add_argument("--output", "-o", metavar="FILE", help="also write the JSON document to FILE")
@@ -233,8 +235,9 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                  "run it under gputop: gputop --run --profile -- CMD")
     if args.profile and mode != "run-command":
         ap.error("--profile goes with --run -- CMD (and --tui --run -- CMD)")
-    if args.profile_seconds is not None and not (args.profile and args.profile_seconds > 0):
-        ap.error("--profile-seconds goes with --profile and must be > 0")
+    for flag, value, least in (("--profile-seconds", args.profile_seconds, 1e-9), ("--profile-steps", args.profile_steps, 0)):
+        if value is not None and not (args.profile and value >= least):
+            ap.error(f"{flag} goes with --profile and must be {'> 0' if least else '>= 0'}")
     for flag, attr, modes_ok, words in GOES_WITH:
         if getattr(args, attr) and mode not in modes_ok:
             ap.error(f"{flag} goes with {words}")

@@ -65,8 +65,8 @@ def test_profile_window_of_a_torch_program(tmp_path):
     """The loader records a window of the program's ops; the program's output and exit code are gputop's,
     unchanged; the document (schema 3) holds the window."""
     (tmp_path / "train.py").write_text(TRAIN)
-    r = gputop("--json", "--record", "t.jsonl.gz", "--run", "--profile", "--profile-seconds", "0.5", "--", PY,
-               "train.py", "3", cwd=tmp_path, env_extra={"GPUTOP_PROFILE_AT": "0.3"})
+    r = gputop("--json", "--record", "t.jsonl.gz", "--run", "--profile", "--profile-seconds", "0.5", "--profile-steps",
+               "0", "--", PY, "train.py", "3", cwd=tmp_path, env_extra={"GPUTOP_PROFILE_AT": "0.3"})
     assert r.returncode == 3, r.stderr
     doc = json.loads(r.stdout)
     jsonschema.validate(doc, SCHEMA)
@@ -231,6 +231,25 @@ def test_a_program_with_its_own_profiler_gets_one_line_and_goes_on(tmp_path):
     jsonschema.validate(doc, SCHEMA)
     w = doc["attribution"]["windows"][0]
     assert w["status"] == "unavailable" and w["why_none"] == "the program's own profiler is recording"
+
+
+def test_a_window_ends_after_its_steps_and_leaves_the_programs_environment_alone(tmp_path):
+    """--profile-steps N: the window ends after N optimizer steps however long its seconds; CUPTI's teardown is
+    not put in the program's environment (the loader asks for it around its own stop only: a program's own
+    profiler stopping with it just before exit hung there), and a program's own setting stays as it was."""
+    prog = TRAIN.replace('print("trained")', 'print("trained", os.environ.get("TEARDOWN_CUPTI"))')
+    (tmp_path / "steps.py").write_text(prog)
+    for env_extra, said in (({}, "None"), ({"TEARDOWN_CUPTI": "0"}, "0")):
+        r = gputop("--json", "--run", "--profile", "--profile-seconds", "30", "--profile-steps", "3", "--", PY,
+                   "steps.py", "4", cwd=tmp_path, env_extra={"GPUTOP_PROFILE_AT": "0.3", **env_extra})
+        assert r.returncode == 3, r.stderr
+        assert f"trained {said}" in r.stderr
+        doc = json.loads(r.stdout)
+        jsonschema.validate(doc, SCHEMA)
+        a = doc["attribution"]
+        assert (a["seconds"], a["max_steps"]) == (30, 3)
+        w = a["windows"][0]
+        assert w["status"] == "ok" and w["steps"] == 3 and w["wall_s"] < 3  # 3 steps, not 30 s
 
 
 def test_windows_are_asked_when_the_live_verdict_holds_and_when_it_changes(tmp_path):

@@ -70,7 +70,8 @@ def test_a_real_export_beside_a_profiled_command_serves_its_window(tmp_path):
     port = free_port()
     env = fault_util.env(fake_nvml=True, GPUTOP_PROFILE_AT="0.3")
     proc = subprocess.Popen([PY, "-m", "gputop", "--export", f"127.0.0.1:{port}", "--json", "--run", "--profile",
-                             "--profile-seconds", "0.5", "--", PY, "train.py", "60"], cwd=tmp_path, env=env,
+                             "--profile-seconds", "0.5", "--profile-steps", "0", "--", PY, "train.py", "60"],
+                            cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         def window_served():

@@ -1,7 +1,8 @@
 """gputop's profiler windows against the program's own torch.profiler (issue 27), from bench/gpu/attribution_gpu.sh's
 folder: per case, the kernel-time share of each category in gputop's first window and in the hand-run profile
 (the program's last steps, every kernel's time), the largest difference, and the throughput (steps a second) of
-the profiled run inside its windows, outside them, and of the plain run.
+the profiled run inside its windows (each from its start to the end of its summary), outside them, and of the
+plain run.
 
     python bench/tools/attribution_check.py DIR          # a markdown table on stdout
 
@@ -86,7 +87,10 @@ def case_row(d: Path, case: str) -> str:
     cats = sorted(set(mine) | set(hand), key=lambda c: -(hand.get(c, 0) + mine.get(c, 0)))
     diff = max((abs(mine.get(c, 0) - hand.get(c, 0)) for c in cats), default=None)
     top = ", ".join(f"{c} {100 * mine.get(c, 0):.0f}/{100 * hand.get(c, 0):.0f}" for c in cats[:4])
-    spans = [(x["started_at"], x["started_at"] + x["wall_s"]) for x in ws if x.get("started_at")]
+    # a window's span is what it held the program for: its recording, the profiler's stop on the program's thread,
+    # and the summary on the loader's thread (which takes the GIL from the program meanwhile)
+    spans = [(x["started_at"], x["started_at"] + x["wall_s"] + (x.get("stop_s") or 0) + (x.get("summary_s") or 0))
+             for x in ws if x.get("started_at")]
     ends = truth.get("step_ends") or []
     r_in, r_out, r_plain = rate(ends, spans, True), rate(ends, spans, False), rate(truth0.get("step_ends") or [], [], False)
     f = lambda r: f"{r:.1f}" if r else "n/a"  # noqa: E731

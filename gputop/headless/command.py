@@ -48,7 +48,7 @@ def main_command(args, command: list[str], serve=None) -> int:
     if args.profile:
         from gputop.session.profiling import ProfileWindows
 
-        profile = ProfileWindows(args.profile_seconds)
+        profile = ProfileWindows(args.profile_seconds, max_steps=args.profile_steps)
     session = Session(mon, command, log=args.log, timeout=args.timeout, grace_s=args.grace, json_mode=args.json,
                       profile=profile)
     try:

@@ -31,6 +31,12 @@ from gputop.analysis.live import LiveVerdict
 from gputop.runner.profile_loader import DIR_ENV, LOADER_DIR
 
 DEFAULT_SECONDS = 3.0
+# A window also ends after this many optimizer steps (where the program has them): a profile's cost to the program
+# (the profiler's stop and the summary, on the program's own process) grows with its events, and a few steps show
+# the kernel mix as well as many (torch.profiler's schedule records 1-5 "active" steps). GPT-2 training on an H100
+# (bench/experiments/profiler_stop_cost.py): 3 s = 48 steps, 474k events, the stop held the program 2.8 s; 5 steps
+# 49k events, 0.22 s.
+DEFAULT_MAX_STEPS = 10
 HOLD_S = 5.0  # a live class held this long (a confirmed regime, not a blip) is worth a window
 MAX_WINDOWS = 4
 AT_ENV = "GPUTOP_PROFILE_AT"  # seconds after the start: the first window then (tests)
@@ -51,8 +57,9 @@ def first_at_from_env() -> float | None:
 class ProfileWindows:
     """The windows of one command; ``env(base)`` is the command's environment with the loader in it."""
 
-    def __init__(self, seconds: float | None = None, first_at: float | None = None):
+    def __init__(self, seconds: float | None = None, first_at: float | None = None, max_steps: int | None = None):
         self.seconds = DEFAULT_SECONDS if seconds is None else float(seconds)
+        self.max_steps = DEFAULT_MAX_STEPS if max_steps is None else int(max_steps)  # 0: seconds only
         self.first_at = first_at_from_env() if first_at is None else first_at
         self.folder = tempfile.mkdtemp(prefix="gputop-profile-")  # 0700: ours alone
         self.asked: list[dict] = []  # {"seq", "reason", "t"}
@@ -67,10 +74,7 @@ class ProfileWindows:
         out["PYTHONPATH"] = os.pathsep.join([LOADER_DIR] + ([base["PYTHONPATH"]] if base.get("PYTHONPATH") else []))
         out[DIR_ENV] = self.folder
         out.setdefault("KINETO_LOG_LEVEL", "6")  # torch's profiler prints a line at each start and stop below it
-        # Kineto leaves CUPTI subscribed after a window unless told to tear it down (pytorch/pytorch#144455): the
-        # program then runs 10-20% slower for good. GPT-2 training on an H100 ran 16% slower after one 3 s
-        # window (docs/diagnosis.md). The program's own setting wins.
-        out.setdefault("TEARDOWN_CUPTI", "1")
+        # (CUPTI's teardown after a window: the loader asks for it around its own stop only, see its _tearing_down)
         return out
 
     @property
@@ -82,7 +86,7 @@ class ProfileWindows:
         seq = len(self.asked) + 1
         tmp = os.path.join(self.folder, f".request-{seq}.tmp")
         with open(tmp, "w") as f:
-            f.write(f"{self.seconds:g}")
+            f.write(f"{self.seconds:g} {self.max_steps}")
         os.replace(tmp, os.path.join(self.folder, f"request-{seq}"))
         self.asked.append({"seq": seq, "reason": reason, "t": t})
 
@@ -172,7 +176,7 @@ class ProfileWindows:
             why = "no window was asked for (the live verdict never held a busy class long enough)"
         elif all(w["status"] == "unavailable" for w in windows):
             why = windows[0]["why_none"]
-        return {"seconds": self.seconds, "windows": windows, "why_none": why}
+        return {"seconds": self.seconds, "max_steps": self.max_steps, "windows": windows, "why_none": why}
 
     def close(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)

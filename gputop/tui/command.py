@@ -346,7 +346,7 @@ def main_command_tui(args, command: list[str]) -> int:
     if getattr(args, "profile", False) and not watch:
         from gputop.session.profiling import ProfileWindows
 
-        profile = ProfileWindows(args.profile_seconds)
+        profile = ProfileWindows(args.profile_seconds, max_steps=args.profile_steps)
     session = Session(mon, command or None, pid=args.watch if watch else None, log=log,
                       timeout=args.timeout, seconds=args.seconds, grace_s=args.grace, stdin=subprocess.DEVNULL,
                       err=io.StringIO(), profile=profile)
