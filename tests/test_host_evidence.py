@@ -130,6 +130,21 @@ def test_set_up_before_the_first_gpu_work_and_teardown_after_the_last_are_not_th
     assert overall(between)["class"] == "compute-bound"
 
 
+def test_a_launchers_ranks_hold_the_gpu_its_tree_is_host_bound_and_a_gpu_they_left_is_idle():
+    """torchrun (pid 4242) is on no GPU; its rank (pid 5000) is. After the run saw its tree on the GPU (the
+    timeline's on_gpu hint), the GPU idle while the tree keeps 4 cores busy is host-bound, not idle; the tree's
+    children are the ranks, not DataLoader workers; a GPU its rank left (empty process list) stays idle."""
+    rank = dict(processes=[{"pid": 5000}], util_gpu_pct=0.0, sm_active_pct=0.0, process_sm_pct={"5000": 0.0})
+    tree = host(400.0, children=398.0)  # the ranks' CPU is the launcher's children's
+    v = classify(window(**rank), H200, PEAKS, host=tree, watched_pid="4242", hints={"on_gpu": True})
+    assert v.cls == "host-bound" and v.subclass is None, (v.cls, v.subclass, v.scores)
+    assert v.evidence["feeder_on_gpu_fraction"] == 0 and v.evidence["gpu_held_fraction"] == 1
+    assert "whose child holds its CUDA context" in v.evidence_text
+    assert classify(window(**rank), H200, PEAKS, host=tree, watched_pid="4242").cls == "idle"  # no run's mark
+    left = dict(rank, processes=[])
+    assert classify(window(**left), H200, PEAKS, host=tree, watched_pid="4242", hints={"on_gpu": True}).cls == "idle"
+
+
 STAT = """cpu  {all}
 cpu0 {c0}
 cpu1 {c1}

@@ -265,7 +265,7 @@ OVERALL_IDLE_FRACTION = 0.75
 # GPU idle or host-bound, or "input-starved" with kernels active under this (a CPU-busy process whose GPU has not
 # started; Lightning's and the HF Trainer's DDP set-up on 4 H100s read 1-3%, a starved loop's bursts far more).
 # So is the teardown after its last work, judged the same way (results written, process groups destroyed, the
-# interpreter exiting: 2-4 s after the loops of the multi-GPU corpus and the held-out programs on 4 H100s, every
+# interpreter exiting: 1-8 s after the loops of the multi-GPU corpus and the held-out programs on 4 H100s, every
 # rank's process at a core, kernels active 0-9%): it is not the work's bottleneck either. Host-bound stretches
 # between two stretches of work still count.
 SETUP_UTIL_PCT = 10.0
