@@ -93,9 +93,9 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
         return describe_stall(sub, ev)
     if cls == "host-bound":
         sm = f", SMs {_p(ev.get('sm_active_pct'))} busy" if gpm else ""
-        who = ("the process holding its CUDA context" if (ev.get("feeder_on_gpu_fraction") or 0.0)
-               >= T.HOST_CONTEXT_FRACTION or ev.get("feeder_on_gpu_fraction") is None
-               else "the watched process tree, whose child holds its CUDA context,")  # a launcher's rank
+        frac = ev.get("feeder_on_gpu_fraction")  # under half: a launcher, whose child (a rank) holds the GPU
+        who = ("the watched process tree, whose child holds its CUDA context," if frac is not None
+               and frac < T.HOST_CONTEXT_FRACTION else "the process holding its CUDA context")
         return (f"the GPU idle {_p(ev.get('gpu_idle_pct'))} of the time (kernels active "
                 f"{_p(ev.get('util_gpu_pct'))}{sm}) while {who} used {_p(ev.get('feeder_cpu_pct'))} CPU")
     if cls == "pcie-bound":
