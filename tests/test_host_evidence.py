@@ -105,22 +105,44 @@ def test_launch_bound_needs_the_launching_thread_busy():
     assert any("busiest thread at 99%" in n for n in busy.notes), busy.notes
 
 
-def test_set_up_on_the_cpu_before_the_first_gpu_work_is_not_the_run_verdict():
-    """torch.compile / XLA compilation: 20 s host-bound, then 8 s compute-bound; later host-bound time counts."""
+def test_set_up_before_the_first_gpu_work_and_teardown_after_the_last_are_not_the_run_verdict():
+    """torch.compile / XLA compilation: 20 s host-bound, then 8 s compute-bound; host-bound time between two
+    stretches of work counts, host-bound time after the last work (teardown: results written, exit) does not."""
     from gputop.analysis.timeline import overall, timeline
 
-    compile_ = window(n=200, **ON_GPU)
-    work = window(n=80, t0=20.0, util_gpu_pct=100.0, sm_active_pct=96.0, sm_occupancy_pct=20.0, tensor_pct=93.0,
-                  dram_bw_pct=17.0, processes=[{"pid": 4242}])
-    after = window(n=50, t0=28.0, **ON_GPU)
-    hosts = host(99.0, n=330)
+    def busy(t0):
+        return window(n=80, t0=t0, util_gpu_pct=100.0, sm_active_pct=96.0, sm_occupancy_pct=20.0, tensor_pct=93.0,
+                      dram_bw_pct=17.0, processes=[{"pid": 4242}])
+
+    compile_, work, after, more = window(n=200, **ON_GPU), busy(20.0), window(n=50, t0=28.0, **ON_GPU), busy(33.0)
+    hosts = host(99.0, n=410)
     ticks = [{"t": smp["t"], "gpus": [smp], "host": h} for smp, h in zip(compile_ + work, hosts)]
     segs = timeline(ticks, 0, H200, PEAKS, watched_pid="4242")
     assert [s["class"] for s in segs] == ["host-bound", "compute-bound"], [s["class"] for s in segs]
     assert overall(segs)["class"] == "compute-bound"
     ticks += [{"t": smp["t"], "gpus": [smp], "host": h} for smp, h in zip(after, hosts)]
     late = timeline(ticks, 0, H200, PEAKS, watched_pid="4242")
-    assert overall(late)["time_by_class_s"].get("host-bound", 0) > 4.0  # after the work: the host's time
+    assert [s["class"] for s in late][-1] == "host-bound"
+    assert "host-bound" not in overall(late)["time_by_class_s"]  # after the last work: teardown
+    ticks += [{"t": smp["t"], "gpus": [smp], "host": h} for smp, h in zip(more, hosts[330:])]
+    between = timeline(ticks, 0, H200, PEAKS, watched_pid="4242")
+    assert overall(between)["time_by_class_s"].get("host-bound", 0) > 4.0  # between two stretches: the host's time
+    assert overall(between)["class"] == "compute-bound"
+
+
+def test_a_launchers_ranks_hold_the_gpu_its_tree_is_host_bound_and_a_gpu_they_left_is_idle():
+    """torchrun (pid 4242) is on no GPU; its rank (pid 5000) is. After the run saw its tree on the GPU (the
+    timeline's on_gpu hint), the GPU idle while the tree keeps 4 cores busy is host-bound, not idle; the tree's
+    children are the ranks, not DataLoader workers; a GPU its rank left (empty process list) stays idle."""
+    rank = dict(processes=[{"pid": 5000}], util_gpu_pct=0.0, sm_active_pct=0.0, process_sm_pct={"5000": 0.0})
+    tree = host(400.0, children=398.0)  # the ranks' CPU is the launcher's children's
+    v = classify(window(**rank), H200, PEAKS, host=tree, watched_pid="4242", hints={"on_gpu": True})
+    assert v.cls == "host-bound" and v.subclass is None, (v.cls, v.subclass, v.scores)
+    assert v.evidence["feeder_on_gpu_fraction"] == 0 and v.evidence["gpu_held_fraction"] == 1
+    assert "whose child holds its CUDA context" in v.evidence_text
+    assert classify(window(**rank), H200, PEAKS, host=tree, watched_pid="4242").cls == "idle"  # no run's mark
+    left = dict(rank, processes=[])
+    assert classify(window(**left), H200, PEAKS, host=tree, watched_pid="4242", hints={"on_gpu": True}).cls == "idle"
 
 
 STAT = """cpu  {all}

@@ -110,6 +110,13 @@ def on_gpu_fraction(samples: list[dict], pid: str | None) -> float | None:
     return sum(1 for ps in listed if any(str(p.get("pid")) == pid for p in ps)) / len(listed)
 
 
+def held_fraction(samples: list[dict]) -> float | None:
+    """Share of the samples (with a process list) in which some process holds a CUDA context on this GPU (is in
+    NVML's process list); None: no process lists in the window."""
+    listed = [s["processes"] for s in samples if isinstance(s.get("processes"), list)]
+    return sum(1 for ps in listed if ps) / len(listed) if listed else None
+
+
 def busy_elsewhere(window: list[dict], gpu: int, pid: str | None) -> float | None:
     """Share of the ticks in which another GPU that the feeding process (:func:`feeder_pid`) holds is busy
     (None: a window of samples of one GPU, or no feeding process). A process that drives one GPU and merely
@@ -204,6 +211,7 @@ def measure(samples: list[dict], static: dict, peaks: dict, hosts: list[dict] | 
     ev["gpu_idle_pct"] = 100.0 - ev["util_gpu_pct"] if ev["util_gpu_pct"] is not None else None
     pid = feeder_pid(hosts, watched_pid)
     ev["feeder_on_gpu_fraction"] = on_gpu_fraction(samples, pid)
+    ev["gpu_held_fraction"] = held_fraction(samples)  # by any process: a launcher's child (a torchrun rank)
     ev["feeder_thread_pct"] = feeder_host(hosts, pid, "busiest_thread_pct")  # its busiest thread
     ev["feeder_children_cpu_pct"] = feeder_host(hosts, pid, "children_cpu_pct")  # its workers
     ev["feeder_sm_pct"] = feeder_sm(samples, pid)  # NVML's per-process samples

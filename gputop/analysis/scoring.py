@@ -182,19 +182,25 @@ def score(ev: dict, hints: dict | None = None) -> tuple[dict, dict, dict]:
 def host_bound(ev: dict, facts: dict, gpm: bool, launch: float, pcie_raw: float,
                hints: dict | None = None) -> tuple[float, str | None]:
     """(score, subclass) of host-bound: the GPU nearly idle while the process holding its CUDA context keeps
-    a CPU core busy (issue 11). Sets facts["context"] and facts["host_cpu_busy"]. Without process lists in
-    the window (a run's stored ticks drop them), ``hints["on_gpu"]`` says the process holds a context."""
+    a CPU core busy (issue 11). Sets facts["context"] and facts["host_cpu_busy"]. ``hints["on_gpu"]`` (a run:
+    its command's process tree showed up on this GPU) says the tree holds the context: without process lists
+    in the window (a run's stored ticks drop them), or through a child of the watched process (a launcher's
+    ranks) while some process still holds the GPU (``HOST_TREE_HELD_FRACTION``)."""
     util, sm = ev.get("util_gpu_pct"), ev.get("sm_active_pct")
     if util is None and sm is None:
         return 0.0, None
     quiet = 1 - ramp(util, T.HOST_GPU_UTIL_PCT)
     if gpm:
         quiet *= 1 - ramp(sm, T.HOST_GPU_SM_PCT)
-    own = ev.get("feeder_sm_pct")  # NVML's per-process samples: the process's own kernels
-    if own is not None:  # the process itself barely uses the SMs, whatever another process does on the GPU
-        quiet = max(quiet, 1 - ramp(own, T.HOST_GPU_UTIL_PCT))
     frac = ev.get("feeder_on_gpu_fraction")
-    context = frac >= T.HOST_CONTEXT_FRACTION if frac is not None else bool((hints or {}).get("on_gpu"))
+    itself = frac is not None and frac >= T.HOST_CONTEXT_FRACTION  # the watched process holds the context
+    own = ev.get("feeder_sm_pct")  # NVML's per-process samples: the process's own kernels
+    if own is not None and itself:  # it barely uses the SMs, whatever another process does on the GPU
+        quiet = max(quiet, 1 - ramp(own, T.HOST_GPU_UTIL_PCT))
+    held = ev.get("gpu_held_fraction")
+    tree = bool((hints or {}).get("on_gpu")) and (frac is None or (held is not None
+                                                                   and held >= T.HOST_TREE_HELD_FRACTION))
+    context = itself or tree
     cpu = ramp(ev.get("feeder_cpu_pct"), T.HOST_FEEDER_CPU_PCT)
     facts["context"], facts["host_cpu_busy"], facts["quiet"] = context, cpu, quiet
     elsewhere = ramp(ev.get("feeder_busy_elsewhere_fraction"), T.HOST_BUSY_ELSEWHERE_FRACTION)
@@ -202,7 +208,8 @@ def host_bound(ev: dict, facts: dict, gpm: bool, launch: float, pcie_raw: float,
     # overhead, or preprocessing in that process); worker processes busier than it is an input pipeline.
     thread, workers = ev.get("feeder_thread_pct"), ev.get("feeder_children_cpu_pct") or 0.0
     sub = None
-    if workers >= T.HOST_WORKERS_CPU_PCT and workers > (ev.get("feeder_cpu_pct") or 0.0) - workers:
+    if (workers >= T.HOST_WORKERS_CPU_PCT and workers > (ev.get("feeder_cpu_pct") or 0.0) - workers
+            and (itself or frac is None)):  # a launcher's children are the GPUs' processes, not its workers
         sub = "workers"
     elif thread is not None and thread >= T.FEEDER_THREAD_PCT[1]:
         sub = "one thread"

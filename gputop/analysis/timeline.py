@@ -205,11 +205,14 @@ def overall(segments: list[dict]) -> dict | None:
     before the GPU's first work: host-bound segments, or input-starved ones with kernels active under
     ``SETUP_UTIL_PCT``, before the first segment of any other class
     but idle, such as imports, model building, DDP's set-up, torch.compile or XLA compilation, are not the work's
-    bottleneck: a GPU that has done no work yet is not starved of input)."""
+    bottleneck: a GPU that has done no work yet is not starved of input; likewise the teardown after its last
+    work: results written, process groups destroyed, the interpreter exiting)."""
     segs = [s for s in segments if s.get("subclass") != "startup"]
-    work = [s["t_start"] for s in segs if not _setup(s)]
+    work = [s for s in segs if not _setup(s)]
     if work:
-        segs = [s for s in segs if not (_setup(s) and s["class"] != "idle" and s["t_end"] <= min(work))]
+        first, last = min(s["t_start"] for s in work), max(s["t_end"] for s in work)
+        segs = [s for s in segs if not (_setup(s) and s["class"] != "idle"
+                                        and (s["t_end"] <= first or s["t_start"] >= last))]
     if not segs:
         return None
     time_by: dict[str, float] = {}

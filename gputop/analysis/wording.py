@@ -93,9 +93,11 @@ def describe(cls: str, sub: str | None, ev: dict) -> str:
         return describe_stall(sub, ev)
     if cls == "host-bound":
         sm = f", SMs {_p(ev.get('sm_active_pct'))} busy" if gpm else ""
+        frac = ev.get("feeder_on_gpu_fraction")  # under half: a launcher, whose child (a rank) holds the GPU
+        who = ("the watched process tree, whose child holds its CUDA context," if frac is not None
+               and frac < T.HOST_CONTEXT_FRACTION else "the process holding its CUDA context")
         return (f"the GPU idle {_p(ev.get('gpu_idle_pct'))} of the time (kernels active "
-                f"{_p(ev.get('util_gpu_pct'))}{sm}) while the process holding its CUDA context used "
-                f"{_p(ev.get('feeder_cpu_pct'))} CPU")
+                f"{_p(ev.get('util_gpu_pct'))}{sm}) while {who} used {_p(ev.get('feeder_cpu_pct'))} CPU")
     if cls == "pcie-bound":
         rx, tx = ev.get("pcie_rx_bps") or 0, ev.get("pcie_tx_bps") or 0
         way, v = ("host-to-device (rx)", rx) if rx >= tx else ("device-to-host (tx)", tx)
