@@ -54,9 +54,10 @@ def test_roofline_on_the_gpu(tmp_path):
     # on an H100/H200 a whole sweep takes well under the 0.1 s sampling interval: phases that short
     # carry no sample (n/a), longer ones (the ceilings) always do
     assert sweeps and all(ph["telemetry"]["gpu_samples"] >= 1 for ph in doc["phases"] if ph["duration_s"] >= 0.3)
-    # the GPU was busy while the kernels ran: judged on the phases long enough for NVML's utilisation (averaged over
-    # its own 1/6-1 s period) to see them; a sweep's one sample may fall after its ~0.1 s of kernels (2% on an H100)
-    long = [ph for ph in doc["phases"] if ph["duration_s"] >= 0.3]
+    # the GPU was busy while the kernels ran: judged on the phases of a second or more, long enough for NVML's
+    # utilisation (averaged over its own period, up to 1 s) to see them. Shorter phases read what came before too:
+    # on 4 H100s (--quick) a sweep's one sample read 2%, the 0.35 s ceilings phase 58% (GPM's SMs there: 41-98%)
+    long = [ph for ph in doc["phases"] if ph["duration_s"] >= 1.0]
     assert long and all(ph["telemetry"]["util_gpu_pct"]["max"] > 50 for ph in long)
     if dev["static"].get("gpm_supported"):
         assert all(ph["telemetry"]["sm_active_pct"]["max"] > 50 for ph in long)
