@@ -217,6 +217,49 @@ def test_rules_name_the_categories_and_the_verdict_takes_them_in():
     assert nccl["finding"]["class"] == "comms-bound"
 
 
+def test_many_tiny_kernels_a_forward_pass_are_launch_bound_even_while_the_gpu_idles():
+    """Decoding: hundreds of kernels of a few microseconds a token, the GPU idle most of the window between them
+    (the host launching them): latency-bound, named per forward pass, not "waiting on the host"; a window whose
+    few kernels leave the GPU idle stays host-bound. (Kernel counts and durations are inputs of the rule.)"""
+    gemm = _named("void cutlass::Kernel2<cutlass_75_tensorop_bf16")
+    ew = _named("void at::native::vectorized_elementwise_kernel")
+    decode = dict(_gpu_window([(ew, 2000, 5000.0), (gemm, 840, 3000.0)], wall_s=1.0, busy_s=0.06, steps=10),
+                  step_kind="forward pass")
+    a = attribute(decode)
+    assert a["step_kind"] == "forward pass" and a["kernels_per_step"] == 284.0 and a["gpu_idle_share"] == 0.94
+    f = a["finding"]
+    assert f["class"] == "latency-bound" and "284 kernels a forward pass (a token when decoding)" in f["text"]
+    assert "idle 94%" in f["text"] and "CUDA graphs" in f["advice"]
+    few = attribute(_gpu_window([(gemm, 3, 300.0)], wall_s=1.0, busy_s=0.01, steps=1))
+    assert few["finding"]["class"] == "host-bound" and few["step_kind"] is None
+
+
+INFER = """
+import os, sys, time, torch
+m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Sequential(torch.nn.LayerNorm(64), torch.nn.ReLU()))
+x = torch.randn(32, 64)
+t0 = time.time()
+with torch.no_grad():
+    while time.time() - t0 < float(sys.argv[1]):
+        m(x)
+print("inferred")
+"""
+
+
+def test_without_an_optimizer_a_step_is_a_top_level_forward_pass(tmp_path):
+    """An inference loop (no optimizer): the window counts top-level nn.Module calls (a forward pass, whatever
+    modules it nests), and --profile-steps ends it after that many."""
+    (tmp_path / "infer.py").write_text(INFER)
+    r = gputop("--json", "--run", "--profile", "--profile-seconds", "30", "--profile-steps", "4", "--", PY,
+               "infer.py", "3", cwd=tmp_path, env_extra={"GPUTOP_PROFILE_AT": "0.3"})
+    assert r.returncode == 0, r.stderr
+    w = json.loads(r.stdout)["attribution"]["windows"][0]
+    assert w["status"] == "ok" and (w["steps"], w["step_kind"]) == (4, "forward pass") and w["wall_s"] < 3
+    ops = {o["name"]: o for o in w["top_ops"]}
+    assert ops["aten::addmm"]["count"] == 4  # one Linear a forward pass: 4 passes recorded, no more
+    assert w["ops_per_step"] > 3
+
+
 def test_a_program_with_its_own_profiler_gets_one_line_and_goes_on(tmp_path):
     """The program records with torch.profiler itself: gputop's window stands aside (one line), the program's own
     profile and exit code are intact."""

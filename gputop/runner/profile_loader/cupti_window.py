@@ -145,7 +145,7 @@ class Window:
         """End the window early (the program exits); the recording thread writes it."""
         self.stopped.set()
 
-    def _finish(self):
+    def finish(self):
         self.stopped.set()
         self.done.set()
 
@@ -204,7 +204,7 @@ def answer(seconds, state=None):
     except Exception as exc:
         return unavailable("the CUPTI window failed: %s: %s" % (exc.__class__.__name__, _error(cupti, exc)))
     finally:
-        win._finish()
+        win.finish()
         _current["win"] = None
 
 

@@ -33,6 +33,7 @@ def _load(name):  # a module of this folder, by its path (the program's own fold
 
 _cupti = _load("cupti_window")  # CUDA programs without torch: a CUPTI window
 _kineto = _load("kineto_summary")  # a torch window summed up from the raw events (fast: no FunctionEvents)
+_torch = _load("torch_window")  # a torch window started and stopped on the program's thread
 _POLL_S = 0.2
 _START_WAIT_S = 30.0  # how long a request waits for a module call or an optimizer step to start on
 _EXIT_WAIT_S = 20.0  # at exit, how long the program waits for a recorded window to be written
@@ -72,103 +73,6 @@ def _write(folder, name, doc):
         pass
 
 
-class _tearing_down:
-    """``TEARDOWN_CUPTI=1`` while the window's profiler stops, unless the program set its own: Kineto then
-    finalizes CUPTI, which otherwise stays subscribed and slows the program for good (pytorch/pytorch#144455;
-    GPT-2 training on an H100: 9% slower after one window without it, 0.5% with it). Only around our stop:
-    Kineto reads the variable at each stop, and a program's own profiler that stopped with it just before the
-    program ended hung at exit (GPT-2 and the compiled MLP of the corpus, exit 124)."""
-
-    def __init__(self, on):
-        self.on = on and "TEARDOWN_CUPTI" not in os.environ
-
-    def __enter__(self):
-        if self.on:
-            os.environ["TEARDOWN_CUPTI"] = "1"
-
-    def __exit__(self, *exc):
-        if self.on:
-            os.environ.pop("TEARDOWN_CUPTI", None)
-        return False
-
-
-class _Window:
-    """One requested window: started and stopped on the program's thread by the hooks."""
-
-    def __init__(self, torch, seconds, max_steps=0):
-        self.torch, self.seconds, self.max_steps = torch, seconds, max_steps
-        self.prof = None
-        self.t0 = self.wall_s = self.started_at = self.stop_s = None
-        self.raw = None
-        self.steps = 0
-        self.thread = None  # the profiler is thread-local: started and stopped on this thread
-        self.error = None
-        self.done = threading.Event()
-        self.handles = []
-        self.lock = threading.RLock()
-
-    def hook(self, *args, **kwargs):
-        try:
-            self._tick()
-        except Exception as exc:  # never the program's problem
-            self.error = self.error or "the profiler failed: %s: %s" % (exc.__class__.__name__, exc)
-            self._finish()
-        return None
-
-    def step_hook(self, *args, **kwargs):
-        if self.prof is not None:
-            self.steps += 1
-        return self.hook()
-
-    def _tick(self):
-        if self.done.is_set():
-            return
-        with self.lock:
-            if self.done.is_set():
-                return
-            if self.prof is None:
-                torch = self.torch
-                if torch.autograd.profiler._is_profiler_enabled or torch._C._autograd._profiler_enabled():
-                    self.error = "the program's own profiler is recording"
-                    self._finish()
-                    return
-                acts = [torch.profiler.ProfilerActivity.CPU]
-                if torch.cuda.is_available() and torch.cuda.is_initialized():
-                    acts.append(torch.profiler.ProfilerActivity.CUDA)
-                prof = torch.profiler.profile(activities=acts, record_shapes=False, with_stack=False)
-                prof.start()
-                self.prof, self.t0, self.thread = prof, time.perf_counter(), threading.get_ident()
-                self.started_at = time.time()  # the window in the program's wall clock (throughput outside it)
-            elif threading.get_ident() == self.thread and (time.perf_counter() - self.t0 >= self.seconds or
-                                                           0 < self.max_steps <= self.steps):
-                self.stop()
-
-    def stop(self, teardown=True):
-        """End the window on the program's thread. ``teardown``: CUPTI is let go of as the profiler stops
-        (:func:`_tearing_down`); not at the program's exit, where nothing runs after it."""
-        with self.lock:
-            if self.done.is_set() or self.prof is None:
-                return
-            cuda = self.torch.cuda.is_available() and self.torch.cuda.is_initialized()
-            if cuda:
-                self.torch.cuda.synchronize()
-            self.wall_s = time.perf_counter() - self.t0  # the window, not the profiler's own stop
-            with _tearing_down(teardown and cuda):
-                self.prof.stop()
-            if teardown and cuda:
-                self.torch.cuda.synchronize()  # Kineto finalizes CUPTI from the next CUDA runtime call: this one
-            self.stop_s = time.perf_counter() - self.t0 - self.wall_s  # the program's thread, held by the stop
-            self._finish()
-
-    def _finish(self):
-        for h in self.handles:
-            try:
-                h.remove()
-            except Exception:
-                pass
-        self.done.set()
-
-
 def _summary(win):
     """The window's kernels (microseconds), host ops and busy time: from torch's raw events (kineto_summary.py: the
     program runs on meanwhile), or torch.profiler's key averages where a torch has no raw events."""
@@ -187,7 +91,8 @@ def _summary(win):
     return {"status": "ok", "torch": torch.__version__, "cuda": cuda_on, "wall_s": round(win.wall_s, 6),
             "started_at": round(win.started_at, 6), "stop_s": round(win.stop_s or 0.0, 4),
             "summary_s": round(time.perf_counter() - t0, 4), "summed_from": how,
-            "gpu_busy_s": round(busy / 1e6, 6) if cuda_on else None, "steps": win.steps,
+            "gpu_busy_s": round(busy / 1e6, 6) if cuda_on else None, "steps": win.counted()[0],
+            "step_kind": win.counted()[1],
             "kernels": kernels, "ops": ops}
 
 
@@ -285,17 +190,18 @@ def _answer(seconds, max_steps=0):
         time.sleep(_POLL_S)
     torch = sys.modules["torch"]
     module_hook = getattr(sys.modules["torch.nn.modules.module"], "register_module_forward_pre_hook", None)
+    out_hook = getattr(sys.modules["torch.nn.modules.module"], "register_module_forward_hook", None)
     step_hook = getattr(sys.modules["torch.optim.optimizer"], "register_optimizer_step_post_hook", None)
     if module_hook is None or step_hook is None:
         return {"status": "unavailable",
                 "reason": "torch %s has no global module/optimizer hooks (torch 2.0+ needed)"
                           % getattr(torch, "__version__", "?")}
-    win = _Window(torch, seconds, max_steps)
-    win.handles = [module_hook(win.hook), step_hook(win.step_hook)]
+    win = _torch.Window(torch, seconds, max_steps)
+    win.handles = [module_hook(win.hook), step_hook(win.step_hook)] + ([out_hook(win.out_hook)] if out_hook else [])
     _state["win"] = win
     win.done.wait(_START_WAIT_S + seconds)
     if win.prof is None and not win.done.is_set():
-        win._finish()
+        win.finish()
         return {"status": "unavailable",
                 "reason": "no nn.Module call or optimizer step within %.0f s to start the profiler on"
                           % (_START_WAIT_S + seconds)}
@@ -362,13 +268,13 @@ def _at_exit():
             win.stop(teardown=False)  # on the profiler's thread when that is the main one; else the window is lost
         except Exception as exc:
             win.error = "the profiler failed at exit: %s: %s" % (exc.__class__.__name__, exc)
-            win._finish()
+            win.finish()
         end = time.monotonic() + _EXIT_WAIT_S
         while _state["seq"] == seq and time.monotonic() < end:
             time.sleep(0.02)
         return
     if win is not None:
-        win._finish()
+        win.finish()
     why = _cupti.exit_reason() if "torch" not in sys.modules else \
         "the program ended before the window started (no nn.Module call or optimizer step after the request)"
     _reply(folder, seq, {"status": "unavailable", "reason": why}, time.time())

@@ -1,0 +1,147 @@
+"""A torch.profiler window of the program gputop started (the loader's, gputop/runner/profile_loader): started at
+the program's next ``nn.Module`` call on its own thread (the profiler is thread-local) and stopped there after N
+seconds or N steps (optimizer steps, else top-level forward passes). Stdlib only: torch is the program's, passed in.
+"""
+
+import os
+import sys
+import threading
+import time
+
+
+_MODULE_PY = os.path.join("nn", "modules", "module.py")
+
+
+def _nesting():
+    """How many nn.Module calls are under way on this thread (from its stack: torch's ``Module._call_impl`` frames;
+    a forward pre-hook runs inside its module's): 1 at a top-level call."""
+    n, f = 0, sys._getframe(1)
+    while f is not None:
+        code = f.f_code
+        if code.co_name == "_call_impl" and code.co_filename.endswith(_MODULE_PY):
+            n += 1
+        f = f.f_back
+    return n
+
+
+class TearingDown:
+    """``TEARDOWN_CUPTI=1`` while the window's profiler stops, unless the program set its own: Kineto then
+    finalizes CUPTI, which otherwise stays subscribed and slows the program for good (pytorch/pytorch#144455;
+    GPT-2 training on an H100: 9% slower after one window without it, 0.5% with it). Only around our stop:
+    Kineto reads the variable at each stop, and a program's own profiler that stopped with it just before the
+    program ended hung at exit (GPT-2 and the compiled MLP of the corpus, exit 124)."""
+
+    def __init__(self, on):
+        self.on = on and "TEARDOWN_CUPTI" not in os.environ
+
+    def __enter__(self):
+        if self.on:
+            os.environ["TEARDOWN_CUPTI"] = "1"
+
+    def __exit__(self, *exc):
+        if self.on:
+            os.environ.pop("TEARDOWN_CUPTI", None)
+        return False
+
+
+class Window:
+    """One requested window: started and stopped on the program's thread by the hooks."""
+
+    def __init__(self, torch, seconds, max_steps=0):
+        self.torch, self.seconds, self.max_steps = torch, seconds, max_steps
+        self.prof = None
+        self.t0 = self.wall_s = self.started_at = self.stop_s = None
+        self.raw = None
+        self.steps = 0  # optimizer steps in the window
+        self.forwards = 0  # top-level nn.Module calls in the window (a forward pass: a token when decoding)
+        self.depth = 0  # nn.Module calls under way on the program's thread (forward pre-hook in, forward hook out)
+        self.thread = None  # the profiler is thread-local: started and stopped on this thread
+        self.error = None
+        self.done = threading.Event()
+        self.handles = []
+        self.lock = threading.RLock()
+
+    def hook(self, *args, **kwargs):
+        """Every nn.Module call (the global forward pre-hook): the window starts (at a top-level call: a forward
+        pass's start) or ends here."""
+        self._guarded(entry=True)
+        if threading.get_ident() == self.thread:
+            self.depth += 1
+        return None
+
+    def _guarded(self, entry=False):
+        try:
+            if self.prof is None and entry and _nesting() > 1:
+                return  # inside a forward pass: the window starts with the next one
+            self._tick()
+        except Exception as exc:  # never the program's problem
+            self.error = self.error or "the profiler failed: %s: %s" % (exc.__class__.__name__, exc)
+            self.finish()
+
+    def out_hook(self, *args, **kwargs):
+        """Every nn.Module call's end (the global forward hook): a top-level one ends a forward pass."""
+        if threading.get_ident() == self.thread and self.depth > 0:
+            self.depth -= 1
+            if self.depth == 0 and self.prof is not None and not self.done.is_set():
+                self.forwards += 1
+        return None
+
+    def counted(self):
+        """(steps, what a step is): optimizer steps where the window saw one, else top-level forward passes."""
+        if self.steps:
+            return self.steps, "optimizer step"
+        return (self.forwards, "forward pass") if self.forwards else (0, None)
+
+    def step_hook(self, *args, **kwargs):
+        if self.prof is not None:
+            self.steps += 1
+        self._guarded()
+        return None
+
+    def _tick(self):
+        if self.done.is_set():
+            return
+        with self.lock:
+            if self.done.is_set():
+                return
+            if self.prof is None:
+                torch = self.torch
+                if torch.autograd.profiler._is_profiler_enabled or torch._C._autograd._profiler_enabled():
+                    self.error = "the program's own profiler is recording"
+                    self.finish()
+                    return
+                acts = [torch.profiler.ProfilerActivity.CPU]
+                if torch.cuda.is_available() and torch.cuda.is_initialized():
+                    acts.append(torch.profiler.ProfilerActivity.CUDA)
+                prof = torch.profiler.profile(activities=acts, record_shapes=False, with_stack=False)
+                prof.start()
+                self.prof, self.t0, self.thread = prof, time.perf_counter(), threading.get_ident()
+                self.started_at = time.time()  # the window in the program's wall clock (throughput outside it)
+            elif threading.get_ident() == self.thread and (time.perf_counter() - self.t0 >= self.seconds or
+                                                           0 < self.max_steps <= self.counted()[0]):
+                self.stop()
+
+    def stop(self, teardown=True):
+        """End the window on the program's thread. ``teardown``: CUPTI is let go of as the profiler stops
+        (:class:`TearingDown`); not at the program's exit, where nothing runs after it."""
+        with self.lock:
+            if self.done.is_set() or self.prof is None:
+                return
+            cuda = self.torch.cuda.is_available() and self.torch.cuda.is_initialized()
+            if cuda:
+                self.torch.cuda.synchronize()
+            self.wall_s = time.perf_counter() - self.t0  # the window, not the profiler's own stop
+            with TearingDown(teardown and cuda):
+                self.prof.stop()
+            if teardown and cuda:
+                self.torch.cuda.synchronize()  # Kineto finalizes CUPTI from the next CUDA runtime call: this one
+            self.stop_s = time.perf_counter() - self.t0 - self.wall_s  # the program's thread, held by the stop
+            self.finish()
+
+    def finish(self):
+        for h in self.handles:
+            try:
+                h.remove()
+            except Exception:
+                pass
+        self.done.set()
