@@ -10,7 +10,7 @@ import sys
 
 import gputop
 from gputop import exitcodes
-from gputop.option_values import AddressError, parse_address, parse_duration  # noqa: F401 - also the tests'
+from gputop.option_values import AddressError, opens_live_monitor, parse_address, parse_duration  # noqa: F401
 from gputop.telemetry.sampler import DEFAULT_RATE_HZ, MAX_RATE_HZ, MIN_RATE_HZ
 
 EPILOG = """\
@@ -235,7 +235,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                  "run it under gputop: gputop --run --profile -- CMD")
     if args.profile and mode != "run-command":
         ap.error("--profile goes with --run -- CMD (and --tui --run -- CMD)")
-    for flag, value, least in (("--profile-seconds", args.profile_seconds, 1e-9), ("--profile-steps", args.profile_steps, 0)):
+    for flag, value, least in (("--profile-seconds", args.profile_seconds, 1e-9),
+                               ("--profile-steps", args.profile_steps, 0)):
         if value is not None and not (args.profile and value >= least):
             ap.error(f"{flag} goes with --profile and must be {'> 0' if least else '>= 0'}")
     for flag, attr, modes_ok, words in GOES_WITH:
@@ -311,14 +312,6 @@ def source_spec(args: argparse.Namespace, url: str | None = None):
         kind, path = LIVE, None
     return SourceSpec(kind=kind, gpus=tuple(args.gpu or ()), path=path, speed=args.speed, loop=kind == DEMO,
                       rate_hz=args.rate, range_s=getattr(args, "range_s", None) or DEFAULT_RANGE_S)
-
-
-MONITOR_FLAGS = {"--gpu", "--rate", "--no-color", "-v", "--verbose", "--tour"}  # plain gputop's own (the live monitor)
-
-
-def opens_live_monitor(argv: list[str]) -> bool:
-    """``argv`` is the live monitor's (plain ``gputop``, maybe ``--gpu N --rate HZ``): NVML can be opened at once."""
-    return all(w.split("=", 1)[0] in MONITOR_FLAGS for w in argv if w.startswith("-"))
 
 
 def main(argv: list[str] | None = None) -> int:

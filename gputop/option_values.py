@@ -48,3 +48,11 @@ def parse_duration(text: str, flag: str) -> float:
     if not 0 < seconds <= 400 * 86400:
         raise ValueError(f"{flag} {text}: give a duration above 0 and up to 400d")
     return seconds
+
+
+MONITOR_FLAGS = {"--gpu", "--rate", "--no-color", "-v", "--verbose", "--tour"}  # plain gputop's own (the live monitor)
+
+
+def opens_live_monitor(argv: list[str]) -> bool:
+    """``argv`` is the live monitor's (plain ``gputop``, maybe ``--gpu N --rate HZ``): NVML can be opened at once."""
+    return all(w.split("=", 1)[0] in MONITOR_FLAGS for w in argv if w.startswith("-"))

@@ -11,7 +11,7 @@ import pynvml
 import pytest
 
 from fake_nvml import FakeNvml
-from gputop.cli import opens_live_monitor
+from gputop.option_values import opens_live_monitor
 from gputop.telemetry import nvml_early
 from gputop.telemetry.errors import NoGpu
 from gputop.telemetry.nvml import Nvml

@@ -123,6 +123,15 @@ class Monitor:
     def _hints(self, a: float, b: float) -> dict:
         return {"oom": True} if any(a <= t < b + self.window_s for t in self.oom_times) else {}
 
+    def pids_by_gpu(self) -> dict[int, set[int]]:
+        """{NVML index: the pids NVML listed on that GPU in any stored tick} (whose profiler window is whose)."""
+        out: dict[int, set[int]] = {}
+        for tick in self.store.snapshot():
+            for pos, s in enumerate(tick.get("gpus") or []):
+                for p in s.get("processes") or []:
+                    out.setdefault(self.static[pos].get("index", pos), set()).add(p.get("pid"))
+        return out
+
     def analyze(self, exclude: list[tuple[float, float]] | None = None) -> dict:
         """Per-GPU timelines and verdicts, and the run's overall verdict (the "diagnosis" part). ``exclude``: spans
         of the monitor's clock left out (a profiler window and the stop after it: the program slowed by gputop)."""

@@ -217,5 +217,9 @@ def window_from_answers(asked: dict, answers: list[dict], loaded: bool) -> dict:
         return (sum(k["device_us"] for k in a["kernels"]), sum(o["self_cpu_us"] for o in a["ops"]))
 
     best = max(ok, key=weight)
-    return {**base, "status": "ok", "pid": best["pid"], "processes": len(answers),
-            "profiler": best.get("profiler", "torch"), "torch": best.get("torch"), **attribute(best)}
+    out = {**base, "status": "ok", "pid": best["pid"], "processes": len(answers),
+           "profiler": best.get("profiler", "torch"), "torch": best.get("torch"), **attribute(best)}
+    if len(ok) > 1:  # a job's ranks: each GPU's verdict takes its own rank's window (attribution.window_for_gpu)
+        ranks = sorted(ok, key=lambda a: a.get("pid") or 0)
+        out["per_process"] = [{"pid": a.get("pid"), **attribute(a)} for a in ranks]
+    return out

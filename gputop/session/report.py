@@ -10,7 +10,7 @@ from __future__ import annotations
 import platform
 import shlex
 
-from gputop.analysis.attribution import apply_window, discount_profiler_idle
+from gputop.analysis.attribution import apply_window, discount_profiler_idle, window_for_gpu
 from gputop.analysis.idle import idle_line
 from gputop.analysis.timeline import format_timeline
 from gputop.analysis.verdict import display_name
@@ -32,6 +32,12 @@ def build_document(mode: str, monitor, facts: dict, command: list[str] | None, s
     found = [w for w in (attribution or {}).get("windows", []) if w.get("status") == "ok" and w.get("finding")]
     if found:
         analysis["verdict"] = apply_window(analysis["verdict"], found[-1])
+    if attribution and attribution.get("windows"):  # each GPU with the window of a process that held it
+        pids = monitor.pids_by_gpu()
+        for g in analysis["gpus"]:
+            w = window_for_gpu(attribution["windows"], pids.get(g["index"], set()))
+            if w is not None and g["verdict"]:
+                g["verdict"] = apply_window(g["verdict"], discount_profiler_idle(w, g["verdict"]))
     src = monitor.source
     return {
         **header("monitor"),

@@ -1,0 +1,73 @@
+"""Profiler windows on a job of several GPUs (--profile with torchrun): each rank's window answers for the GPU its
+process held, and a window whose NCCL share is tiny refutes a comms-bound verdict (analysis.attribution._refuted).
+
+The recorded trace is Lightning's DDP on 2 H100s (tests/data/traces/heldout_multi_h100x2): gputop's counters read
+comms-bound (collectives) there while torch.profiler in the program put NCCL at 2% of its kernel time. The windows
+here are built from that profile (its rank 0 truth file: the top kernels' names and times over 5 steps, NCCL's
+share, the step's time): the inputs a window of that program carries."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from gputop.analysis.attribution import apply_window, attribute, window_for_gpu
+from gputop.headless.replay import replay_monitor
+from gputop.session.report import build_document
+
+ROOT = Path(__file__).resolve().parents[1]
+HELD2 = ROOT / "tests" / "data" / "traces" / "heldout_multi_h100x2"
+NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def lightning_window(pid: int) -> dict:
+    """Rank 0's profile as a loader's answer: its kernels (NCCL at its measured share), 5 steps' wall time."""
+    t = json.loads((HELD2 / "held_lightning_ddp_truth_rank0.json").read_text())
+    steps = t["profiled_steps"]
+    kernels = [{"name": n, "count": steps, "device_us": us} for n, us in t["top_kernels"]]
+    nccl_us = t["nccl_share"] * t["kernel_us_per_step"] * steps
+    kernels.append({"name": NCCL, "count": steps, "device_us": nccl_us})
+    wall = t["step_s"] * steps
+    busy = t["kernel_us_per_step"] * steps / 1e6
+    return {"pid": pid, "wall_s": wall, "gpu_busy_s": busy, "steps": steps, "step_kind": "optimizer step",
+            "ops": [], "kernels": kernels}
+
+
+def test_a_window_with_nccl_under_a_tenth_of_kernel_time_refutes_comms_bound():
+    a = attribute(lightning_window(1))
+    comms = next(c["share"] for c in a["categories"] if c["category"] == "communication")
+    assert comms < 0.1
+    verdict = {"class": "comms-bound", "subclass": "collectives", "confidence": 0.7, "mixed": [],
+               "evidence_text": "NVLink 2 GB/s", "advice": "overlap"}
+    out = apply_window(verdict, a)
+    assert out["class"] != "comms-bound" and out["class"] == a["finding"]["class"] and "comms-bound" in out["mixed"]
+    assert 0.5 <= out["confidence"] <= 0.8 and "not waiting in collectives" in out["evidence_text"]
+    no_finding = apply_window(verdict, dict(a, finding=None))
+    assert no_finding["class"] == "comms-bound" and no_finding["confidence"] == 0.35
+    kept = dict(a, categories=[{"category": "communication", "share": 0.6, "us": 1.0, "count": 1}])
+    assert apply_window(verdict, kept)["class"] == "comms-bound"  # NCCL's share high: comms stands
+
+
+def test_each_gpu_of_the_job_takes_its_own_ranks_window():
+    mon = replay_monitor(str(HELD2 / "held_lightning_ddp.jsonl.gz"))
+    try:
+        pids = mon.pids_by_gpu()
+        ranks = {g: sorted(p for p in ps if p is not None) for g, ps in pids.items()}
+        assert sorted(ranks) == [0, 1] and all(ranks.values())
+        per = [{"pid": ranks[g][0], **attribute(lightning_window(ranks[g][0]))} for g in (0, 1)]
+        window = {"seq": 1, "status": "ok", "pid": per[0]["pid"], **per[0], "per_process": per}
+        assert window_for_gpu([window], set(pids[1]))["pid"] == ranks[1][0]
+        assert window_for_gpu([window], {-1}) is None
+        facts = {"status": "ok", "pid": mon.pid, "exit_code": 0, "command_exit_code": 0, "ended": "exited",
+                 "wall_s": 1.0, "signal": None, "errors": []}
+        before = build_document("replay", mon, facts, None, None)
+        doc = build_document("replay", mon, facts, None, None, attribution={"seconds": 3.0, "windows": [window],
+                                                                            "why_none": None})
+    finally:
+        mon.close()
+    for g0, g in zip(before["gpus"], doc["gpus"]):
+        assert g0["verdict"]["class"] == "comms-bound"  # the counters alone (the known miss)
+        v = g["verdict"]
+        assert v["class"] != "comms-bound" and "comms-bound" in v["mixed"], (g["index"], v["class"])
+        assert any(re.search(r"NCCL's kernels [0-9]% of kernel time", n) for n in v["notes"]), v["notes"]
