@@ -37,12 +37,16 @@ def test_the_held_out_folder_has_its_five_cases():
     assert MT.cases(HELD) == sorted(RIGHT + ["held_hf_trainer_ddp"])
 
 
-@pytest.mark.parametrize("case", RIGHT)
-def test_each_gpu_gets_the_verdict_its_truth_says(case):
-    want = MT.expected(HELD, case)
-    got = MT.judge(doc_of(case), want)
+def assert_each_gpu_right(folder: Path, case: str, doc: dict) -> None:
+    want = MT.expected(folder, case)
+    got = MT.judge(doc, want)
     wrong = {g: said for g, (right, said, _) in got["gpus"].items() if not right}
     assert not wrong, (case, wrong, {g: rule for g, (_, rule) in want["gpus"].items()})
+
+
+@pytest.mark.parametrize("case", RIGHT)
+def test_each_gpu_gets_the_verdict_its_truth_says(case):
+    assert_each_gpu_right(HELD, case, doc_of(case))
 
 
 def test_a_pipeline_whose_first_stage_deadlocks_stalls_every_later_stage_and_names_the_idle_one():
@@ -115,10 +119,7 @@ def doc2_of(case: str) -> dict:
 
 @pytest.mark.parametrize("case", RIGHT2)
 def test_on_two_gpus_each_gpu_gets_the_verdict_its_truth_says(case):
-    want = MT.expected(HELD2, case)
-    got = MT.judge(doc2_of(case), want)
-    wrong = {g: said for g, (right, said, _) in got["gpus"].items() if not right}
-    assert not wrong, (case, wrong, {g: rule for g, (_, rule) in want["gpus"].items()})
+    assert_each_gpu_right(HELD2, case, doc2_of(case))
 
 
 def test_on_two_gpus_lightning_and_hf_swap_truths_and_the_miss_stays_unconfident():
