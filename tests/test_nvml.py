@@ -133,3 +133,26 @@ def test_clock_reasons_in_words():
     assert decode_clock_reasons(0) == []
     assert decode_clock_reasons(None) is None
     assert decode_clock_reasons(0x4 | 0x40) == ["software power cap", "hardware thermal slowdown"]
+
+
+def test_each_gpu_process_carries_its_process_group(monkeypatch):
+    """A GPU's process list says each process's process group (a job's processes share it: the node view groups a
+    node's GPUs into jobs by it), None for a pid that is not ours to see."""
+    import os
+    import subprocess
+    import sys
+    import types
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    try:
+        fake = FakeNvml(recorded_static())
+        procs = [types.SimpleNamespace(pid=p, usedGpuMemory=1 << 20) for p in (os.getpid(), child.pid, 2 ** 22 + 7)]
+        monkeypatch.setattr(fake, "nvmlDeviceGetComputeRunningProcesses", lambda h: procs, raising=False)
+        reader = GpuReader(Nvml(fake), 0, gpm=False, process_every=1)
+        got = {p["pid"]: p["pgid"] for p in reader.read(0.0)["processes"]}
+        assert got[os.getpid()] == os.getpgid(0)
+        assert got[child.pid] == child.pid != os.getpgid(0)  # a session of its own: a job apart
+        assert got[2 ** 22 + 7] is None
+    finally:
+        child.kill()
+        child.wait()

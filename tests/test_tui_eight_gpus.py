@@ -118,3 +118,52 @@ def test_strip_lays_more_gpus_than_rows_in_columns_and_fits_each_cell():
     assert whole == "  GPU 0  communication-bound (waiting for a straggler) 87%"
     cut = strip_line(12, {"index": 12}, v, False, 16)
     assert len(cut) == 16 and cut.plain.endswith("…")
+
+
+def with_process_groups(tmp_path: Path) -> Path:
+    """The composed trace with each job's processes in a process group of its own (``pgid``, as the live source
+    reads it: two jobs started apart, from two shells, have two); the recordings predate the field."""
+    rows = [json.loads(line) for line in gzip.decompress(COMPOSED.read_bytes()).splitlines()]
+    for row in rows:
+        for pos, s in enumerate(row.get("gpus") or []):
+            for p in s.get("processes") or []:
+                p["pgid"] = 1000 if pos < 4 else 2000
+    out = tmp_path / "two_jobs.jsonl.gz"
+    out.write_bytes(gzip.compress(b"\n".join(json.dumps(r).encode() for r in rows) + b"\n"))
+    return out
+
+
+def test_two_jobs_on_one_node_are_judged_apart_by_their_process_groups(tmp_path):
+    """Live (the TUI), two jobs on one node: each job's comms-bound GPUs are a process group of their own (4 and 3,
+    not 7); without process groups (the trace as recorded), one group of all."""
+    from gputop.analysis.comms import node_jobs
+
+    async def verdicts_at(path):
+        app = make(path)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await at_tick(TICK)(pilot)
+            return [v.evidence if hasattr(v, "evidence") else v["evidence"] for v in app.monitor.verdicts], \
+                [v.cls if hasattr(v, "cls") else v["class"] for v in app.monitor.verdicts]
+
+    evs, classes = asyncio.run(verdicts_at(with_process_groups(tmp_path)))
+    assert classes == ["comms-bound"] * 4 + ["comms-bound", "compute-bound", "comms-bound", "comms-bound"]
+    assert [evs[i].get("group_gpus") for i in (0, 1, 2, 3)] == [4] * 4
+    assert [evs[i].get("group_gpus") for i in (4, 6, 7)] == [3] * 3
+    evs1, _ = asyncio.run(verdicts_at(COMPOSED))
+    assert {evs1[i].get("group_gpus") for i in (0, 1, 2, 3, 4, 6, 7)} == {7}  # the trace alone: one group
+    rows = [json.loads(line) for line in gzip.decompress(with_process_groups(tmp_path).read_bytes()).splitlines()]
+    ticks = [r for r in rows if r.get("gpus")][:TICK]
+    assert node_jobs(ticks, list(range(8))) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_a_gpu_without_a_process_joins_every_job_and_one_group_is_the_whole_node():
+    from gputop.analysis.comms import node_jobs
+
+    def tick(*groups):
+        return {"t": 0.0, "gpus": [{"processes": [{"pid": 10 + i, "pgid": g} for g in gs]} for i, gs in
+                                   enumerate(groups)]}
+
+    assert node_jobs([tick([1], [1], [2], [2], [])], list(range(5))) == [[0, 1, 4], [2, 3, 4]]
+    assert node_jobs([tick([1], [1], [])], [0, 1, 2]) == [[0, 1, 2]]
+    assert node_jobs([{"t": 0.0, "gpus": [{"processes": [{"pid": 3}]}, {"processes": None}]}], [0, 1]) == [[0, 1]]
+    assert node_jobs([tick([1], [2])], [1]) == [[0]]  # positions: only GPU 1 shown

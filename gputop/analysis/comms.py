@@ -139,3 +139,37 @@ def group_comms(verdicts: list, gpus: list[int] | None = None, timelines: list |
         else:
             v["evidence_text"] = (v.get("evidence_text") or "") + group_text(ev)
     return verdicts
+
+
+def node_jobs(window: list[dict], positions: list[int]) -> list[list[int]]:
+    """A node's GPUs (indices into ``positions``, the source's positions shown) grouped into jobs by the process
+    group of the processes NVML last listed on each in ``window`` (``pgid``: torchrun's ranks, mp.spawn's children,
+    a shell job share theirs; two jobs started apart have two). A GPU with no process joins every job (a rank that
+    left its GPU is its job's). One job, or no process group seen (a trace without them, another PID namespace):
+    every GPU together, as one job."""
+    last: dict[int, list] = {}
+    for tick in window:
+        for pos, s in enumerate(tick.get("gpus") or []):
+            if s and isinstance(s.get("processes"), list):
+                last[pos] = s["processes"]
+    jobs: dict[int, list[int]] = {}
+    free = []
+    for i, pos in enumerate(positions):
+        groups = {p.get("pgid") for p in last.get(pos) or [] if p.get("pgid") is not None}
+        if not groups:
+            free.append(i)
+        for g in groups:
+            jobs.setdefault(g, []).append(i)
+    if len(jobs) <= 1:
+        return [list(range(len(positions)))]
+    return [sorted(set(members) | set(free)) for members in jobs.values()]
+
+
+def judge_node(verdicts: list, window: list[dict], positions: list[int], gpus: list[int] | None = None) -> list:
+    """:func:`group_comms` for each job of the node (:func:`node_jobs`): the TUI's and ``--export``'s live verdicts
+    of every GPU, ``gpus`` their names (NVML indices; default their positions in ``verdicts``)."""
+    names = list(range(len(verdicts))) if gpus is None else list(gpus)
+    for job in node_jobs(window, positions):
+        group_comms([verdicts[j] for j in job], [names[j] for j in job])
+    return verdicts
+

@@ -21,7 +21,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gputop.analysis import thresholds as T
-from gputop.analysis.comms import group_comms
+from gputop.analysis.comms import judge_node
 from gputop.analysis.live import LiveVerdict
 from gputop.analysis.vocabulary import CLASSES
 from gputop.export.attribution_series import attribution_families
@@ -124,8 +124,9 @@ class GputopCollector(Collector):
                     except Exception:  # a classifier bug on odd data: no verdict series, the exporter goes on
                         live.reset()
                         out[g.pos] = None
-                # the exported GPUs as one job: a stalled collective's waiting and left GPUs, a straggler
-                group_comms([out[g.pos] for g in self.gpus], [g.static.get("index", g.pos) for g in self.gpus])
+                # the node's jobs (by process group): a stalled collective's waiting and left GPUs, a straggler
+                judge_node([out[g.pos] for g in self.gpus], window, [g.pos for g in self.gpus],
+                           [g.static.get("index", g.pos) for g in self.gpus])
                 self._verdicts = out
             return self._verdicts
 

@@ -189,6 +189,15 @@ class NvlinkCounters:
         return (rx - prev[2]) * 1024.0 / dt, (tx - prev[1]) * 1024.0 / dt
 
 
+def _pgid(pid: int) -> int | None:
+    """The process group of ``pid`` (a job's processes share it: torchrun's ranks, mp.spawn's children, one shell
+    job); None where it is not ours to see (another PID namespace) or gone."""
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
 PROCESS_EVERY = 10  # the live view lists GPU processes on every 10th read (once a second at 10 Hz)
 
 
@@ -261,7 +270,7 @@ class GpuReader:
         for p in procs:
             name, user = self._who(p.pid)
             used = getattr(p, "usedGpuMemory", None)
-            out.append({"pid": int(p.pid), "name": name, "user": user,
+            out.append({"pid": int(p.pid), "name": name, "user": user, "pgid": _pgid(int(p.pid)),
                         "gpu_memory_bytes": int(used) if isinstance(used, int) else None})
         return out
 

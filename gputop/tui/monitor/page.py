@@ -16,7 +16,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 
 from gputop.analysis import thresholds as T
-from gputop.analysis.comms import group_comms
+from gputop.analysis.comms import judge_node
 from gputop.format import gpm_na
 from gputop.telemetry.sampler import Recent
 from gputop.tui.model import GPU, SOURCE, TuiModel
@@ -163,7 +163,7 @@ class MonitorPage(Box):
         self.verdicts = [self.diagnoses.setdefault(i, Diagnosis())(
             window, model.statics[i], model.peaks[i], gpu_pos=model.positions[i], watched_pid=model.watched_pid(),
             every_s=T.LIVE_EVERY_S if i == model.selected else T.LIVE_STRIP_EVERY_S) for i in which]
-        group_comms(self.verdicts)
+        judge_node(self.verdicts, window, [model.positions[i] for i in which])
         self.verdict = self.verdicts[model.selected if len(self.verdicts) > 1 else 0]
 
     def forget_verdict(self) -> None:
