@@ -144,6 +144,7 @@ FAKE_CUPTI = textwrap.dedent("""
 
     class Result(enum.IntEnum):
         SUCCESS = 0
+        ERROR_INVALID_PARAMETER = 1
         ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED = 39
 
     class ActivityKind(enum.IntEnum):
@@ -173,7 +174,14 @@ FAKE_CUPTI = textwrap.dedent("""
     def subscribe_v2(callback, userdata, ptr):
         if os.environ.get("FAKE_CUPTI_BUSY"):
             raise cuptiError(Result.ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+        if os.environ.get("FAKE_CUPTI_V2_INVALID"):
+            raise cuptiError(Result.ERROR_INVALID_PARAMETER)
         return 1
+
+    def subscribe(callback, userdata):
+        if os.environ.get("FAKE_CUPTI_V1_INVALID"):
+            raise cuptiError(Result.ERROR_INVALID_PARAMETER)
+        return 2
 
     def unsubscribe(handle):
         pass
@@ -278,3 +286,20 @@ def test_a_command_that_is_not_python_says_profile_is_for_python_only(tmp_path):
         jsonschema.validate(doc, SCHEMA)
         assert doc["attribution"]["why_none"] == NO_LOADER
         assert "Python programs only" in NO_LOADER and f"gputop: --profile: {NO_LOADER}" in r.stderr
+
+
+def test_a_named_subscriber_refused_falls_back_to_an_unnamed_one(tmp_path):
+    """CUPTI's named subscriber (cuptiSubscribe_v2) refused with another error than "busy" (ERROR_INVALID_PARAMETER:
+    a CuPy program on driver 580 with CUPTI 13.5): the window is recorded through cuptiSubscribe; both refused:
+    one line naming both errors."""
+    r = run_gputop(tmp_path, fake_cupti=True, env_extra={"FAKE_CUPTI_V2_INVALID": "1"})
+    assert r.returncode == 7, r.stderr
+    _doc, w = window_of(r)
+    assert w["status"] == "ok" and w["gpu_busy_s"] == 0.5
+    (tmp_path / "both").mkdir()
+    r = run_gputop(tmp_path / "both", fake_cupti=True,
+                   env_extra={"FAKE_CUPTI_V2_INVALID": "1", "FAKE_CUPTI_V1_INVALID": "1"})
+    _doc, w = window_of(r)
+    assert w["status"] == "unavailable" and w["why_none"].startswith("CUPTI refused a subscriber: ")
+    assert w["why_none"].count("INVALID_PARAMETER") == 2 and "\n" not in w["why_none"]
+

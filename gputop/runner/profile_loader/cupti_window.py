@@ -254,7 +254,12 @@ def _subscribe(cupti):
                 other = None
             other = other or "another profiler (JAX's, Nsight, ...)"
             raise _Busy("CUPTI is busy: %s holds it (%s)" % (other, name))
-        raise _Busy("CUPTI refused a subscriber: %s" % name)
+        # the named subscriber (CUDA 13.3's cuptiSubscribe_v2) refused otherwise: a CuPy program on driver 580
+        # (CUDA 13.0) with CUPTI 13.5 said ERROR_INVALID_PARAMETER there (JAX's did not): the first API then
+        try:
+            return cupti.subscribe(_noop, None)
+        except cupti.cuptiError as exc1:
+            raise _Busy("CUPTI refused a subscriber: %s (and %s without a name)" % (name, _error(cupti, exc1)))
     except AttributeError:  # an older cupti-python without subscribe_v2
         try:
             return cupti.subscribe(_noop, None)
