@@ -260,6 +260,35 @@ def test_without_an_optimizer_a_step_is_a_top_level_forward_pass(tmp_path):
     assert w["ops_per_step"] > 3
 
 
+COMPILED = """
+import sys, time, warnings, torch
+m = torch.compile(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU()), backend="eager")
+x = torch.randn(8, 64)
+t0 = time.time()
+while time.time() - t0 < float(sys.argv[1]):
+    m(x)
+with warnings.catch_warnings(record=True) as seen:  # after the windows: the program's warnings as they were
+    warnings.simplefilter("always")
+    torch.nn.modules.module.register_module_forward_pre_hook(lambda mod, a: None)
+    m(x)
+print("compiled done", len(seen))
+"""
+
+
+def test_a_compiled_model_gets_its_window_and_no_warning_it_did_not_ask_for(tmp_path):
+    """torch warns when a torch.compile'd module runs while global module hooks exist; the hooks are the window's,
+    so that line must not reach the program's output; after the window the program's own warnings are as before
+    (its own global hook then warns)."""
+    (tmp_path / "compiled.py").write_text(COMPILED)
+    r = gputop("--json", "--run", "--profile", "--profile-steps", "3", "--", PY, "compiled.py", "4", cwd=tmp_path,
+               env_extra={"GPUTOP_PROFILE_AT": "0.5"})
+    assert r.returncode == 0, r.stderr
+    w = json.loads(r.stdout)["attribution"]["windows"][0]
+    assert w["status"] == "ok" and (w["steps"], w["step_kind"]) == (3, "forward pass")
+    assert "global hooks" not in r.stderr.split("compiled done")[0]
+    assert "compiled done 1" in r.stderr  # the program's own hook: torch's warning, as without gputop
+
+
 def test_a_program_with_its_own_profiler_gets_one_line_and_goes_on(tmp_path):
     """The program records with torch.profiler itself: gputop's window stands aside (one line), the program's own
     profile and exit code are intact."""

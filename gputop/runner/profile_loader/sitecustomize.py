@@ -197,6 +197,7 @@ def _answer(seconds, max_steps=0):
                 "reason": "torch %s has no global module/optimizer hooks (torch 2.0+ needed)"
                           % getattr(torch, "__version__", "?")}
     win = _torch.Window(torch, seconds, max_steps)
+    win.quiet()
     win.handles = [module_hook(win.hook), step_hook(win.step_hook)] + ([out_hook(win.out_hook)] if out_hook else [])
     _state["win"] = win
     win.done.wait(_START_WAIT_S + seconds)

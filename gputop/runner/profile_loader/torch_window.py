@@ -7,9 +7,14 @@ import os
 import sys
 import threading
 import time
+import warnings
 
 
 _MODULE_PY = os.path.join("nn", "modules", "module.py")
+# torch warns once per call site when a torch.compile'd module is called while global module hooks exist ("will
+# cause the hooks to fire an extra time for the OptimizedModule"): the hooks are the window's, the warning would be
+# a line in the program's output that the program did not write. Ignored while they are registered.
+_COMPILE_HOOKS_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks"
 
 
 def _nesting():
@@ -138,7 +143,19 @@ class Window:
             self.stop_s = time.perf_counter() - self.t0 - self.wall_s  # the program's thread, held by the stop
             self.finish()
 
+    def quiet(self):
+        """Before the global hooks are registered: torch's warning about them ignored until :meth:`finish`."""
+        warnings.filterwarnings("ignore", message=_COMPILE_HOOKS_WARNING)
+        self._quiet = warnings.filters[0]
+
     def finish(self):
+        quiet, self._quiet = getattr(self, "_quiet", None), None
+        if quiet is not None:
+            try:
+                warnings.filters.remove(quiet)
+                warnings._filters_mutated()  # (what warnings.filterwarnings itself calls after a change)
+            except (ValueError, AttributeError):
+                pass
         for h in self.handles:
             try:
                 h.remove()
