@@ -27,6 +27,7 @@ from rich.text import Text
 from textual.binding import Binding
 
 from gputop import exitcodes
+from gputop.analysis.attribution import window_for_gpu
 from gputop.analysis.timeline import format_timeline
 from gputop.analysis.verdict import display_name
 from gputop.session.command import Session
@@ -162,6 +163,7 @@ class CommandApp(GputopApp):
         self.panel = CommandPanel(id="command")
         self.attribution = AttributionPanel(id="attribution")
         self._window_seq: int | None = None  # the latest window announced
+        self._rank_window: tuple = (None, None)  # (window, pids on the selected GPU): that GPU's rank's window
         self._window_read = float("-inf")
         self._window: dict | None = None
         self._window_reading = False
@@ -260,7 +262,23 @@ class CommandApp(GputopApp):
                 self.notify(f"profiler window {win['seq']} is in" + ("" if win.get("status") == "ok" else
                             f" empty: {win.get('why_none')}") + ": a shows it")
         if self.attribution.display and self.attribution.is_mounted:
+            if win is not None and win.get("per_process"):  # a job's ranks: the selected GPU's own
+                pids = self._pids_on_selected()
+                if self._rank_window[0] != (id(win), frozenset(pids)):
+                    self._rank_window = ((id(win), frozenset(pids)), {**win, **(window_for_gpu([win], pids) or {})})
+                win = self._rank_window[1]
             self.attribution.show(win, seconds=self.session.profile.seconds if self.session.profile else None)
+
+    def _pids_on_selected(self) -> set[int]:
+        """The pids NVML last listed on the selected GPU in the last minute of ticks (a rank that has exited
+        since: still its window)."""
+        pos = self.model.positions[self.model.selected] if self.model.statics else None
+        for tick in reversed(self.model.sampler.window(60.0) if pos is not None else []):
+            gpus = tick.get("gpus") or []
+            procs = gpus[pos].get("processes") if pos < len(gpus) and gpus[pos] else None
+            if procs:
+                return {p.get("pid") for p in procs}
+        return set()
 
     def action_profile_window(self) -> None:
         """w: a profiler window now (--profile)."""
