@@ -113,3 +113,18 @@ def test_export_goes_beside_a_command_and_nowhere_else_it_did_not(capsys):
             cli.parse(argv)
         assert e.value.code == 2, argv
     assert "beside --run [--profile] -- CMD" in capsys.readouterr().err
+
+
+def test_a_jobs_ranks_each_have_their_series_under_their_pid():
+    """A window every rank of a job answered (``per_process``): each rank's shares under its own pid label, one
+    family each."""
+    gemm = _named("void cutlass::Kernel2<cutlass_75_tensorop_bf16")
+    nccl = _named("ncclDevKernel_AllReduce")
+    ranks = [{"pid": 11, **attribute(_gpu_window([(nccl, 10, 90.0), (gemm, 10, 10.0)]))},
+             {"pid": 12, **attribute(_gpu_window([(gemm, 10, 90.0), (nccl, 10, 10.0)]))}]
+    win = {**ranks[0], "status": "ok", "ended_at": 1000.0, "per_process": ranks}
+    fams = families_of(win, now=1001.0)
+    shares = {(s.labels["pid"], s.labels["category"]): s.value for s in fams["gputop_attribution_kernel_share"]}
+    assert shares == {("11", "communication"): 0.9, ("11", "GEMM/conv"): 0.1,
+                      ("12", "GEMM/conv"): 0.9, ("12", "communication"): 0.1}
+    assert sorted(s.labels["pid"] for s in fams["gputop_attribution_window_age_seconds"]) == ["11", "12"]

@@ -27,43 +27,47 @@ from gputop.analysis.idle import REASONS
 
 
 def attribution_families(win: dict | None, now: float | None = None):
-    """The families of the latest window ``win`` (None: none yet, nothing yielded)."""
+    """The families of the latest window ``win`` (None: none yet, nothing yielded); a job's ranks (``per_process``):
+    each rank's series under its own ``pid``."""
     if not win or win.get("status") != "ok":
         return
-    pid = [str(win.get("pid") or "")]
     now = time.time() if now is None else now
+    wins = [{**win, **p} for p in win["per_process"]] if win.get("per_process") else [win]
 
     def fam(name, help_text, extra=()):
         return GaugeMetricFamily(name, help_text, labels=["pid", *extra])
 
+    def pid(w):
+        return [str(w.get("pid") or "")]
+
     age = fam("gputop_attribution_window_age_seconds", "Seconds since gputop's latest profiler window (--profile) "
               "was written.")
-    age.add_metric(pid, max(0.0, now - float(win.get("ended_at") or now)))
-    yield age
     length = fam("gputop_attribution_window_seconds", "Length of the latest profiler window (wall seconds).")
-    length.add_metric(pid, float(win.get("wall_s") or 0.0))
+    busy = fam("gputop_attribution_gpu_busy_share", "Share (0-1) of the latest profiler window with a kernel running.")
+    idle = fam("gputop_attribution_gpu_idle_share", "Share (0-1) of the latest profiler window the GPU idled, by "
+               "HolisticTraceAnalysis' reason: host_wait, kernel_wait, other (unknown: no breakdown).", ["reason"])
+    kernel = fam("gputop_attribution_kernel_share", "Share (0-1) of the latest profiler window's kernel time by kernel "
+                 "category.", ["category"])
+    per_step = fam("gputop_attribution_kernels_per_step", "Kernels launched per step (an optimizer step, or a "
+                   "forward pass without one) in the latest profiler window.")
+    for w in wins:
+        age.add_metric(pid(w), max(0.0, now - float(w.get("ended_at") or now)))
+        length.add_metric(pid(w), float(w.get("wall_s") or 0.0))
+        if w.get("basis") != "kernels":
+            continue
+        if w.get("gpu_busy_share") is not None:
+            busy.add_metric(pid(w), float(w["gpu_busy_share"]))
+        idle_share, split = w.get("gpu_idle_share"), (w.get("idle") or {}).get("window_shares")
+        if idle_share is not None:
+            for reason, v in (((r, split[r]) for r in REASONS) if split else (("unknown", idle_share),)):
+                idle.add_metric(pid(w) + [reason], float(v))
+        for c in w.get("categories") or []:
+            kernel.add_metric(pid(w) + [c["category"]], float(c["share"]))
+        if w.get("kernels_per_step") is not None:
+            per_step.add_metric(pid(w), float(w["kernels_per_step"]))
+    yield age
     yield length
-    if win.get("basis") != "kernels":
-        return
-    busy = win.get("gpu_busy_share")
-    if busy is not None:
-        f = fam("gputop_attribution_gpu_busy_share", "Share (0-1) of the latest profiler window with a kernel running.")
-        f.add_metric(pid, float(busy))
-        yield f
-    idle_share, split = win.get("gpu_idle_share"), (win.get("idle") or {}).get("window_shares")
-    if idle_share is not None:
-        f = fam("gputop_attribution_gpu_idle_share", "Share (0-1) of the latest profiler window the GPU idled, by "
-                "HolisticTraceAnalysis' reason: host_wait, kernel_wait, other (unknown: no breakdown).", ["reason"])
-        for reason, v in (((r, split[r]) for r in REASONS) if split else (("unknown", idle_share),)):
-            f.add_metric(pid + [reason], float(v))
-        yield f
-    f = fam("gputop_attribution_kernel_share", "Share (0-1) of the latest profiler window's kernel time by kernel "
-            "category.", ["category"])
-    for c in win.get("categories") or []:
-        f.add_metric(pid + [c["category"]], float(c["share"]))
-    yield f
-    if win.get("kernels_per_step") is not None:
-        f = fam("gputop_attribution_kernels_per_step", "Kernels launched per optimizer step in the latest profiler "
-                "window.")
-        f.add_metric(pid, float(win["kernels_per_step"]))
-        yield f
+    if any(w.get("basis") == "kernels" for w in wins):
+        for f in (busy, idle, kernel, per_step):
+            if f.samples:
+                yield f
