@@ -66,6 +66,8 @@ def test_each_gpu_of_the_job_takes_its_own_ranks_window():
                                                                             "why_none": None})
     finally:
         mon.close()
+    assert before["verdict"]["class"] == "comms-bound" and doc["verdict"]["class"] != "comms-bound"  # the run's too
+    assert "comms-bound" in doc["verdict"]["mixed"]
     for g0, g in zip(before["gpus"], doc["gpus"]):
         assert g0["verdict"]["class"] == "comms-bound"  # the counters alone (the known miss)
         v = g["verdict"]

@@ -30,10 +30,13 @@ def build_document(mode: str, monitor, facts: dict, command: list[str] | None, s
         attribution = dict(attribution, windows=[discount_profiler_idle(w, analysis["verdict"]) if w.get("finding")
                                                  else w for w in attribution.get("windows", [])])
     found = [w for w in (attribution or {}).get("windows", []) if w.get("status") == "ok" and w.get("finding")]
+    pids = monitor.pids_by_gpu() if attribution and attribution.get("windows") else {}
     if found:
-        analysis["verdict"] = apply_window(analysis["verdict"], found[-1])
-    if attribution and attribution.get("windows"):  # each GPU with the window of a process that held it
-        pids = monitor.pids_by_gpu()
+        w, gpu = found[-1], analysis["verdict"].get("gpu")
+        if w.get("per_process") and gpu is not None:  # a job: the window of the rank on the run verdict's GPU
+            w = discount_profiler_idle(window_for_gpu([w], pids.get(gpu, set())) or w, analysis["verdict"])
+        analysis["verdict"] = apply_window(analysis["verdict"], w)
+    if pids:  # each GPU with the window of a process that held it
         for g in analysis["gpus"]:
             w = window_for_gpu(attribution["windows"], pids.get(g["index"], set()))
             if w is not None and g["verdict"]:
