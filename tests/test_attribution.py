@@ -247,8 +247,14 @@ print("inferred")
 
 
 def test_without_an_optimizer_a_step_is_a_top_level_forward_pass(tmp_path):
-    """An inference loop (no optimizer): the window counts top-level nn.Module calls (a forward pass, whatever
-    modules it nests), and --profile-steps ends it after that many."""
+    """An inference loop (no optimizer, no gradients): the window counts top-level nn.Module calls (a forward pass,
+    whatever modules it nests), and --profile-steps ends it after that many. A loop that records gradients and has
+    no torch.optim optimizer has no steps: its window ends after its seconds."""
+    (tmp_path / "grad.py").write_text(INFER.replace("with torch.no_grad():", "if True:"))
+    r = gputop("--json", "--run", "--profile", "--profile-seconds", "0.5", "--profile-steps", "4", "--", PY,
+               "grad.py", "3", cwd=tmp_path, env_extra={"GPUTOP_PROFILE_AT": "0.3"})
+    w = json.loads(r.stdout)["attribution"]["windows"][0]
+    assert w["status"] == "ok" and (w["steps"], w["step_kind"]) == (None, None) and w["wall_s"] >= 0.5
     (tmp_path / "infer.py").write_text(INFER)
     r = gputop("--json", "--run", "--profile", "--profile-seconds", "30", "--profile-steps", "4", "--", PY,
                "infer.py", "3", cwd=tmp_path, env_extra={"GPUTOP_PROFILE_AT": "0.3"})
@@ -265,8 +271,9 @@ import sys, time, warnings, torch
 m = torch.compile(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU()), backend="eager")
 x = torch.randn(8, 64)
 t0 = time.time()
-while time.time() - t0 < float(sys.argv[1]):
-    m(x)
+with torch.no_grad():  # inference: a step is a forward pass
+    while time.time() - t0 < float(sys.argv[1]):
+        m(x)
 with warnings.catch_warnings(record=True) as seen:  # after the windows: the program's warnings as they were
     warnings.simplefilter("always")
     torch.nn.modules.module.register_module_forward_pre_hook(lambda mod, a: None)

@@ -84,15 +84,18 @@ class Window:
             self.finish()
 
     def out_hook(self, *args, **kwargs):
-        """Every nn.Module call's end (the global forward hook): a top-level one ends a forward pass."""
+        """Every nn.Module call's end (the global forward hook): a top-level one ends a forward pass, counted as a
+        step where no gradient is recorded (inference, decoding: a training loop's steps are its optimizer's)."""
         if threading.get_ident() == self.thread and self.depth > 0:
             self.depth -= 1
-            if self.depth == 0 and self.prof is not None and not self.done.is_set():
+            if (self.depth == 0 and self.prof is not None and not self.done.is_set()
+                    and not self.torch.is_grad_enabled()):
                 self.forwards += 1
         return None
 
     def counted(self):
-        """(steps, what a step is): optimizer steps where the window saw one, else top-level forward passes."""
+        """(steps, what a step is): optimizer steps where the window saw one, else top-level forward passes without
+        gradients (inference); neither: (0, None), and the window ends after its seconds."""
         if self.steps:
             return self.steps, "optimizer step"
         return (self.forwards, "forward pass") if self.forwards else (0, None)
