@@ -31,8 +31,8 @@ from gputop.analysis.live import LiveVerdict
 from gputop.runner.profile_loader import DIR_ENV, LOADER_DIR
 
 DEFAULT_SECONDS = 3.0
-# A window also ends after this many optimizer steps (where the program has them): a profile's cost to the program
-# (the profiler's stop and the summary, on the program's own process) grows with its events, and a few steps show
+# A window also ends after this many steps (optimizer steps; in inference, forward passes): a profile's cost to the
+# program (the profiler's stop and the summary, on the program's own process) grows with its events; a few steps show
 # the kernel mix as well as many (torch.profiler's schedule records 1-5 "active" steps). GPT-2 training on an H100
 # (bench/experiments/profiler_stop_cost.py): 3 s = 48 steps, 474k events, the stop held the program 2.8 s; 5 steps
 # 49k events, 0.22 s.
