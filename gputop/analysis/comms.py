@@ -141,17 +141,29 @@ def group_comms(verdicts: list, gpus: list[int] | None = None, timelines: list |
     return verdicts
 
 
+def latest_processes(window: list[dict], positions: list[int], nonempty: bool = False) -> dict[int, list[dict]]:
+    """{position: the last process list NVML gave for it in ``window``} (``nonempty``: the last that listed a
+    process), read from the newest tick back and no further than needed: the lists come once a second and the TUI
+    asks at every frame."""
+    want, last = set(positions), {}
+    for tick in reversed(window):
+        gpus = tick.get("gpus") or []
+        for pos in want - last.keys():
+            procs = gpus[pos].get("processes") if pos < len(gpus) and gpus[pos] else None
+            if isinstance(procs, list) and (procs or not nonempty):
+                last[pos] = procs
+        if len(last) == len(want):
+            break
+    return last
+
+
 def node_jobs(window: list[dict], positions: list[int]) -> list[list[int]]:
     """A node's GPUs (indices into ``positions``, the source's positions shown) grouped into jobs by the process
     group of the processes NVML last listed on each in ``window`` (``pgid``: torchrun's ranks, mp.spawn's children,
     a shell job share theirs; two jobs started apart have two). A GPU with no process joins every job (a rank that
     left its GPU is its job's). One job, or no process group seen (a trace without them, another PID namespace):
     every GPU together, as one job."""
-    last: dict[int, list] = {}
-    for tick in window:
-        for pos, s in enumerate(tick.get("gpus") or []):
-            if s and isinstance(s.get("processes"), list):
-                last[pos] = s["processes"]
+    last = latest_processes(window, positions)
     jobs: dict[int, list[int]] = {}
     free = []
     for i, pos in enumerate(positions):

@@ -28,6 +28,7 @@ from textual.binding import Binding
 
 from gputop import exitcodes
 from gputop.analysis.attribution import window_for_gpu
+from gputop.analysis.comms import latest_processes
 from gputop.analysis.timeline import format_timeline
 from gputop.analysis.verdict import display_name
 from gputop.session.command import Session
@@ -272,13 +273,11 @@ class CommandApp(GputopApp):
     def _pids_on_selected(self) -> set[int]:
         """The pids NVML last listed on the selected GPU in the last minute of ticks (a rank that has exited
         since: still its window)."""
-        pos = self.model.positions[self.model.selected] if self.model.statics else None
-        for tick in reversed(self.model.sampler.window(60.0) if pos is not None else []):
-            gpus = tick.get("gpus") or []
-            procs = gpus[pos].get("processes") if pos < len(gpus) and gpus[pos] else None
-            if procs:
-                return {p.get("pid") for p in procs}
-        return set()
+        if not self.model.statics:
+            return set()
+        pos = self.model.positions[self.model.selected]
+        procs = latest_processes(self.model.sampler.window(60.0), [pos], nonempty=True).get(pos) or []
+        return {p.get("pid") for p in procs}
 
     def action_profile_window(self) -> None:
         """w: a profiler window now (--profile)."""

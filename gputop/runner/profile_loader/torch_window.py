@@ -64,6 +64,7 @@ class Window:
         self.error = None
         self.done = threading.Event()
         self.handles = []
+        self._quiet = None  # the warnings filter quiet() added (removed by finish())
         self.lock = threading.RLock()
 
     def hook(self, *args, **kwargs):
@@ -152,7 +153,7 @@ class Window:
         self._quiet = warnings.filters[0]
 
     def finish(self):
-        quiet, self._quiet = getattr(self, "_quiet", None), None
+        quiet, self._quiet = self._quiet, None
         if quiet is not None:
             try:
                 warnings.filters.remove(quiet)
