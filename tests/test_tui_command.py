@@ -230,28 +230,34 @@ async def test_a_gpu_chosen_with_g_stays_when_the_command_shows_up_on_another(tm
 async def test_the_attribution_view_shows_the_selected_gpus_own_rank(tmp_path):
     """--profile on a job's ranks: each rank answers a window; the view (a) shows the window of the process NVML
     lists on the selected GPU, and g moves it to the next GPU's rank (the recorded 4-H100 node's pids 938-941 on
-    GPUs 0-3). The answers are in the loader's format, their kernels named as the corpus' (inputs of the view)."""
+    GPUs 0-3). The answers are in the loader's format, each rank's kernel named after it (inputs of the view).
+    Which GPU is selected first is the app's to pick (the command's first GPU): the test follows the selection."""
     from gputop.session.profiling import ProfileWindows
 
     multi = Path(__file__).parent / "data" / "traces" / "corpus_multi_h100x4" / "comms_mlp.jsonl.gz"
     src = ReplaySource(str(multi), speed=float("inf"))
     src.ticks = src.ticks[:200]  # 20 s: the job's ranks listed on their GPUs
     profile = ProfileWindows(seconds=3.0, first_at=3600.0)
-    gemm, nccl = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm>", "ncclDevKernel_AllReduce_Sum_bf16"
-    for pid, name in ((938, nccl), (939, gemm)):
-        answer = {"status": "ok", "pid": pid, "wall_s": 1.0, "gpu_busy_s": 0.9, "steps": 10, "ops": [],
-                  "kernels": [{"name": name, "count": 100, "device_us": 9e5}], "seq": 1}
-        (Path(profile.folder) / f"window-1-{pid}.json").write_text(json.dumps(answer))
+    for rank in range(4):
+        answer = {"status": "ok", "pid": 938 + rank, "wall_s": 1.0, "gpu_busy_s": 0.9, "steps": 10, "ops": [],
+                  "kernels": [{"name": f"ncclDevKernel_AllReduce_rank{rank}_", "count": 100, "device_us": 9e5}],
+                  "seq": 1}
+        (Path(profile.folder) / f"window-1-{938 + rank}.json").write_text(json.dumps(answer))
     profile.asked.append({"seq": 1, "reason": "test", "t": 1.0})
     session = Session(Monitor(src), [PY, "-c", "import time; time.sleep(30)"], log=str(tmp_path / "cmd.log"),
                       grace_s=2.0, profile=profile).start()
     app = CommandApp(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
+
+    def shows_selected_rank_only():
+        text, sel = app.screen_text(), app.model.selected
+        return f"rank{sel}_" in text and all(f"rank{r}_" not in text for r in range(4) if r != sel)
+
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: "▶ GPU 0 " in app.screen_text())
+        await wait_for(pilot, lambda: "▶ GPU" in app.screen_text())
         await pilot.press("a")
-        await wait_for(pilot, lambda: "ncclDevKernel" in app.screen_text())
-        assert "cutlass" not in app.screen_text()
-        await pilot.press("g")
-        await wait_for(pilot, lambda: "cutlass" in app.screen_text() and "ncclDevKernel" not in app.screen_text())
+        await wait_for(pilot, shows_selected_rank_only)
+        before = app.model.selected
+        await pilot.press("g")  # the user's choice from here: the app no longer picks
+        await wait_for(pilot, lambda: app.model.selected == (before + 1) % 4 and shows_selected_rank_only())
         await pilot.press("q")
     assert session.over
