@@ -302,14 +302,42 @@ def test_a_program_with_its_own_profiler_gets_one_line_and_goes_on(tmp_path):
     prog = TRAIN.replace("t0 = time.time()\n", "prof = torch.profiler.profile(); prof.start()\nt0 = time.time()\n")
     prog = prog.replace('print("trained")', 'prof.stop(); print("own profile", len(prof.key_averages()) > 0)')
     (tmp_path / "own.py").write_text(prog)
-    r = gputop("--json", "--run", "--profile", "--", PY, "own.py", "2", cwd=tmp_path,
+    r = gputop("--json", "--run", "--profile", "--", PY, "own.py", "0.5", cwd=tmp_path,
                env_extra={"GPUTOP_PROFILE_AT": "0"})
     assert r.returncode == 3, r.stderr
     assert "own profile True" in r.stderr
     doc = json.loads(r.stdout)
     jsonschema.validate(doc, SCHEMA)
     w = doc["attribution"]["windows"][0]
-    assert w["status"] == "unavailable" and w["why_none"] == "the program's own profiler is recording"
+    assert w["status"] == "unavailable"  # (whether the request came before the program's profiler started or after)
+    assert w["why_none"] in ("the program's own profiler is recording", "the program started its own profiler")
+
+
+OWN_LATER = TRAIN.replace("while time.time() - t0 < float(sys.argv[1]):", "while time.time() - t0 < 1.5:").replace(
+    'print("trained")', """with torch.profiler.profile() as prof:
+    for _ in range(5):
+        loss = m(x).square().mean(); opt.zero_grad(); loss.backward(); opt.step()
+counts = {e.key: e.count for e in prof.key_averages()}
+print("own profile", counts.get("aten::addmm"), sum(k.startswith("Optimizer.step") for k in counts))
+print("trained")""")
+
+
+def test_a_program_that_starts_its_own_profiler_during_the_window_comes_first(tmp_path):
+    """torch keeps one profiling session: the program's own profiler, started while gputop's window records, would
+    end the window midway and the window's stop then cut the program's profile (torch prints "disableProfiler called
+    but no active profiling session found" into the program's output). The window ends where the program's profiler
+    starts, says so, and the program's profile holds all its steps."""
+    (tmp_path / "own_later.py").write_text(OWN_LATER)
+    r = gputop("--json", "--run", "--profile", "--profile-seconds", "30", "--profile-steps", "0", "--", PY,
+               "own_later.py", cwd=tmp_path, env_extra={"GPUTOP_PROFILE_AT": "0.2"})
+    assert r.returncode == 3, r.stderr
+    assert "own profile 5 1" in r.stderr  # its 5 steps' matmuls and its optimizer's step, in its own profile
+    assert "disableProfiler" not in r.stderr and "profiling session" not in r.stderr
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    w = doc["attribution"]["windows"][0]
+    assert w["status"] == "ok" and w["ended_by"] == "the program started its own profiler"
+    assert 0 < w["wall_s"] < 1.6 and w["steps"] >= 1
 
 
 def test_a_window_ends_after_its_steps_and_leaves_the_programs_environment_alone(tmp_path):
@@ -539,3 +567,73 @@ def test_a_windows_idle_time_made_by_the_profiler_does_not_make_the_finding():
     assert "torch.compile" in got["finding"]["advice"] and "the profiler's" in got["idle_discounted"]
     idle_gpu = {"class": "host-bound", "evidence": {"util_gpu_pct": 20.0}}
     assert discount_profiler_idle(w, idle_gpu) is w  # NVML saw the GPU idle too: the finding stands
+
+
+# Two ranks in lockstep (gloo's all-reduce of the gradients every step, on the CPU), started by mp.spawn.
+TWO_RANKS = """
+import glob, os, socket, sys, time, torch, torch.distributed as dist, torch.multiprocessing as mp
+
+def rank(r, port):
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=r, world_size=2)
+    m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU())
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    x = torch.randn(32, 64)
+    end = time.time() + 60
+    while not glob.glob(os.environ["GPUTOP_PROFILE_DIR"] + "/request-*") and time.time() < end:
+        time.sleep(0.02)  # the window is asked for while the ranks train (each loader reads it on its own clock)
+    for step in range(int(sys.argv[1])):
+        loss = m(x).square().mean(); opt.zero_grad(); loss.backward()
+        for p in m.parameters():
+            dist.all_reduce(p.grad)
+        opt.step()
+        time.sleep(0.005)
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+    mp.spawn(rank, args=(port,), nprocs=2)
+    print("both ranks done")
+"""
+
+
+def test_the_ranks_of_a_job_start_their_windows_at_the_same_step(tmp_path):
+    """A window asked of a job's ranks (asked while they train) records the same steps on each, give or take one:
+    a rank profiled alone is slowed by its profiler and the others wait for it in their collectives, which is then
+    what their windows record. Each rank answers, with its own 5 optimizer steps."""
+    (tmp_path / "two.py").write_text(TWO_RANKS)
+    r = gputop("--json", "--run", "--profile", "--profile-seconds", "30", "--profile-steps", "5", "--", PY,
+               "two.py", "150", cwd=tmp_path, env_extra={"GPUTOP_PROFILE_AT": "2"}, timeout=120)
+    assert r.returncode == 0 and "both ranks done" in r.stderr, r.stderr
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    w = doc["attribution"]["windows"][0]
+    per = [p for p in w["per_process"] if p.get("status", "ok") == "ok"]
+    assert w["status"] == "ok" and len(per) == 2, w
+    assert all(p["steps"] == 5 and p["step_kind"] == "optimizer step" for p in per)
+    (a0, a1), (b0, b1) = [(p["started_at"], p["started_at"] + p["wall_s"]) for p in per]
+    overlap = min(a1, b1) - max(a0, b0)
+    # the same steps, give or take the one a rank's start fell on (a rank that reached its module call just before
+    # the start time starts at the next step, after waiting for the other in the all-reduce)
+    assert overlap >= 0.6 * min(a1 - a0, b1 - b0), (a0, a1, b0, b1)
+
+
+def test_a_window_starts_at_the_first_step_after_the_start_time_it_was_given(tmp_path):
+    """gputop names a start time half a second ahead of a request (every loader has read it by then: each looks
+    every 0.2 s on its own clock), so a job's ranks start at the same step, not 0-0.2 s apart."""
+    import time
+
+    from gputop.runner.profile_loader import DIR_ENV, LOADER_DIR
+
+    folder = tmp_path / "ipc"
+    folder.mkdir()
+    start_at = time.time() + 4.0
+    (folder / "request-1").write_text(f"30 3 {start_at:.3f}")
+    (tmp_path / "train.py").write_text(TRAIN)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_")}
+    env.update({"PYTHONPATH": LOADER_DIR, DIR_ENV: str(folder)})
+    r = subprocess.run([PY, "train.py", "7"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3, r.stderr
+    (answer,) = folder.glob("window-1-*.json")
+    w = json.loads(answer.read_text())
+    assert w["status"] == "ok" and w["steps"] == 3
+    assert start_at <= w["started_at"] < start_at + 0.2  # the program's steps take ~1 ms here

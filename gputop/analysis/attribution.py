@@ -99,6 +99,7 @@ def attribute(win: dict) -> dict:
         "stop_s": win.get("stop_s"),  # the program's thread held by the profiler's stop, seconds
         "summary_s": win.get("summary_s"),  # the loader's thread summing the events up (the program runs on)
         "summed_from": win.get("summed_from"),  # "raw events" or "key_averages"
+        "ended_by": win.get("ended_by"),  # why it ended before its seconds or steps: the program's own profiler
         "wall_s": round(wall, 4),
         "gpu_busy_s": busy,
         "gpu_busy_share": round(min(1.0, busy / wall), 4) if busy is not None and wall > 0 else None,

@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 
 from gputop.analysis import thresholds as T
 from gputop.analysis.attribution import attribute
@@ -37,6 +38,11 @@ DEFAULT_SECONDS = 3.0
 # (bench/experiments/profiler_stop_cost.py): 3 s = 48 steps, 474k events, the stop held the program 2.8 s; 5 steps
 # 49k events, 0.22 s.
 DEFAULT_MAX_STEPS = 10
+# A window starts this long after it is asked for, at every process's first module call or step after that: each
+# loader has read the request by then (it looks every 0.2 s), so a job's ranks profile the same steps (a rank
+# profiled alone is slowed by its profiler, and the others wait for it in their collectives: DDP's ranks on 2 H100s
+# read NCCL 57% and 84% of their windows' kernel time, started apart)
+START_LEAD_S = 0.5
 HOLD_S = 5.0  # a live class held this long (a confirmed regime, not a blip) is worth a window
 MAX_WINDOWS = 4
 AT_ENV = "GPUTOP_PROFILE_AT"  # seconds after the start: the first window then (tests)
@@ -86,7 +92,7 @@ class ProfileWindows:
         seq = len(self.asked) + 1
         tmp = os.path.join(self.folder, f".request-{seq}.tmp")
         with open(tmp, "w") as f:
-            f.write(f"{self.seconds:g} {self.max_steps}")
+            f.write(f"{self.seconds:g} {self.max_steps} {time.time() + START_LEAD_S:.3f}")
         os.replace(tmp, os.path.join(self.folder, f"request-{seq}"))
         self.asked.append({"seq": seq, "reason": reason, "t": t})
 

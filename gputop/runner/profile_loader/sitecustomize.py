@@ -92,7 +92,7 @@ def _summary(win):
             "started_at": round(win.started_at, 6), "stop_s": round(win.stop_s or 0.0, 4),
             "summary_s": round(time.perf_counter() - t0, 4), "summed_from": how,
             "gpu_busy_s": round(busy / 1e6, 6) if cuda_on else None, "steps": win.counted()[0],
-            "step_kind": win.counted()[1],
+            "step_kind": win.counted()[1], "ended_by": win.ended_by,
             "kernels": kernels, "ops": ops}
 
 
@@ -177,7 +177,7 @@ def _imported(name):
     return mod
 
 
-def _answer(seconds, max_steps=0):
+def _answer(seconds, max_steps=0, start_at=0.0):
     end = time.monotonic() + _START_WAIT_S
     while not all(_imported(n) for n in _NEEDED):  # a request early in the program's start: torch may come
         if "torch" not in sys.modules and (_cupti.wanted() or time.monotonic() >= end):
@@ -197,7 +197,9 @@ def _answer(seconds, max_steps=0):
                 "reason": "torch %s has no global module/optimizer hooks (torch 2.0+ needed)"
                           % getattr(torch, "__version__", "?")}
     win = _torch.Window(torch, seconds, max_steps)
+    win.start_at = start_at
     win.quiet()
+    win.guard_profilers()
     win.handles = [module_hook(win.hook), step_hook(win.step_hook)] + ([out_hook(win.out_hook)] if out_hook else [])
     _state["win"] = win
     win.done.wait(_START_WAIT_S + seconds)
@@ -222,12 +224,14 @@ _state_lock = threading.Lock()
 
 
 def _request(folder, seq):
-    """Request ``seq``: (seconds, steps) — the window ends after that many seconds or that many optimizer steps
-    (0: seconds only) — or None before gputop asks."""
+    """Request ``seq``: (seconds, steps, start_at) — the window ends after that many seconds or that many steps
+    (0: seconds only), and starts at the program's first module call or step after ``start_at`` (Unix time: a
+    job's processes, asked at once, start at the same step) — or None before gputop asks."""
     try:
         with open(os.path.join(folder, "request-%d" % seq)) as f:
             words = f.read().split()
-        return float(words[0]) if words else 3.0, int(words[1]) if len(words) > 1 else 0
+        return (float(words[0]) if words else 3.0, int(words[1]) if len(words) > 1 else 0,
+                float(words[2]) if len(words) > 2 else 0.0)
     except (OSError, ValueError):
         return None
 

@@ -66,6 +66,12 @@ class Window:
         self.handles = []
         self._quiet = None  # the warnings filter quiet() added (removed by finish())
         self.lock = threading.RLock()
+        self.start_at = 0.0  # Unix time: the window starts at the first module call or step after it (a job's ranks
+        # asked together start at the same step: one rank profiled alone slows its host, and the others then wait
+        # for it in their collectives)
+        self.ended_by = None  # why the window ended before its seconds or steps (the program's own profiler)
+        self._starting = False  # our own profiler's start is under way (the guard lets it through)
+        self._guarded_cls = self._original_prepare = None
 
     def hook(self, *args, **kwargs):
         """Every nn.Module call (the global forward pre-hook): the window starts (at a top-level call: a forward
@@ -114,6 +120,8 @@ class Window:
             if self.done.is_set():
                 return
             if self.prof is None:
+                if time.time() < self.start_at:
+                    return
                 torch = self.torch
                 if torch.autograd.profiler._is_profiler_enabled or torch._C._autograd._profiler_enabled():
                     self.error = "the program's own profiler is recording"
@@ -123,9 +131,15 @@ class Window:
                 if torch.cuda.is_available() and torch.cuda.is_initialized():
                     acts.append(torch.profiler.ProfilerActivity.CUDA)
                 prof = torch.profiler.profile(activities=acts, record_shapes=False, with_stack=False)
-                prof.start()
+                started_at = time.time()  # the window in the program's wall clock (throughput outside it), from
+                # the step it began at (the profiler's start, tens of ms, is the window's)
+                self._starting = True
+                try:
+                    prof.start()
+                finally:
+                    self._starting = False
                 self.prof, self.t0, self.thread = prof, time.perf_counter(), threading.get_ident()
-                self.started_at = time.time()  # the window in the program's wall clock (throughput outside it)
+                self.started_at = started_at
             elif threading.get_ident() == self.thread and (time.perf_counter() - self.t0 >= self.seconds or
                                                            0 < self.max_steps <= self.counted()[0]):
                 self.stop()
@@ -147,12 +161,49 @@ class Window:
             self.stop_s = time.perf_counter() - self.t0 - self.wall_s  # the program's thread, held by the stop
             self.finish()
 
+    def guard_profilers(self):
+        """While the window is pending or recording, a profiler the program starts itself comes first: torch keeps
+        one profiling session, and the program's would end ours midway (and ours its: "disableProfiler called but no
+        active profiling session found" in the program's output, its profile cut). Every torch.profiler and
+        autograd profiler is prepared by ``torch.autograd.profiler.profile._prepare_trace``: wrapped until
+        :meth:`finish`, it ends our window first (one not started yet gives way with one line)."""
+        cls = getattr(getattr(self.torch, "autograd", None), "profiler", None)
+        cls = getattr(cls, "profile", None)
+        original = getattr(cls, "_prepare_trace", None)
+        if original is None:
+            return
+        win = self
+
+        def _prepare_trace(prof, *args, **kwargs):
+            win.give_way()
+            return original(prof, *args, **kwargs)
+
+        self._guarded_cls, self._original_prepare = cls, original
+        cls._prepare_trace = _prepare_trace
+
+    def give_way(self):
+        """The program starts a profiler of its own (see :meth:`guard_profilers`)."""
+        if self._starting or self.done.is_set():
+            return
+        with self.lock:
+            if self.done.is_set():
+                return
+            if self.prof is None:
+                self.error = "the program started its own profiler"
+                self.finish()
+            elif threading.get_ident() == self.thread:
+                self.ended_by = "the program started its own profiler"
+                self.stop(teardown=False)  # its profiler takes CUPTI over at once
+
     def quiet(self):
         """Before the global hooks are registered: torch's warning about them ignored until :meth:`finish`."""
         warnings.filterwarnings("ignore", message=_COMPILE_HOOKS_WARNING)
         self._quiet = warnings.filters[0]
 
     def finish(self):
+        cls, original, self._guarded_cls = self._guarded_cls, self._original_prepare, None
+        if cls is not None:
+            cls._prepare_trace = original
         quiet, self._quiet = self._quiet, None
         if quiet is not None:
             try:
