@@ -24,6 +24,13 @@ declare -A CMD=(
   [hang_exit]="$TR $P/hang.py --before 8 --leaver 1 --how exit"
   [hang_idle]="$TR $P/hang.py --before 8 --leaver $((N - 1)) --how idle"
   [jax_psum]="python3 $P/jax_psum.py"
+  # GPUs joined only by PCIe, on an NVLink machine: NCCL without peer-to-peer goes through host memory (SHM), its
+  # kernels reading and writing over PCIe (NCCL_DEBUG's INIT lines in the log say "via SHM")
+  [comms_mlp_pcie]="env NCCL_P2P_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT $TR $P/comms_mlp.py"
+  [ddp_resnet50_after_backward_pcie]="env NCCL_P2P_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT $TR $P/ddp_resnet.py --overlap 0"
+  # with --profile (issue 27): each rank's window against its own torch.profiler pass (the truth's nccl_share)
+  [prof_ddp_resnet50_after_backward]="$TR $P/ddp_resnet.py --overlap 0"
+  [prof_held_lightning_ddp]="$TR $H/lightning_ddp.py"
   # held out (bench/gpu/heldout_multi/): written after the classifier's rules were set, never used to tune them
   [held_lightning_ddp]="$TR $H/lightning_ddp.py"
   [held_hf_trainer_ddp]="$TR $H/hf_trainer_ddp.py"
@@ -38,7 +45,7 @@ CASES=${*:-$ORDER}
   git rev-parse --short HEAD; python3 -c 'import torch, jax; print("torch", torch.__version__, "jax", jax.__version__)'; } > "$OUT/summary.txt" 2>&1
 python3 $P/nvml_links.py > "$OUT/nvml_links.json" 2>&1
 for c in $CASES; do
-  extra=""; case $c in hang_*|held_pipeline_stall) extra="--timeout 40 --grace 3";; esac
+  extra=""; case $c in hang_*|held_pipeline_stall) extra="--timeout 40 --grace 3";; prof_*) extra="--profile";; esac
   t0=$(date +%s.%N)
   timeout ${CASE_TIMEOUT:-90} python3 -m gputop --json -o "$W/$c.json" --record "$W/$c.jsonl.gz" $extra \
     --run -- ${CMD[$c]} --seconds "$S" --truth "$W/${c}_truth_rank{rank}.json" > "$W/$c.log" 2>&1
@@ -52,6 +59,11 @@ d = json.load(open(sys.argv[1]))
 for g in d.get("gpus", []):
     v = g.get("verdict") or {}
     print(f"  gpu {g.get('index')}: {v.get('class')} ({v.get('subclass')}) {v.get('confidence')}: {str(v.get('evidence_text'))[:150]}")
+for w in (d.get("attribution") or {}).get("windows", []):
+    for p in w.get("per_process") or [w]:
+        cats = {c["category"]: round(100 * c["share"], 1) for c in p.get("categories") or []}
+        print(f"  window {w['seq']} pid {p.get('pid')}: {p.get('status', w['status'])} {p.get('why_none') or ''} "
+              f"steps {p.get('steps')} wall {p.get('wall_s')} started {p.get('started_at')} comms {cats.get('communication')}% {cats}")
 PY
   for f in "$W"/${c}_truth_rank*.json; do [ -f "$f" ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d.pop('top_kernels',None); print('  truth', d)" "$f" >> "$OUT/summary.txt"; done
   pkill -9 -f "corpus_multi/|heldout_multi/" 2>/dev/null; sleep 1

@@ -70,7 +70,7 @@ def timed_loop(step, seconds: float, dist, sync) -> dict:
 
 def profile(step, steps: int, sync) -> dict:
     """torch.profiler's kernel-time breakdown over ``steps`` steps: NCCL, GEMM/conv and other shares. Every rank must
-    call it (the steps hold collectives); rank 0 keeps the result."""
+    call it (the steps hold collectives)."""
     from torch.profiler import ProfilerActivity, profile as prof
 
     sync()
@@ -115,7 +115,7 @@ def write_truth(a, rank: int, truth: dict) -> None:
 
 def run_and_profile(a, dist, rank: int, case: str, step, warmup: int, profiled: int, otherwise: str) -> None:
     """The corpus' usual run: ``warmup`` steps, the timed loop, then ``profiled`` steps under torch.profiler (every
-    rank, since the steps hold collectives); rank 0's truth is labelled comms-bound when NCCL has at least half of
+    rank, since the steps hold collectives, and each keeps its own); rank 0's truth is labelled comms-bound when NCCL has at least half of
     the kernel time, else ``otherwise``. Every rank writes its truth; the process group is closed."""
     import torch
 
@@ -123,9 +123,8 @@ def run_and_profile(a, dist, rank: int, case: str, step, warmup: int, profiled: 
         step()
     torch.cuda.synchronize()
     truth = {"case": case, "by": "torch.profiler", **timed_loop(step, a.seconds, dist, torch.cuda.synchronize)}
-    prof = profile(step, profiled, torch.cuda.synchronize)
+    truth.update(profile(step, profiled, torch.cuda.synchronize))  # each rank's own breakdown (--profile's windows)
     if rank == 0:
-        truth.update(prof)
         truth["label"] = "comms-bound" if truth["nccl_share"] and truth["nccl_share"] >= 0.5 else otherwise
     write_truth(a, rank, truth)
     dist.destroy_process_group()
