@@ -73,3 +73,43 @@ def test_each_gpu_of_the_job_takes_its_own_ranks_window():
         v = g["verdict"]
         assert v["class"] != "comms-bound" and "comms-bound" in v["mixed"], (g["index"], v["class"])
         assert any(re.search(r"NCCL's kernels [0-9]% of kernel time", n) for n in v["notes"]), v["notes"]
+
+
+# -- real windows of two ranks (tests/data/attribution/ddp_windows_h100x2.json) ---------------------------------------
+WINDOWS2 = json.loads((ROOT / "tests" / "data" / "attribution" / "ddp_windows_h100x2.json").read_text())
+
+
+def _comms(p: dict) -> float:
+    return sum(c["share"] for c in p["categories"] if c["category"] == "communication")
+
+
+def test_a_late_ranks_small_nccl_share_does_not_refute_its_jobs_collectives():
+    """DDP ResNet-50 with its all-reduce after backward, both ranks profiled at the same steps, twice: the rank
+    that was late has few NCCL microseconds (its peer waited in NCCL for it), and which rank is late changes from
+    one window to the next. A comms-bound verdict stands on both GPUs while any rank of the job waits in NCCL."""
+    windows = WINDOWS2["ddp_resnet50_after_backward"]["windows"]
+    shares = [sorted(_comms(p) for p in w["per_process"]) for w in windows]
+    assert all(lo < 0.10 <= hi for lo, hi in shares[1:]) and shares[0][1] > 0.5  # a rank under 10%, its peer over
+    pids = [p["pid"] for p in windows[0]["per_process"]]
+    assert [round(_comms(p), 2) for p in windows[0]["per_process"]] != \
+        [round(_comms(p), 2) for p in windows[1]["per_process"]]
+    verdict = {"class": "comms-bound", "subclass": "collectives", "confidence": 0.8, "mixed": [],
+               "evidence_text": "NVLink 5 GB/s", "advice": "overlap"}
+    for pid in pids:
+        w = window_for_gpu(windows, {pid})
+        assert w["pid"] == pid and w["job_comms_share"] == max(_comms(p) for p in windows[-1]["per_process"])
+        assert apply_window(verdict, w)["class"] == "comms-bound"
+    late = min(windows[-1]["per_process"], key=_comms)
+    alone = {**late, "job_comms_share": None}  # judged on its own window, it would have been refuted
+    assert apply_window(verdict, alone)["class"] != "comms-bound"
+
+
+def test_lightnings_ranks_windows_on_two_gpus():
+    """Lightning's DDP (held out) under --profile on 2 H100s: both ranks' windows start at the same step; the GPU
+    idles most of each (the host is the limit: its finding), and one rank waits in NCCL (40% of its kernel time)
+    while the other has 2%: the job's comms-bound is not refuted, host-bound is the windows' finding."""
+    (w,) = WINDOWS2["held_lightning_ddp"]["windows"]
+    a, b = w["per_process"]
+    assert abs(a["started_at"] - b["started_at"]) < 0.05 and a["steps"] == b["steps"] == 10
+    assert sorted(round(_comms(p), 2) for p in (a, b)) == [0.02, 0.4]
+    assert all(p["finding"]["class"] == "host-bound" and p["gpu_idle_share"] > 0.5 for p in (a, b))

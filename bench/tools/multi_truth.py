@@ -115,24 +115,32 @@ def expected(directory: str | Path, case: str) -> dict:
         for g in range(world):
             out["gpus"][g] = ({"compute-bound"}, f"matmuls >= {share:.0%} of the step at peak (construction)")
     elif r0.get("nccl_share") is not None:
-        nccl, gemm = clean_shares(r0)
-        busy = kernel_busy(r0)
-        if busy is not None and busy < HOST_BUSY:
-            want = {"host-bound", "input-starved"}
-            rule = (f"kernels {busy:.0%} of the step (torch.profiler, NCCL {nccl:.0%} of them): the GPU waits on "
-                    "the host")
-        elif nccl >= 0.5:
-            overlap = {"compute-bound+comms", "memory-bound+comms"} if "overlap1" in r0["case"] else set()
-            want = {"comms-bound"} | overlap
-            rule = f"NCCL {nccl:.0%} of kernel time (torch.profiler)"
-        elif gemm >= 0.5:
-            want, rule = {"compute-bound"}, f"GEMM {gemm:.0%}, NCCL {nccl:.0%} of kernel time (torch.profiler)"
-        else:
-            want = {"compute-bound", "memory-bound"}
-            rule = f"NCCL {nccl:.0%}, GEMM {gemm:.0%}, the rest elementwise/copies (torch.profiler)"
-        for g in range(world):
-            out["gpus"][g] = (want, rule)
+        for g in range(world):  # each GPU by its own rank's profile where the rank kept one (truths since 2026-11-26
+            # evening: a rank's NCCL share is its own waiting; DDP's ranks differ: 4% and 78% on 2 H100s), else rank 0's
+            r = tr[g] if tr.get(g, {}).get("nccl_share") is not None else r0
+            out["gpus"][g] = profiled_rule(r, own=r is not r0 or g == 0)
     return out
+
+
+def profiled_rule(r: dict, own: bool = True) -> tuple[set, str]:
+    """(accepted classes, rule) of a GPU whose truth is the torch.profiler breakdown ``r`` (its own rank's, or rank
+    0's for a GPU whose rank kept none: ``own`` False says so in the rule)."""
+    nccl, gemm = clean_shares(r)
+    busy = kernel_busy(r)
+    whose = "" if own else ", rank 0's"
+    if busy is not None and busy < HOST_BUSY:
+        want = {"host-bound", "input-starved"}
+        rule = f"kernels {busy:.0%} of the step (torch.profiler{whose}, NCCL {nccl:.0%} of them): the GPU waits on the host"
+    elif nccl >= 0.5:
+        overlap = {"compute-bound+comms", "memory-bound+comms"} if "overlap1" in r["case"] else set()
+        want = {"comms-bound"} | overlap
+        rule = f"NCCL {nccl:.0%} of kernel time (torch.profiler{whose})"
+    elif gemm >= 0.5:
+        want, rule = {"compute-bound"}, f"GEMM {gemm:.0%}, NCCL {nccl:.0%} of kernel time (torch.profiler{whose})"
+    else:
+        want = {"compute-bound", "memory-bound"}
+        rule = f"NCCL {nccl:.0%}, GEMM {gemm:.0%}, the rest elementwise/copies (torch.profiler{whose})"
+    return want, rule
 
 
 def judge(doc: dict, want: dict) -> dict:

@@ -214,11 +214,12 @@ def discount_profiler_idle(a: dict, verdict: dict | None) -> dict:
 def apply_window(verdict: dict, a: dict | None) -> dict:
     """The run's verdict with a window's finding: the advice names the ops; a finding of the same class raises the
     confidence, another class is added to ``mixed`` and lowers it. No finding: the verdict unchanged. A comms-bound
-    verdict whose window shows NCCL's kernels under ``COMMS_REFUTED_SHARE`` of the kernel time is refuted
-    (:func:`_refuted`)."""
+    verdict whose window shows NCCL's kernels under ``COMMS_REFUTED_SHARE`` of the kernel time, on its own rank and
+    on every rank of its job (``job_comms_share``, :func:`window_for_gpu`), is refuted (:func:`_refuted`)."""
     f = a.get("finding") if a else None
     if (verdict and a and verdict.get("class") == "comms-bound" and a.get("basis") == "kernels"
-            and a.get("kernel_count") and _share(a, ("communication",)) < COMMS_REFUTED_SHARE):
+            and a.get("kernel_count") and _share(a, ("communication",)) < COMMS_REFUTED_SHARE
+            and (a.get("job_comms_share") or 0.0) < COMMS_REFUTED_SHARE):
         return _refuted(verdict, a, f)
     if not verdict or not f:
         return verdict
@@ -262,12 +263,17 @@ def _refuted(verdict: dict, a: dict, f: dict | None) -> dict:
 
 def window_for_gpu(windows: list[dict], pids: set[int]) -> dict | None:
     """The last answered window of a process that held this GPU (``pids``: those NVML listed on it): each of a
-    job's GPUs judged with its own rank's window (``per_process``), else the window's chosen process's."""
+    job's GPUs judged with its own rank's window (``per_process``), else the window's chosen process's. With
+    ``job_comms_share``: NCCL's largest share of kernel time over the job's ranks in that window. A rank's own
+    share says which rank was late, not whether the job waits in collectives: a late rank's NCCL kernels end as
+    soon as they start, its peers' wait in theirs (DDP ResNet-50 on 2 H100s, all-reduce after backward: the same
+    rank read 22% in one window and 66% in the next, its peer 61% and 6%)."""
     for w in reversed(windows):
         if w.get("status") != "ok":
             continue
-        for p in w.get("per_process") or [w]:
-            if p.get("pid") in pids and p.get("basis") == "kernels":
-                return p
+        ranks = [p for p in w.get("per_process") or [w] if p.get("basis") == "kernels" and p.get("kernel_count")]
+        for p in ranks:
+            if p.get("pid") in pids:
+                return {**p, "job_comms_share": max(_share(q, ("communication",)) for q in ranks)}
     return None
 

@@ -15,6 +15,7 @@ from gputop.analysis import thresholds as T
 from gputop.analysis.collectives import judge_job
 from gputop.analysis.evidence import mean, number
 from gputop.analysis.verdict import Verdict
+from gputop.analysis.vocabulary import LABELS
 from gputop.format import si
 
 ADVICE = {
@@ -28,6 +29,10 @@ ADVICE = {
                "gradient-accumulation steps",
     "collective latency": "small all-reduces pay a fixed cost per call: fuse small tensors into one buffer "
                           "(DDP buckets do), all-reduce less often",
+    "pcie": "the GPUs exchange data through host memory over PCIe, at a fraction of NVLink's rate: see whether NVLink "
+            "joins them (`nvidia-smi topo -m`: NV# between them) and whether NCCL may use it (NCCL_P2P_DISABLE unset; "
+            "NCCL_DEBUG=INFO says \"via P2P\" or \"via SHM\"); on GPUs joined by PCIe only, communicate less "
+            "(gradient accumulation with no_sync, bf16 gradients) or keep the job on GPUs joined by NVLink",
     "collectives": "the GPU waits in collectives while the link carries little: the all-reduces are small or a peer "
                "is late. Overlap them with compute (DDP's buckets during backward, FSDP prefetch), all-reduce less "
                "often (gradient accumulation with no_sync), bigger buckets (bucket_cap_mb), and look for a straggler "
@@ -119,6 +124,7 @@ def group_comms(verdicts: list, gpus: list[int] | None = None, timelines: list |
     the pace of its slowest member. Then a stalled collective and a straggler
     (:func:`gputop.analysis.collectives.judge_job`, with each GPU's ``timelines`` where a run has them)."""
     judge_job(verdicts, gpus, timelines)
+    _through_host(verdicts)
 
     def get(v, key):
         return getattr(v, {"class": "cls"}.get(key, key)) if isinstance(v, Verdict) else v.get(key)
@@ -126,7 +132,7 @@ def group_comms(verdicts: list, gpus: list[int] | None = None, timelines: list |
     hit = [v for v in verdicts if v is not None and get(v, "class") == "comms-bound"]
     if len(hit) < 2:
         return verdicts
-    fracs = [get(v, "evidence").get("nvlink_link_fraction") for v in hit]
+    fracs = [get(v, "evidence").get("nvlink_link_fraction") for v in hit if get(v, "subclass") != "pcie"]
     fracs = [f for f in fracs if f is not None]
     for v in hit:
         ev = get(v, "evidence")
@@ -139,6 +145,34 @@ def group_comms(verdicts: list, gpus: list[int] | None = None, timelines: list |
         else:
             v["evidence_text"] = (v.get("evidence_text") or "") + group_text(ev)
     return verdicts
+
+
+def _through_host(verdicts: list) -> None:
+    """GPUs of one job that talk through host memory: at least two of them PCIe-bound with traffic both ways at
+    once (``PCIE_COMMS_BALANCE``, ``PCIE_COMMS_MIN_BPS``) and NVLink idle are NCCL's peers without a peer-to-peer
+    path, not copies of their own: each becomes comms-bound "pcie" (PCIe-bound in ``mixed``)."""
+    def flows(v):
+        ev = (v.evidence if isinstance(v, Verdict) else v.get("evidence")) or {}
+        cls = v.cls if isinstance(v, Verdict) else v.get("class")
+        rx, tx = number(ev.get("pcie_rx_bps")), number(ev.get("pcie_tx_bps"))
+        if cls != "pcie-bound" or rx is None or tx is None or (ev.get("nvlink_link_fraction") or 0) >= 0.01:
+            return None
+        lo, hi = min(rx, tx), max(rx, tx)
+        return (rx, tx) if lo >= T.PCIE_COMMS_MIN_BPS and lo >= T.PCIE_COMMS_BALANCE * hi else None
+
+    both = [(v, f) for v in verdicts if v is not None for f in [flows(v)] if f is not None]
+    if len(both) < 2:
+        return
+    for v, (rx, tx) in both:
+        text = (f"PCIe rx {si(rx, 'B/s')} / tx {si(tx, 'B/s')}, both ways at once on each of {len(both)} GPUs of this "
+                "job, NVLink idle: NCCL's traffic between them goes through host memory (no peer-to-peer path)")
+        if isinstance(v, Verdict):
+            v.cls, v.subclass, v.evidence_text, v.advice = "comms-bound", "pcie", text, ADVICE["pcie"]
+            v.mixed = ["pcie-bound"] + [m for m in v.mixed if m not in ("pcie-bound", "comms-bound")]
+        else:
+            v.update({"class": "comms-bound", "label": LABELS["comms-bound"], "subclass": "pcie", "evidence_text": text,
+                      "advice": ADVICE["pcie"],
+                      "mixed": ["pcie-bound"] + [m for m in v.get("mixed") or [] if m not in ("pcie-bound", "comms-bound")]})
 
 
 def latest_processes(window: list[dict], positions: list[int], nonempty: bool = False) -> dict[int, list[dict]]:

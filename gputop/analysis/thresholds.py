@@ -159,6 +159,13 @@ PCIE_NEAR_LINK_FRACTION = 0.5
 NVLINK_LINK_FRACTION = (0.15, 0.45)
 # Subclass "link": the link itself near its peak (as PCIE_NEAR_LINK_FRACTION).
 NVLINK_NEAR_LINK_FRACTION = 0.7
+# GPUs that talk through host memory (no peer-to-peer path: joined by PCIe only, or NCCL_P2P_DISABLE): NCCL's
+# kernels write to and read from pinned host memory, so each GPU's PCIe carries traffic both ways at once, and
+# every GPU of the job alike. On 2 H100s with NCCL_P2P_DISABLE=1 (2026-11-26, "via SHM"): an all-reduce loop
+# reads rx 27.8 / tx 31.8 GB/s on each GPU, DDP ResNet-50 4.9 / 5.5 GB/s, NVLink 0. A single GPU's copies go one
+# way at a time (pageable host-to-device: rx 9 GB/s, tx ~0): the lesser direction under half the busier.
+PCIE_COMMS_BALANCE = 0.5  # the lesser direction at least this share of the busier, on each GPU
+PCIE_COMMS_MIN_BPS = 1e9  # and at least this much (bytes/s) each way
 # A sample carries NVLink traffic at or above this (bytes/s, the busier direction). An idle NVLink reads exactly
 # 0 in every GPM sample of the 32 single-GPU traces (H100, H200); the 4-H100 corpus's DDP all-reduces (RING_LL,
 # 25 MB buckets) carry 1.5-9 GB/s, a straggler's waiters 6-8 GB/s.

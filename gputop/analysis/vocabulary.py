@@ -62,4 +62,5 @@ SUBCLASS_LABELS = {
     "exposed": "exposed all-reduce", "collective latency": "collective latency",
     "collectives": "waiting in collectives", "straggler": "waiting for a straggler",
     "collective": "stuck collective",
+    "pcie": "through host memory over PCIe",
 }
