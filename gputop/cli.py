@@ -178,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "windows through cupti-python without torch) and attribute its GPU time to kernels and ops")
     run.add_argument("--profile-seconds", type=float, metavar="S", help="with --profile: each window's length (default 3)")
     run.add_argument("--profile-steps", type=int, metavar="N", help="with --profile: a window also ends after N "
-                     "steps: optimizer steps, inference's forward passes (default 10; 0: seconds only)")
+                     "steps: optimizer steps, or 10 times as many of inference's forward passes (default 10; 0: seconds only)")
     out = ap.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="one JSON document on stdout (progress on stderr)")
     out.add_argument("--output", "-o", metavar="FILE", help="also write the JSON document to FILE")
