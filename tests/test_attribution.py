@@ -626,7 +626,7 @@ def test_a_window_starts_at_the_first_step_after_the_start_time_it_was_given(tmp
 
     folder = tmp_path / "ipc"
     folder.mkdir()
-    start_at = time.time() + 4.0
+    start_at = round(time.time() + 4.0, 3)  # as gputop writes it: to the millisecond
     (folder / "request-1").write_text(f"30 3 {start_at:.3f}")
     (tmp_path / "train.py").write_text(TRAIN)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_")}
