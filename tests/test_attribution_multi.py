@@ -113,3 +113,18 @@ def test_lightnings_ranks_windows_on_two_gpus():
     assert abs(a["started_at"] - b["started_at"]) < 0.05 and a["steps"] == b["steps"] == 10
     assert sorted(round(_comms(p), 2) for p in (a, b)) == [0.02, 0.4]
     assert all(p["finding"]["class"] == "host-bound" and p["gpu_idle_share"] > 0.5 for p in (a, b))
+
+
+def test_the_jobs_nccl_share_over_its_ranks_agrees_with_the_programs_own_profile():
+    """Each rank's NCCL share moves with which rank was late; summed over the job's ranks it is stable, and it is
+    what the program's own torch.profiler (every rank, after a synchronize) puts it at."""
+    from gputop.session.profiling import job_categories
+
+    case = WINDOWS2["ddp_resnet50_after_backward"]
+    truth = sum(t["nccl_share"] * t["kernel_us"] for t in case["truth"]) / sum(t["kernel_us"] for t in case["truth"])
+    for w in case["windows"]:
+        job = {c["category"]: c for c in job_categories(w["per_process"])}
+        ranks = [_comms(p) for p in w["per_process"]]
+        assert max(ranks) - min(ranks) > 0.35  # the ranks apart
+        assert abs(job["communication"]["share"] - truth) < 0.06, (job["communication"], truth)  # the job's agrees
+        assert abs(sum(c["share"] for c in job.values()) - 1) < 0.01
