@@ -12,7 +12,7 @@ import json
 import re
 from pathlib import Path
 
-from gputop.analysis.attribution import apply_window, attribute, window_for_gpu
+from gputop.analysis.attribution import apply_window, attribute, job_categories, window_for_gpu
 from gputop.headless.replay import replay_monitor
 from gputop.session.report import build_document
 
@@ -118,8 +118,6 @@ def test_lightnings_ranks_windows_on_two_gpus():
 def test_the_jobs_nccl_share_over_its_ranks_agrees_with_the_programs_own_profile():
     """Each rank's NCCL share moves with which rank was late; summed over the job's ranks it is stable, and it is
     what the program's own torch.profiler (every rank, after a synchronize) puts it at."""
-    from gputop.session.profiling import job_categories
-
     case = WINDOWS2["ddp_resnet50_after_backward"]
     truth = sum(t["nccl_share"] * t["kernel_us"] for t in case["truth"]) / sum(t["kernel_us"] for t in case["truth"])
     for w in case["windows"]:

@@ -27,7 +27,7 @@ import tempfile
 import time
 
 from gputop.analysis import thresholds as T
-from gputop.analysis.attribution import attribute
+from gputop.analysis.attribution import attribute, job_categories
 from gputop.analysis.live import LiveVerdict
 from gputop.runner.profile_loader import DIR_ENV, LOADER_DIR
 
@@ -231,18 +231,3 @@ def window_from_answers(asked: dict, answers: list[dict], loaded: bool) -> dict:
         out["job_categories"] = job_categories(out["per_process"])
     return out
 
-
-def job_categories(per_process: list[dict]) -> list[dict]:
-    """Kernel time by category over all the job's ranks in one window (the categories' shape). The stable figure:
-    a rank's own NCCL share says whether it was late (DDP ResNet-50 on 2 H100s: 22% and 61%, then 66% and 6%), the
-    job's stays where the program's own profile puts it (48% and 50% against 53%)."""
-    kernels = [p for p in per_process if p.get("basis") == "kernels"]
-    sums: dict[str, list] = {}
-    for p in kernels:
-        for c in p.get("categories") or []:
-            got = sums.setdefault(c["category"], [0.0, 0])
-            got[0] += c["us"]
-            got[1] += c["count"]
-    total = sum(us for us, _n in sums.values())
-    return [{"category": k, "us": round(us, 3), "share": round(us / total, 4) if total else 0.0, "count": n}
-            for k, (us, n) in sorted(sums.items(), key=lambda kv: -kv[1][0])]
