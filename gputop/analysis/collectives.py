@@ -141,10 +141,11 @@ def _gpus(xs) -> str:
 
 # -- the job's GPUs together ----------------------------------------------------------------------------------
 
-def _get(v, key):
+def verdict_field(v, key):
+    """One field of a verdict, a :class:`Verdict` or a document's dict (by the dict's names: "class")."""
     if isinstance(v, Verdict):
         return {"class": v.cls, "subclass": v.subclass, "evidence": v.evidence, "notes": v.notes, "job": v.job,
-                "evidence_text": v.evidence_text, "t_start": v.t_start, "t_end": v.t_end}.get(key)
+                "evidence_text": v.evidence_text, "mixed": v.mixed, "t_start": v.t_start, "t_end": v.t_end}.get(key)
     if key in ("t_start", "t_end"):
         return (v.get("window") or {}).get(key)
     if key in ("notes", "job"):
@@ -152,7 +153,8 @@ def _get(v, key):
     return v.get(key)
 
 
-def _set(v, **kw) -> None:
+def set_verdict(v, **kw) -> None:
+    """Set fields of a verdict, a :class:`Verdict` or a document's dict (by the dict's names)."""
     if isinstance(v, Verdict):
         for k, val in kw.items():
             setattr(v, {"class": "cls"}.get(k, k), val)
@@ -161,13 +163,13 @@ def _set(v, **kw) -> None:
 
 
 def _stalled_for(v) -> float | None:
-    ev = _get(v, "evidence") or {}
+    ev = verdict_field(v, "evidence") or {}
     if ev.get("stalled_for_s") is not None:
         return ev["stalled_for_s"]
     by = v.get("time_by_class_s") if isinstance(v, dict) else None
     if by and by.get("stalled") is not None:
         return by["stalled"]
-    a, b = _get(v, "t_start"), _get(v, "t_end")
+    a, b = verdict_field(v, "t_start"), verdict_field(v, "t_end")
     return b - a if a is not None and b is not None else None
 
 
@@ -207,7 +209,7 @@ def _during(segments: list[dict], a: float, b: float) -> tuple[str | None, dict]
 
 def _stalls(items: list, lines: dict) -> None:
     spans = {g: _stall_span(lines.get(g)) for g, _ in items}
-    stalled = [g for g, v in items if _get(v, "class") == "stalled" or (spans[g] and _get(v, "class") != "idle")]
+    stalled = [g for g, v in items if verdict_field(v, "class") == "stalled" or (spans[g] and verdict_field(v, "class") != "idle")]
     if not stalled:
         return
     a = min((spans[g][0] for g in stalled if spans[g]), default=None)
@@ -216,40 +218,40 @@ def _stalls(items: list, lines: dict) -> None:
     for g, v in items:
         if g in stalled:
             continue
-        cls, ev = _during(lines[g], a, b) if g in lines and a is not None else (_get(v, "class"), _get(v, "evidence"))
+        cls, ev = _during(lines[g], a, b) if g in lines and a is not None else (verdict_field(v, "class"), verdict_field(v, "evidence"))
         state[g] = (cls, ev)
     gone = {g for g, (_, ev) in state.items()
             if ev.get("processes_on_gpu") is not None and ev["processes_on_gpu"] < 0.5}  # no process on it
     left = [g for g, (cls, _) in state.items() if cls == "idle" and g in gone]
     idle = [g for g, (cls, _) in state.items() if cls in ("idle", "host-bound", "input-starved") and g not in left]
     for g, v in items:
-        ev = _get(v, "evidence")
-        job = _get(v, "job")
+        ev = verdict_field(v, "evidence")
+        job = verdict_field(v, "job")
         if g in stalled and "waiting" not in job:
             job.update({"waiting": stalled, "left": left, "idle": idle, "basis": "run" if lines else "node"})
             ev.update({"job_gpus_waiting": len(stalled), "job_gpus_left": len(left), "job_gpus_idle": len(idle),
                        "stalled_for_s": spans[g][2] if spans[g] else _stalled_for(v)})
             if spans[g]:
                 ev["stalled_since_s"] = spans[g][0]
-            sub = "collective" if len(stalled) > 1 or left or idle else _get(v, "subclass")
+            sub = "collective" if len(stalled) > 1 or left or idle else verdict_field(v, "subclass")
             for seg in lines.get(g) or []:  # the timeline says it too
                 if seg.get("class") == "stalled" and sub:
                     seg["subclass"] = seg["verdict"]["subclass"] = sub
                     seg["verdict"]["advice"] = ADVICE[sub]
-            if _get(v, "class") == "stalled":
-                _set(v, subclass=sub, evidence_text=describe_stall(sub, ev, job), advice=ADVICE[sub])
+            if verdict_field(v, "class") == "stalled":
+                set_verdict(v, subclass=sub, evidence_text=describe_stall(sub, ev, job), advice=ADVICE[sub])
             else:  # a run that stalled after its work: the stall is said first, in the stalled segment's numbers
                 st = max((x for x in lines.get(g) or [] if x.get("class") == "stalled"),
                          key=lambda x: x["t_end"] - x["t_start"])
                 sev = dict((st.get("verdict") or {}).get("evidence") or {}, stalled_for_s=ev["stalled_for_s"])
-                _get(v, "notes").insert(0, f"stalled for {ev['stalled_for_s']:.0f} s from "
+                verdict_field(v, "notes").insert(0, f"stalled for {ev['stalled_for_s']:.0f} s from "
                                            f"{ev['stalled_since_s']:.1f} s: " + describe_stall(sub, sev, job))
                 if isinstance(v, dict) and "stalled" not in v.setdefault("mixed", []):
                     v["mixed"].insert(0, "stalled")
         elif g in left + idle and "stalled" not in job:
             job["stalled"] = stalled
             how = "left the job (no process on it any more)" if g in left else "ran nothing"
-            _get(v, "notes").insert(0, f"this GPU {how} while {_gpus(stalled)} waited in a collective: "
+            verdict_field(v, "notes").insert(0, f"this GPU {how} while {_gpus(stalled)} waited in a collective: "
                                        "the stall is likely its doing")
 
 
@@ -260,19 +262,19 @@ def _busiest(ev: dict) -> tuple[str, float]:
 
 
 def _stragglers(items: list, basis: str) -> None:
-    waiters = [(g, v) for g, v in items if _get(v, "class") == "comms-bound" and _get(v, "subclass")
+    waiters = [(g, v) for g, v in items if verdict_field(v, "class") == "comms-bound" and verdict_field(v, "subclass")
                in ("collectives", "straggler")]
-    busy = [(g, v) for g, v in items if _get(v, "class") in ("compute-bound", "memory-bound", "throttled")]
-    host = [(g, v) for g, v in items if _get(v, "class") in HOST_CLASSES]
+    busy = [(g, v) for g, v in items if verdict_field(v, "class") in ("compute-bound", "memory-bound", "throttled")]
+    host = [(g, v) for g, v in items if verdict_field(v, "class") in HOST_CLASSES]
     if waiters and not busy and host and len(host) <= len(waiters):
         _host_stragglers(waiters, host, basis)
         return
     if not waiters or not busy or len(busy) > len(waiters):
         return
-    wev = [_get(v, "evidence") for _, v in waiters]
+    wev = [verdict_field(v, "evidence") for _, v in waiters]
     ratio_w = [r for e in wev if (r := e.get("sm_clock_ratio")) is not None]
     for g, v in busy:
-        ev, job = _get(v, "evidence"), _get(v, "job")
+        ev, job = verdict_field(v, "evidence"), verdict_field(v, "job")
         if "why" in job:
             continue
         unit, pct = _busiest(ev)
@@ -297,18 +299,18 @@ def _stragglers(items: list, basis: str) -> None:
 def _name_straggler(g, v, waiters: list, why: list[str], nums: dict, basis: str, advice: str, **job_facts) -> None:
     """GPU ``g`` (verdict ``v``) is the straggler ``waiters`` wait for, ``why``: said on its verdict and theirs."""
     waiting = [w for w, _ in waiters]
-    _get(v, "job").update({"straggler": g, "why": why, "waiting": waiting, "basis": basis, **job_facts})
-    _get(v, "evidence").update(nums)
+    verdict_field(v, "job").update({"straggler": g, "why": why, "waiting": waiting, "basis": basis, **job_facts})
+    verdict_field(v, "evidence").update(nums)
     who = "the straggler of its job" if basis == "run" else "likely a straggler (if of their job)"
-    _set(v, evidence_text=_get(v, "evidence_text") + f"; {who}: {_gpus(waiting)} wait in collectives ({'; '.join(why)})")
+    set_verdict(v, evidence_text=verdict_field(v, "evidence_text") + f"; {who}: {_gpus(waiting)} wait in collectives ({'; '.join(why)})")
     for w, wv in waiters:
-        wjob = _get(wv, "job")
+        wjob = verdict_field(wv, "job")
         if g in wjob.setdefault("waits_for", []):
             continue
         wjob["waits_for"].append(g)
-        _get(wv, "evidence").update(nums)
-        _set(wv, subclass="straggler", advice=advice,
-             evidence_text=_get(wv, "evidence_text") + f"; it waits for {_gpus([g])}, the straggler ({'; '.join(why)})")
+        verdict_field(wv, "evidence").update(nums)
+        set_verdict(wv, subclass="straggler", advice=advice,
+             evidence_text=verdict_field(wv, "evidence_text") + f"; it waits for {_gpus([g])}, the straggler ({'; '.join(why)})")
 
 
 HOST_CLASSES = ("input-starved", "host-bound")
@@ -317,14 +319,14 @@ HOST_CLASSES = ("input-starved", "host-bound")
 def _host_stragglers(waiters: list, host: list, basis: str) -> None:
     """GPUs that wait in collectives for one whose own process keeps it idle (its data pipeline or its Python loop
     is slower): that GPU is the straggler, slowed by its host, not by its GPU."""
-    wev = [_get(v, "evidence") for _, v in waiters]
+    wev = [verdict_field(v, "evidence") for _, v in waiters]
     theirs = sum((e.get("util_gpu_pct") or 0.0) for e in wev) / len(wev)
     for g, v in host:
-        mine = _get(v, "evidence").get("util_gpu_pct")
-        if "why" in _get(v, "job") or mine is None or mine >= theirs:
+        mine = verdict_field(v, "evidence").get("util_gpu_pct")
+        if "why" in verdict_field(v, "job") or mine is None or mine >= theirs:
             continue
         why = [f"its host: kernels active {mine:.0f}% vs {theirs:.0f}% on the others, its GPU waits for its "
-               f"process ({_get(v, 'class')})"]
+               f"process ({verdict_field(v, 'class')})"]
         _name_straggler(g, v, waiters, why, {"straggler_util_pct": mine, "waiters_util_pct": theirs}, basis,
                         ADVICE["straggler_host"], slowed_by="host")
 

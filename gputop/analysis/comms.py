@@ -12,9 +12,8 @@ slowest link. :data:`ADVICE` is the advice of the comms-bound subclasses (the li
 from __future__ import annotations
 
 from gputop.analysis import thresholds as T
-from gputop.analysis.collectives import judge_job
+from gputop.analysis.collectives import judge_job, set_verdict, verdict_field
 from gputop.analysis.evidence import mean, number
-from gputop.analysis.verdict import Verdict
 from gputop.analysis.vocabulary import LABELS
 from gputop.format import si
 
@@ -126,24 +125,19 @@ def group_comms(verdicts: list, gpus: list[int] | None = None, timelines: list |
     judge_job(verdicts, gpus, timelines)
     _through_host(verdicts)
 
-    def get(v, key):
-        return getattr(v, {"class": "cls"}.get(key, key)) if isinstance(v, Verdict) else v.get(key)
-
-    hit = [v for v in verdicts if v is not None and get(v, "class") == "comms-bound"]
+    hit = [v for v in verdicts if v is not None and verdict_field(v, "class") == "comms-bound"]
     if len(hit) < 2:
         return verdicts
-    fracs = [get(v, "evidence").get("nvlink_link_fraction") for v in hit if get(v, "subclass") != "pcie"]
+    fracs = [verdict_field(v, "evidence").get("nvlink_link_fraction") for v in hit
+             if verdict_field(v, "subclass") != "pcie"]
     fracs = [f for f in fracs if f is not None]
     for v in hit:
-        ev = get(v, "evidence")
+        ev = verdict_field(v, "evidence")
         if ev.get("group_gpus"):
             continue  # judged together already
         ev.update({"group_gpus": len(hit), "group_link_fraction_min": min(fracs) if fracs else None,
                    "group_link_fraction_max": max(fracs) if fracs else None})
-        if isinstance(v, Verdict):
-            v.evidence_text += group_text(ev)
-        else:
-            v["evidence_text"] = (v.get("evidence_text") or "") + group_text(ev)
+        set_verdict(v, evidence_text=(verdict_field(v, "evidence_text") or "") + group_text(ev))
     return verdicts
 
 
@@ -152,10 +146,10 @@ def _through_host(verdicts: list) -> None:
     once (``PCIE_COMMS_BALANCE``, ``PCIE_COMMS_MIN_BPS``) and NVLink idle are NCCL's peers without a peer-to-peer
     path, not copies of their own: each becomes comms-bound "pcie" (PCIe-bound in ``mixed``)."""
     def flows(v):
-        ev = (v.evidence if isinstance(v, Verdict) else v.get("evidence")) or {}
-        cls = v.cls if isinstance(v, Verdict) else v.get("class")
+        ev = verdict_field(v, "evidence") or {}
         rx, tx = number(ev.get("pcie_rx_bps")), number(ev.get("pcie_tx_bps"))
-        if cls != "pcie-bound" or rx is None or tx is None or (ev.get("nvlink_link_fraction") or 0) >= 0.01:
+        if (verdict_field(v, "class") != "pcie-bound" or rx is None or tx is None
+                or (ev.get("nvlink_link_fraction") or 0) >= 0.01):
             return None
         lo, hi = min(rx, tx), max(rx, tx)
         return (rx, tx) if lo >= T.PCIE_COMMS_MIN_BPS and lo >= T.PCIE_COMMS_BALANCE * hi else None
@@ -166,13 +160,11 @@ def _through_host(verdicts: list) -> None:
     for v, (rx, tx) in both:
         text = (f"PCIe rx {si(rx, 'B/s')} / tx {si(tx, 'B/s')}, both ways at once on each of {len(both)} GPUs of this "
                 "job, NVLink idle: NCCL's traffic between them goes through host memory (no peer-to-peer path)")
-        if isinstance(v, Verdict):
-            v.cls, v.subclass, v.evidence_text, v.advice = "comms-bound", "pcie", text, ADVICE["pcie"]
-            v.mixed = ["pcie-bound"] + [m for m in v.mixed if m not in ("pcie-bound", "comms-bound")]
-        else:
-            v.update({"class": "comms-bound", "label": LABELS["comms-bound"], "subclass": "pcie", "evidence_text": text,
-                      "advice": ADVICE["pcie"],
-                      "mixed": ["pcie-bound"] + [m for m in v.get("mixed") or [] if m not in ("pcie-bound", "comms-bound")]})
+        mixed = ["pcie-bound"] + [m for m in verdict_field(v, "mixed") or [] if m not in ("pcie-bound", "comms-bound")]
+        set_verdict(v, **{"class": "comms-bound", "subclass": "pcie", "evidence_text": text, "advice": ADVICE["pcie"],
+                   "mixed": mixed})
+        if isinstance(v, dict):  # a document's verdict names its class for people too
+            v["label"] = LABELS["comms-bound"]
 
 
 def latest_processes(window: list[dict], positions: list[int], nonempty: bool = False) -> dict[int, list[dict]]:
