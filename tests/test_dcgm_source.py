@@ -247,7 +247,7 @@ def test_the_tui_monitor_runs_on_the_source(exporter):
     from gputop.telemetry.source import DCGM_EXPORTER, SourceSpec
     from gputop.tui.app import GputopApp
     from gputop.tui.config import open_config
-    from pilot_util import step, sync, wait_for
+    from pilot_util import step, sync, wait_screen
 
     config = open_config(SourceSpec(kind=DCGM_EXPORTER, path=exporter("h200_matmul_bf16.prom")))
     config.start_sampler, config.fps = False, 0
@@ -257,10 +257,8 @@ def test_the_tui_monitor_runs_on_the_source(exporter):
         app = GputopApp(config)
         async with app.run_test(size=(120, 40)) as pilot:
             await step(app, pilot, 30)
-            await wait_for(pilot, lambda: "compute-bound" in app.screen_text().lower())
-            text = app.screen_text()
-            assert "H200" in text and "DCGM-EXPORTER" in text and "host vm" in text
-            assert "SM activity" in text and "Tensor active" in text and "verdict: compute-bound (tensor cores)" in text
+            await wait_screen(pilot, ("H200", "DCGM-EXPORTER", "host vm", "SM activity", "Tensor active",
+                                      "verdict: compute-bound (tensor cores)"))
             await pilot.press("q")
 
     run()

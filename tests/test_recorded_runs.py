@@ -17,7 +17,7 @@ from gputop.runner.recording import RecordedRun, read_recording, shipped
 from gputop.runner.registry import Registry
 from gputop.telemetry.trace import ReplaySource, TraceError
 from gputop.tui.workloads.runs import RecordingSpec, RunState, with_recordings
-from pilot_util import pick, sync, wait_for
+from pilot_util import hold_recorded_runs, pick, sync, wait_for, wait_screen
 from test_tui import make
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,7 +56,7 @@ async def test_a_recorded_cpu_run_replays_in_the_tui_with_the_live_results(tmp_p
         await pick(app, pilot, "roofline (recorded CPU)")  # listed next to the workload it recorded
         names = [s.name for s in app.model.specs]
         assert names.index("roofline (recorded CPU)") == names.index("roofline") + 1
-        assert "replay the recorded CPU run of roofline" in app.screen_text()
+        await wait_screen(pilot, "replay the recorded CPU run of roofline")
         await pilot.press("r")
         state = app.model.controller.runs[-1]
         assert state.target == "recording" and state.name == "roofline"
@@ -131,12 +131,13 @@ def test_record_run_goes_with_run():
 
 
 @sync
-async def test_replaying_a_recording_plays_its_run_along_with_its_telemetry():
+async def test_replaying_a_recording_plays_its_run_along_with_its_telemetry(monkeypatch):
     from gputop.tui.app import GputopApp, TuiConfig
 
+    over = hold_recorded_runs(monkeypatch)  # the header is checked while it plays
     app = GputopApp(TuiConfig(ReplaySource(str(RECORDED), speed=float("inf")), start_sampler=False, fps=0,
                               device="cpu", specs=[], recordings=[str(RECORDED)], autoplay=str(RECORDED),
-                              run_speed=1.0))  # 2.4 s: the header is checked while it plays
+                              run_speed=1.0))
     async with app.run_test(size=(160, 48)) as pilot:
         state = app.model.controller.runs[0]
         assert state.target == "recording" and state.name == "roofline"
@@ -144,17 +145,19 @@ async def test_replaying_a_recording_plays_its_run_along_with_its_telemetry():
             app.model.sampler.step()
         phase = app.model.source.mark_at(app.model.sampler.latest()["t"])
         app.frame(force=True)
-        await pilot.pause()
         # the monitor's header: the recorded phase marks (while the run plays: once it is over the monitor goes home)
-        assert phase and f"phase: {phase}" in app.screen_text()
+        assert phase
+        await wait_screen(pilot, f"phase: {phase}")
+        assert state.active
+        over.set()
         await wait_for(pilot, lambda: state.run.finished, 30)
         app.frame(force=True)
-        await pilot.pause()
-        assert "roofline ok" in app.screen_text()  # the run's results, beside the charts
+        await wait_screen(pilot, "roofline ok")  # the run's results, beside the charts
 
 
 @sync
-async def test_the_monitor_follows_a_replayed_run_then_comes_home():
+async def test_the_monitor_follows_a_replayed_run_then_comes_home(monkeypatch):
+    hold_recorded_runs(monkeypatch)  # the replay plays on until the live run below stops it
     app = make(recordings=[str(RECORDED)])  # the demo trace (an H200): no live GPU
     async with app.run_test(size=(120, 40)) as pilot:
         app.model.sampler.step()
@@ -167,9 +170,7 @@ async def test_the_monitor_follows_a_replayed_run_then_comes_home():
         for _ in range(10):
             app.model.sampler.step()
         await pilot.press("1")
-        await pilot.pause()
-        text = app.screen_text()
-        assert "REPLAY roofline-cpu.jsonl.gz" in text and "Host CPU" in text and "no GPU" in text
+        text = await wait_screen(pilot, ("REPLAY roofline-cpu.jsonl.gz", "Host CPU", "no GPU"))
         assert "H200" not in text and "SM activity" not in text  # nothing left of the demo's GPU
         await pilot.press("2")
         await pick(app, pilot, "fault_ok")
@@ -178,8 +179,7 @@ async def test_the_monitor_follows_a_replayed_run_then_comes_home():
         assert app.model.source.label == "demo.jsonl.gz" and app.model.statics[0]["name"] == "NVIDIA H200"
         app.model.sampler.step()
         await pilot.press("1")
-        await pilot.pause()
-        assert "SM activity" in app.screen_text() and "H200" in app.screen_text()
+        await wait_screen(pilot, ("SM activity", "H200"))
 
 
 @pytest.mark.parametrize("path", shipped(), ids=lambda p: p.name)

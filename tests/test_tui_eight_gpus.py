@@ -18,6 +18,7 @@ import pytest
 
 from gputop.analysis.verdict import display_name
 from gputop.tui.monitor.strip import strip_labels
+from pilot_util import wait_screen
 from test_tui_snapshots import at_tick, make
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,17 +54,16 @@ def test_every_gpu_and_its_verdict_and_the_selected_panel_are_on_screen(size):
             verdicts = page.verdicts
             assert len(verdicts) == 8 and all(v is not None for v in verdicts)
             assert {v.cls for v in verdicts} >= {"comms-bound", "compute-bound"}
-            text = app.screen_text()
+            text = await wait_screen(pilot, ("NVIDIA H100 80GB HBM3  Hopper", "verdict: communication-bound",
+                                             "advice: "))
             for i, v in enumerate(verdicts):
                 cells = [f"GPU {i}  {label} {100 * v.confidence:.0f}%" for label in strip_labels(v)]
                 assert any(c in text for c in cells), (i, display_name(v))
-            assert "NVIDIA H100 80GB HBM3  Hopper" in text and "verdict: communication-bound" in text
-            assert "advice: " in text
             for n in (1, 2, 3):
                 await pilot.press("g")
-                await pilot.pause()
-                assert app.model.selected == n and f"GPU {n} NVIDIA H100" in app.screen_text()
-            assert f"▶ GPU 3  {strip_labels(verdicts[3])[0]}" in app.screen_text()
+                await wait_screen(pilot, f"GPU {n} NVIDIA H100")
+                assert app.model.selected == n
+            await wait_screen(pilot, f"▶ GPU 3  {strip_labels(verdicts[3])[0]}")
 
     asyncio.run(go())
 

@@ -18,7 +18,7 @@ from gputop.tui.app import GputopApp, TuiConfig
 from gputop.tui.help import HelpScreen
 from gputop.tui.workloads.runs import RunState
 from gputop.workload_api import Param
-from pilot_util import wait_for
+from pilot_util import wait_for, wait_screen
 
 HERE = Path(__file__).parent
 DEMO = HERE.parent / "gputop" / "data" / "demo.jsonl.gz"
@@ -170,13 +170,11 @@ def test_older_runs_stay_viewable_and_save(tmp_path):
         async with app.run_test(size=(120, 40)) as pilot:
             await at_tick(MATMUL)(pilot)
             await pilot.press("2")
-            await pilot.pause()
-            assert "run 2/2" in app.screen_text() and "dataloader ok" in app.screen_text()
+            await wait_screen(pilot, ("run 2/2", "dataloader ok"))
             await pilot.press("escape", "left_square_bracket")
-            await pilot.pause()
-            assert "run 1/2" in app.screen_text() and "amp ok" in app.screen_text()
+            await wait_screen(pilot, ("run 1/2", "amp ok"))
             await pilot.press("s")
-            await pilot.pause()
+            await wait_for(pilot, lambda: list(tmp_path.glob("gputop-amp-*.json")))
         saved = list(tmp_path.glob("gputop-amp-*.json"))
         assert len(saved) == 1 and json.loads(saved[0].read_text())["workload"] == "amp"
 
@@ -236,7 +234,7 @@ def test_esc_leaves_the_form_then_q_and_question_mark_are_keys_again():
         async with app.run_test(size=(80, 24)) as pilot:
             await focused_field(tuple("64"))(pilot)
             field = app.focused
-            assert "n                64" in app.screen_text()  # the value being typed is on the screen
+            await wait_screen(pilot, "n                64")  # the value being typed is on the screen
             await pilot.press("escape")
             await pilot.pause()
             assert app.focused is app.query_one("#wl-list") and field.value == "64"
@@ -281,7 +279,7 @@ def test_every_workload_name_is_whole_on_one_row_at_80x24():
         app = make_listing()
         async with app.run_test(size=(80, 24)) as pilot:
             await at_tick(MATMUL, ("2",))(pilot)
-            rows = app.screen_text().split("\n")
+            rows = (await wait_screen(pilot, lambda t: f"▊ {DEMO_LIST[-1]} " in t)).split("\n")
             for name in DEMO_LIST:
                 assert any(f"▊ {name} " in r for r in rows), name
 
@@ -297,10 +295,10 @@ def test_results_evidence_wraps_whole_at_80x24():
         app = make(runs=("roofline_h100",))
         async with app.run_test(size=(80, 24)) as pilot:
             await at_tick(MATMUL, ("2",))(pilot)
-            text = app.screen_text()
             evidence = app.model.controller.runs[0].document()["verdict"]["evidence_text"]
             assert len(evidence) > 2 * 80
-            assert re.sub(r"\s+", " ", "evidence: " + evidence) in re.sub(r"\s+", " ", text)
+            text = await wait_screen(pilot, lambda t: re.sub(r"\s+", " ", "evidence: " + evidence)
+                                     in re.sub(r"\s+", " ", t))
             assert "100T│" in text and "10T│" in text and "1T│" in text  # the plot is still there
 
     asyncio.run(go())
@@ -317,13 +315,12 @@ def test_v_shows_the_whole_verdict_in_the_plots_place_at_80x24():
         async with app.run_test(size=(80, 24)) as pilot:
             await at_tick(MATMUL, ("2",))(pilot)
             advice = re.sub(r"\s+", " ", app.model.controller.runs[0].document()["verdict"]["advice"])
-            assert "… (v)" in app.screen_text() and advice not in re.sub(r"\s+", " ", app.screen_text())
+            text = await wait_screen(pilot, "… (v)")
+            assert advice not in re.sub(r"\s+", " ", text)
             await pilot.press("v")
-            await pilot.pause()
-            text = re.sub(r"\s+", " ", app.screen_text())
-            assert "advice: " + advice in text and "v: the plot again" in text and "100T│" not in text
+            text = await wait_screen(pilot, lambda t: "advice: " + advice in re.sub(r"\s+", " ", t))
+            assert "v: the plot again" in re.sub(r"\s+", " ", text) and "100T│" not in text
             await pilot.press("v")
-            await pilot.pause()
-            assert "100T│" in app.screen_text()  # the plot is back
+            await wait_screen(pilot, "100T│")  # the plot is back
 
     asyncio.run(go())

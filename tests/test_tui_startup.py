@@ -15,7 +15,7 @@ import pytest
 from gputop.cli import parse
 from gputop.telemetry.errors import SourceError
 from gputop.tui.early_frame import PENDING, ALT_SCREEN, LEAVE, EarlyStart
-from pilot_util import sync
+from pilot_util import sync, wait_screen
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
 BARS = re.compile("[█▏▎▍▌▋▊▉]")
@@ -114,14 +114,17 @@ async def test_the_app_draws_the_same_rows_from_the_same_tick(term):
     early.hand_over(app)
     assert app.model.sticky.last[0]  # the first two ticks observed
     app.start_sampling()
-    async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause()
-        screen = [" ".join(line.split()) for line in app.screen_text().splitlines()]
     rows = [line for line in lines[2:-1] if line.strip()]
     assert len(rows) >= 10
-    for row in rows:  # the bar's width may differ (the panel is narrower than the terminal): compare the words
-        words = " ".join(BARS.sub(" ", row).split())
-        assert any(words in " ".join(BARS.sub(" ", line).split()) for line in screen), words
+    # the bar's width may differ (the panel is narrower than the terminal): compare the words
+    wanted = [" ".join(BARS.sub(" ", row).split()) for row in rows]
+
+    def every_row(text: str) -> bool:
+        screen = [" ".join(BARS.sub(" ", line).split()) for line in text.splitlines()]
+        return all(any(words in line for line in screen) for words in wanted)
+
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_screen(pilot, every_row)
 
 
 def test_nothing_is_painted_off_a_terminal_nor_when_asked_not_to(term, tmp_path):
