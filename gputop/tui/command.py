@@ -53,7 +53,8 @@ def status_lines(s: Session) -> list[Text]:
     t.append(f"  {elapsed:.0f} s" if not s.over else f" after {elapsed:.1f} s")
     if s.mode == "run":
         t.append(f"  pid {s.pid}  ")
-        t.append(f"`{one_line(shlex.join(s.command))}`", style="bold")
+        # the program by its name: an absolute path (an interpreter's in a venv) would push the command's words off
+        t.append(f"`{one_line(shlex.join([os.path.basename(s.command[0]), *s.command[1:]]))}`", style="bold")
     else:
         t.append(f"  watching pid {s.pid} ({_name(s)})", style="bold")
     more = Text(style="dim")
