@@ -347,31 +347,21 @@ async def test_the_page_reads_filters_opens_a_gpu_goes_stale_and_recovers(cluste
 def test_gputop_in_a_terminal_opens_the_page_and_quits_on_q_or_a_signal(cluster):
     """The real command line in a pseudo-terminal (80x24): the page with its rows; q quits with 0, SIGTERM with
     128+15."""
-    import select
     import signal
 
-    from test_tui_startup import Terminal
+    from pty_util import Pty
 
     for stop_with, code in ((b"q", exitcodes.OK), (signal.SIGTERM, 128 + signal.SIGTERM)):
-        t = Terminal(80, 24)
-        env = dict(os.environ, PYTHONPATH=str(ROOT), TERM="xterm-256color")
-        slave = os.dup(t.out.fileno())
-        p = subprocess.Popen([sys.executable, "-m", "gputop", "--source", f"prometheus={cluster['url']}"], stdin=slave,
-                             stdout=slave, stderr=slave, env=env, start_new_session=True)
-        os.close(slave)
-        t.out.close()
-        out, end = "", time.monotonic() + 60
+        t = Pty(80, 24)
         try:
-            while not ("dcgm-a" in out and "quit" in out) and time.monotonic() < end and p.poll() is None:
-                select.select([t.master], [], [], 0.05)
-                out += t.read()
-            assert "dcgm-a" in out and "quit" in out, out[-2000:]
+            p = t.spawn([sys.executable, "-m", "gputop", "--source", f"prometheus={cluster['url']}"],
+                        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+            t.wait_text("dcgm-a", 60)
+            t.wait_text("quit", 60)
             if isinstance(stop_with, bytes):
-                os.write(t.master, stop_with)
+                t.press(stop_with)
             else:
                 p.send_signal(stop_with)
-            assert p.wait(30) == code
+            assert t.wait(30) == code
         finally:
-            if p.poll() is None:
-                p.kill()
-            os.close(t.master)
+            t.close()
