@@ -151,13 +151,15 @@ scrape_configs:
             text = get(f"http://127.0.0.1:{port}/metrics")
             return exported_class(port), [ln for ln in text.splitlines() if ln.startswith("DCGM_")]
 
-        def settled():
-            before = {node: state(port) for node, port in ports.items()}
-            time.sleep(2.0)  # two scrapes
-            now = {node: state(port) for node, port in ports.items()}
-            ended = now == before and time.monotonic() - started > SPEED_END_S
+        last: dict = {}
+
+        def settled():  # every exporter's series unchanged over two scrapes (2 s), once the replays have ended
+            now, t = {node: state(port) for node, port in ports.items()}, time.monotonic()
+            if now != last.get("state"):
+                last.update(state=now, since=t)
+            ended = t - last["since"] >= 2.0 and t - started > SPEED_END_S
             return {node: cls for node, (cls, _) in now.items()} if ended else None
-        expected = wait_for(settled, 40, "the replays to end and their verdicts to settle", step=0)
+        expected = wait_for(settled, 40, "the replays to end and their verdicts to settle", step=0.2)
         yield {"url": f"http://127.0.0.1:{prom_port}", "prom_port": prom_port, "expected": expected, "tmp": tmp,
                "prometheus": prometheus}
     finally:

@@ -177,7 +177,8 @@ def test_command_session_without_blocking(tmp_path):
     s = Session(replay_monitor(), [PY, "-c", code], err=io.StringIO(), grace_s=60).start()
     assert s.poll() is False
     end = time.monotonic() + 30
-    while not ready.exists() and time.monotonic() < end:
+    while not ready.exists():
+        assert time.monotonic() < end and s.poll() is False, "the command never got going"
         time.sleep(0.02)
     s.stop()  # SIGINT to the command's group: Python dies of it (130)
     assert s.wait(30)

@@ -82,14 +82,18 @@ def test_events_come_in_order_and_no_sooner_than_recorded():
     rec = read_recording(RECORDED)
     got: list[tuple[float, dict]] = []
     speed = 4.0
-    run = RecordedRun(RECORDED, speed=speed, on_event=lambda ev: got.append((time.monotonic() - run.t0, ev)))
+    partial: list[dict] = []
+
+    def on_event(ev: dict) -> None:
+        got.append((time.monotonic() - run.t0, ev))
+        if ev["event"] == "point" and not partial:  # as the first point plays (however slow the machine is)
+            partial.append(run.document())  # a partial document, built the live way from the events so far
+
+    run = RecordedRun(RECORDED, speed=speed, on_event=on_event)
     run.start()
-    seen_partial = None
-    while not run.wait(0.05):
-        doc = run.document()
-        if doc["points"] and seen_partial is None:
-            seen_partial = doc  # a partial document, built the live way from the events so far
-    assert seen_partial is not None and seen_partial["status"] == "running"
+    assert run.wait(60), "the playback did not end in 60 s"
+    (seen_partial,) = partial
+    assert seen_partial["status"] == "running"
     assert len(seen_partial["points"]) < len(rec["document"]["points"])
     played = [ev for _, ev in got if ev["event"] != "finished"]
     assert [e["event"]["event"] for e in rec["events"] if e["event"]["event"] != "finished"] == [e["event"] for e in played]
@@ -103,7 +107,9 @@ def test_events_come_in_order_and_no_sooner_than_recorded():
 def test_stopping_a_replay_keeps_what_was_played():
     run = RecordedRun(RECORDED, speed=1.0)
     run.start()
+    end = time.monotonic() + 30
     while not run.points:
+        assert time.monotonic() < end and not run.finished, "no point played"
         time.sleep(0.02)
     run.stop()
     assert run.wait(10)
