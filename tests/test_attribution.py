@@ -73,6 +73,7 @@ def corpus_kernel_names() -> list[str]:
 
 
 # -- real runs under gputop --------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_profile_window_of_a_torch_program(tmp_path):
     """The loader records a window of the program's ops; the program's output and exit code are gputop's,
     unchanged; the document (schema 3) holds the window."""
@@ -258,6 +259,7 @@ print("inferred")
 """
 
 
+@pytest.mark.slow
 def test_without_an_optimizer_a_step_is_a_top_level_forward_pass(tmp_path):
     """An inference loop (no optimizer, no gradients): the window counts top-level nn.Module calls (a forward pass,
     whatever modules it nests), and --profile-steps N ends it after 10 N of them. A loop that records gradients and has
@@ -294,6 +296,7 @@ print("compiled done", len(seen))
 """
 
 
+@pytest.mark.slow
 def test_a_compiled_model_gets_its_window_and_no_warning_it_did_not_ask_for(tmp_path):
     """torch warns when a torch.compile'd module runs while global module hooks exist; the hooks are the window's,
     so that line must not reach the program's output; after the window the program's own warnings are as before
@@ -308,6 +311,7 @@ def test_a_compiled_model_gets_its_window_and_no_warning_it_did_not_ask_for(tmp_
     assert "compiled done 1" in r.stderr  # the program's own hook: torch's warning, as without gputop
 
 
+@pytest.mark.slow
 def test_a_program_with_its_own_profiler_gets_one_line_and_goes_on(tmp_path):
     """The program records with torch.profiler itself: gputop's window stands aside (one line), the program's own
     profile and exit code are intact."""
@@ -335,6 +339,7 @@ print("own profile", counts.get("aten::addmm"), sum(k.startswith("Optimizer.step
 print("trained")""")
 
 
+@pytest.mark.slow
 def test_a_program_that_starts_its_own_profiler_during_the_window_comes_first(tmp_path):
     """torch keeps one profiling session: the program's own profiler, started while gputop's window records, would
     end the window midway and the window's stop then cut the program's profile (torch prints "disableProfiler called
@@ -355,6 +360,7 @@ def test_a_program_that_starts_its_own_profiler_during_the_window_comes_first(tm
     assert 0 < w["wall_s"] and w["started_at"] + w["wall_s"] < own_end and w["steps"] >= 1
 
 
+@pytest.mark.slow
 def test_a_window_ends_after_its_steps_and_leaves_the_programs_environment_alone(tmp_path):
     """--profile-steps N: the window ends after N optimizer steps however long its seconds; CUPTI's teardown is
     not put in the program's environment (the loader asks for it around its own stop only: a program's own
@@ -612,6 +618,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_the_ranks_of_a_job_start_their_windows_at_the_same_step(tmp_path):
     """A window asked of a job's ranks (asked while they train) records the same steps on each, give or take one:
     a rank profiled alone is slowed by its profiler and the others wait for it in their collectives, which is then
@@ -633,6 +640,7 @@ def test_the_ranks_of_a_job_start_their_windows_at_the_same_step(tmp_path):
     assert overlap >= 0.6 * min(a1 - a0, b1 - b0), (a0, a1, b0, b1)
 
 
+@pytest.mark.slow
 def test_a_window_starts_at_the_first_step_after_the_start_time_it_was_given(tmp_path):
     """gputop names a start time half a second ahead of a request (every loader has read it by then: each looks
     every 0.2 s on its own clock), so a job's ranks start at the same step, not 0-0.2 s apart."""

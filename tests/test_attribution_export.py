@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from prometheus_client.core import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -61,6 +62,7 @@ def test_a_gpu_window_becomes_shares_by_category_and_by_idle_reason():
     assert families_of(None, now=0) == {}
 
 
+@pytest.mark.slow
 def test_a_real_export_beside_a_profiled_command_serves_its_window(tmp_path):
     go = tmp_path / "go"  # the program trains until the test has scraped the window
     prog = TRAIN.replace("while time.time() - t0 < float(sys.argv[1]):",

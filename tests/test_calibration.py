@@ -7,6 +7,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -17,6 +19,7 @@ def load():
     return mod
 
 
+@pytest.mark.slow
 def test_confident_verdicts_are_right_at_least_95_percent_of_the_time():
     cal = load()
     from gputop.telemetry.trace import demo_trace_path

@@ -73,6 +73,7 @@ def document(mon, run, command):
 
 
 # -- the real no-NVML paths -------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.skipif(not NO_GPU, reason="needs a machine without NVML")
 def test_run_without_nvml_exits_3_and_never_starts_the_command(tmp_path):
     r = gputop_cli("--run", "--", PY, "-c", "open('started', 'w')", cwd=tmp_path)
@@ -125,6 +126,7 @@ def test_exit_code_and_pass_through(capfd):
     assert "exited with code 3" in text and "timeline:" in text and "verdict:" in text and "advice:" in text
 
 
+@pytest.mark.slow
 def test_gpus_found_by_pid_in_nvml_process_list():
     mon = replay_monitor(tree=lambda: {DEMO_PID})
     run = run_command(mon, [PY, "-c", WAIT])
@@ -204,6 +206,7 @@ def test_timeout_stops_the_command():
     assert run["command_exit_code"] == 130  # SIGINT: Python dies of KeyboardInterrupt
 
 
+@pytest.mark.slow
 def test_out_of_memory_on_stderr_makes_the_verdict_memory_capacity(capfd):
     code = (WAIT + "import sys; print('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB', "
             "file=sys.stderr); sys.exit(1)")
@@ -216,6 +219,7 @@ def test_out_of_memory_on_stderr_makes_the_verdict_memory_capacity(capfd):
     assert "out of memory" in capfd.readouterr().err  # still passed through
 
 
+@pytest.mark.slow
 def test_out_of_memory_survives_in_a_recorded_trace(tmp_path):
     from gputop.session.labelled import diagnose_trace
 
@@ -227,6 +231,7 @@ def test_out_of_memory_survives_in_a_recorded_trace(tmp_path):
     assert a["verdict"]["class"] == "memory-capacity" and a["verdict"]["subclass"] == "oom"
 
 
+@pytest.mark.slow
 def test_a_signal_to_gputop_stops_the_command_and_says_which(monkeypatch):
     child = [PY, "-c", "import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    raise SystemExit(42)"]
     threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
@@ -236,6 +241,7 @@ def test_a_signal_to_gputop_stops_the_command_and_says_which(monkeypatch):
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored
 
 
+@pytest.mark.slow
 def test_a_second_signal_kills_a_command_that_ignores_sigint():
     child = [PY, "-c", "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)"]
     threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
@@ -275,6 +281,7 @@ def test_main_command_not_found_exits_2(monkeypatch, capfd):
     assert headless.main_command(args, command) == 2
 
 
+@pytest.mark.slow
 def test_record_writes_a_trace_with_marks(monkeypatch, tmp_path):
     from gputop.telemetry.trace import read_trace
 
@@ -297,6 +304,7 @@ def test_record_writes_a_trace_with_marks(monkeypatch, tmp_path):
     assert sum(r["type"] == "tick" for r in rows) > 300
 
 
+@pytest.mark.slow
 def test_watch_process_until_it_exits():
     p = subprocess.Popen([PY, "-c", "import time; time.sleep(0.5)"])
     mon = replay_monitor(active_ok=True)
@@ -374,6 +382,7 @@ def test_a_run_timeline_from_the_store_still_sees_the_cuda_context():
 
 
 # -- the live path, through the thin pynvml fake ------------------------------------------------------------
+@pytest.mark.slow
 def test_live_source_finds_the_child_by_pid_with_a_fake_nvml(monkeypatch, capfd):
     """LiveSource + GpuReader + HostReader as on a GPU machine; NVML answered by tests/fake_nvml.py,
     whose process list holds this test's children (the command gputop launches is one)."""

@@ -60,7 +60,7 @@ def test_each_gpu_of_each_case_gets_the_verdict_its_truth_says(case):
     assert not wrong, (case, wrong, {g: rule for g, (_, rule) in want["gpus"].items()})
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", [c if c == "comms_mlp" else pytest.param(c, marks=pytest.mark.slow) for c in CASES])
 def test_the_replay_document_is_the_run_document_and_its_sentences_quote_their_numbers(case):
     doc = doc_of(case)
     schema = json.loads((ROOT / "gputop" / "schema" / "monitor.schema.json").read_text())
@@ -133,6 +133,7 @@ def live_job(case: str, every: int = 10):
         yield src.ticks[i]["t"], vs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["hang_exit", "hang_idle"])
 def test_the_live_verdict_names_the_stall_within_10_s_and_holds_it(case):
     want = MT.expected(CORPUS, case)["stall"]
@@ -149,6 +150,7 @@ def test_the_live_verdict_names_the_stall_within_10_s_and_holds_it(case):
     assert named_at is not None and named_at - want["from"] <= MT.STALL_NAMED_S
 
 
+@pytest.mark.slow
 def test_replay_json_on_the_command_line(tmp_path):
     out = subprocess.run([sys.executable, "-m", "gputop", "--replay", str(CORPUS / "hang_exit.jsonl.gz"), "--json"],
                          capture_output=True, text=True, env=fault_util.env(), timeout=120)

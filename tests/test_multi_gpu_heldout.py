@@ -75,6 +75,7 @@ def test_set_up_before_the_first_work_is_not_the_runs_verdict():
     assert "input-starved" not in v["mixed"] or v["time_by_class_s"]["comms-bound"] > v["time_by_class_s"]["input-starved"]
 
 
+@pytest.mark.slow
 def test_the_known_miss_stays_under_the_confidence_that_counts_and_names_the_host():
     """HF Trainer's DDP on 4 H100s: its GPUs wait on their hosts (kernels 32% of the step, torch.profiler), NCCL's
     kernels resident meanwhile; gputop reads comms-bound (collectives): wrong, and it must not be sure of it, and

@@ -47,6 +47,7 @@ def record_tiny(tmp_path: Path) -> tuple[Path, dict]:
     return path, json.loads(r.stdout)
 
 
+@pytest.mark.slow
 @sync
 async def test_a_recorded_cpu_run_replays_in_the_tui_with_the_live_results(tmp_path):
     path, live = record_tiny(tmp_path)
@@ -136,6 +137,7 @@ def test_record_run_goes_with_run():
     assert r.returncode == 2 and "--record-run goes with --run NAME" in r.stderr
 
 
+@pytest.mark.slow
 @sync
 async def test_replaying_a_recording_plays_its_run_along_with_its_telemetry(monkeypatch):
     from gputop.tui.app import GputopApp, TuiConfig
@@ -161,6 +163,7 @@ async def test_replaying_a_recording_plays_its_run_along_with_its_telemetry(monk
         await wait_screen(pilot, "roofline ok")  # the run's results, beside the charts
 
 
+@pytest.mark.slow
 @sync
 async def test_the_monitor_follows_a_replayed_run_then_comes_home(monkeypatch):
     hold_recorded_runs(monkeypatch)  # the replay plays on until the live run below stops it

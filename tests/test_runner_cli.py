@@ -52,6 +52,7 @@ def test_json_run_is_one_valid_document():
     assert "[" not in r.stderr  # no progress bar when stderr is not a terminal
 
 
+@pytest.mark.slow
 def test_quick_and_cpu_overrides_then_params():
     doc = one_document(gputop("--run", "fault_ok", "--device", "cpu", "--quick", "--json").stdout)
     assert doc["params"]["k"] == [1, 2] and doc["params"]["sleep"] == 0.02
@@ -94,6 +95,7 @@ def test_unknown_workload_exits_2_listing_the_known():
     assert "unknown workload 'nope'" in r.stderr and "roofline" in r.stderr and "fault_ok" in r.stderr
 
 
+@pytest.mark.slow
 def test_device_param_and_cpu_mode_are_checked(tmp_path):
     r = gputop("--run", "fault_ok", "--device", "cpu", "--param", "device=cuda")
     assert r.returncode == exitcodes.USAGE and "--device" in r.stderr
@@ -130,6 +132,7 @@ def test_failing_children_give_their_exit_codes(name, code, status):
     assert one_document(r.stdout)["status"] == status
 
 
+@pytest.mark.slow
 def test_timeout_exits_6():
     r = gputop("--run", "fault_hang", "--device", "cpu", "--json", "--timeout", "0.5")
     assert r.returncode == exitcodes.TIMEOUT
@@ -175,6 +178,7 @@ def _stderr_until(p: subprocess.Popen, text: str, timeout: float = 60.0) -> str:
     return got.decode()
 
 
+@pytest.mark.slow
 def test_second_ctrl_c_kills_a_workload_that_ignores_the_first(tmp_path):
     p = _start_hang(tmp_path, "--param", "obey=false")
     p.send_signal(signal.SIGINT)
@@ -204,6 +208,7 @@ def test_csv_and_output_files(tmp_path):
 ROOFLINE = ROOT / "workloads" / "roofline.py"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not ROOFLINE.exists(), reason="workloads/roofline.py is not there yet")
 def test_roofline_on_cpu_end_to_end(tmp_path):
     csv_path = tmp_path / "roofline.csv"
@@ -218,6 +223,7 @@ def test_roofline_on_cpu_end_to_end(tmp_path):
     assert header[:5] == ["k", "ai", "gflops", "bandwidth", "percent_peak"]
 
 
+@pytest.mark.slow
 def test_progress_bar_only_on_a_terminal():
     from pty_util import Pty
 

@@ -75,6 +75,7 @@ async def test_the_tests_screen_text_is_the_screenshots():
         assert screen_text(app) == app.screen_text()
 
 
+@pytest.mark.slow
 @sync
 async def test_incremental_charts_match_a_redraw_from_scratch(tmp_path):
     app = make(two_gpu_trace(tmp_path))
@@ -143,6 +144,7 @@ async def test_switch_gpu_on_a_two_gpu_trace(tmp_path):
         assert app.model.selected == 0
 
 
+@pytest.mark.slow
 @sync
 async def test_run_roofline_on_cpu_see_points_and_save(tmp_path):
     app = make(save_dir=str(tmp_path))
@@ -195,6 +197,7 @@ async def start_hang(app, pilot):
     return state
 
 
+@pytest.mark.slow
 @sync
 async def test_cancel_a_running_workload_and_one_run_per_device():
     app = make(grace_s=0.5)  # gputop --grace 0.5
@@ -247,6 +250,7 @@ async def test_opens_without_any_gpu():
 NO_GPU_LINE = "no live GPU in this session: --demo replays a recorded trace; workloads run on the CPU"
 
 
+@pytest.mark.slow
 @sync
 async def test_demo_runs_workloads_on_the_cpu_and_refuses_the_gpu(monkeypatch):
     assert "fault_ok" in fault_specs(monkeypatch)
@@ -288,6 +292,7 @@ async def test_a_workload_without_cpu_mode_says_it_needs_a_gpu(monkeypatch):
         assert notes(app)[-1] == "gpu_only needs a GPU: no live GPU in this session (--replay plays a recorded trace)"
 
 
+@pytest.mark.slow
 @sync
 async def test_a_run_that_cannot_start_ends_at_once_with_its_error(monkeypatch):
     """Live NVML with a GPU (a fake at the pynvml boundary), which NVML stops listing before the run
@@ -350,6 +355,7 @@ def test_no_color_reaches_textual(monkeypatch):
     assert not make().no_color
 
 
+@pytest.mark.slow
 @sync
 async def test_the_rate_comes_from_the_command_line_and_a_replay_ends():
     from gputop.cli import parse

@@ -49,6 +49,7 @@ async def test_advice_and_evidence_wrap_whole_and_charts_keep_two_rows():
         assert len(lines) == 24 and all(len(r) <= 80 for r in lines)
 
 
+@pytest.mark.slow
 @sync
 async def test_help_scrolls_to_every_line_uncut():
     app = make()
@@ -137,6 +138,7 @@ async def test_a_finished_run_shows_no_phase():
         assert "phase:" not in status and f"{doc['wall_time_s']:.1f} s" in status
 
 
+@pytest.mark.slow
 @sync
 async def test_a_quiet_runs_elapsed_time_keeps_moving():
     app = make()

@@ -11,6 +11,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from rich.text import Text
 from textual.app import App, ComposeResult
 
@@ -105,6 +106,7 @@ def test_no_window_yet_says_how_to_get_one():
     assert lines[0] == "profiler windows: none yet" and "w asks the command for one now (2 s" in lines[1]
 
 
+@pytest.mark.slow
 @sync
 async def test_w_asks_for_a_window_and_a_shows_it(tmp_path):
     go = tmp_path / "go"

@@ -33,6 +33,7 @@ def test_monitor_8_gpus_80x24(snap_compare):
     assert snap_compare(make(COMPOSED), terminal_size=(80, 24), run_before=at_tick(TICK))
 
 
+@pytest.mark.slow
 def test_monitor_8_gpus_160x48(snap_compare):
     assert snap_compare(make(COMPOSED), terminal_size=(160, 48), run_before=at_tick(TICK))
 
@@ -41,6 +42,7 @@ def test_monitor_8_gpus_gpu_3_selected_80x24(snap_compare):
     assert snap_compare(make(COMPOSED), terminal_size=(80, 24), run_before=at_tick(TICK, ("g", "g", "g")))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])
 def test_every_gpu_and_its_verdict_and_the_selected_panel_are_on_screen(size):
     """Each GPU's verdict (one of its names, and its confidence) is on the screen whole, with the selected GPU's
@@ -75,6 +77,7 @@ def replay_json(path: Path) -> dict:
     return json.loads(r.stdout)
 
 
+@pytest.mark.slow
 def test_replay_json_of_the_composed_trace_has_8_gpus_with_the_sources_classes():
     """gputop --replay COMPOSED --json: 8 GPUs, indices 0-7, each GPU's class that of the GPU it came from when A
     and B are replayed alone (A's GPU i is GPU i, B's GPU i is GPU 4 + i)."""
@@ -133,6 +136,7 @@ def with_process_groups(tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_two_jobs_on_one_node_are_judged_apart_by_their_process_groups(tmp_path):
     """Live (the TUI), two jobs on one node: each job's comms-bound GPUs are a process group of their own (4 and 3,
     not 7); without process groups (the trace as recorded), one group of all."""

@@ -3,6 +3,8 @@ the workloads page first shows."""
 
 from __future__ import annotations
 
+import pytest
+
 from gputop.telemetry.trace import ReplaySource
 from gputop.tui.app import GputopApp, TuiConfig
 from pilot_util import DEMO, step, sync, wait_for, wait_screen
@@ -51,6 +53,7 @@ class SlowFirstRead:
         return self.src.read()
 
 
+@pytest.mark.slow
 @sync
 async def test_the_first_tick_is_drawn_when_it_comes_not_at_the_next_frame():
     """gputop starts sampling before Textual runs (start_sampling), and a first tick that comes after the first

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from textual.widgets import Static
 
 from gputop.runner.params import format_value
@@ -145,6 +146,7 @@ def test_roofline_results(snap_compare):
                         run_before=at_tick(MATMUL, ("2",)))
 
 
+@pytest.mark.slow
 def test_roofline_results_80x24(snap_compare):
     assert snap_compare(make(runs=("roofline_cpu",)), terminal_size=(80, 24),
                         run_before=at_tick(MATMUL, ("2",)))
@@ -155,6 +157,7 @@ def test_throughput_results(snap_compare):
                         run_before=at_tick(MATMUL, ("2",)))
 
 
+@pytest.mark.slow
 def test_cudagraphs_results(snap_compare):
     assert snap_compare(make(runs=("cudagraphs_cpu",)), terminal_size=(120, 40),
                         run_before=at_tick(TINY, ("2",)))
@@ -187,6 +190,7 @@ def test_roofline_results_h100_80x24(snap_compare):
                         run_before=at_tick(MATMUL, ("2",)))
 
 
+@pytest.mark.slow
 def test_roofline_results_h100_160x48(snap_compare):
     assert snap_compare(make(runs=("roofline_h100",)), terminal_size=(160, 48),
                         run_before=at_tick(MATMUL, ("2",)))
@@ -214,16 +218,19 @@ def focused_field(typed: tuple[str, ...]):
     return run_before
 
 
+@pytest.mark.slow
 def test_focused_parameter_shows_its_value_80x24(snap_compare):
     """A focused field keeps its row and shows what is typed (not a tall focus border with the value hidden)."""
     assert snap_compare(make(runs=("roofline_cpu",)), terminal_size=(80, 24), run_before=focused_field(tuple("8192")))
 
 
+@pytest.mark.slow
 def test_focused_parameter_shows_its_value_160x48(snap_compare):
     assert snap_compare(make(runs=("roofline_cpu",)), terminal_size=(160, 48),
                         run_before=focused_field(tuple("8192")))
 
 
+@pytest.mark.slow
 def test_esc_leaves_the_form_then_q_and_question_mark_are_keys_again():
     """Esc, as the form's hint says, leaves a parameter field for the workload list: ? then opens the help
     and q quits, rather than being typed into the field."""
@@ -261,6 +268,7 @@ def make_listing() -> GputopApp:
     return app
 
 
+@pytest.mark.slow
 def test_workload_list_fits_its_names_80x24(snap_compare):
     """The list as wide as its longest name (no name wraps) and as tall as its entries (issue 24)."""
     assert snap_compare(make_listing(), terminal_size=(80, 24), run_before=at_tick(MATMUL, ("2",)))

@@ -36,6 +36,7 @@ def test_make_mlp_has_x_dense_layers():
     assert m(torch.zeros(3, 784)).shape == (3, 10)
 
 
+@pytest.mark.slow
 def test_cpu_run_skips_gpu_modes_and_times_the_eager_mlp(cpu_run):
     rc, doc, err = cpu_run
     assert rc == 0, err
@@ -54,6 +55,7 @@ def test_cpu_run_skips_gpu_modes_and_times_the_eager_mlp(cpu_run):
     assert set(res["mlp"]) == {str(x) for x in layers} and all("graph_ms" not in v for v in res["mlp"].values())
 
 
+@pytest.mark.slow
 def test_cpu_run_analyze_judges_nothing_without_a_gpu(cpu_run):
     """On the CPU nothing is launched on a GPU: the eager MLP has no graph to be compared with."""
     doc = reanalyzed(cudagraphs_lesson, cpu_run[1])
@@ -64,6 +66,7 @@ def test_cpu_run_analyze_judges_nothing_without_a_gpu(cpu_run):
     assert doc["verdict"] is None and "skipped" in [w["code"] for w in doc["warnings"]]
 
 
+@pytest.mark.slow
 def test_gputop_run_json_on_cpu(cpu_run):
     rc, doc, err = cpu_run
     assert rc == 0, err

@@ -34,6 +34,7 @@ def test_module_shape():
     assert transfer.sizes(p) == [4096, 16384, 65536]
 
 
+@pytest.mark.slow
 def test_bad_size_range_is_one_line_and_exit_2():
     r = subprocess.run([sys.executable, str(ROOT / "workloads" / "transfer.py"), "--device", "cpu",
                         "--min-log2", "20", "--max-log2", "10"], capture_output=True, text=True, env=env(), cwd=ROOT,
@@ -41,6 +42,7 @@ def test_bad_size_range_is_one_line_and_exit_2():
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "min_log2" in r.stderr
 
 
+@pytest.mark.slow
 def test_cpu_run_is_the_host_memcpy_baseline(cpu_doc):
     doc = cpu_doc
     assert doc["status"] == "ok" and [p["name"] for p in doc["phases"]] == ["host memcpy"]
