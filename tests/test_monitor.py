@@ -32,9 +32,20 @@ SCHEMA = json.loads((ROOT / "gputop" / "schema" / "monitor.schema.json").read_te
 NO_GPU = not Nvml().available()
 PY = sys.executable
 DEMO_PID = 445  # the recorded child's pid in the demo trace's NVML process lists
-# The replayed trace is read as fast as possible on the sampler thread; a child that lives this long
-# lets it read the whole trace before the run ends (the analysis tests need every phase).
-WAIT = "import time; time.sleep(1.0); "
+def replayed_first(mon: Monitor, folder: Path) -> str:
+    """The start of a child's code that waits until ``mon``'s replay has been read to its end (read as fast as
+    possible on the sampler's thread, which the session starts; the analysis tests need every phase), however long
+    a busy machine takes: a thread here says so through a file."""
+    go = folder / "replayed"
+
+    def release() -> None:
+        end = time.monotonic() + 60
+        while not mon.sampler.source.finished and time.monotonic() < end:
+            time.sleep(0.02)
+        go.write_text("")
+
+    threading.Thread(target=release, daemon=True).start()
+    return f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.02)\n"
 
 
 def gputop_cli(*args, cwd=None, timeout=60):
@@ -108,9 +119,9 @@ def test_run_usage_errors():
 
 
 # -- running a command under a replayed source --------------------------------------------------------------
-def test_exit_code_and_pass_through(capfd):
+def test_exit_code_and_pass_through(capfd, tmp_path):
     mon = replay_monitor()
-    code = WAIT + "import sys; print('child-out'); print('child-err', file=sys.stderr); sys.exit(3)"
+    code = replayed_first(mon, tmp_path) + "import sys; print('child-out'); print('child-err', file=sys.stderr); sys.exit(3)"
     run = run_command(mon, [PY, "-c", code])
     out, err = capfd.readouterr()
     assert run["exit_code"] == 3 and run["ended"] == "exited" and not run["oom"]
@@ -126,11 +137,11 @@ def test_exit_code_and_pass_through(capfd):
     assert "exited with code 3" in text and "timeline:" in text and "verdict:" in text and "advice:" in text
 
 
-@pytest.mark.slow
-def test_gpus_found_by_pid_in_nvml_process_list():
+def test_gpus_found_by_pid_in_nvml_process_list(tmp_path):
     mon = replay_monitor(tree=lambda: {DEMO_PID})
-    run = run_command(mon, [PY, "-c", WAIT])
-    doc = document(mon, run, [PY, "-c", WAIT])
+    code = replayed_first(mon, tmp_path)
+    run = run_command(mon, [PY, "-c", code])
+    doc = document(mon, run, [PY, "-c", code])
     assert doc["gpu_detection"] == "process list" and doc["gpus"][0]["first_seen_s"] > 0
     segs = doc["gpus"][0]["timeline"]
     assert segs[0]["subclass"] == "startup"
@@ -206,11 +217,10 @@ def test_timeout_stops_the_command():
     assert run["command_exit_code"] == 130  # SIGINT: Python dies of KeyboardInterrupt
 
 
-@pytest.mark.slow
-def test_out_of_memory_on_stderr_makes_the_verdict_memory_capacity(capfd):
-    code = (WAIT + "import sys; print('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB', "
-            "file=sys.stderr); sys.exit(1)")
+def test_out_of_memory_on_stderr_makes_the_verdict_memory_capacity(capfd, tmp_path):
     mon = replay_monitor(tree=lambda: {DEMO_PID})
+    code = (replayed_first(mon, tmp_path) + "import sys; print('torch.OutOfMemoryError: CUDA out of memory. "
+            "Tried to allocate 20.00 GiB', file=sys.stderr); sys.exit(1)")
     run = run_command(mon, [PY, "-c", code])
     assert run["oom"] and run["exit_code"] == 1
     doc = document(mon, run, [PY, "-c", code])
@@ -219,13 +229,13 @@ def test_out_of_memory_on_stderr_makes_the_verdict_memory_capacity(capfd):
     assert "out of memory" in capfd.readouterr().err  # still passed through
 
 
-@pytest.mark.slow
 def test_out_of_memory_survives_in_a_recorded_trace(tmp_path):
     from gputop.session.labelled import diagnose_trace
 
     rec = tmp_path / "oom.jsonl.gz"
-    code = WAIT + "import sys; print('CUDA out of memory. Tried to allocate 2.00 GiB', file=sys.stderr); sys.exit(1)"
     mon = replay_monitor(record=str(rec), tree=lambda: {DEMO_PID})
+    code = (replayed_first(mon, tmp_path) + "import sys; print('CUDA out of memory. Tried to allocate 2.00 GiB', "
+            "file=sys.stderr); sys.exit(1)")
     run_command(mon, [PY, "-c", code], err=io.StringIO())
     a = diagnose_trace(str(rec))
     assert a["verdict"]["class"] == "memory-capacity" and a["verdict"]["subclass"] == "oom"
@@ -281,7 +291,6 @@ def test_main_command_not_found_exits_2(monkeypatch, capfd):
     assert headless.main_command(args, command) == 2
 
 
-@pytest.mark.slow
 def test_record_writes_a_trace_with_marks(monkeypatch, tmp_path):
     from gputop.telemetry.trace import read_trace
 
