@@ -38,7 +38,8 @@ def sync(fn):
 def screen_text(app) -> str:
     """The screen's text now, one line a row, each row as wide as the screen (blanks included): the strips the
     compositor draws, the screens under a translucent one included, as ``App.export_screenshot`` renders them
-    (that builds an SVG of the same strips, five times slower, which the tests then parsed back)."""
+    (that builds an SVG of the same strips, five times slower, which the tests then parsed back). It reads Textual's
+    private compositor: test_tui's test_the_tests_screen_text_is_the_screenshots says when an upgrade changes that."""
     from textual._context import visible_screen_stack
 
     token = visible_screen_stack.set(app._background_screens)
