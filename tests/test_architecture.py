@@ -1,7 +1,8 @@
 """The layering rules of docs/architecture.md, checked on the source: no import cycle among gputop's
 modules (module-level imports and imports inside functions alike), Textual and Rich only under
 gputop/tui, no ``try: import`` around the project's own modules, pynvml only in telemetry/nvml.py, and the layer
-order (base < analysis < measure, runner, lessons, workload helpers < session < frontends), every module in a layer."""
+order (base < analysis < measure, runner, lessons, workload helpers < session, fleet < frontends), every module in a
+layer."""
 
 from __future__ import annotations
 
@@ -116,7 +117,7 @@ LAYERS = {
     "option_values": 0,  # the values options take (an address, a duration): parsed for cli and the frontends
     "analysis": 1,
     "measure": 2, "runner": 2, "lessons": 2, "workload_api": 2, "workload_util": 2,  # with the workload helpers
-    "session": 3,
+    "session": 3, "fleet": 3,  # watching a process tree; reading a fleet from Prometheus
     "headless": 4, "tui": 4, "export": 4, "cli": 4, "__main__": 4,  # the frontends
 }
 FRONTENDS = {top for top, level in LAYERS.items() if level == 4}

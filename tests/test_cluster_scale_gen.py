@@ -15,7 +15,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from gputop.analysis.vocabulary import CLASSES
 from gputop.export.dcgm_names import GPU_LABELS
-from gputop.session.cluster import NAMES
+from gputop.fleet.reader import NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("cluster_scale", ROOT / "bench" / "perf" / "cluster_scale.py")

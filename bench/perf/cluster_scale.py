@@ -440,7 +440,7 @@ def measure(url: str, end: float, cadence: float, cpu_seconds: float, prom_pid: 
             account_every: float, accountings: int) -> dict:
     """The page's reads against Prometheus at ``url``; "now" is the data's ``end`` plus the time since this began
     (the wall clock's now, as if the data had been scraped until this moment)."""
-    from gputop.session.cluster import ClusterReader
+    from gputop.fleet.reader import ClusterReader
     from gputop.telemetry.prometheus import PrometheusClient
     t_start = time.monotonic()
 

@@ -1,6 +1,6 @@
 """The cluster: one row per GPU of many nodes, and each job's GPU-hours by class (pure; no HTTP here).
 
-``session/cluster.py`` asks a Prometheus server (``telemetry/prometheus.py``) and hands this module label sets,
+``fleet/reader.py`` asks a Prometheus server (``telemetry/prometheus.py``) and hands this module label sets,
 values and windows of samples; this module decides what a row is, what a GPU's job is, which GPUs waste the most,
 and judges the GPUs no gputop exported a verdict for (dcgm-exporter's nodes) with the one classifier
 (:func:`gputop.analysis.classify.classify`) over samples made from their ``DCGM_FI_*`` series.

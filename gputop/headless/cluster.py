@@ -2,7 +2,7 @@
 
 The document (``gputop/schema/cluster.schema.json``): every GPU the server knows, most wasted GPU-time first
 (``--job``, ``--node``, ``--class`` keep some), who judged each one, and every job's GPU-hours by class over
-``--range`` (default 1 h). The reading is ``session/cluster.py``'s; this module words and prints it.
+``--range`` (default 1 h). The reading is ``fleet/reader.py``'s; this module words and prints it.
 A source that cannot be read is one line on stderr and its exit code (``exitcodes.code_for``), and with ``--json``
 an error document (``exit_code``, ``errors``; no rows).
 """
@@ -17,7 +17,7 @@ from gputop.analysis.cluster_text import class_text, duration_text, job_line
 from gputop.documents import check_writable, emit, error, header
 from gputop.exitcodes import fail
 from gputop.format import gb, pct
-from gputop.session.cluster import ClusterReader, range_step
+from gputop.fleet.reader import ClusterReader, range_step
 from gputop.telemetry.errors import NoGpu, SourceError
 from gputop.telemetry.prometheus import PrometheusClient
 

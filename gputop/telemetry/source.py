@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from gputop.telemetry.nvml import Nvml
 
 LIVE, REPLAY, DEMO, DCGM_EXPORTER = "live", "replay", "demo", "dcgm-exporter"  # SourceSpec.kind
-PROMETHEUS = "prometheus"  # a whole cluster, from a Prometheus server's HTTP API (session/cluster.py), not a Source
+PROMETHEUS = "prometheus"  # a whole cluster, from a Prometheus server's HTTP API (fleet/reader.py), not a Source
 DEFAULT_RANGE_S = 3600.0  # PROMETHEUS: the job accounting's range (--range)
 
 

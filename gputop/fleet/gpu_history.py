@@ -3,7 +3,7 @@
 :func:`read_gpu` asks Prometheus (``query_range``) for one GPU's ``DCGM_FI_*`` series over the last ``window_s``
 (its charts) and, where its node runs ``gputop --export``, for the class it exported at each step (its verdict over
 time). The verdict's evidence and advice come from the one classifier (``analysis/cluster.judge``) over the last
-``JUDGE_WINDOW_S`` of those series, as ``session/cluster.py`` judges a dcgm-exporter GPU. The GPU is named as the
+``JUDGE_WINDOW_S`` of those series, as ``fleet/reader.py`` judges a dcgm-exporter GPU. The GPU is named as the
 cluster's rows name it (``analysis/cluster.gpu_key``: node, ``gpu`` label); its node label may be ``Hostname``,
 ``hostname`` or the scrape's ``instance``, so the selector asks for each and keeps the series whose key matches.
 Raises what the client raises (:mod:`gputop.telemetry.errors`).
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from gputop.analysis import cluster as C
 from gputop.analysis.verdict import Verdict
-from gputop.session.cluster import JUDGE_WINDOW_S, SELECTOR, _groups, _samples, _static
+from gputop.fleet.reader import JUDGE_WINDOW_S, SELECTOR, _groups, _samples, _static
 from gputop.telemetry.dcgm_fields import LABEL_GPU, LABELS_HOSTNAME
 from gputop.telemetry.prometheus import PrometheusClient
 
