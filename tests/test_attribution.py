@@ -622,7 +622,8 @@ def test_a_window_starts_at_the_first_step_after_the_start_time_it_was_given(tmp
     every 0.2 s on its own clock), so a job's ranks start at the same step, not 0-0.2 s apart."""
     import time
 
-    from gputop.runner.profile_loader import DIR_ENV, LOADER_DIR
+    from gputop.runner.profile_loader import LOADER_DIR
+    from gputop.runner.profile_loader.protocol import ANSWER_FIELDS, DIR_ENV
 
     folder = tmp_path / "ipc"
     folder.mkdir()
@@ -636,4 +637,5 @@ def test_a_window_starts_at_the_first_step_after_the_start_time_it_was_given(tmp
     (answer,) = folder.glob("window-1-*.json")
     w = json.loads(answer.read_text())
     assert w["status"] == "ok" and w["steps"] == 3
+    assert set(w) <= set(ANSWER_FIELDS), set(w) - set(ANSWER_FIELDS)  # every field the protocol names
     assert start_at <= w["started_at"] < start_at + 0.2  # the program's steps take ~1 ms here
