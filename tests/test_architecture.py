@@ -1,8 +1,8 @@
 """The layering rules of docs/architecture.md, checked on the source: no import cycle among gputop's
 modules (module-level imports and imports inside functions alike), Textual and Rich only under
 gputop/tui, no ``try: import`` around the project's own modules, pynvml only in telemetry/nvml.py, and the layer
-order (base < analysis < measure, runner, lessons, workload helpers < session, fleet < frontends), every module in a
-layer."""
+order (base < analysis < measure, runner, lessons, workload helpers < session, fleet < frontends < evaluate), every
+module in a layer: evaluate (not shipped) above everything the product is made of, so no product module imports it."""
 
 from __future__ import annotations
 
@@ -119,8 +119,10 @@ LAYERS = {
     "measure": 2, "runner": 2, "lessons": 2, "workload_api": 2, "workload_util": 2,  # with the workload helpers
     "session": 3, "fleet": 3,  # watching a process tree; reading a fleet from Prometheus
     "headless": 4, "tui": 4, "export": 4, "cli": 4, "__main__": 4,  # the frontends
+    "evaluate": 5,  # how right gputop is (labelled traces, calibration, confusion tables): tests and bench, not shipped
 }
 FRONTENDS = {top for top, level in LAYERS.items() if level == 4}
+NOT_SHIPPED = {"evaluate"}  # left out of the wheel (pyproject.toml's packages; tests/test_packaging.py)
 MAY_IMPORT_ANY_FRONTEND = {"cli", "__main__"}
 WORKLOAD_HELPERS = {"workload_api", "workload_util"}
 
@@ -184,6 +186,9 @@ def test_the_layer_check_finds_each_kind_of_crossing(tmp_path):
         "gputop/headless/__init__.py": "",
         "gputop/headless/run.py": "from gputop.session import s\n",
         "gputop/cli.py": "import gputop.tui.app\nfrom gputop.headless import run\n",  # cli may import any frontend
+        "gputop/headless/replay.py": "def f():\n    from gputop.evaluate.labelled import diagnose_trace\n",  # the top
+        "gputop/evaluate/__init__.py": "",
+        "gputop/evaluate/labelled.py": "from gputop.headless.replay import f\nfrom gputop.session import s\n",  # fine
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -196,6 +201,7 @@ def test_the_layer_check_finds_each_kind_of_crossing(tmp_path):
         "gputop.analysis.classify -> gputop.session (up: analysis -> session)",
         "gputop.analysis.peaks -> gputop.workload_util (analysis imports a workload helper)",
         "gputop.foo (in no layer: give gputop.foo its place in LAYERS)",
+        "gputop.headless.replay -> gputop.evaluate.labelled (up: headless -> evaluate)",
         "gputop.telemetry.live -> gputop.analysis.classify (up: telemetry -> analysis)",
         "gputop.tui.app -> gputop.headless.run (frontend -> frontend)",
     ]
@@ -204,3 +210,14 @@ def test_the_layer_check_finds_each_kind_of_crossing(tmp_path):
 def test_imports_follow_the_layer_order():
     crossings = layer_crossings(modules())
     assert not crossings, f"{len(crossings)} import(s) across the layers:\n" + "\n".join(crossings)
+
+
+def test_evaluation_is_above_everything_shipped():
+    """Nothing the wheel holds may import gputop.evaluate: its layer is above every other, and it is the only part
+    of gputop that pyproject.toml leaves out."""
+    import tomllib
+
+    assert all(LAYERS[top] > level for top in NOT_SHIPPED for other, level in LAYERS.items() if other not in NOT_SHIPPED)
+    shipped = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    packages = {init.parent.name for init in PKG.glob("*/__init__.py")}
+    assert {p for p in packages if f"gputop.{p}" not in shipped} == NOT_SHIPPED

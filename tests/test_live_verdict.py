@@ -257,7 +257,7 @@ def test_the_tui_panel_shows_the_window_and_agrees_with_it_at_every_frame(size):
 def test_the_json_timeline_begins_its_segments_where_the_work_changed():
     """The run's timeline (gputop --run's JSON) uses the live verdict's change detection: each demo phase's
     segment starts within half a second of the phase's mark, not on a 2 s window edge."""
-    from gputop.session.labelled import diagnose_trace
+    from gputop.evaluate.labelled import diagnose_trace
 
     _, _, ticks, marks = load(demo_trace_path())
     a = diagnose_trace(demo_trace_path())

@@ -216,7 +216,7 @@ def test_out_of_memory_on_stderr_makes_the_verdict_memory_capacity(capfd):
 
 
 def test_out_of_memory_survives_in_a_recorded_trace(tmp_path):
-    from gputop.session.labelled import diagnose_trace
+    from gputop.evaluate.labelled import diagnose_trace
 
     rec = tmp_path / "oom.jsonl.gz"
     code = WAIT + "import sys; print('CUDA out of memory. Tried to allocate 2.00 GiB', file=sys.stderr); sys.exit(1)"

@@ -1,13 +1,12 @@
 """The multi-GPU corpus recorded on 4 H100s joined by NVLink 4 (tests/data/traces/corpus_multi_h100x4, issue 25),
 diagnosed from its traces as ``gputop --replay TRACE --json`` does, each GPU judged against the case's ground
-truth (bench/tools/multi_truth.py: torch.profiler's NCCL share or the construction, never gputop). Also the live path
+truth (gputop/evaluate/multi_truth.py: torch.profiler's NCCL share or the construction, never gputop). Also the live path
 (the TUI's and --export's LiveVerdict, the job's GPUs judged together) on the stalled collectives: named within
 10 s of the stall, held while it lasts, never latency-bound.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import pytest
 from gputop.analysis.comms import group_comms
 from gputop.analysis.live import LiveVerdict
 from gputop.analysis.peaks import compute_peaks
+from gputop.evaluate import multi_truth as MT
 from gputop.headless.replay import replay_document
 from gputop.telemetry.trace import ReplaySource
 from tests import fault_util
@@ -29,14 +29,6 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "data" / "traces" / "corpus_multi_h100x4"
 
 
-def _load_truth():
-    spec = importlib.util.spec_from_file_location("multi_truth", ROOT / "bench" / "tools" / "multi_truth.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-MT = _load_truth()
 CASES = MT.cases(CORPUS)
 
 

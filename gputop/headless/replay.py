@@ -9,7 +9,7 @@ would have printed there: per-GPU timelines and verdicts, the job's GPUs judged 
 collectives, stragglers), the run's verdict. A trace without marks (a plain ``--record``): every GPU that did
 any work is the job's, from the start of the trace.
 
-Schema: ``gputop/schema/monitor.schema.json`` with ``mode`` "replay". (``gputop.session.labelled.diagnose_trace``,
+Schema: ``gputop/schema/monitor.schema.json`` with ``mode`` "replay". (``gputop.evaluate.labelled.diagnose_trace``,
 the labelled single-GPU traces' diagnosis for the calibration, finds the GPUs by the watched pid instead: a
 torchrun job's ranks are other pids, so the marks are the job's record here.)
 """

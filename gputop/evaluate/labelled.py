@@ -1,5 +1,5 @@
 """Labelled recorded traces: the monitor's diagnosis of a trace, and what a labelled trace should be
-diagnosed as (used by bench/gpu/proof, the trace tests and docs/diagnosis.md)."""
+diagnosed as (used by the calibration, bench/gpu/proof, the trace tests and docs/diagnosis.md)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,17 @@
-"""Mark a corpus trace's timed loop with its ground-truth label (bench/gpu/corpus_gpu.sh runs this per case).
+"""The single-GPU corpus's ground truth (bench/gpu/corpus_gpu.sh): the rule that labels a program from its
+torch.profiler breakdown (:func:`label_from_profile`; bench/gpu/corpus/_corpus.py measures the breakdown in the
+program and says why the rule is what it is), and a corpus trace's timed loop marked with its label (the corpus
+script runs this per case):
 
-    python bench/gpu/corpus/mark_trace.py TRACE TRUTH.json OUT [--log LOG --seconds S]
+    python -m gputop.evaluate.corpus_truth TRACE TRUTH.json OUT [--log LOG --seconds S]
 
 Writes TRACE to OUT with two marks added: ``steady loop expect=<label>`` where the program's timed loop
 began and ``loop done`` where it ended (the truth's ``loop``, seconds since the process started = the
-trace's time since its "started" mark). That stretch is the labelled window of bench/tools/calibration.py and
+trace's time since its "started" mark). That stretch is the labelled window of the calibration and
 tests/test_classify_traces.py: the program's import, compile and warm-up before it, and its profiling and
 exit after it, are not the labelled work.
 
-``--log LOG --seconds S``: relabel a truth written before the rule of bench/gpu/corpus/_corpus.py was fixed (the
+``--log LOG --seconds S``: relabel a truth written before the rule was fixed (the
 first H100 run, 2026-11-23): its "busy" divided the profiled kernel time by the profiled wall time. The step
 time without the profiler is S over the loop's step count in LOG ("N steps"); busy and the kernel rate are
 recomputed with it and the label re-derived by ``label_from_profile``. Such a truth has no loop times: the
@@ -24,18 +27,25 @@ import gzip
 import json
 import re
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _corpus import label_from_profile  # noqa: E402
-
-from gputop.analysis.evidence import is_busy  # noqa: E402
-from gputop.telemetry.trace import read_trace  # noqa: E402
+from gputop.analysis.evidence import is_busy
+from gputop.telemetry.trace import read_trace
 
 STEPS_RE = re.compile(r"^(\d+) (steps|calls|generations)", re.M)
+
+
+def label_from_profile(busy: float, gemm_share: float, mean_kernel_us: float, kernels_per_s: float,
+                       data_wait_share: float | None = None) -> str:
+    """The label of a profiled program (the rules in bench/gpu/corpus/_corpus.py's docstring, in order): ``busy``
+    the GPU's kernel time over the step time, ``gemm_share`` GEMM/conv/attention's share of the kernel time,
+    ``data_wait_share`` the step's wait for a host input pipeline (None: the program has none)."""
+    if mean_kernel_us < 30 and kernels_per_s > 2000 and busy < 0.60:
+        return "latency-bound"
+    if busy < 0.10:
+        return "host-bound"
+    if busy < 0.60:
+        return "input-starved" if (data_wait_share or 0.0) > 0.05 else "host-bound"
+    return "compute-bound" if gemm_share >= 0.5 else "memory-bound"
 
 
 def relabel_old(truth: dict, log_text: str, seconds: float, pipeline: str | None) -> dict:
@@ -51,7 +61,7 @@ def relabel_old(truth: dict, log_text: str, seconds: float, pipeline: str | None
     count = truth["kernels_per_s"] * wall / steps
     t.update(profiled_wall_s=wall, kernel_s_per_step=round(kernel_s, 6), step_s=round(step_s, 6),
              busy=round(min(1.0, kernel_s / step_s), 3), kernels_per_s=round(count / step_s, 1),
-             input_pipeline=pipeline, old_label=truth["label"], relabelled="bench/gpu/corpus/mark_trace.py --log")
+             input_pipeline=pipeline, old_label=truth["label"], relabelled="gputop/evaluate/corpus_truth.py --log")
     t.pop("wall_s", None)
     # The first run did not measure the DataLoader wait: a program whose host-side work is a DataLoader
     # (the only thing it does besides launching its step) is taken to wait on it when the GPU is under 60%.

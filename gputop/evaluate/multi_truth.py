@@ -1,8 +1,8 @@
 """The multi-GPU corpus's ground truth (bench/gpu/corpus_multi_gpu.sh), as what each GPU's verdict should be, and the
-judgement of a run document (``gputop --replay TRACE --json``'s) against it. Used by bench/calibration.py (the
-confusion table per machine in docs/diagnosis.md) and tests/test_multi_gpu_corpus.py.
+judgement of a run document (``gputop --replay TRACE --json``'s) against it. Used by the calibration (the
+confusion table per machine in docs/diagnosis.md) and tests/test_multi_gpu_*.py.
 
-    python bench/tools/multi_truth.py [DIR]      # the confusion table of DIR (default: the 4-H100 corpus)
+    python -m gputop.evaluate.multi_truth [DIR]      # the confusion table of DIR (default: the 4-H100 corpus)
 
 The truth comes from the truth files (torch.profiler's kernel-time shares on rank 0, or the construction), never
 from gputop. Rank r of a torchrun job runs on GPU r (LOCAL_RANK r, no CUDA_VISIBLE_DEVICES: the trace's "on GPU r"
@@ -28,13 +28,16 @@ marks agree). The rules, one a kind of case (docs/diagnosis.md says why):
 from __future__ import annotations
 
 import glob
+import gzip
 import json
 import os
 import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from gputop.headless.replay import replay_document
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: its tests/data/traces
 CORPUS = ROOT / "tests" / "data" / "traces" / "corpus_multi_h100x4"
 STALL_NAMED_S = 10.0
 H100_BF16_DENSE_FLOPS = 989e12  # NVIDIA H100 SXM datasheet, dense (no sparsity)
@@ -72,7 +75,7 @@ def clean_shares(r0: dict) -> tuple[float, float]:
     return (max(0.0, nccl * total - out_nccl) / kept, gemm * total / kept) if kept > 0 else (nccl, gemm)
 
 
-HOST_BUSY = 0.6  # as the single-GPU corpus labels (bench/gpu/corpus/_corpus.py label_from_profile)
+HOST_BUSY = 0.6  # as the single-GPU corpus labels (corpus_truth.label_from_profile)
 
 
 def kernel_busy(r0: dict) -> float | None:
@@ -175,9 +178,6 @@ def by_gpu(doc: dict, gpu: int) -> dict:
 
 def confusion(directory: str | Path = CORPUS) -> tuple[list[str], list[dict]]:
     """The table (markdown lines) of a corpus's cases, and the judged GPUs (for the calibration)."""
-    sys.path.insert(0, str(ROOT))
-    from gputop.headless.replay import replay_document
-
     lines = ["| case | truth (rule) | GPU | gputop | right |", "|---|---|---|---|---|"]
     judged = []
     for case in cases(directory):
@@ -213,12 +213,7 @@ def recorded_by(directory: str | Path) -> str:
 def before_after(directory: str | Path = CORPUS) -> list[str]:
     """The confusion of the machine's corpus, case by case: what the gputop that recorded it said (the documents
     recorded with the traces, ``CASE.gputop-BUILD.json.gz``) and what it says now, each GPU judged by :func:`judge`."""
-    import gzip
-
     build = recorded_by(directory)
-    sys.path.insert(0, str(ROOT))
-    from gputop.headless.replay import replay_document
-
     def said(doc, res):
         names = [res["gpus"][g][1].split(" ")[0] + ("" if res["gpus"][g][0] else " (wrong)")
                  for g in sorted(res["gpus"])]
