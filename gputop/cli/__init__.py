@@ -42,7 +42,6 @@ from gputop import exitcodes
 from gputop.cli import command, export, listing, once, record, replay, serve, tui, workload
 from gputop.cli import parser as _parser
 from gputop.cli.mode import Mode
-from gputop.cli.shared import source_spec  # noqa: F401
 from gputop.option_values import AddressError, opens_live_monitor, parse_address, parse_duration  # noqa: F401
 
 # The modes, in the order a command line is matched against them (the first it asks for runs; the TUI, last,
