@@ -104,7 +104,7 @@ def test_wheel_in_a_fresh_venv(source_copy, tmp_path):
     wheel = next(dist.glob("gputop-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     for must in ("gputop/workloads/roofline.py", "gputop/kernels/roofline.cu", "gputop/data/demo.jsonl.gz",
-                 "gputop/schema/once.schema.json", "gputop/schema/run.schema.json", "gputop/cli.py",
+                 "gputop/schema/once.schema.json", "gputop/schema/run.schema.json", "gputop/cli/__init__.py",
                  "gputop/export/server.py", "gputop/export/dcgm_names.py"):
         assert must in names, must
     assert not any(n.startswith(("tests/", "bench/", "workloads/", "kernels/")) for n in names)

@@ -40,11 +40,11 @@ def render_text(registry: Registry) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main_list(args) -> int:
+def main_list(json_mode: bool = False) -> int:
     registry = Registry()
     for err in registry.errors:
         exitcodes.say(f"skipped a workload: {err}")
-    if getattr(args, "json", False):
+    if json_mode:
         text = json.dumps([spec.describe() for spec in registry], indent=2, default=str) + "\n"
     else:
         text = render_text(registry)

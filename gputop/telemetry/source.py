@@ -92,8 +92,8 @@ class Source(Protocol):
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """Which source to open and how to sample it. ``gputop/cli.py`` builds one from the flags (its
-    ``source_spec``); everything below the frontends gets this, never the command line."""
+    """Which source to open and how to sample it. ``gputop/cli`` builds one from the flags (its
+    ``shared.source_spec``); everything below the frontends gets this, never the command line."""
 
     kind: str = LIVE  # LIVE, REPLAY, DEMO (the trace that ships with gputop), DCGM_EXPORTER or PROMETHEUS
     gpus: tuple[int, ...] = ()  # --gpu: the GPU indices asked for, in order (empty: every GPU)

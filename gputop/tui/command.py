@@ -342,9 +342,9 @@ def main_command_tui(args, command: list[str]) -> int:
     watch = not command
     try:
         if watch:
-            check_watch(args)
+            check_watch(args.spec, args.watch, output=args.output, record=args.record)
         else:
-            check_command(args, command)
+            check_command(args.spec, command, output=args.output, log=args.log, record=args.record)
         note = f"gputop --watch {args.watch}" if watch else "gputop --run -- " + shlex.join(command)
         mon = open_monitor(args.spec, note, args.record, active_ok=watch)  # NVML first: exit 3 before anything runs
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -376,7 +376,7 @@ def main_command_tui(args, command: list[str]) -> int:
                 profile.close()
             failure = start_failure(exc, session)
             return exitcodes.fail(failure.code, str(failure))
-        config = TuiConfig(source=mon.source, rate_hz=args.rate, hostname=platform.node(),
+        config = TuiConfig(source=mon.source, rate_hz=args.spec.rate_hz, hostname=platform.node(),
                            timeout=getattr(args, "timeout", None))
         try:
             CommandApp(config, session).run()
@@ -387,4 +387,4 @@ def main_command_tui(args, command: list[str]) -> int:
         doc = session.document()
     finally:
         mon.close()
-    return write_report(args, doc)
+    return write_report(doc)
