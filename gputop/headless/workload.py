@@ -25,7 +25,7 @@ from gputop.runner.recording import RunRecorder, save_recording
 from gputop.runner.run import drive
 from gputop.runner.registry import MissingWorkloadDependency, Registry, UnknownWorkload
 from gputop.runner.workload_run import WorkloadRun
-from gputop.workload_api import ParamError
+from gputop.workload.params import ParamError
 
 Failure = exitcodes.Failure
 
