@@ -116,7 +116,7 @@ LAYERS = {
     "sources": 0,  # being moved into telemetry/
     "option_values": 0,  # the values options take (an address, a duration): parsed for cli and the frontends
     "analysis": 1,
-    "measure": 2, "runner": 2, "lessons": 2, "workload_api": 2, "workload_util": 2,  # with the workload helpers
+    "measure": 2, "runner": 2, "lessons": 2, "workload": 2,  # with the workload helpers
     "session": 3, "fleet": 3,  # watching a process tree; reading a fleet from Prometheus
     "headless": 4, "tui": 4, "export": 4, "cli": 4, "__main__": 4,  # the frontends
     "evaluate": 5,  # how right gputop is (labelled traces, calibration, confusion tables): tests and bench, not shipped
@@ -124,7 +124,7 @@ LAYERS = {
 FRONTENDS = {top for top, level in LAYERS.items() if level == 4}
 NOT_SHIPPED = {"evaluate"}  # left out of the wheel (pyproject.toml's packages; tests/test_packaging.py)
 MAY_IMPORT_ANY_FRONTEND = {"cli", "__main__"}
-WORKLOAD_HELPERS = {"workload_api", "workload_util"}
+WORKLOAD_HELPERS = {"workload"}
 
 
 def part_of(mod: str) -> str:
@@ -174,12 +174,13 @@ def test_the_layer_check_finds_each_kind_of_crossing(tmp_path):
     files = {
         "gputop/__init__.py": "",
         "gputop/foo.py": "",  # a new top-level module with no declared place
-        "gputop/workload_util.py": "",
+        "gputop/workload/__init__.py": "",
+        "gputop/workload/util.py": "",
         "gputop/telemetry/__init__.py": "",
         "gputop/telemetry/live.py": "from ..analysis import classify\n",  # up, relative, from a package
         "gputop/analysis/__init__.py": "",
         "gputop/analysis/classify.py": "from gputop import session\nfrom . import peaks\n",  # up; same layer: fine
-        "gputop/analysis/peaks.py": "def f():\n    import gputop.workload_util\n",  # function-level import
+        "gputop/analysis/peaks.py": "def f():\n    import gputop.workload.util\n",  # function-level import
         "gputop/session/__init__.py": "from gputop.analysis.classify import x\nimport gputop.telemetry.live\n",
         "gputop/tui/__init__.py": "",
         "gputop/tui/app.py": "from gputop.headless import run\n",  # frontend -> frontend
@@ -199,7 +200,7 @@ def test_the_layer_check_finds_each_kind_of_crossing(tmp_path):
         mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = tmp_path / name
     assert layer_crossings(mods) == [
         "gputop.analysis.classify -> gputop.session (up: analysis -> session)",
-        "gputop.analysis.peaks -> gputop.workload_util (analysis imports a workload helper)",
+        "gputop.analysis.peaks -> gputop.workload.util (analysis imports a workload helper)",
         "gputop.foo (in no layer: give gputop.foo its place in LAYERS)",
         "gputop.headless.replay -> gputop.evaluate.labelled (up: headless -> evaluate)",
         "gputop.telemetry.live -> gputop.analysis.classify (up: telemetry -> analysis)",

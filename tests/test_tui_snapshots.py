@@ -17,7 +17,7 @@ from gputop.telemetry.trace import ReplaySource
 from gputop.tui.app import GputopApp, TuiConfig
 from gputop.tui.help import HelpScreen
 from gputop.tui.workloads.runs import RunState
-from gputop.workload_api import Param
+from gputop.workload import Param
 from pilot_util import wait_for
 
 HERE = Path(__file__).parent

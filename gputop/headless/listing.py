@@ -9,7 +9,7 @@ from gputop import exitcodes
 from gputop.documents import write_stdout
 from gputop.runner.params import format_value
 from gputop.runner.registry import Registry
-from gputop.workload_api import install_hint
+from gputop.workload.script import install_hint
 
 
 def render_text(registry: Registry) -> str:

@@ -27,7 +27,7 @@ from gputop.runner.run import drive
 from gputop.runner.registry import MissingWorkloadDependency, Registry, UnknownWorkload
 from gputop.runner.workload_run import WorkloadRun
 from gputop.telemetry.source import SourceSpec
-from gputop.workload_api import ParamError
+from gputop.workload.params import ParamError
 
 Failure = exitcodes.Failure
 

@@ -23,7 +23,7 @@ from gputop.tui.model import DEVICE, SPECS, TuiModel
 from gputop.tui.monitor.panels import ResultsView
 from gputop.tui.widgets.lines import Lines
 from gputop.tui.workloads.runs import RecordingSpec, default_values, parse_values, save_document
-from gputop.workload_api import ParamError
+from gputop.workload.params import ParamError
 
 
 class ParamForm(Vertical):

@@ -16,7 +16,7 @@ import psutil
 
 from gputop.documents import dumps
 from gputop.telemetry.sampler import DEFAULT_RATE_HZ
-from gputop.workload_api import ParamError
+from gputop.workload.params import ParamError
 
 __all__ = ["load_registry", "default_values", "parse_values", "no_live_gpu", "RunState",
            "RunController", "save_document", "RecordingSpec", "with_recordings"]

@@ -1,7 +1,7 @@
 """Small helpers the teaching workloads use while they run: timing statistics, the torch device and TF32
 switches, a small CNN, what joins two GPUs, and the verdicts at the end of a run by hand.
 
-Workload scripts (``workloads/*.py``) import this next to :mod:`gputop.workload_api`. Nothing here
+Workload scripts (``workloads/*.py``) import this next to :mod:`gputop.workload`. Nothing here
 imports torch or cupy: the torch helpers take the ``torch`` module as an argument. Reading a run
 document is the lessons' (:mod:`gputop.lessons.docs`).
 """
