@@ -7,7 +7,7 @@ and read by the TUI, --export and --serve (CPU only: the recorded multi-GPU corp
   (every GPU every LIVE_EVERY_S) and the TUI's watched pid;
 * the one difference, on purpose: the node's jobs are judged afresh each time, where the frontends annotated the
   same verdict objects in place and an older judgement's groups stuck (judge_node annotates once);
-* the sampler's thread feeds it each tick exactly once.
+* the sampler's thread feeds it each tick exactly once; a frame of the TUI judges nothing.
 """
 
 from __future__ import annotations
@@ -163,6 +163,34 @@ def test_a_node_attached_to_a_running_sampler_judges_the_ticks_it_holds_at_once(
     assert node.ticks_fed == len(window) and node.snapshot().t == window[-1]["t"]
     sampler.step()
     assert node.ticks_fed == len(window) + 1 and node.snapshot().t == sampler.latest()["t"]
+
+
+def test_a_frame_of_the_tui_judges_nothing(monkeypatch):
+    """The TUI (4 GPUs, ticks stepped by hand): its live verdicts are judged where the sampler's ticks feed its
+    model's node; its frames only read them (the strip's and the panel's verdicts are the node's snapshot)."""
+    import asyncio
+
+    from test_tui_snapshots import make
+
+    judged = []
+    real = live.classify
+    monkeypatch.setattr(live, "classify", lambda *a, **k: judged.append(threading.get_ident()) or real(*a, **k))
+
+    async def go():
+        app = make(TRACES / "corpus_multi_h100x4" / "straggler.jsonl.gz")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            for _ in range(20):
+                for _ in range(5):
+                    app.model.sampler.step()
+                before = len(judged)
+                app.frame(force=True)
+                assert len(judged) == before  # the frame judged nothing
+                snap = app.model.live.snapshot()
+                assert app.monitor.verdicts == snap.verdicts() and app.monitor.verdict is snap.gpus[0].verdict
+            assert judged and app.monitor.diagnosis.words()
+
+    asyncio.run(go())
 
 
 def test_a_gpu_just_selected_is_judged_at_once_and_then_every_second():
