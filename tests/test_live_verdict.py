@@ -2,9 +2,10 @@
 
 * the change detector (gputop.analysis.segments) finds the demo's phase changes within half a second, and
   no change in a steady or a bursty (input-starved) recording;
-* the TUI's verdict code path (gputop.tui.monitor.verdict.Diagnosis fed as the monitor page feeds it: the last
-  LIVE_MAX_S of ticks at every tick) replayed over every recorded trace: at every frame the verdict's class
-  agrees with the numbers it cites, and those numbers are the means of the window it says it judged;
+* the TUI's verdict code path (the model's gputop.analysis.live.LiveNode fed every tick, as the sampler feeds it,
+  and read through gputop.tui.monitor.verdict.Diagnosis as the monitor page reads it) replayed over every recorded
+  trace: at every frame the verdict's class agrees with the numbers it cites, and those numbers are the means of
+  the window it says it judged;
 * the contradictions seen in ``gputop --demo`` (issue 11) are gone: the copy phase is not tensor-bound, the
   tiny kernels do not cite DRAM, the idle tail is not PCIe-bound;
 * the live verdict names each demo phase within about a second of its start.
@@ -19,6 +20,7 @@ import pytest
 
 from gputop.analysis import thresholds as T
 from gputop.analysis.evidence import is_busy, measure
+from gputop.analysis.live import LiveNode
 from gputop.analysis.peaks import compute_peaks
 from gputop.analysis.scoring import best_pipe
 from gputop.analysis.segments import segment_starts
@@ -46,14 +48,12 @@ def load(path):
 def replay(path):
     """(tick, verdict, words, window ticks) at every tick, through the TUI's verdict code path."""
     static, peaks, ticks, _ = load(path)
-    diag = Diagnosis()
-    lo = 0
-    for i, tick in enumerate(ticks):
-        while ticks[lo]["t"] < tick["t"] - T.LIVE_MAX_S:
-            lo += 1
-        v = diag(ticks[lo:i + 1], static, peaks, gpu_pos=0)
-        assert diag.error is None, diag.error
-        yield tick, v, diag.words(), ticks, static, peaks
+    node = LiveNode([0], [static], [peaks], selected=lambda: 0)
+    for tick in ticks:
+        node.feed(tick)
+        diag = Diagnosis(node.snapshot(), 0)
+        assert diag.error is None and node.node_error is None, (diag.error, node.node_error)
+        yield tick, diag.verdict, diag.words(), ticks, static, peaks
 
 
 def close(a, b) -> bool:

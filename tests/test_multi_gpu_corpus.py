@@ -1,7 +1,7 @@
 """The multi-GPU corpus recorded on 4 H100s joined by NVLink 4 (tests/data/traces/corpus_multi_h100x4, issue 25),
 diagnosed from its traces as ``gputop --replay TRACE --json`` does, each GPU judged against the case's ground
 truth (gputop/evaluate/multi_truth.py: torch.profiler's NCCL share or the construction, never gputop). Also the live path
-(the TUI's and --export's LiveVerdict, the job's GPUs judged together) on the stalled collectives: named within
+(the TUI's and --export's LiveNode, the job's GPUs judged together) on the stalled collectives: named within
 10 s of the stall, held while it lasts, never latency-bound.
 """
 
@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 
 from gputop.analysis.comms import group_comms
-from gputop.analysis.live import LiveVerdict
+from gputop.analysis.live import LiveNode
 from gputop.analysis.peaks import compute_peaks
 from gputop.evaluate import multi_truth as MT
 from gputop.headless.replay import replay_document
@@ -112,17 +112,15 @@ def test_the_straggler_is_named_and_why():
 
 
 def live_job(case: str, every: int = 10):
-    """(t, [per-GPU verdict]) once a second: each GPU's LiveVerdict, the job judged together (the TUI's and
-    --export's path)."""
+    """(t, [per-GPU verdict]) once a second: the node's live verdicts (the TUI's and --export's LiveNode: each
+    GPU's LiveVerdict fed every tick, the job judged together)."""
     src = ReplaySource(str(CORPUS / f"{case}.jsonl.gz"), speed=float("inf"))
     static = src.static()
-    peaks = [compute_peaks(s) for s in static]
-    lives = [LiveVerdict() for _ in static]
-    for i in range(0, len(src.ticks), every):
-        window = [t for t in src.ticks[: i + 1] if t["t"] >= src.ticks[i]["t"] - 31]
-        vs = [lv.update(window, static[p], peaks[p], gpu_pos=p) for p, lv in enumerate(lives)]
-        group_comms(vs, [s["index"] for s in static])
-        yield src.ticks[i]["t"], vs
+    node = LiveNode(list(range(len(static))), static, [compute_peaks(s) for s in static])
+    for i, tick in enumerate(src.ticks):
+        node.feed(tick)
+        if i % every == 0:
+            yield tick["t"], node.snapshot().verdicts()
 
 
 @pytest.mark.parametrize("case", ["hang_exit", "hang_idle"])

@@ -135,8 +135,8 @@ class CommandModel(TuiModel):
     def __init__(self, config: TuiConfig, session: Session):
         config.sampler = session.monitor.sampler  # the Monitor samples; the app draws from it
         config.start_sampler = False  # the session started it
+        self.session = session  # before the model: its live verdicts ask watched_pid() on the running sampler
         super().__init__(config)
-        self.session = session
 
     def watched_pid(self) -> int | None:
         return self.session.pid

@@ -6,13 +6,15 @@ The pages and widgets read it; whatever changes it goes through its methods (``u
 ``set_device``, ``show_run``, ...), and each change announces itself to the observers (``observe``) with one of
 the ``CHANGES`` names. Observers are called at once, on the thread that made the change (the app's: keys,
 page events, the tour), so that no frame can draw a new source with the old source's charts; what crosses
-threads or widgets travels as Textual messages (gputop/tui/messages.py).
+threads or widgets travels as Textual messages (gputop/tui/messages.py). The live verdicts of its GPUs (``live``,
+:class:`gputop.analysis.live.LiveNode`) are judged on the sampler's thread; the pages read their snapshot.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from gputop.analysis.live import LiveNode
 from gputop.telemetry.sampler import MAX_RATE_HZ, MIN_RATE_HZ, Sampler
 from gputop.tui.config import TuiConfig
 from gputop.tui.monitor import view
@@ -56,6 +58,7 @@ class TuiModel:
         self.specs_loaded = config.specs is not None
         if self.specs_loaded:
             self._add_recordings()
+        self.live = self._live_node()  # last: its listener asks watched_pid() (the controller) from the next tick
 
     # -- observers ---------------------------------------------------------------------------------
     def observe(self, fn: Callable[[str], None]) -> None:
@@ -84,6 +87,7 @@ class TuiModel:
         self.selected = 0
         self.sticky = view.Sticky()
         self.sampler.listeners.append(self.sticky.observe)
+        self.live = self._live_node()
         if self.config.start_sampler:
             self.sampler.start()
         self._announce(SOURCE)
@@ -101,6 +105,12 @@ class TuiModel:
             self.home_source = self.source
         self.use_source(ReplaySource(path, speed=self.config.run_speed))
         return True
+
+    def _live_node(self) -> LiveNode:
+        """The live verdicts of the GPUs shown, fed by the sampler's thread at each tick (the selected GPU judged
+        every LIVE_EVERY_S, the strip's others every LIVE_STRIP_EVERY_S); the monitor page reads its snapshot."""
+        return LiveNode(self.positions, self.statics, self.peaks, watched_pid=self.watched_pid,
+                        selected=self.selected).attach(self.sampler)
 
     def describe(self) -> str:
         """What the monitor shows from the source, in words ("the demo", "this machine's host only", ...)."""
@@ -165,6 +175,7 @@ class TuiModel:
         if len(self.statics) <= 1:
             return False
         self.selected = (self.selected + step) % len(self.statics)
+        self.live.select(self.selected)
         self._announce(GPU)
         return True
 
@@ -173,6 +184,7 @@ class TuiModel:
         if pos not in self.positions:
             return False
         self.selected = self.positions.index(pos)
+        self.live.select(self.selected)
         self._announce(GPU)
         return True
 
