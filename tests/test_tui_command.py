@@ -22,7 +22,7 @@ from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.trace import ReplaySource
 from gputop.tui.app import TuiConfig
 from gputop.tui.command import TAG_RUN, TAG_WATCH, CommandApp, tagged_pids
-from gputop.tui.monitor import view
+from gputop.tui.model import view
 from pilot_util import sync, wait_for
 
 TRACE = Path(__file__).parent / "data" / "traces" / "matmul_bf16.compute-bound.jsonl.gz"

@@ -12,7 +12,7 @@ from gputop.analysis import thresholds as T
 from gputop.analysis.verdict import Verdict
 from gputop.telemetry.trace import read_trace
 from gputop.tui.lessons import roofline
-from gputop.tui.monitor import view
+from gputop.tui.model import view
 from gputop.tui.monitor.verdict import Diagnosis
 from gputop.tui.widgets import charts
 from gputop.tui.workloads import results

@@ -1,7 +1,7 @@
 """The monitor page: the selected GPU's device panel, verdict and processes on the left; its history
 charts and a running workload's live results on the right.
 
-The page draws itself when the app's frame asks (``draw``), from the model (gputop/tui/model.py: the
+The page draws itself when the app's frame asks (``draw``), from the model (gputop/tui/model: the
 sampler, statics, positions, selected GPU, peaks, the run controller), and follows its changes (another
 source: its charts; another GPU: a fresh verdict). It owns
 the live verdicts (gputop/tui/monitor/verdict.py: one per GPU, following the changes of the work; the panel shows the
@@ -19,8 +19,7 @@ from gputop.analysis import thresholds as T
 from gputop.analysis.comms import judge_node
 from gputop.format import gpm_na
 from gputop.telemetry.sampler import Recent
-from gputop.tui.model import GPU, SOURCE, TuiModel
-from gputop.tui.monitor import view
+from gputop.tui.model import GPU, SOURCE, TuiModel, view
 from gputop.tui.monitor.panels import DevicePanel, ProcessTable, ResultsView, VerdictPanel
 from gputop.tui.monitor.strip import GpuStrip
 from gputop.tui.monitor.verdict import Diagnosis

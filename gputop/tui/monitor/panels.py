@@ -8,7 +8,7 @@ import time
 
 from rich.text import Text
 
-from gputop.tui.monitor import view
+from gputop.tui.model import view
 from gputop.tui.widgets import charts
 from gputop.tui.widgets.lines import Lines
 from gputop.tui.workloads import results

@@ -2,7 +2,7 @@
 and the results of the selected run (live while it runs; finished runs stay and can be saved).
 
 The page draws itself when the app's frame asks (``draw``) and carries out the workload keys the app
-routes to it (r, c, d, s, and n: the tour's next stop) through the model (gputop/tui/model.py: the run
+routes to it (r, c, d, s, and n: the tour's next stop) through the model (gputop/tui/model: the run
 controller, the device workloads run on, the run shown, the selected GPU), whose changes it follows (the
 workloads loaded: the list; another device: the form's defaults).
 """
@@ -20,9 +20,9 @@ from textual.widgets import Input, Label, OptionList, Static
 from gputop.runner.params import format_value, resolve
 from gputop.tui.messages import Redraw, ShowPage
 from gputop.tui.model import DEVICE, SPECS, TuiModel
+from gputop.tui.model.runs import RecordingSpec, default_values, parse_values, save_document
 from gputop.tui.monitor.panels import ResultsView
 from gputop.tui.widgets.lines import Lines
-from gputop.tui.workloads.runs import RecordingSpec, default_values, parse_values, save_document
 from gputop.workload_api import ParamError
 
 

@@ -7,6 +7,10 @@ The pages and widgets read it; whatever changes it goes through its methods (``u
 the ``CHANGES`` names. Observers are called at once, on the thread that made the change (the app's: keys,
 page events, the tour), so that no frame can draw a new source with the old source's charts; what crosses
 threads or widgets travels as Textual messages (gputop/tui/messages.py).
+
+This package is the TUI's model room, under the results view, the pages and the app (tests/test_architecture.py
+holds the order): ``runs`` (the workload runs: the runner's side), ``tour`` (where ``--tour`` is) and ``view`` (what
+the screen shows, as plain data) beside the model itself; none of it imports Textual, nor anything above it.
 """
 
 from __future__ import annotations
@@ -15,8 +19,8 @@ from collections.abc import Callable
 
 from gputop.telemetry.sampler import MAX_RATE_HZ, MIN_RATE_HZ, Sampler
 from gputop.tui.config import TuiConfig
-from gputop.tui.monitor import view
-from gputop.tui.workloads.runs import RunController, load_registry, no_live_gpu, with_recordings
+from gputop.tui.model import view
+from gputop.tui.model.runs import RunController, load_registry, no_live_gpu, with_recordings
 
 # What an observer hears: another source (its GPUs, sampler), another GPU selected, another device for runs,
 # another run shown, the workloads loaded.
@@ -47,7 +51,7 @@ class TuiModel:
         self.shown_run: int | None = None  # index into controller.runs; None: the latest
         self.tour = None  # gputop --tour: where the tour is (n steps to the next stop)
         if config.tour:
-            from gputop.tui.workloads.tour import Tour
+            from gputop.tui.model.tour import Tour
 
             self.tour = Tour()
         # the workloads are loaded when first needed (the workloads page, the tour): loading runs every
