@@ -22,11 +22,11 @@ from textual.widgets import ContentSwitcher
 from gputop import exitcodes
 from gputop.runner.stop_signals import STOP_SIGNALS
 from gputop.tui.config import TuiConfig, config_from_args
+from gputop.tui.header import GpuSummary, InfoBar
 from gputop.tui.help import HelpScreen
 from gputop.tui.messages import Noted, Redraw, ShowPage, TerminalLost
 from gputop.tui.model import SOURCE, TuiModel
 from gputop.tui.monitor.page import MonitorPage
-from gputop.tui.monitor.panels import GpuSummary, InfoBar
 from gputop.tui.screen_text import svg_text
 from gputop.tui.terminal import driver_for
 from gputop.tui.widgets.containers import MainScreen, Pages

@@ -20,9 +20,10 @@ from gputop.analysis.comms import judge_node
 from gputop.format import gpm_na
 from gputop.telemetry.sampler import Recent
 from gputop.tui.model import GPU, SOURCE, TuiModel, view
-from gputop.tui.monitor.panels import DevicePanel, ProcessTable, ResultsView, VerdictPanel
+from gputop.tui.monitor.panels import DevicePanel, ProcessTable, VerdictPanel
 from gputop.tui.monitor.strip import GpuStrip
 from gputop.tui.monitor.verdict import Diagnosis
+from gputop.tui.results.panel import ResultsView
 from gputop.tui.widgets.containers import Box, Column
 from gputop.tui.widgets.history_chart import HistoryChart
 

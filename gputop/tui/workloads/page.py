@@ -21,7 +21,7 @@ from gputop.runner.params import format_value, resolve
 from gputop.tui.messages import Redraw, ShowPage
 from gputop.tui.model import DEVICE, SPECS, TuiModel
 from gputop.tui.model.runs import RecordingSpec, default_values, parse_values, save_document
-from gputop.tui.monitor.panels import ResultsView
+from gputop.tui.results.panel import ResultsView
 from gputop.tui.widgets.lines import Lines
 from gputop.workload_api import ParamError
 
