@@ -27,8 +27,9 @@ from tui_cpu import idle_trace  # noqa: E402  (the idle trace the other TUI benc
 
 def one_way(gputop_args: list[str], size: tuple[int, int], seconds: float, settle: bool) -> dict:
     from gputop.cli import parse
-    from gputop.tui.app import SETTLE_GC_S, make_app
+    from gputop.tui.app import make_app
     from gputop.tui.config import config_from_args
+    from gputop.tui.lifecycle import SETTLE_GC_S
 
     config = config_from_args(parse(gputop_args)[0])
     config.settle_gc = settle

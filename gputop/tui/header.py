@@ -49,6 +49,11 @@ class GpuSummary(Lines):
     SHORT_ALL = 2
 
     def show(self, statics: list[dict], samples: list[dict | None], selected: int) -> None:
+        """Each frame; shown with several GPUs only."""
+        if self.display != (len(statics) > 1):
+            self.display = len(statics) > 1
+        if not self.display:
+            return
         lines = []
         only = selected if self.app.has_class("-short") and len(statics) > self.SHORT_ALL else None
         for i, (st, s) in enumerate(zip(statics, samples)):

@@ -2,8 +2,9 @@
 charts and a running workload's live results on the right.
 
 The page draws itself when the app's frame asks (``draw``), from the model (gputop/tui/model: the
-sampler, statics, positions, selected GPU, peaks, the run controller), and follows its changes (another
-source: its charts; another GPU: a fresh verdict). It owns
+sampler, statics, positions, selected GPU, peaks, the run controller), follows its changes (another
+source: its charts; another GPU: a fresh verdict), and carries out the keys the app routes to it (g / G, p,
++ / -). It owns
 the live verdicts (gputop/tui/monitor/verdict.py: one per GPU, following the changes of the work; the panel shows the
 selected GPU's, the strip every GPU's, the same objects) and the feeding of its charts.
 """
@@ -19,6 +20,7 @@ from gputop.analysis import thresholds as T
 from gputop.analysis.comms import judge_node
 from gputop.format import gpm_na
 from gputop.telemetry.sampler import Recent
+from gputop.tui.messages import Redraw
 from gputop.tui.model import GPU, SOURCE, TuiModel, view
 from gputop.tui.monitor.panels import DevicePanel, ProcessTable, VerdictPanel
 from gputop.tui.monitor.strip import GpuStrip
@@ -238,3 +240,26 @@ class MonitorPage(Box):
         """A chart was resized: refill it at its new size now (not at the app's next frame)."""
         if self.is_attached and self.app.is_running:
             self.feed_charts(only=[chart])
+
+    def short_changed(self) -> None:
+        """The app went to 80x24 (its -short) or back: the verdict compact or whole, the device panel's pairs of rows
+        merged or not."""
+        self.verdict_panel.rebuild()
+        self.device.rebuild()
+
+    # -- the keys the app routes here: g / G, p, + / - -------------------------------------------------------------
+    def step_gpu(self, step: int) -> None:
+        """The next (previous) GPU; with one GPU (or none), why nothing moved. (The model's change draws it.)"""
+        if not self.model.select_gpu(step):
+            self.notify("this source has one GPU: g / G switch between GPUs" if self.model.statics
+                        else "this source has no GPU: g / G switch between GPUs", severity="warning")
+
+    def toggle_pause(self) -> None:
+        self.model.toggle_pause()
+        self.post_message(Redraw())
+
+    def step_rate(self, step: int) -> None:
+        if self.model.step_rate(step):
+            self.post_message(Redraw())
+        else:
+            self.notify("a replay plays at its recorded rate (use --speed)", severity="warning")

@@ -210,6 +210,20 @@ class WorkloadsPage(Vertical):
             self.notify(why, severity="warning")
         return why is not None
 
+    def run_key(self) -> None:
+        """r: on this page, run the selected workload; on another, show this page first."""
+        if self.display:  # the page shown (the switcher hides the other)
+            self.start_run()
+        else:
+            self.post_message(ShowPage("workloads"))
+
+    def autoplay(self, path: str) -> None:
+        """gputop --replay RUN.jsonl.gz: the recorded run plays along with its telemetry."""
+        self.model.load_specs()
+        spec = next((s for s in self.model.specs if getattr(s, "path", None) == str(path)), None)
+        if spec is not None:
+            self.replay(spec)
+
     def toggle_device(self) -> None:
         model = self.model
         if model.no_gpu:
