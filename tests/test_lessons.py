@@ -13,8 +13,8 @@ import pytest
 from gputop import lessons
 from gputop.lessons import lesson
 from gputop.runner.registry import Registry, load_spec
-from gputop.tui import lessons as tui_lessons
-from gputop.tui.workloads import tour
+from gputop.tui.results import lessons as tui_lessons
+from gputop.tui.model import tour
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = sorted(p.stem for p in (ROOT / "workloads").glob("*.py") if not p.name.startswith("_"))

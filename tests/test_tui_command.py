@@ -20,9 +20,9 @@ from gputop.session.command import Session
 from gputop.session.monitor import Monitor
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.trace import ReplaySource
-from gputop.tui.app import TuiConfig
-from gputop.tui.command import TAG_RUN, TAG_WATCH, CommandApp, tagged_pids
-from gputop.tui.monitor import view
+from gputop.tui.app import GputopApp, TuiConfig
+from gputop.tui.command import make_command_app
+from gputop.tui.model import TAG_RUN, TAG_WATCH, view
 from pilot_util import sync, wait_for
 
 TRACE = Path(__file__).parent / "data" / "traces" / "matmul_bf16.compute-bound.jsonl.gz"
@@ -31,13 +31,13 @@ PY = sys.executable
 
 
 def command_app(tmp_path, code: str, tree=None, grace_s: float = 5.0, on_gpu: bool = False, profile=None,
-                argv=()) -> CommandApp:
+                argv=()) -> GputopApp:
     src = ReplaySource(str(TRACE), speed=float("inf"))
     if on_gpu:  # end the replay at a tick where NVML lists the traced command on the GPU
         src.ticks = src.ticks[:max(i for i, t in enumerate(src.ticks) if t["gpus"][0].get("processes")) + 1]
     session = Session(Monitor(src, tree=tree), [PY, "-c", code, *argv], log=str(tmp_path / "cmd.log"),
                       grace_s=grace_s, profile=profile).start()
-    return CommandApp(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
+    return make_command_app(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
 
 
 @sync
@@ -47,11 +47,11 @@ async def test_status_timeline_and_exit_code(tmp_path):
             f"t = time.time()\nwhile not os.path.exists({str(go)!r}) and time.time() - t < 60: time.sleep(0.05)\n"
             f"sys.exit(3)")
     app = command_app(tmp_path, code)
-    s = app.session
+    s = app.lifecycle.session
     async with app.run_test(size=(160, 48)) as pilot:
         # the timeline is recomputed every 2 s: wait for one made after the replay reached the matmul
         def matmul_in_timeline():
-            segs = [seg for g in (app.analysis or {}).get("gpus", []) for seg in g["timeline"]]
+            segs = [seg for g in (app.lifecycle.analysis or {}).get("gpus", []) for seg in g["timeline"]]
             return any(seg["class"] == "compute-bound" for seg in segs)
 
         await wait_for(pilot, matmul_in_timeline)
@@ -86,18 +86,18 @@ async def test_the_commands_processes_are_tagged_and_diagnosed(tmp_path):
         await pilot.pause()
         text = app.screen_text()
         assert f"{TRACE_PID}" in text and TAG_RUN in text
-        assert app.model.watched_pid() == app.session.pid
+        assert app.model.watched_pid() == app.lifecycle.session.pid
         assert app.monitor.verdict is not None
         await pilot.press("q")
         await wait_for(pilot, lambda: app.return_code is not None)
-    assert app.session.child.done
+    assert app.lifecycle.session.child.done
 
 
 @sync
 async def test_q_while_running_stops_the_command(tmp_path):
     # it says "ready" once past Python's start-up, where a SIGINT would end it with 1 rather than 130
     app = command_app(tmp_path, "import time; print('ready', flush=True); time.sleep(60)", grace_s=60)
-    child = app.session.child
+    child = app.lifecycle.session.child
     log = tmp_path / "cmd.log"
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: "running" in app.screen_text() and "ready" in log.read_text())
@@ -105,7 +105,7 @@ async def test_q_while_running_stops_the_command(tmp_path):
         await wait_for(pilot, lambda: app.return_code is not None)
     assert child.done and child.returncode == -signal.SIGINT
     assert app.return_value == 128 + signal.SIGINT  # Python ends on the SIGINT
-    assert app.session.doc["ended"] == "interrupted"
+    assert app.lifecycle.session.doc["ended"] == "interrupted"
 
 
 @sync
@@ -126,12 +126,12 @@ async def test_watch_a_running_process(tmp_path):
     try:
         src = ReplaySource(str(TRACE), speed=float("inf"))
         session = Session(Monitor(src, active_ok=True), pid=proc.pid).start()
-        app = CommandApp(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
+        app = make_command_app(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
         async with app.run_test(size=(160, 48)) as pilot:
             await wait_for(pilot, lambda: "timeline, GPU 0" in app.screen_text())
             text = app.screen_text()
             assert f"watching pid {proc.pid}" in text and "running" in text
-            assert tagged_pids(session) == {proc.pid: TAG_WATCH}
+            assert app.model.tagged_pids() == {proc.pid: TAG_WATCH}
             await pilot.press("q")
             await wait_for(pilot, lambda: app.return_code is not None)
         assert app.return_value == exitcodes.OK
@@ -147,7 +147,7 @@ async def test_watch_sees_the_process_exit(tmp_path):
     proc = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"])
     src = ReplaySource(str(TRACE), speed=float("inf"))
     session = Session(Monitor(src, active_ok=True), pid=proc.pid).start()
-    app = CommandApp(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
+    app = make_command_app(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
     async with app.run_test(size=(160, 48)) as pilot:
         await wait_for(pilot, lambda: "running" in app.screen_text())
         proc.terminate()
@@ -197,10 +197,10 @@ async def test_a_stop_signal_gives_the_command_its_grace_period(tmp_path):
     log = tmp_path / "cmd.log"
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: log.exists() and "ready" in log.read_text())
-        app.stop_for_signal(signal.SIGTERM)
+        app.lifecycle.stop_for_signal(signal.SIGTERM)
         await wait_for(pilot, lambda: app.return_code is not None)
-    assert app.session.child.returncode == 42 and not app.session.child.killed
-    assert app.session.exit_code == 128 + signal.SIGTERM
+    assert app.lifecycle.session.child.returncode == 42 and not app.lifecycle.session.child.killed
+    assert app.lifecycle.session.exit_code == 128 + signal.SIGTERM
 
 
 @sync
@@ -212,7 +212,7 @@ async def test_a_gpu_chosen_with_g_stays_when_the_command_shows_up_on_another(tm
     src = ReplaySource(str(multi), speed=1.0)
     code = "import time; time.sleep(30)"
     session = Session(Monitor(src), [PY, "-c", code], log=str(tmp_path / "cmd.log"), grace_s=2.0).start()
-    app = CommandApp(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
+    app = make_command_app(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: "▶ GPU 0 " in app.screen_text())
         await pilot.press("g")
@@ -246,7 +246,7 @@ async def test_the_attribution_view_shows_the_selected_gpus_own_rank(tmp_path):
     profile.asked.append({"seq": 1, "reason": "test", "t": 1.0})
     session = Session(Monitor(src), [PY, "-c", "import time; time.sleep(30)"], log=str(tmp_path / "cmd.log"),
                       grace_s=2.0, profile=profile).start()
-    app = CommandApp(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
+    app = make_command_app(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
 
     def shows_selected_rank_only():
         text, sel = app.screen_text(), app.model.selected

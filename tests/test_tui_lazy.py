@@ -60,12 +60,12 @@ async def test_the_first_tick_is_drawn_when_it_comes_not_at_the_next_frame():
     import time
 
     app = GputopApp(TuiConfig(SlowFirstRead(ReplaySource(str(DEMO), speed=1.0)), fps=0.05, device="cpu"))
-    app.start_sampling()
+    app.lifecycle.start_sampling()
     async with app.run_test(size=(120, 40)):
         t0 = time.monotonic()
         while app._last_tick is None and time.monotonic() - t0 < 10:
             await asyncio.sleep(0.02)
         assert app._last_tick is not None  # drawn by the first tick's redraw: the timer's frame comes at 20 s
-        assert "SM activity" in app.screen_text() and app._first_tick not in app.model.sampler.listeners
+        assert "SM activity" in app.screen_text() and app.lifecycle._first_tick not in app.model.sampler.listeners
         assert app.model.sampler.listeners.count(app.model.sticky.observe) == 1  # started once, before run and not again
     assert not app.model.sampler.running  # stopped with the app

@@ -113,7 +113,7 @@ async def test_the_app_draws_the_same_rows_from_the_same_tick(term):
     app = make_app(config)
     early.hand_over(app)
     assert app.model.sticky.last[0]  # the first two ticks observed
-    app.start_sampling()
+    app.lifecycle.start_sampling()
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         screen = [" ".join(line.split()) for line in app.screen_text().splitlines()]
@@ -179,7 +179,7 @@ def test_settle_gc_turns_the_collector_back_on():
     left and turns it on again."""
     import gc
 
-    from gputop.tui.app import settle_gc
+    from gputop.tui.lifecycle import settle_gc
 
     gc.disable()
     try:

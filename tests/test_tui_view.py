@@ -12,11 +12,11 @@ from gputop.analysis import thresholds as T
 from gputop.analysis.live import LiveNode
 from gputop.analysis.verdict import Verdict
 from gputop.telemetry.trace import read_trace
-from gputop.tui.lessons import roofline
-from gputop.tui.monitor import view
+from gputop.tui.results.lessons import roofline
+from gputop.tui.model import view
 from gputop.tui.monitor.verdict import Diagnosis
 from gputop.tui.widgets import charts
-from gputop.tui.workloads import results
+from gputop.tui.results import view as results
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "gputop" / "data" / "demo.jsonl.gz"
@@ -380,7 +380,7 @@ def test_host_line_names_a_replays_recorded_host():
 
 
 def test_status_line_names_a_recorded_runs_gpu_and_host():
-    from gputop.tui.workloads import results
+    from gputop.tui.results import view as results
 
     doc = {"workload": "roofline", "status": "ok", "wall_time_s": 12.0,
            "device": {"kind": "cuda", "nvml_index": 0, "static": {"name": "NVIDIA H200"}}}

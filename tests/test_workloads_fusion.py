@@ -12,8 +12,8 @@ import pytest
 
 import lesson_docs
 from gputop.lessons import fusion as fusion_lesson
-from gputop.tui.lessons import fusion as fusion_view
-from gputop.tui.workloads.results import results_lines
+from gputop.tui.results.lessons import fusion as fusion_view
+from gputop.tui.results.view import results_lines
 from gputop.workload import ParamError
 from test_workloads_common import ROOT, check_verdict, env, load, run_gputop
 

@@ -31,7 +31,7 @@ VARIANTS = ("all", "verdict", "charts", "panels", "frame")
 
 def switch_off(variant: str) -> None:
     """Patch the TUI's classes so that ``variant``'s part does nothing (in the measured child only)."""
-    from gputop.tui import app
+    from gputop.tui import app, header
     from gputop.tui.monitor import page as monitor_page, panels
 
     if variant == "verdict":
@@ -41,7 +41,7 @@ def switch_off(variant: str) -> None:
     elif variant == "charts":
         monitor_page.MonitorPage.feed_charts = lambda self, only=None: None
     elif variant == "panels":
-        for cls in (panels.InfoBar, panels.DevicePanel, panels.VerdictPanel, panels.ProcessTable):
+        for cls in (header.InfoBar, panels.DevicePanel, panels.VerdictPanel, panels.ProcessTable):
             first = cls.show
 
             def once(self, *a, _first=first, **k):

@@ -1,11 +1,12 @@
 """The monitor page: the selected GPU's device panel, verdict and processes on the left; its history
 charts and a running workload's live results on the right.
 
-The page draws itself when the app's frame asks (``draw``), from the model (gputop/tui/model.py: the
-sampler, statics, positions, selected GPU, peaks, the run controller), and follows its changes (another
-source: its charts). The live verdicts are the model's (``model.live``, judged on the sampler's thread at each
-tick): a frame reads their latest snapshot, the panel the selected GPU's (gputop/tui/monitor/verdict.py), the strip
-every GPU's, the same objects. The page owns the feeding of its charts.
+The page draws itself when the app's frame asks (``draw``), from the model (gputop/tui/model: the
+sampler, statics, positions, selected GPU, peaks, the run controller), follows its changes (another
+source: its charts), and carries out the keys the app routes to it (g / G, p, + / -). The live verdicts are the
+model's (``model.live``, judged on the sampler's thread at each tick): a frame reads their latest snapshot, the panel
+the selected GPU's (gputop/tui/monitor/verdict.py), the strip every GPU's, the same objects. The page owns the
+feeding of its charts.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 
 from gputop.format import gpm_na
-from gputop.tui.model import GPU, SOURCE, TuiModel
-from gputop.tui.monitor import view
-from gputop.tui.monitor.panels import DevicePanel, ProcessTable, ResultsView, VerdictPanel
+from gputop.tui.messages import Redraw
+from gputop.tui.model import GPU, SOURCE, TuiModel, view
+from gputop.tui.monitor.panels import DevicePanel, ProcessTable, VerdictPanel
 from gputop.tui.monitor.strip import GpuStrip
 from gputop.tui.monitor.verdict import Diagnosis
+from gputop.tui.results.panel import ResultsView
 from gputop.tui.widgets.containers import Box, Column
 from gputop.tui.widgets.history_chart import HistoryChart
 
@@ -213,3 +215,26 @@ class MonitorPage(Box):
         """A chart was resized: refill it at its new size now (not at the app's next frame)."""
         if self.is_attached and self.app.is_running:
             self.feed_charts(only=[chart])
+
+    def short_changed(self) -> None:
+        """The app went to 80x24 (its -short) or back: the verdict compact or whole, the device panel's pairs of rows
+        merged or not."""
+        self.verdict_panel.rebuild()
+        self.device.rebuild()
+
+    # -- the keys the app routes here: g / G, p, + / - -------------------------------------------------------------
+    def step_gpu(self, step: int) -> None:
+        """The next (previous) GPU; with one GPU (or none), why nothing moved. (The model's change draws it.)"""
+        if not self.model.select_gpu(step):
+            self.notify("this source has one GPU: g / G switch between GPUs" if self.model.statics
+                        else "this source has no GPU: g / G switch between GPUs", severity="warning")
+
+    def toggle_pause(self) -> None:
+        self.model.toggle_pause()
+        self.post_message(Redraw())
+
+    def step_rate(self, step: int) -> None:
+        if self.model.step_rate(step):
+            self.post_message(Redraw())
+        else:
+            self.notify("a replay plays at its recorded rate (use --speed)", severity="warning")

@@ -1,7 +1,7 @@
 """The fusion lesson's view: bars per function and variant at the largest size: time, kernels per call,
 bandwidth against the DRAM roof, speed-up over eager.
 
-Pure (Rich ``Text`` only), like :mod:`gputop.tui.workloads.results`, which hands the fusion run's document here.
+Pure (Rich ``Text`` only), like :mod:`gputop.tui.results.view`, which hands the fusion run's document here.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from gputop.format import si
-from gputop.tui.lessons.plot import points
+from gputop.tui.results.lessons.plot import points
 from gputop.tui.widgets import charts
 
 def view(doc: dict, width: int, height: int) -> list[Text]:

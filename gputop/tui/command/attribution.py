@@ -12,14 +12,20 @@ gputop/analysis/idle.py), drawn top down in what the terminal leaves it:
 4. the top kernels and the top ops by time (count, mean, total), side by side from ``SIDE_BY_SIDE_W`` columns,
    as many rows as fit;
 5. the advice line (the finding's, else where the time went), wrapped, never cut.
+
+The panel follows the command's windows itself (``follow``, each frame): the latest is read at most once a second
+on a worker thread, a new one is announced ("a shows it"), and on a job's ranks the selected GPU's own rank's
+window is the one shown.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from rich.text import Text
 
+from gputop.analysis.attribution import window_for_gpu
 from gputop.analysis.idle import REASONS, idle_line
 from gputop.tui.widgets.lines import Lines
 
@@ -154,13 +160,60 @@ def attribution_lines(win: dict | None, width: int, height: int, now: float | No
 
 class AttributionPanel(Lines):
     """The view: ``show(window, now)`` each frame; lines rebuilt only when the window, its age (whole seconds) or
-    the size changed."""
+    the size changed. ``follow`` feeds it a command's windows."""
 
     DEFAULT_CSS = "AttributionPanel { height: 1fr; padding: 0 1; }"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._key = None
+        self._announced: int | None = None  # the seq of the latest window announced
+        self._rank_window: tuple = (None, None)  # ((window, pids on the selected GPU), that GPU's rank's window)
+        self._read_t = float("-inf")
+        self._latest: dict | None = None
+        self._reading = False
+
+    def follow(self, session, pids_on_selected: Callable[[], set[int]], now: float) -> None:
+        """Each frame of ``gputop --tui --run --profile``: the command's latest window (``latest``); a new one is
+        announced while the view is hidden, and the view shows it (a job's ranks: the rank on the selected GPU,
+        whose pids ``pids_on_selected`` gives)."""
+        win = self.latest(session, now)
+        if win is not None and win.get("seq") != self._announced:
+            self._announced = win.get("seq")
+            if not self.display:
+                self.notify(f"profiler window {win['seq']} is in" + ("" if win.get("status") == "ok" else
+                            f" empty: {win.get('why_none')}") + ": a shows it")
+        if self.display and self.is_mounted:
+            if win is not None and win.get("per_process"):  # a job's ranks: the selected GPU's own
+                pids = pids_on_selected()
+                if self._rank_window[0] != (id(win), frozenset(pids)):
+                    self._rank_window = ((id(win), frozenset(pids)), {**win, **(window_for_gpu([win], pids) or {})})
+                win = self._rank_window[1]
+            self.show(win, seconds=session.profile.seconds if session.profile else None)
+
+    def latest(self, session, now: float) -> dict | None:
+        """The latest profiler window, read at most once a second on a thread (a GPU window's answer can be
+        megabytes of kernel timeline); once the run is over and none was read, its document's."""
+        if session.profile is None:
+            return None
+        if now - self._read_t >= 1.0 and not self._reading:
+            self._read_t, self._reading = now, True
+            self.run_worker(lambda: self._read(session), thread=True, group="window")
+        return self._latest
+
+    def read_soon(self) -> None:
+        """Read the latest window at the next frame (the view was just shown)."""
+        self._read_t = float("-inf")
+
+    def _read(self, session) -> None:
+        try:
+            win = session.profile.latest()
+            if win is None and session.doc is not None:
+                windows = (session.doc.get("attribution") or {}).get("windows") or []
+                win = windows[-1] if windows else None
+            self._latest = win
+        finally:
+            self._reading = False
 
     def show(self, win: dict | None, now: float | None = None, seconds: float | None = None) -> None:
         now = time.time() if now is None else now

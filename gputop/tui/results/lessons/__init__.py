@@ -1,7 +1,7 @@
 """The results views of the lessons that draw their own (``NAME.py``, by workload name): the roofline's plot
 against the roofs, offload's time against size, fusion's bars per variant, transfer's bandwidth and streams.
 
-Each module has ``view(doc, width, height) -> list[Text]``; :mod:`gputop.tui.workloads.results` asks :func:`view` for a
+Each module has ``view(doc, width, height) -> list[Text]``; :mod:`gputop.tui.results.view` asks :func:`view` for a
 run's, and draws the bars where there is none. :mod:`.plot` holds the plots they share. Pure (Rich ``Text``).
 """
 

@@ -1,5 +1,5 @@
 """The roofline lesson's view: the roofs (theoretical dotted, measured solid), the points (a marker per
-variant, k beside them), a legend and the % of roof per point. :mod:`gputop.tui.workloads.results` draws any run
+variant, k beside them), a legend and the % of roof per point. :mod:`gputop.tui.results.view` draws any run
 whose points look like a roofline's (FLOP/byte and FLOP/s) with it too.
 
 Pure (Rich ``Text`` only).
@@ -11,7 +11,7 @@ from rich.text import Text
 
 from gputop.format import si
 from gputop.tui.widgets import charts
-from gputop.tui.workloads.results import CONSOLE, measured_roof, roofline_points
+from gputop.tui.results.view import CONSOLE, measured_roof, roofline_points
 
 VARIANT_MARKS = {"mul+add": ("●", "bold white"), "fma": ("▲", "bold green")}  # marker, style per variant
 OTHER_MARKS = [("■", "bold magenta"), ("✚", "bold blue"), ("★", "bold red")]

@@ -1,7 +1,7 @@
 """The transfer lesson's view: a log-log plot of copy bandwidth against size (pageable, pinned, host memcpy)
 under the PCIe link's peak, and a timeline of the upload / compute / download spans on one and three streams.
 
-Pure (Rich ``Text`` only), like :mod:`gputop.tui.workloads.results`, which hands the transfer run's document here.
+Pure (Rich ``Text`` only), like :mod:`gputop.tui.results.view`, which hands the transfer run's document here.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 from rich.text import Text
 
 from gputop.format import si
-from gputop.tui.lessons.plot import legend, loglog_plot, points
+from gputop.tui.results.lessons.plot import legend, loglog_plot, points
 
 BW_CURVES = (("h2d pageable", "yellow", "○"), ("d2h pageable", "magenta", "□"), ("h2d pinned", "bold cyan", "●"),
              ("d2h pinned", "bold blue", "■"), ("host memcpy", "green", "+"))

@@ -1,6 +1,6 @@
 """Plots the lessons' views share: a log-log plot on a character grid and its legend.
 
-Pure (Rich ``Text`` only), like :mod:`gputop.tui.workloads.results`.
+Pure (Rich ``Text`` only), like :mod:`gputop.tui.results.view`.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Where the tour is lives here (no Textual); the workloads page goes from stop to 
 from __future__ import annotations
 
 from gputop.lessons import lesson
-from gputop.tui.workloads.runs import RecordingSpec
+from gputop.tui.model.runs import RecordingSpec
 
 # The stops in order; what to look at at each is its lesson's TOUR sentence (gputop/lessons/NAME.py).
 STOPS = [(name, lesson(name).tour) for name in ("roofline", "batchsize", "amp", "cudagraphs", "dataloader")]

@@ -1,7 +1,7 @@
 """Live and finished workload results as text: a lesson's own view, the roofline plot, or throughput bars.
 
 Pure (Rich ``Text`` only). Reads the run document's ``points`` / ``results`` / ``device.peaks``. A workload
-with a view of its own (:mod:`gputop.tui.lessons`, by its name) is drawn by it; any other whose points look
+with a view of its own (:mod:`gputop.tui.results.lessons`, by its name) is drawn by it; any other whose points look
 like a roofline's (FLOP/byte and FLOP/s) by the roofline lesson's view; the rest as bars. The field names
 workloads use are matched by the small tables below, so a new workload shows up as bars without TUI changes.
 """
@@ -14,7 +14,7 @@ from rich.text import Text
 from gputop.analysis.verdict import display_name
 from gputop.format import si
 from gputop.lessons.report_lines import words
-from gputop.tui import lessons
+from gputop.tui.results import lessons
 from gputop.tui.widgets import charts
 
 CONSOLE = Console(width=400, color_system=None, file=None, legacy_windows=False)

@@ -1,6 +1,7 @@
 """What the TUI shows and acts on, without Textual: the telemetry source and its sampler, the GPUs shown
 (their static facts, positions, peaks), the GPU selected, the workloads and their runs, where runs go and
-which run the results show.
+which run the results show, and (``gputop --tui --run`` / ``--watch``) the command followed: the process the
+verdict diagnoses, its processes tagged, the GPU it shows up on selected.
 
 The pages and widgets read it; whatever changes it goes through its methods (``use_source``, ``select_gpu``,
 ``set_device``, ``show_run``, ...), and each change announces itself to the observers (``observe``) with one of
@@ -8,23 +9,29 @@ the ``CHANGES`` names. Observers are called at once, on the thread that made the
 page events, the tour), so that no frame can draw a new source with the old source's charts; what crosses
 threads or widgets travels as Textual messages (gputop/tui/messages.py). The live verdicts of its GPUs (``live``,
 :class:`gputop.analysis.live.LiveNode`) are judged on the sampler's thread; the pages read their snapshot.
+
+This package is the TUI's model room, under the results view, the pages and the app (tests/test_architecture.py
+holds the order): ``runs`` (the workload runs: the runner's side), ``tour`` (where ``--tour`` is) and ``view`` (what
+the screen shows, as plain data) beside the model itself; none of it imports Textual, nor anything above it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from gputop.analysis.comms import latest_processes
 from gputop.analysis.live import LiveNode
 from gputop.telemetry.sampler import MAX_RATE_HZ, MIN_RATE_HZ, Sampler
 from gputop.tui.config import TuiConfig
-from gputop.tui.monitor import view
-from gputop.tui.workloads.runs import RunController, load_registry, no_live_gpu, with_recordings
+from gputop.tui.model import view
+from gputop.tui.model.runs import RunController, load_registry, no_live_gpu, with_recordings
 
 # What an observer hears: another source (its GPUs, sampler), another GPU selected, another device for runs,
 # another run shown, the workloads loaded.
 SOURCE, GPU, DEVICE, RUN, SPECS = "source", "gpu", "device", "run", "specs"
 CHANGES = (SOURCE, GPU, DEVICE, RUN, SPECS)
 RATES = (0.5, 1.0, 2.0, 4.0, 5.0, 10.0, 20.0, 50.0)  # the sampling rates + and - step through
+TAG_RUN, TAG_WATCH = "◀ command", "◀ watched"  # the process table's tags of a command's processes
 
 
 class TuiModel:
@@ -33,6 +40,9 @@ class TuiModel:
     def __init__(self, config: TuiConfig):
         self.config = config
         self._observers: list[Callable[[str], None]] = []
+        self.command = config.command  # gputop --tui --run / --watch: the command's Session, the process diagnosed
+        if self.command is not None:  # its Monitor samples (started with it); the app draws from that sampler
+            config.sampler, config.start_sampler = self.command.monitor.sampler, False
         self.source = config.source
         self.sampler = config.sampler or Sampler(self.source, rate_hz=config.rate_hz)
         all_static = self.source.static()
@@ -42,6 +52,7 @@ class TuiModel:
         self.na_reasons = self.source.na_reasons  # why fields are n/a (live: fills as NVML fails)
         self.sticky = view.Sticky()
         self.selected = 0  # index into statics
+        self.gpu_picked = False  # by g / G, or (a command) the GPU it showed up on: not picked for the user again
         self.home_source = None  # the session's own source while the monitor follows a recording
         self.controller = RunController(self.sampler, nvml=self.source.nvml)
         self.no_gpu = no_live_gpu(self.source, self.statics, config.na_reason)  # why runs stay on the CPU
@@ -49,7 +60,7 @@ class TuiModel:
         self.shown_run: int | None = None  # index into controller.runs; None: the latest
         self.tour = None  # gputop --tour: where the tour is (n steps to the next stop)
         if config.tour:
-            from gputop.tui.workloads.tour import Tour
+            from gputop.tui.model.tour import Tour
 
             self.tour = Tour()
         # the workloads are loaded when first needed (the workloads page, the tour): loading runs every
@@ -167,11 +178,14 @@ class TuiModel:
             parts.append("read-only")
         if tick and tick.get("phase"):
             parts.append(f"phase: {tick['phase']}")
+        if self.command is not None and self.command.doc is not None:
+            parts.append("sampling stopped")
         return parts
 
     # -- the GPU -----------------------------------------------------------------------------------
     def select_gpu(self, step: int) -> bool:
-        """The next (previous) GPU; False with one GPU or none."""
+        """The next (previous) GPU, the user's pick (g / G); False with one GPU or none."""
+        self.gpu_picked = True  # a command showing up on another GPU later does not undo it
         if len(self.statics) <= 1:
             return False
         self.selected = (self.selected + step) % len(self.statics)
@@ -187,6 +201,25 @@ class TuiModel:
         self.live.select(self.selected)
         self._announce(GPU)
         return True
+
+    def follow_command_gpu(self) -> None:
+        """gputop --tui --run / --watch: once the command shows up on a GPU, select that GPU (once, and not once the
+        user picked one with g / G)."""
+        if self.command is None or self.gpu_picked:
+            return
+        first, _ = self.command.monitor.finder.result()
+        if first:
+            self.gpu_picked = True
+            self.select_position(min(first))  # the monitor judges that GPU afresh
+
+    def pids_on_selected(self) -> set[int]:
+        """The pids NVML listed on the selected GPU in the last minute of ticks (a rank that has exited since is
+        still there: its profiler window is still its)."""
+        if not self.statics:
+            return set()
+        pos = self.positions[self.selected]
+        procs = latest_processes(self.sampler.window(60.0), [pos], nonempty=True).get(pos) or []
+        return {p.get("pid") for p in procs}
 
     def nvml_index(self) -> int | None:
         """The NVML index of the selected GPU (None without a GPU)."""
@@ -253,10 +286,20 @@ class TuiModel:
         return runs[i]
 
     def watched_pid(self) -> int | None:
-        """The process the verdict diagnoses as the feeding one: a running workload's."""
+        """The process the verdict diagnoses as the feeding one: the command's (gputop --tui --run / --watch), else a
+        running workload's."""
+        if self.command is not None:
+            return self.command.pid
         own = [r.run.pid for r in self.controller.active if getattr(r.run, "pid", None) is not None]
         return own[0] if own else None
 
     def tagged_pids(self) -> dict[int, str]:
-        """Other processes to tag in the process table ({pid: tag}): gputop --tui --run's command and its children."""
-        return {}
+        """Other processes to tag in the process table ({pid: tag}): the command's process tree the monitor has seen
+        (gputop --tui --run: the command and its children; --watch: the pid and its)."""
+        if self.command is None:
+            return {}
+        finder = self.command.monitor.finder
+        with finder.lock:
+            pids = set(finder.known)
+        tag = TAG_RUN if self.command.mode == "run" else TAG_WATCH
+        return {p: tag for p in pids}

@@ -1,7 +1,7 @@
 """The offload lesson's view: a log-log plot per op of time against size: CPU, GPU with copies, GPU alone,
 and the naive (unsynchronised) GPU timing, flat because it times only the launch; the crossovers in a legend.
 
-Pure (Rich ``Text`` only), like :mod:`gputop.tui.workloads.results`, which hands the offload run's document here.
+Pure (Rich ``Text`` only), like :mod:`gputop.tui.results.view`, which hands the offload run's document here.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from gputop.lessons.offload import crossover
-from gputop.tui.lessons.plot import Series, legend, loglog_plot, points
+from gputop.tui.results.lessons.plot import Series, legend, loglog_plot, points
 
 OFFLOAD_CURVES = (("CPU", "cpu_ms", "bold green", "●"), ("GPU+copies", "gpu_copies_ms", "bold yellow", "◆"),
                   ("GPU alone", "gpu_ms", "bold cyan", "▲"), ("GPU naive (no sync)", "gpu_naive_ms", "red", "×"))

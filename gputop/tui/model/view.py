@@ -1,7 +1,9 @@
-"""What the monitor shows, as plain data: device-panel rows, the GPU summary, the header, processes.
+"""What the monitor shows, as plain data: device-panel rows, the GPU summary, the header, processes, and the
+fields kept from tick to tick (``Sticky``).
 
-Pure functions of (static facts, peaks, sample): no Textual, so they are unit-tested directly and
-the widgets only lay the rows out.
+Pure functions of (static facts, peaks, sample): no Textual, so they are unit-tested directly and the widgets only
+lay the rows out. The model (its header, its peaks), the header bar, the monitor page and the early frame (drawn
+before Textual is imported) read them.
 """
 
 from __future__ import annotations
