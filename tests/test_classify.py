@@ -12,7 +12,8 @@ import json
 from gputop.analysis import thresholds as T
 from gputop.analysis.classify import classify
 from gputop.analysis.peaks import compute_peaks
-from gputop.analysis.scoring import ramp
+from gputop.analysis.rules import input_starved, memory_bound
+from gputop.analysis.rules.base import ramp
 from gputop.analysis.timeline import format_timeline, merge, overall, timeline
 from gputop.analysis.verdict import Verdict, display_name
 from gputop.analysis.vocabulary import CLASSES
@@ -133,7 +134,7 @@ def test_busy_sms_with_no_unit_near_its_peak_are_latency_bound_stalls():
 def test_sms_full_of_warps_with_no_unit_at_a_peak_is_on_chip_memory_bound():
     """An elementwise loop over data that fits in L2: SMs busy, many warps, DRAM and pipes low."""
     v = classify(window(**dict(STALLS, sm_occupancy_pct=75.0, dram_bw_pct=12.0)), H200, PEAKS)
-    assert (v.cls, v.subclass) == ("memory-bound", "cache") and v.confidence <= T.CACHE_SCORE
+    assert (v.cls, v.subclass) == ("memory-bound", "cache") and v.confidence <= memory_bound.CACHE_SCORE
     assert v.display_name() == "memory-bound (on-chip memory)" and "75% occupancy" in v.evidence_text
 
 
@@ -194,7 +195,7 @@ def test_one_burst_and_an_idle_feeder_is_not_starvation():
 def test_input_starved_without_a_watched_process_is_less_sure_and_says_so():
     hosts = [{"cpu_pct": 7.0, "cpu_per_core_pct": [100.0] + [2.0] * 15}] * 20
     v = classify(bursty(), H200, PEAKS, host=hosts)
-    assert v.cls == "input-starved" and v.confidence <= T.NO_FEEDER_CONFIDENCE
+    assert v.cls == "input-starved" and v.confidence <= input_starved.NO_FEEDER_CONFIDENCE
     assert any("process tree" in m for m in v.missing)
 
 

@@ -1,119 +1,20 @@
-"""Communication between GPUs: the comms-bound class.
+"""The GPUs of one process group looked at together, and a node's GPUs grouped into jobs.
 
-Pure (no NVML, no torch). The classifier (:mod:`.classify`, :mod:`.scoring`): :func:`link_evidence` adds a
-window's NVLink traffic and its share of the link's peak to the evidence; :func:`score_comms` scores
-**comms-bound**: the NVLink counters (GPM's NVLink rx/tx) busy while the SMs wait, neither a pipe nor DRAM
-near its peak. A GPU of a data-parallel job that waits for its gradients' all-reduce shows exactly that.
-:func:`group_comms` looks at the GPUs of one process group together: a collective is only as fast as its
-slowest link. :data:`ADVICE` is the advice of the comms-bound subclasses (the live classifier's, and the
-``allreduce`` lesson's, :mod:`gputop.lessons.allreduce`).
+Pure (no NVML, no torch). :func:`group_comms` looks at the verdicts of the GPUs of one process group together: a
+collective is only as fast as its slowest link, GPUs that talk through host memory are comms-bound over PCIe, and
+:func:`gputop.analysis.collectives.judge_job` finds a stalled collective or a straggler. :func:`node_jobs` groups
+a node's GPUs into jobs by the process group of their processes; :func:`judge_node` judges each job (the TUI's and
+``--export``'s live verdicts). The comms-bound class itself (its thresholds, score and words) is
+gputop/analysis/rules/comms_bound.py.
 """
 
 from __future__ import annotations
 
-from gputop.analysis import thresholds as T
 from gputop.analysis.collectives import judge_job, set_verdict, verdict_field
-from gputop.analysis.evidence import mean, number
+from gputop.analysis.evidence import number
+from gputop.analysis.rules.comms_bound import ADVICE, PCIE_COMMS_BALANCE, PCIE_COMMS_MIN_BPS, group_text
 from gputop.analysis.vocabulary import LABELS
 from gputop.format import si
-
-ADVICE = {
-    None: "GPUs wait for each other's data: overlap communication with compute (DDP buckets, "
-          "FSDP prefetch), communicate less (gradient accumulation with no_sync, bf16 gradients, larger "
-          "batches per step), keep the job on GPUs joined by NVLink",
-    "link": "the link between the GPUs is near its peak: send fewer bytes (bf16/fp8 gradients, gradient "
-            "compression, fewer all-reduces via accumulation) or use GPUs joined by a faster link",
-    "exposed": "the gradient all-reduce is not hidden behind backward: keep DDP's bucketed overlap "
-               "(bucket_cap_mb around 25, no manual all-reduce after backward), and use no_sync() for "
-               "gradient-accumulation steps",
-    "collective latency": "small all-reduces pay a fixed cost per call: fuse small tensors into one buffer "
-                          "(DDP buckets do), all-reduce less often",
-    "pcie": "the GPUs exchange data through host memory over PCIe, at a fraction of NVLink's rate: see whether NVLink "
-            "joins them (`nvidia-smi topo -m`: NV# between them) and whether NCCL may use it (NCCL_P2P_DISABLE unset; "
-            "NCCL_DEBUG=INFO says \"via P2P\" or \"via SHM\"); on GPUs joined by PCIe only, communicate less "
-            "(gradient accumulation with no_sync, bf16 gradients) or keep the job on GPUs joined by NVLink",
-    "collectives": "the GPU waits in collectives while the link carries little: the all-reduces are small or a peer "
-               "is late. Overlap them with compute (DDP's buckets during backward, FSDP prefetch), all-reduce less "
-               "often (gradient accumulation with no_sync), bigger buckets (bucket_cap_mb), and look for a straggler "
-               "(one GPU slower than the others)",
-}
-
-
-def link_evidence(samples: list[dict], peaks: dict | None) -> dict:
-    """A window's NVLink numbers: mean rx/tx (bytes/s), the link's peak per direction and the busier
-    direction's share of it, the share of samples that carry traffic, and the DRAM bandwidth (% of its peak)
-    NCCL's own kernels move for that traffic (None where n/a: no GPM, no NVLink, no peak)."""
-    rx = mean(s.get("nvlink_rx_bps") for s in samples)
-    tx = mean(s.get("nvlink_tx_bps") for s in samples)
-    peak = number((peaks or {}).get("nvlink_bytes_per_s_per_dir"))
-    flows = [v for v in (rx, tx) if v is not None]
-    seen = [max(v for v in (s.get("nvlink_rx_bps"), s.get("nvlink_tx_bps")) if v is not None) for s in samples
-            if s.get("nvlink_rx_bps") is not None or s.get("nvlink_tx_bps") is not None]
-    dram_peak = number((peaks or {}).get("dram_bytes_per_s"))
-    return {"nvlink_rx_bps": rx, "nvlink_tx_bps": tx, "nvlink_link_bytes_per_s": peak,
-            "nvlink_link_fraction": max(flows) / peak if flows and peak else None,
-            "nvlink_active_sample_fraction": (sum(v >= T.NVLINK_ACTIVE_BYTES_PER_S for v in seen) / len(seen)
-                                              if seen else None),
-            "nvlink_dram_pct": (100.0 * T.COMMS_DRAM_PER_LINK_BYTE * sum(flows) / dram_peak
-                                if flows and dram_peak else None)}
-
-
-def own_dram_pct(ev: dict) -> float | None:
-    """DRAM bandwidth (% of peak) of the GPU's own kernels: the measured less what NCCL moves for the NVLink
-    traffic of the window (``COMMS_DRAM_PER_LINK_BYTE``)."""
-    dram = ev.get("dram_bw_pct")
-    if dram is None:
-        return None
-    return max(0.0, dram - (ev.get("nvlink_dram_pct") or 0.0))
-
-
-def link_busy(ev: dict, ramp) -> tuple[float, float]:
-    """(link, steady): the NVLink's share of its peak on the ramp of ``NVLINK_LINK_FRACTION``, and steady light
-    traffic with NCCL's kernels resident (at most ``COMMS_STEADY_SCORE``; 0 without NVLinks up). Communication is
-    there when either is high, whatever else the GPU does."""
-    link = ramp(ev.get("nvlink_link_fraction"), T.NVLINK_LINK_FRACTION)
-    resident = max(ramp(ev.get("util_gpu_pct"), T.BUSY_NOTHING_PEAK_UTIL_PCT),
-                   ramp(ev.get("sm_active_pct"), T.COMMS_SM_ACTIVE_PCT))
-    steady = (ramp(ev.get("nvlink_active_sample_fraction"), T.NVLINK_STEADY_SAMPLE_FRACTION) * resident
-              * T.COMMS_STEADY_SCORE) if ev.get("nvlink_link_bytes_per_s") else 0.0  # NVLinks up (a peak known)
-    return link, steady
-
-
-def score_comms(ev: dict, s: dict, ramp) -> tuple[float, str | None]:
-    """(score, subclass) of comms-bound: the SMs wait (no pipe, no DRAM of their own near a peak) while NVLink is
-    busy (its share of the link's peak), or while it carries steady light traffic with kernels resident (NCCL's
-    kernels waiting in collectives: small all-reduces, a late peer). Subclass "link" when the link itself is
-    near its peak, "collectives" when the traffic is light (the GPU waits in collectives)."""
-    link, steady = link_busy(ev, ramp)
-    waiting = 1 - max(s.get("compute-bound", 0.0), s.get("memory-bound", 0.0))
-    frac = ev.get("nvlink_link_fraction") or 0.0
-    sub = "link" if frac >= T.NVLINK_NEAR_LINK_FRACTION else ("collectives" if steady > link else None)
-    return max(link, steady) * waiting, sub
-
-
-def describe_comms(sub: str | None, ev: dict) -> str:
-    """The evidence sentence of a comms-bound window."""
-    rx, tx = ev.get("nvlink_rx_bps") or 0, ev.get("nvlink_tx_bps") or 0
-    text = (f"NVLink rx {si(rx, 'B/s')} / tx {si(tx, 'B/s')} = {100 * (ev.get('nvlink_link_fraction') or 0):.0f}% "
-            f"of the {si(ev.get('nvlink_link_bytes_per_s'), 'B/s')} link")
-    if sub == "collectives":
-        text += (f" in {100 * (ev.get('nvlink_active_sample_fraction') or 0):.0f}% of the samples, kernels active "
-                 f"{ev.get('util_gpu_pct') or 0:.0f}%, SMs {ev.get('sm_active_pct') or 0:.0f}% busy, no pipe near a "
-                 "peak: the GPU waits in collectives (NCCL's kernels hold SMs while the link carries little)")
-    else:
-        text += f", SMs {ev.get('sm_active_pct') or 0:.0f}% busy (waiting for the other GPUs)"
-        if ev.get("nvlink_dram_pct"):
-            text += f"; DRAM {ev.get('dram_bw_pct') or 0:.0f}%, about {ev['nvlink_dram_pct']:.0f}% of it NCCL's own"
-    return text + group_text(ev)
-
-
-def group_text(ev: dict) -> str:
-    """'; 2 GPUs of this process group, the least busy link at 31%' where ``ev`` has the group's numbers."""
-    if not ev.get("group_gpus"):
-        return ""
-    low = ev.get("group_link_fraction_min")
-    return (f"; {ev['group_gpus']:.0f} GPUs of this process group"
-            + (f", the least busy link at {100 * low:.0f}%" if low is not None else ""))
 
 
 def group_comms(verdicts: list, gpus: list[int] | None = None, timelines: list | None = None) -> list:
@@ -152,7 +53,7 @@ def _through_host(verdicts: list) -> None:
                 or (ev.get("nvlink_link_fraction") or 0) >= 0.01):
             return None
         lo, hi = min(rx, tx), max(rx, tx)
-        return (rx, tx) if lo >= T.PCIE_COMMS_MIN_BPS and lo >= T.PCIE_COMMS_BALANCE * hi else None
+        return (rx, tx) if lo >= PCIE_COMMS_MIN_BPS and lo >= PCIE_COMMS_BALANCE * hi else None
 
     both = [(v, f) for v in verdicts if v is not None for f in [flows(v)] if f is not None]
     if len(both) < 2:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from gputop.analysis import thresholds as T
 from gputop.analysis.classify import classify
-from gputop.analysis.collectives import describe_stall
+from gputop.analysis.rules.stalled import describe as describe_stall
 from gputop.analysis.segments import ChangeDetector
 from gputop.analysis.verdict import Verdict
 

@@ -12,13 +12,15 @@ import dataclasses
 import re
 
 from gputop.analysis import thresholds as T
+from gputop.analysis.arbitration import rank
 from gputop.analysis.classify import classify
 from gputop.analysis.evidence import rounded
-from gputop.analysis.scoring import ramp
+from gputop.analysis.rules import advise, describe
+from gputop.analysis.rules.base import ramp
+from gputop.analysis.rules.input_starved import FEEDER_CPU_PCT
 from gputop.analysis.segments import segment_starts, split
 from gputop.analysis.verdict import Verdict, display_name
-from gputop.analysis.vocabulary import CLASSES, PRIORITY
-from gputop.analysis.wording import advise, describe
+from gputop.analysis.vocabulary import CLASSES
 
 
 def _segments(ticks: list[dict], gpu_pos: int, peaks: dict, watched_pid, window_s: float) -> list[list[dict]]:
@@ -132,7 +134,7 @@ def _smooth(items: list) -> None:
     """An idle window with a busy feeder between two input-starved windows is an input gap, not idleness."""
     for i in range(1, len(items) - 1):
         v = items[i][2]
-        busy_feeder = ramp(v.evidence.get("feeder_cpu_pct"), T.FEEDER_CPU_PCT) >= 0.5
+        busy_feeder = ramp(v.evidence.get("feeder_cpu_pct"), FEEDER_CPU_PCT) >= 0.5
         if (v.cls == "idle" and v.subclass != "startup" and items[i - 1][2].cls == "input-starved"
                 and items[i + 1][2].cls == "input-starved" and busy_feeder):
             ev = dict(v.evidence)
@@ -224,7 +226,7 @@ def overall(segments: list[dict]) -> dict | None:
     if not busy or time_by.get("idle", 0.0) / total > T.OVERALL_IDLE_FRACTION:
         main = "idle"
     else:
-        main = max(busy, key=lambda c: (busy[c], -PRIORITY[c]))
+        main = max(busy, key=lambda c: (busy[c], -rank(c)))
     chosen = [s for s in segs if s["class"] == main]
     v = merge([Verdict.from_dict(s["verdict"]) for s in chosen], [s["t_end"] - s["t_start"] for s in chosen])
     run = [Verdict.from_dict(s["verdict"]) for s in segs]  # the window judged: the whole run after startup

@@ -15,7 +15,7 @@ from gputop.analysis import thresholds as T
 from gputop.analysis.comms import group_comms
 from gputop.analysis.timeline import overall, timeline
 from gputop.analysis.verdict import Verdict, display_name
-from gputop.analysis.wording import advise
+from gputop.analysis.rules import advise
 from gputop.analysis.peaks import compute_peaks
 from gputop.analysis.summary import summarize
 from gputop.session.finder import GpuFinder, TickStore
