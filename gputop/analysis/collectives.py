@@ -21,6 +21,7 @@ from gputop.analysis.rules.stalled import describe as describe_stall
 from gputop.analysis.rules.stalled import gpu_names as _gpus
 from gputop.analysis.rules.throttled import THERMAL_SAMPLE_FRACTION
 from gputop.analysis.verdict import Verdict
+from gputop.analysis.vocabulary import Cls, Sub
 
 # A straggler: a GPU of the job that works (compute- or memory-bound) while the others wait in collectives, with
 # its busiest unit this much busier than the same unit on the waiters (more work: the 4-H100 straggler, 3x
@@ -41,46 +42,24 @@ EVIDENCE = declare(
 
 # -- the job's GPUs together ----------------------------------------------------------------------------------
 
-def verdict_field(v, key):
-    """One field of a verdict, a :class:`Verdict` or a document's dict (by the dict's names: "class")."""
-    if isinstance(v, Verdict):
-        return {"class": v.cls, "subclass": v.subclass, "evidence": v.evidence, "notes": v.notes, "job": v.job,
-                "evidence_text": v.evidence_text, "mixed": v.mixed, "t_start": v.t_start, "t_end": v.t_end}.get(key)
-    if key in ("t_start", "t_end"):
-        return (v.get("window") or {}).get(key)
-    if key in ("notes", "job"):
-        return v.setdefault(key, [] if key == "notes" else {})
-    return v.get(key)
-
-
-def set_verdict(v, **kw) -> None:
-    """Set fields of a verdict, a :class:`Verdict` or a document's dict (by the dict's names)."""
-    if isinstance(v, Verdict):
-        for k, val in kw.items():
-            setattr(v, {"class": "cls"}.get(k, k), val)
-    else:
-        v.update(kw)
-
-
-def _stalled_for(v) -> float | None:
-    ev = verdict_field(v, "evidence") or {}
-    if ev.get("stalled_for_s") is not None:
-        return ev["stalled_for_s"]
-    by = v.get("time_by_class_s") if isinstance(v, dict) else None
-    if by and by.get("stalled") is not None:
-        return by["stalled"]
-    a, b = verdict_field(v, "t_start"), verdict_field(v, "t_end")
-    return b - a if a is not None and b is not None else None
+def _stalled_for(v: Verdict) -> float | None:
+    if v.evidence.get("stalled_for_s") is not None:
+        return v.evidence["stalled_for_s"]
+    by = getattr(v, "time_by_class_s", None)  # a run's verdict: its time stalled
+    if by and by.get(Cls.STALLED) is not None:
+        return by[Cls.STALLED]
+    return v.t_end - v.t_start if v.t_start is not None and v.t_end is not None else None
 
 
 def judge_job(verdicts: list, gpus: list[int] | None = None, timelines: list | None = None) -> list:
-    """The verdicts (:class:`Verdict` or their dicts, None for a GPU without one) of one job's GPUs (NVML indices
-    ``gpus``, default their positions), looked at together: a stalled collective's waiting, left and idle GPUs,
-    and a straggler. ``timelines``: each GPU's timeline segments (a run's document: the GPUs its command used):
-    what the other GPUs did while the stall lasted is read there (a run's verdict of a GPU that left is its work
-    before it left). Without them (the TUI, --export: the node's GPUs, ``job["basis"]`` "node") an idle GPU may
-    be another job's, and the sentence says so.
-    Annotates the verdicts in place (once); returns them."""
+    """The :class:`Verdict`s (None for a GPU without one) of one job's GPUs (NVML indices ``gpus``, default their
+    positions), looked at together: a stalled collective's waiting, left and idle GPUs, and a straggler.
+    ``timelines``: each GPU's timeline (its :class:`gputop.analysis.timeline.Segment`s: a run's, the GPUs its
+    command used): what the other GPUs did while the stall lasted is read there (a run's verdict of a GPU that left
+    is its work before it left), and its stalled segments say the stall's subclass too. Without them (the TUI,
+    --export: the node's GPUs, ``job["basis"]`` "node") an idle GPU may be another job's, and the sentence says so.
+    Annotates the verdicts (and segments) in place, once: a live verdict judged again each frame says it once;
+    returns the verdicts."""
     gpus = list(range(len(verdicts))) if gpus is None else list(gpus)
     lines = dict(zip(gpus, timelines)) if timelines is not None else {}
     items = [(g, v) for g, v in zip(gpus, verdicts) if v is not None]
@@ -89,27 +68,27 @@ def judge_job(verdicts: list, gpus: list[int] | None = None, timelines: list | N
     return verdicts
 
 
-def _stall_span(segments: list[dict]) -> tuple[float, float, float] | None:
+def _stall_span(segments: list) -> tuple[float, float, float] | None:
     """(since, until, seconds) of the stalled segments of a timeline, None without any."""
-    st = [s for s in segments or [] if s.get("class") == "stalled"]
+    st = [s for s in segments or [] if s.cls == Cls.STALLED]
     if not st:
         return None
-    return st[0]["t_start"], st[-1]["t_end"], sum(s["t_end"] - s["t_start"] for s in st)
+    return st[0].t_start, st[-1].t_end, sum(s.t_end - s.t_start for s in st)
 
 
-def _during(segments: list[dict], a: float, b: float) -> tuple[str | None, dict]:
+def _during(segments: list, a: float, b: float) -> tuple[Cls | None, dict]:
     """The class (and its evidence) a timeline spent most of [a, b] in."""
     best, got = 0.0, (None, {})
     for s in segments or []:
-        overlap = min(b, s["t_end"]) - max(a, s["t_start"])
+        overlap = min(b, s.t_end) - max(a, s.t_start)
         if overlap > best:
-            best, got = overlap, (s["class"], (s.get("verdict") or {}).get("evidence") or {})
+            best, got = overlap, (s.cls, s.verdict.evidence)
     return got
 
 
 def _stalls(items: list, lines: dict) -> None:
     spans = {g: _stall_span(lines.get(g)) for g, _ in items}
-    stalled = [g for g, v in items if verdict_field(v, "class") == "stalled" or (spans[g] and verdict_field(v, "class") != "idle")]
+    stalled = [g for g, v in items if v.cls == Cls.STALLED or (spans[g] and v.cls != Cls.IDLE)]
     if not stalled:
         return
     a = min((spans[g][0] for g in stalled if spans[g]), default=None)
@@ -118,41 +97,38 @@ def _stalls(items: list, lines: dict) -> None:
     for g, v in items:
         if g in stalled:
             continue
-        cls, ev = _during(lines[g], a, b) if g in lines and a is not None else (verdict_field(v, "class"), verdict_field(v, "evidence"))
-        state[g] = (cls, ev)
+        state[g] = _during(lines[g], a, b) if g in lines and a is not None else (v.cls, v.evidence)
     gone = {g for g, (_, ev) in state.items()
             if ev.get("processes_on_gpu") is not None and ev["processes_on_gpu"] < 0.5}  # no process on it
-    left = [g for g, (cls, _) in state.items() if cls == "idle" and g in gone]
-    idle = [g for g, (cls, _) in state.items() if cls in ("idle", "host-bound", "input-starved") and g not in left]
+    left = [g for g, (cls, _) in state.items() if cls == Cls.IDLE and g in gone]
+    idle = [g for g, (cls, _) in state.items() if cls in (Cls.IDLE, Cls.HOST_BOUND, Cls.INPUT_STARVED)
+            and g not in left]
     for g, v in items:
-        ev = verdict_field(v, "evidence")
-        job = verdict_field(v, "job")
+        ev, job = v.evidence, v.job
         if g in stalled and "waiting" not in job:
             job.update({"waiting": stalled, "left": left, "idle": idle, "basis": "run" if lines else "node"})
             ev.update({"job_gpus_waiting": len(stalled), "job_gpus_left": len(left), "job_gpus_idle": len(idle),
                        "stalled_for_s": spans[g][2] if spans[g] else _stalled_for(v)})
             if spans[g]:
                 ev["stalled_since_s"] = spans[g][0]
-            sub = "collective" if len(stalled) > 1 or left or idle else verdict_field(v, "subclass")
+            sub = Sub.COLLECTIVE if len(stalled) > 1 or left or idle else v.subclass
             for seg in lines.get(g) or []:  # the timeline says it too
-                if seg.get("class") == "stalled" and sub:
-                    seg["subclass"] = seg["verdict"]["subclass"] = sub
-                    seg["verdict"]["advice"] = ADVICE[sub]
-            if verdict_field(v, "class") == "stalled":
-                set_verdict(v, subclass=sub, evidence_text=describe_stall(sub, ev, job), advice=ADVICE[sub])
+                if seg.cls == Cls.STALLED and sub:
+                    seg.verdict.subclass, seg.verdict.advice = sub, ADVICE[sub]
+            if v.cls == Cls.STALLED:
+                v.subclass, v.evidence_text, v.advice = sub, describe_stall(sub, ev, job), ADVICE[sub]
             else:  # a run that stalled after its work: the stall is said first, in the stalled segment's numbers
-                st = max((x for x in lines.get(g) or [] if x.get("class") == "stalled"),
-                         key=lambda x: x["t_end"] - x["t_start"])
-                sev = dict((st.get("verdict") or {}).get("evidence") or {}, stalled_for_s=ev["stalled_for_s"])
-                verdict_field(v, "notes").insert(0, f"stalled for {ev['stalled_for_s']:.0f} s from "
-                                           f"{ev['stalled_since_s']:.1f} s: " + describe_stall(sub, sev, job))
-                if isinstance(v, dict) and "stalled" not in v.setdefault("mixed", []):
-                    v["mixed"].insert(0, "stalled")
+                st = max((x for x in lines.get(g) or [] if x.cls == Cls.STALLED), key=lambda x: x.t_end - x.t_start)
+                sev = dict(st.verdict.evidence, stalled_for_s=ev["stalled_for_s"])
+                v.notes.insert(0, f"stalled for {ev['stalled_for_s']:.0f} s from {ev['stalled_since_s']:.1f} s: "
+                                  + describe_stall(sub, sev, job))
+                if Cls.STALLED not in v.mixed:
+                    v.mixed.insert(0, Cls.STALLED)
         elif g in left + idle and "stalled" not in job:
             job["stalled"] = stalled
             how = "left the job (no process on it any more)" if g in left else "ran nothing"
-            verdict_field(v, "notes").insert(0, f"this GPU {how} while {_gpus(stalled)} waited in a collective: "
-                                       "the stall is likely its doing")
+            v.notes.insert(0, f"this GPU {how} while {_gpus(stalled)} waited in a collective: the stall is likely "
+                              "its doing")
 
 
 def _busiest(ev: dict) -> tuple[str, float]:
@@ -162,19 +138,18 @@ def _busiest(ev: dict) -> tuple[str, float]:
 
 
 def _stragglers(items: list, basis: str) -> None:
-    waiters = [(g, v) for g, v in items if verdict_field(v, "class") == "comms-bound" and verdict_field(v, "subclass")
-               in ("collectives", "straggler")]
-    busy = [(g, v) for g, v in items if verdict_field(v, "class") in ("compute-bound", "memory-bound", "throttled")]
-    host = [(g, v) for g, v in items if verdict_field(v, "class") in HOST_CLASSES]
+    waiters = [(g, v) for g, v in items if v.cls == Cls.COMMS_BOUND and v.subclass in (Sub.COLLECTIVES, Sub.STRAGGLER)]
+    busy = [(g, v) for g, v in items if v.cls in (Cls.COMPUTE_BOUND, Cls.MEMORY_BOUND, Cls.THROTTLED)]
+    host = [(g, v) for g, v in items if v.cls in HOST_CLASSES]
     if waiters and not busy and host and len(host) <= len(waiters):
         _host_stragglers(waiters, host, basis)
         return
     if not waiters or not busy or len(busy) > len(waiters):
         return
-    wev = [verdict_field(v, "evidence") for _, v in waiters]
+    wev = [v.evidence for _, v in waiters]
     ratio_w = [r for e in wev if (r := e.get("sm_clock_ratio")) is not None]
     for g, v in busy:
-        ev, job = verdict_field(v, "evidence"), verdict_field(v, "job")
+        ev, job = v.evidence, v.job
         if "why" in job:
             continue
         unit, pct = _busiest(ev)
@@ -193,40 +168,39 @@ def _stragglers(items: list, basis: str) -> None:
                        "others" + (" (thermal)" if thermal else ""))
             nums.update({"straggler_sm_clock_mhz": ev.get("sm_clock_mhz"), "waiters_sm_clock_mhz": _mean_clock(wev)})
         if why:
-            _name_straggler(g, v, waiters, why, nums, basis, COMMS_ADVICE["straggler"])
+            _name_straggler(g, v, waiters, why, nums, basis, COMMS_ADVICE[Sub.STRAGGLER])
 
 
 def _name_straggler(g, v, waiters: list, why: list[str], nums: dict, basis: str, advice: str, **job_facts) -> None:
     """GPU ``g`` (verdict ``v``) is the straggler ``waiters`` wait for, ``why``: said on its verdict and theirs."""
     waiting = [w for w, _ in waiters]
-    verdict_field(v, "job").update({"straggler": g, "why": why, "waiting": waiting, "basis": basis, **job_facts})
-    verdict_field(v, "evidence").update(nums)
+    v.job.update({"straggler": g, "why": why, "waiting": waiting, "basis": basis, **job_facts})
+    v.evidence.update(nums)
     who = "the straggler of its job" if basis == "run" else "likely a straggler (if of their job)"
-    set_verdict(v, evidence_text=verdict_field(v, "evidence_text") + f"; {who}: {_gpus(waiting)} wait in collectives ({'; '.join(why)})")
+    v.evidence_text += f"; {who}: {_gpus(waiting)} wait in collectives ({'; '.join(why)})"
     for w, wv in waiters:
-        wjob = verdict_field(wv, "job")
-        if g in wjob.setdefault("waits_for", []):
+        if g in wv.job.setdefault("waits_for", []):
             continue
-        wjob["waits_for"].append(g)
-        verdict_field(wv, "evidence").update(nums)
-        set_verdict(wv, subclass="straggler", advice=advice,
-             evidence_text=verdict_field(wv, "evidence_text") + f"; it waits for {_gpus([g])}, the straggler ({'; '.join(why)})")
+        wv.job["waits_for"].append(g)
+        wv.evidence.update(nums)
+        wv.subclass, wv.advice = Sub.STRAGGLER, advice
+        wv.evidence_text += f"; it waits for {_gpus([g])}, the straggler ({'; '.join(why)})"
 
 
-HOST_CLASSES = ("input-starved", "host-bound")
+HOST_CLASSES = (Cls.INPUT_STARVED, Cls.HOST_BOUND)
 
 
 def _host_stragglers(waiters: list, host: list, basis: str) -> None:
     """GPUs that wait in collectives for one whose own process keeps it idle (its data pipeline or its Python loop
     is slower): that GPU is the straggler, slowed by its host, not by its GPU."""
-    wev = [verdict_field(v, "evidence") for _, v in waiters]
+    wev = [v.evidence for _, v in waiters]
     theirs = sum((e.get("util_gpu_pct") or 0.0) for e in wev) / len(wev)
     for g, v in host:
-        mine = verdict_field(v, "evidence").get("util_gpu_pct")
-        if "why" in verdict_field(v, "job") or mine is None or mine >= theirs:
+        mine = v.evidence.get("util_gpu_pct")
+        if "why" in v.job or mine is None or mine >= theirs:
             continue
         why = [f"its host: kernels active {mine:.0f}% vs {theirs:.0f}% on the others, its GPU waits for its "
-               f"process ({verdict_field(v, 'class')})"]
+               f"process ({v.cls})"]
         _name_straggler(g, v, waiters, why, {"straggler_util_pct": mine, "waiters_util_pct": theirs}, basis,
                         STRAGGLER_HOST_ADVICE, slowed_by="host")
 

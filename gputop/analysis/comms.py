@@ -10,35 +10,33 @@ gputop/analysis/rules/comms_bound.py.
 
 from __future__ import annotations
 
-from gputop.analysis.collectives import judge_job, set_verdict, verdict_field
+from gputop.analysis.collectives import judge_job
 from gputop.analysis.evidence import number
 from gputop.analysis.rules.comms_bound import ADVICE, PCIE_COMMS_BALANCE, PCIE_COMMS_MIN_BPS, group_text
-from gputop.analysis.vocabulary import LABELS
+from gputop.analysis.vocabulary import Cls, Sub
 from gputop.format import si
 
 
 def group_comms(verdicts: list, gpus: list[int] | None = None, timelines: list | None = None) -> list:
-    """The verdicts (:class:`Verdict` or their dicts) of the GPUs of one process group (NVML indices ``gpus``,
-    default their positions), looked at together: where at least two of them are comms-bound, each of those gets
-    the group's numbers as evidence (how many, the least and most busy link) and says so: a collective moves at
-    the pace of its slowest member. Then a stalled collective and a straggler
-    (:func:`gputop.analysis.collectives.judge_job`, with each GPU's ``timelines`` where a run has them)."""
+    """The :class:`Verdict`s of the GPUs of one process group (NVML indices ``gpus``, default their positions),
+    looked at together: where at least two of them are comms-bound, each of those gets the group's numbers as
+    evidence (how many, the least and most busy link) and says so: a collective moves at the pace of its slowest
+    member. Then a stalled collective and a straggler (:func:`gputop.analysis.collectives.judge_job`, with each
+    GPU's ``timelines`` where a run has them). Annotates them in place, once; returns them."""
     judge_job(verdicts, gpus, timelines)
     _through_host(verdicts)
 
-    hit = [v for v in verdicts if v is not None and verdict_field(v, "class") == "comms-bound"]
+    hit = [v for v in verdicts if v is not None and v.cls == Cls.COMMS_BOUND]
     if len(hit) < 2:
         return verdicts
-    fracs = [verdict_field(v, "evidence").get("nvlink_link_fraction") for v in hit
-             if verdict_field(v, "subclass") != "pcie"]
+    fracs = [v.evidence.get("nvlink_link_fraction") for v in hit if v.subclass != Sub.PCIE]
     fracs = [f for f in fracs if f is not None]
     for v in hit:
-        ev = verdict_field(v, "evidence")
-        if ev.get("group_gpus"):
+        if v.evidence.get("group_gpus"):
             continue  # judged together already
-        ev.update({"group_gpus": len(hit), "group_link_fraction_min": min(fracs) if fracs else None,
-                   "group_link_fraction_max": max(fracs) if fracs else None})
-        set_verdict(v, evidence_text=(verdict_field(v, "evidence_text") or "") + group_text(ev))
+        v.evidence.update({"group_gpus": len(hit), "group_link_fraction_min": min(fracs) if fracs else None,
+                           "group_link_fraction_max": max(fracs) if fracs else None})
+        v.evidence_text = (v.evidence_text or "") + group_text(v.evidence)
     return verdicts
 
 
@@ -47,10 +45,8 @@ def _through_host(verdicts: list) -> None:
     once (``PCIE_COMMS_BALANCE``, ``PCIE_COMMS_MIN_BPS``) and NVLink idle are NCCL's peers without a peer-to-peer
     path, not copies of their own: each becomes comms-bound "pcie" (PCIe-bound in ``mixed``)."""
     def flows(v):
-        ev = verdict_field(v, "evidence") or {}
-        rx, tx = number(ev.get("pcie_rx_bps")), number(ev.get("pcie_tx_bps"))
-        if (verdict_field(v, "class") != "pcie-bound" or rx is None or tx is None
-                or (ev.get("nvlink_link_fraction") or 0) >= 0.01):
+        rx, tx = number(v.evidence.get("pcie_rx_bps")), number(v.evidence.get("pcie_tx_bps"))
+        if v.cls != Cls.PCIE_BOUND or rx is None or tx is None or (v.evidence.get("nvlink_link_fraction") or 0) >= 0.01:
             return None
         lo, hi = min(rx, tx), max(rx, tx)
         return (rx, tx) if lo >= PCIE_COMMS_MIN_BPS and lo >= PCIE_COMMS_BALANCE * hi else None
@@ -59,13 +55,11 @@ def _through_host(verdicts: list) -> None:
     if len(both) < 2:
         return
     for v, (rx, tx) in both:
-        text = (f"PCIe rx {si(rx, 'B/s')} / tx {si(tx, 'B/s')}, both ways at once on each of {len(both)} GPUs of this "
-                "job, NVLink idle: NCCL's traffic between them goes through host memory (no peer-to-peer path)")
-        mixed = ["pcie-bound"] + [m for m in verdict_field(v, "mixed") or [] if m not in ("pcie-bound", "comms-bound")]
-        set_verdict(v, **{"class": "comms-bound", "subclass": "pcie", "evidence_text": text, "advice": ADVICE["pcie"],
-                   "mixed": mixed})
-        if isinstance(v, dict):  # a document's verdict names its class for people too
-            v["label"] = LABELS["comms-bound"]
+        v.evidence_text = (f"PCIe rx {si(rx, 'B/s')} / tx {si(tx, 'B/s')}, both ways at once on each of {len(both)} "
+                           "GPUs of this job, NVLink idle: NCCL's traffic between them goes through host memory (no "
+                           "peer-to-peer path)")
+        v.mixed = [Cls.PCIE_BOUND] + [m for m in v.mixed if m not in (Cls.PCIE_BOUND, Cls.COMMS_BOUND)]
+        v.cls, v.subclass, v.advice = Cls.COMMS_BOUND, Sub.PCIE, ADVICE[Sub.PCIE]
 
 
 def latest_processes(window: list[dict], positions: list[int], nonempty: bool = False) -> dict[int, list[dict]]:
@@ -105,8 +99,9 @@ def node_jobs(window: list[dict], positions: list[int]) -> list[list[int]]:
 
 
 def judge_node(verdicts: list, window: list[dict], positions: list[int], gpus: list[int] | None = None) -> list:
-    """:func:`group_comms` for each job of the node (:func:`node_jobs`): the TUI's and ``--export``'s live verdicts
-    of every GPU, ``gpus`` their names (NVML indices; default their positions in ``verdicts``)."""
+    """:func:`group_comms` for each job of the node (:func:`node_jobs`): the TUI's and ``--export``'s live
+    :class:`Verdict`s of every GPU (None for a GPU without one), ``gpus`` their names (NVML indices; default their
+    positions in ``verdicts``). Annotates them in place, once; returns them."""
     names = list(range(len(verdicts))) if gpus is None else list(gpus)
     for job in node_jobs(window, positions):
         group_comms([verdicts[j] for j in job], [names[j] for j in job])

@@ -25,22 +25,22 @@ def build_document(mode: str, monitor, facts: dict, command: list[str] | None, s
     ``attribution``: the profiler windows of ``--profile`` (:meth:`gputop.session.profiling.ProfileWindows.result`),
     whose last finding the run's verdict takes in (:func:`gputop.analysis.attribution.apply_window`).
     ``exclude``: the spans (the monitor's clock) the profiler held the program: left out of the timelines."""
-    analysis = monitor.analyze(exclude=exclude)
+    diag = monitor.diagnose(exclude=exclude)
     if attribution:
-        attribution = dict(attribution, windows=[discount_profiler_idle(w, analysis["verdict"]) if w.get("finding")
+        attribution = dict(attribution, windows=[discount_profiler_idle(w, diag.verdict) if w.get("finding")
                                                  else w for w in attribution.get("windows", [])])
     found = [w for w in (attribution or {}).get("windows", []) if w.get("status") == "ok" and w.get("finding")]
     pids = monitor.pids_by_gpu() if attribution and attribution.get("windows") else {}
     if found:
-        w, gpu = found[-1], analysis["verdict"].get("gpu")
+        w, gpu = found[-1], getattr(diag.verdict, "gpu", None)
         if w.get("per_process") and gpu is not None:  # a job: the window of the rank on the run verdict's GPU
-            w = discount_profiler_idle(window_for_gpu([w], pids.get(gpu, set())) or w, analysis["verdict"])
-        analysis["verdict"] = apply_window(analysis["verdict"], w)
+            w = discount_profiler_idle(window_for_gpu([w], pids.get(gpu, set())) or w, diag.verdict)
+        diag.verdict = apply_window(diag.verdict, w)
     if pids:  # each GPU with the window of a process that held it
-        for g in analysis["gpus"]:
-            w = window_for_gpu(attribution["windows"], pids.get(g["index"], set()))
-            if w is not None and g["verdict"]:
-                g["verdict"] = apply_window(g["verdict"], discount_profiler_idle(w, g["verdict"]))
+        for g in diag.gpus:
+            w = window_for_gpu(attribution["windows"], pids.get(g.index, set()))
+            if w is not None and g.verdict:
+                g.verdict = apply_window(g.verdict, discount_profiler_idle(w, g.verdict))
     src = monitor.source
     return {
         **header("monitor"),
@@ -58,7 +58,7 @@ def build_document(mode: str, monitor, facts: dict, command: list[str] | None, s
         "source": {"kind": src.kind, "path": src.path},
         "host": {"hostname": platform.node()},
         "errors": facts.get("errors") or [],
-        **analysis,
+        **diag.to_dict(),
         "attribution": attribution,
     }
 
