@@ -15,7 +15,8 @@ from gputop.analysis.vocabulary import Cls, Sub
 from gputop.format import pct
 
 
-TRACES = "tests/data/traces/"  # where most examples' traces are (a path under the checkout)
+TRACES = "tests/data/traces/"  # where the examples' traces are (paths under the checkout)
+MULTI2, MULTI4 = TRACES + "corpus_multi_h100x2/", TRACES + "corpus_multi_h100x4/"  # the multi-GPU corpora
 
 
 def ramp(x: float | None, lohi: tuple[float, float]) -> float:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from gputop.analysis import thresholds as T
 from gputop.analysis.evidence import Key, declare, mean, number
-from gputop.analysis.rules.base import TRACES, Example, Rule, Score, pct_text as _p, ramp
+from gputop.analysis.rules.base import MULTI2, MULTI4, Example, Rule, Score, pct_text as _p, ramp
 from gputop.analysis.vocabulary import Cls, Sub
 from gputop.format import si
 
@@ -196,9 +196,13 @@ def also_mixed(ev: dict, board, main) -> list:
     return [Cls.COMMS_BOUND] if _overlapped(ev, board, main) else []
 
 
-MULTI2 = TRACES + "corpus_multi_h100x2/"
 EXAMPLES = (
-    Example(MULTI2 + "comms_mlp.jsonl.gz", 0, 10.0, 20.0, True, "placeholder"),
+    Example(MULTI4 + "comms_mlp.jsonl.gz", 3, 20.0, 24.0, True, "an all-reduce loop: NVLink at 47% of its peak"),
+    Example(MULTI4 + "ddp_resnet50_overlap.jsonl.gz", 3, 24.0, 28.0, True,
+            "DDP ResNet-50: NCCL's kernels resident, light steady NVLink traffic", Sub.COLLECTIVES),
+    Example(MULTI2 + "fsdp_gpt2.jsonl.gz", 1, 36.0, 40.0, False,
+            "FSDP's gathers under the step's own kernels: hidden behind them (the table damps comms-bound)"),
+    Example(MULTI4 + "hang_idle.jsonl.gz", 0, 24.0, 28.0, False, "a stuck collective: nothing moves, stalled"),
 )
 
 RULE = Rule(Cls.COMMS_BOUND, score, describe, ADVICE, EVIDENCE, EXAMPLES, measure=link_evidence, notes=notes,

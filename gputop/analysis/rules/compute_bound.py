@@ -7,7 +7,8 @@ DRAM 16%. Without GPM (pre-Hopper) the rule reads NVML's duty cycles and power (
 
 from __future__ import annotations
 
-from gputop.analysis.rules.base import TRACES, Example, Rule, Score, has_gpm, no_gpm, pct_text as _p, power_pct, ramp
+from gputop.analysis.rules.base import (MULTI4, TRACES, Example, Rule, Score, has_gpm, no_gpm, pct_text as _p,
+                                        power_pct, ramp)
 from gputop.analysis.vocabulary import PIPE_NAMES, Cls, Sub
 from gputop.format import si
 
@@ -113,11 +114,14 @@ def notes(ev: dict, board, main) -> list[str]:
 
 
 EXAMPLES = (
-    Example(TRACES + "matmul_bf16.compute-bound.jsonl.gz", 0, 2.0, 6.0, True, "a bf16 matmul loop: tensor 94%", Sub.TENSOR),
-    Example(TRACES + "matmul_fp32.compute-bound.jsonl.gz", 0, 2.0, 6.0, True, "an FP32 matmul without TF32", Sub.FP32),
-    Example(TRACES + "matmul_fp64.compute-bound.jsonl.gz", 0, 2.0, 6.0, True, "an FP64 matmul: DMMA", Sub.FP64),
-    Example(TRACES + "elementwise.memory-bound.jsonl.gz", 0, 2.0, 6.0, False, "a streaming elementwise kernel: DRAM, not a pipe"),
-    Example(TRACES + "tiny_kernels_sync.latency-bound.jsonl.gz", 0, 2.0, 6.0, False, "tiny kernels: no pipe near a peak"),
+    Example(TRACES + "matmul_bf16.compute-bound.jsonl.gz", 0, 4.0, 8.0, True, "a bf16 matmul loop: the tensor pipe 93% busy",
+            Sub.TENSOR),
+    Example(TRACES + "matmul_fp32.compute-bound.jsonl.gz", 0, 4.0, 8.0, True, "an FP32 matmul without TF32", Sub.FP32),
+    Example(TRACES + "matmul_fp64.compute-bound.jsonl.gz", 0, 4.0, 8.0, True, "an FP64 matmul: DMMA", Sub.FP64),
+    Example(MULTI4 + "hang_exit.jsonl.gz", 1, 12.0, 16.0, True,
+            "a rank's FP32 work before its job hangs", Sub.FP32),
+    Example(TRACES + "elementwise.memory-bound.jsonl.gz", 0, 4.0, 8.0, False, "a streaming elementwise kernel: DRAM"),
+    Example(TRACES + "tiny_kernels_sync.latency-bound.jsonl.gz", 0, 4.0, 8.0, False, "tiny kernels: no pipe busy"),
 )
 
 RULE = Rule(Cls.COMPUTE_BOUND, score, describe, ADVICE, examples=EXAMPLES, notes=notes, needs_gpm=True,

@@ -136,7 +136,19 @@ def notes(ev: dict, board, main) -> list[str]:
 
 
 EXAMPLES = (
-    Example(TRACES + "corpus_h100_tv_resnet18_heavy_cpu.jsonl.gz", 0, 0.0, 4.0, True, "placeholder"),
+    Example(TRACES + "corpus_h200_tv_resnet18_heavy_cpu.jsonl.gz", 0, 24.0, 28.0, True,
+            "ResNet-18 with heavy CPU transforms in the training process: one thread at a core", Sub.ONE_THREAD),
+    Example(TRACES + "corpus_h200_tv_resnet50_workers8.jsonl.gz", 0, 20.0, 24.0, True,
+            "ResNet-50 fed by 8 DataLoader workers busier than the loop", Sub.WORKERS),
+    Example(TRACES + "dataloader_starved.input-starved.jsonl.gz", 0, 4.0, 8.0, True,
+            "the GPU idle nearly all the time while its process is at a core"),
+    Example(TRACES + "heldout_multi_h100x4/held_hf_trainer_ddp.jsonl.gz", 0, 30.0, 34.0, True,
+            "the HF Trainer under torchrun: the ranks (the launcher's children) hold the GPUs, the tree at 4 cores",
+            hints={"on_gpu": True}),
+    Example(TRACES + "idle.idle.jsonl.gz", 0, 4.0, 8.0, False,
+            "a process that holds the GPU but sleeps: idle, waiting"),
+    Example(TRACES + "tiny_kernels_sync.latency-bound.jsonl.gz", 0, 4.0, 8.0, False,
+            "a busy loop launching tiny kernels: launch-bound (the table damps host-bound)"),
 )
 
 RULE = Rule(Cls.HOST_BOUND, score, describe, ADVICE, examples=EXAMPLES, settle=settle, notes=notes)

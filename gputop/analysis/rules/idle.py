@@ -6,7 +6,7 @@ gputop/analysis/timeline.py). Damped by PCIe copies and by host-bound in the arb
 from __future__ import annotations
 
 from gputop.analysis.rules import host_bound
-from gputop.analysis.rules.base import TRACES, Example, Rule, Score, has_gpm, pct_text as _p, ramp
+from gputop.analysis.rules.base import MULTI2, TRACES, Example, Rule, Score, has_gpm, pct_text as _p, ramp
 from gputop.analysis.rules.input_starved import feeder
 from gputop.analysis.vocabulary import Cls, Sub
 
@@ -60,7 +60,15 @@ def notes(ev: dict, board, main) -> list[str]:
 
 
 EXAMPLES = (
-    Example(TRACES + "idle.idle.jsonl.gz", 0, 0.0, 5.0, True, "placeholder"),
+    Example(TRACES + "idle.idle.jsonl.gz", 0, 0.0, 4.0, True, "an idle GPU: next to no kernel, the SMs at 0%"),
+    Example(TRACES + "idle.idle.jsonl.gz", 0, 4.0, 8.0, True,
+            "the watched process holds a CUDA context and sleeps: idle, waiting", Sub.WAITING),
+    Example(MULTI2 + "hang_idle.jsonl.gz", 1, 24.0, 28.0, True, "a rank whose process runs nothing (its peer hangs)"),
+    Example(TRACES + "matmul_bf16.compute-bound.jsonl.gz", 0, 4.0, 8.0, False, "a bf16 matmul loop"),
+    Example(TRACES + "dataloader_starved.input-starved.jsonl.gz", 0, 4.0, 8.0, False,
+            "the GPU nearly idle while its process keeps a core busy: host-bound (the table damps idle)"),
+    Example(TRACES + "pageable_h2d.pcie-bound.jsonl.gz", 0, 4.0, 8.0, False,
+            "copies with no kernel running: NVML's duty cycle low, yet the GPU copies (the table damps idle)"),
 )
 
 RULE = Rule(Cls.IDLE, score, describe, ADVICE, examples=EXAMPLES, notes=notes, per_sample=True)

@@ -125,7 +125,13 @@ def footnotes(ev: dict, board, main) -> list[str]:
 
 
 EXAMPLES = (
-    Example(TRACES + "dataloader_starved.input-starved.jsonl.gz", 0, 2.0, 8.0, True, "placeholder"),
+    Example(TRACES + "wl_dataloader_h200.jsonl.gz", 0, 16.0, 20.0, True,
+            "the dataloader lesson: bursts of work between waits for data, its process tree busy"),
+    Example(TRACES + "wl_batchsize_h200.jsonl.gz", 0, 8.0, 12.0, True, "small batches fed by a busy process"),
+    Example(TRACES + "corpus_h200_hf_gpt2_generate.jsonl.gz", 0, 20.0, 24.0, False,
+            "decoding: kernels in every sample, no gap: launch-bound (the table damps input-starved)"),
+    Example(TRACES + "dataloader_starved.input-starved.jsonl.gz", 0, 4.0, 8.0, False,
+            "the GPU idle nearly all the time while its process is at a core: host-bound"),
 )
 
 RULE = Rule(Cls.INPUT_STARVED, score, describe, ADVICE, EVIDENCE, EXAMPLES, measure=measure, settle=settle,

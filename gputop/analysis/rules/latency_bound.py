@@ -12,7 +12,7 @@ sync after each reads SM activity 0.03% while NVML's kernel duty cycle reads 16%
 from __future__ import annotations
 
 from gputop.analysis import thresholds as T
-from gputop.analysis.rules.base import TRACES, Example, Rule, Score, has_gpm, pct_text as _p, power_pct, ramp
+from gputop.analysis.rules.base import MULTI4, TRACES, Example, Rule, Score, has_gpm, pct_text as _p, power_pct, ramp
 from gputop.analysis.rules.host_bound import FEEDER_THREAD_PCT, host_detail
 from gputop.analysis.vocabulary import Cls, Sub
 
@@ -113,7 +113,16 @@ def notes(ev: dict, board, main) -> list[str]:
 
 
 EXAMPLES = (
-    Example(TRACES + "tiny_kernels_sync.latency-bound.jsonl.gz", 0, 5.0, 10.0, True, "placeholder", Sub.LAUNCH),
+    Example(TRACES + "tiny_kernels_sync.latency-bound.jsonl.gz", 0, 4.0, 8.0, True,
+            "1-element kernels with a sync after each", Sub.LAUNCH),
+    Example(TRACES + "corpus_h200_hf_gpt2_generate.jsonl.gz", 0, 20.0, 24.0, True,
+            "GPT-2 decoding at batch 1: kernels in every sample, the SMs barely busy", Sub.LAUNCH),
+    Example(TRACES + "wl_cudagraphs_h200.jsonl.gz", 0, 8.0, 12.0, True,
+            "a CUDA graph's replay of tiny kernels: busy, nothing near a peak", Sub.UNDERFILLED),
+    Example(TRACES + "wl_dataloader_h200.jsonl.gz", 0, 16.0, 20.0, False,
+            "bursts of full kernels between waits for data: input-starved"),
+    Example(MULTI4 + "hang_idle.jsonl.gz", 0, 24.0, 28.0, False,
+            "NCCL's kernels waiting for a peer that never comes: stalled (the table damps latency)"),
 )
 
 RULE = Rule(Cls.LATENCY_BOUND, score, describe, ADVICE, examples=EXAMPLES, settle=settle, notes=notes,

@@ -11,7 +11,8 @@ tensor 0%.
 from __future__ import annotations
 
 from gputop.analysis import thresholds as T
-from gputop.analysis.rules.base import TRACES, Example, Rule, Score, has_gpm, no_gpm, pct_text as _p, ramp
+from gputop.analysis.rules.base import (MULTI2, MULTI4, TRACES, Example, Rule, Score, has_gpm, no_gpm, pct_text as _p,
+                                        ramp)
 from gputop.analysis.rules.comms_bound import own_dram_pct
 from gputop.analysis.rules.compute_bound import best_pipe, busiest_unit, dram_text
 from gputop.analysis.vocabulary import Cls, Sub
@@ -106,8 +107,14 @@ def notes(ev: dict, board, main) -> list[str]:
 
 
 EXAMPLES = (
-    Example(TRACES + "elementwise.memory-bound.jsonl.gz", 0, 4.0, 10.0, True, "a streaming elementwise kernel: DRAM 85%"),
-    Example(TRACES + "matmul_bf16.compute-bound.jsonl.gz", 0, 5.0, 10.0, False, "a bf16 matmul: the tensor pipe, not DRAM"),
+    Example(TRACES + "elementwise.memory-bound.jsonl.gz", 0, 4.0, 8.0, True, "a streaming elementwise kernel"),
+    Example(TRACES + "corpus_h200_cupy_fft.jsonl.gz", 0, 4.0, 8.0, True, "CuPy's FFTs: DRAM the busiest unit"),
+    Example(MULTI2 + "fsdp_gpt2.jsonl.gz", 1, 36.0, 40.0, True,
+            "FSDP GPT-2's step: elementwise, normalisation and optimizer kernels, DRAM the busiest unit",
+            Sub.KERNEL_MIX),
+    Example(TRACES + "matmul_bf16.compute-bound.jsonl.gz", 0, 4.0, 8.0, False, "a bf16 matmul: the tensor pipe"),
+    Example(MULTI4 + "comms_mlp.jsonl.gz", 3, 20.0, 24.0, False,
+            "an all-reduce loop: its DRAM traffic is NCCL's own, for the link's bytes"),
 )
 
 RULE = Rule(Cls.MEMORY_BOUND, score, describe, ADVICE, examples=EXAMPLES, settle=settle, notes=notes, needs_gpm=True,

@@ -64,7 +64,14 @@ def missing(ev: dict, board) -> list[str]:
 
 
 EXAMPLES = (
-    Example(TRACES + "memory_full.memory-capacity.jsonl.gz", 0, 5.0, 10.0, True, "placeholder"),
+    Example(TRACES + "memory_full.memory-capacity.jsonl.gz", 0, 4.0, 8.0, True, "device memory held near full"),
+    Example(TRACES + "wl_batchsize_h200.jsonl.gz", 0, 16.0, 20.0, True,
+            "the batch-size sweep's largest batch: the allocator's peak at the edge"),
+    Example(TRACES + "oom.memory-capacity.jsonl.gz", 0, 4.0, 8.0, True, "the command reported an out-of-memory error",
+            Sub.OOM, hints={"oom": True}),
+    Example(TRACES + "oom.memory-capacity.jsonl.gz", 0, 4.0, 8.0, False,
+            "the same window without the error: its memory is not near full, its matmul compute-bound"),
+    Example(TRACES + "matmul_bf16.compute-bound.jsonl.gz", 0, 4.0, 8.0, False, "a bf16 matmul loop"),
 )
 
 RULE = Rule(Cls.MEMORY_CAPACITY, score, describe, ADVICE, examples=EXAMPLES, missing=missing, takes_over=takes_over,

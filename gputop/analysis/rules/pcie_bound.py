@@ -10,7 +10,7 @@ References: [H200] measured on an H200 with gputop; [DECK] pin_memory and non_bl
 from __future__ import annotations
 
 from gputop.analysis import thresholds as T
-from gputop.analysis.rules.base import TRACES, Example, Rule, Score, has_gpm, pct_text as _p, ramp
+from gputop.analysis.rules.base import MULTI2, TRACES, Example, Rule, Score, has_gpm, pct_text as _p, ramp
 from gputop.analysis.rules.input_starved import feeder
 from gputop.analysis.vocabulary import Cls, Sub
 from gputop.format import si
@@ -70,7 +70,13 @@ def missing(ev: dict, board) -> list[str]:
 
 
 EXAMPLES = (
-    Example(TRACES + "pageable_h2d.pcie-bound.jsonl.gz", 0, 2.0, 6.0, True, "placeholder"),
+    Example(TRACES + "pageable_h2d.pcie-bound.jsonl.gz", 0, 4.0, 8.0, True,
+            "pageable host-to-device copies staged by the CPU at 14% of the link", Sub.PAGEABLE),
+    Example(MULTI2 + "comms_mlp_pcie.jsonl.gz", 1, 20.0, 24.0, True,
+            "NCCL through host memory, one GPU alone: its link near its peak (the job together: comms-bound)",
+            Sub.LINK),
+    Example(TRACES + "elementwise.memory-bound.jsonl.gz", 0, 4.0, 8.0, False, "a device-to-device copy: DRAM"),
+    Example(TRACES + "idle.idle.jsonl.gz", 0, 0.0, 4.0, False, "an idle GPU"),
 )
 
 RULE = Rule(Cls.PCIE_BOUND, score, describe, ADVICE, examples=EXAMPLES, notes=notes, missing=missing,

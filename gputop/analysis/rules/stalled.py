@@ -13,7 +13,7 @@ verdict's class.
 from __future__ import annotations
 
 from gputop.analysis.evidence import Key, declare, number
-from gputop.analysis.rules.base import TRACES, Example, Rule, Score, has_gpm, ramp
+from gputop.analysis.rules.base import MULTI4, TRACES, Example, Rule, Score, has_gpm, ramp
 from gputop.analysis.vocabulary import Cls, Sub
 from gputop.format import si
 
@@ -160,9 +160,13 @@ ADVICE = {
                     "rank that crashed or exits early, data-dependent branches that skip a collective on some ranks",
 }
 
-MULTI4 = TRACES + "corpus_multi_h100x4/"
 EXAMPLES = (
-    Example(MULTI4 + "hang_idle.jsonl.gz", 0, 20.0, 30.0, True, "placeholder"),
+    Example(MULTI4 + "hang_idle.jsonl.gz", 0, 24.0, 28.0, True, "NCCL's kernels wait for a rank that runs nothing"),
+    Example(TRACES + "heldout_multi_h100x4/held_pipeline_stall.jsonl.gz", 3, 28.0, 32.0, True,
+            "a pipeline stage waiting on a point-to-point receive that never comes"),
+    Example(TRACES + "wl_cudagraphs_h200.jsonl.gz", 0, 8.0, 12.0, False,
+            "a CUDA graph of tiny kernels: duty cycle and pipes keep it latency-bound"),
+    Example(MULTI4 + "hang_idle.jsonl.gz", 0, 16.0, 20.0, False, "the same GPU's work before the hang"),
 )
 
 RULE = Rule(Cls.STALLED, score, describe, ADVICE, EVIDENCE, EXAMPLES, measure=stall_evidence, needs_gpm=True,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from gputop.analysis import thresholds as T
 from gputop.analysis.evidence import thermal_reasons_seen
-from gputop.analysis.rules.base import TRACES, Example, Rule, Score, pct_text as _p, ramp, watts as _w
+from gputop.analysis.rules.base import MULTI4, TRACES, Example, Rule, Score, pct_text as _p, ramp, watts as _w
 from gputop.analysis.rules.compute_bound import clock_text
 from gputop.analysis.vocabulary import Cls, Sub
 
@@ -78,7 +78,10 @@ def missing(ev: dict, board) -> list[str]:
 
 
 EXAMPLES = (
-    Example(TRACES + "matmul_bf16.compute-bound.jsonl.gz", 0, 5.0, 10.0, False, "placeholder"),
+    Example(TRACES + "matmul_bf16.compute-bound.jsonl.gz", 0, 4.0, 8.0, False,
+            "a bf16 matmul at its power cap with the SM clock high enough: normal under a heavy load"),
+    Example(MULTI4 + "straggler.jsonl.gz", 1, 12.0, 16.0, False,
+            "the straggler of its job (3x the matmuls): compute-bound; its clock as more work holds it, not heat"),
 )
 
 RULE = Rule(Cls.THROTTLED, score, describe, ADVICE, examples=EXAMPLES, notes=notes, missing=missing,
