@@ -60,11 +60,36 @@ class Row:
     factor: Callable | None = None
     how: str = ""
 
+    def __post_init__(self):  # the default factor, made once: the table runs for every sample judged
+        if self.factor is None:
+            getters = [_getter(r) for r in self.reads]
+            object.__setattr__(self, "factor", lambda board: 1 - max([g(board) for g in getters]))
+            if not self.how:
+                object.__setattr__(self, "how", "x (1 - max(" + ", ".join(map(_name, self.reads)) + "))")
+
     def apply(self, board: "Board") -> None:
-        if isinstance(self.target, Part) and self.target.name not in board.parts[self.target.cls]:
-            return  # the rule has no such part in this window (memory-bound without GPM)
-        f = self.factor(board) if self.factor else 1 - max(board.read(r) for r in self.reads)
-        board.damp(self.target, f)
+        target = self.target
+        if target.__class__ is Part:
+            if target.name in board.parts[target.cls]:  # (memory-bound has no parts without GPM)
+                board.damp_part(target.cls, target.name, self.factor(board))
+        else:
+            board.damp(target, self.factor(board))
+
+
+def _name(ref) -> str:
+    if isinstance(ref, Part):
+        return f"{ref.cls}'s {ref.name} part"
+    if isinstance(ref, Own):
+        return f"{ref.cls} before the table"
+    return str(ref)
+
+
+def _getter(ref) -> Callable:
+    if isinstance(ref, Part):
+        return lambda board: board.parts[ref.cls].get(ref.name, 0.0)
+    if isinstance(ref, Own):
+        return lambda board: board.own(ref.cls)
+    return lambda board: board.value(ref)
 
 
 def _host_over_starved(b: "Board") -> float:
@@ -133,7 +158,8 @@ _check(TABLE)
 
 
 class Board:
-    """Every class's score while the table is applied: the parts of each, and the factors on its whole score."""
+    """Every class's score while the table is applied: the parts of each, and the factors on its whole score (a
+    score is its parts settled by its rule, times those factors in the table's order)."""
 
     def __init__(self, own: dict[Cls, Score]):
         self.scored = own
@@ -141,6 +167,8 @@ class Board:
         self.factors: dict[Cls, list[float]] = {c: [] for c in own}
         self._own = {c: RULES[c].settle(self.parts[c], s) for c, s in own.items()}
         self._settled: dict[Cls, tuple] = dict(self._own)
+        self._value = {c: v for c, (v, _) in self._own.items()}  # each score as it stands
+        self._dirty: set = set()  # classes whose parts changed since they were settled
         self._scores: dict | None = None
 
     def own_score(self, cls: Cls) -> Score:
@@ -154,39 +182,60 @@ class Board:
         return self.parts[cls].get(name, 0.0)
 
     def value(self, cls: Cls) -> float:
-        v = self._settled[cls][0]
-        for f in self.factors[cls]:
-            v *= f
-        return v
+        if self._dirty:
+            self._settle()
+        return self._value[cls]
 
     def sub(self, cls: Cls):
+        if self._dirty:
+            self._settle()
         return self._settled[cls][1]
 
     def read(self, ref) -> float:
-        if isinstance(ref, Part):
-            return self.part(ref.cls, ref.name)
-        if isinstance(ref, Own):
-            return self.own(ref.cls)
+        kind = ref.__class__
+        if kind is Part:
+            return self.parts[ref.cls].get(ref.name, 0.0)
+        if kind is Own:
+            return self._own[ref.cls][0]
         return self.value(ref)
 
-    def damp(self, target, factor: float) -> None:
-        if isinstance(target, Part):
-            self.parts[target.cls][target.name] *= factor
-            self._settled[target.cls] = RULES[target.cls].settle(self.parts[target.cls], self.scored[target.cls])
-        else:
-            self.factors[target].append(factor)
+    def damp(self, cls: Cls, factor: float) -> None:
+        """The class's whole score times ``factor``."""
+        if self._dirty:
+            self._settle()
+        self.factors[cls].append(factor)
+        self._value[cls] *= factor
         self._scores = None
+
+    def damp_part(self, cls: Cls, name: str, factor: float) -> None:
+        """A part of the class's score times ``factor``: the rule settles its parts again (when next read)."""
+        self.parts[cls][name] *= factor
+        self._dirty.add(cls)
+        self._scores = None
+
+    def _settle(self) -> None:
+        for cls in self._dirty:
+            self._settled[cls] = RULES[cls].settle(self.parts[cls], self.scored[cls])
+            v = self._settled[cls][0]
+            for f in self.factors[cls]:
+                v *= f
+            self._value[cls] = v
+        self._dirty.clear()
 
     @property
     def scores(self) -> dict:
         """{class: score} rounded as a verdict keeps them, in the vocabulary's order."""
         if self._scores is None:
-            self._scores = {c: round(self.value(c), 3) for c in self.scored}
+            if self._dirty:
+                self._settle()
+            self._scores = {c: round(v, 3) for c, v in self._value.items()}
         return self._scores
 
     @property
     def subs(self) -> dict:
-        return {c: self.sub(c) for c in self.scored}
+        if self._dirty:
+            self._settle()
+        return {c: s for c, (_, s) in self._settled.items()}
 
     def strength(self, cls: Cls) -> float:
         return self.scored[cls].strength

@@ -4,9 +4,10 @@
 dict of named numbers, ``None`` where n/a. Pure: no NVML, no Textual.
 
 Every name is declared once (:class:`Key`: name, unit, meaning; :func:`declare`): here for the numbers
-:func:`measure` gives, in a rule's module (gputop/analysis/rules/) for those the rule adds, in
-gputop/analysis/collectives.py for a job's. :class:`Evidence`, the classifier's evidence, refuses a name that is
-not declared, as a misspelt sample field fails (gputop.telemetry.sample.fields).
+:func:`measure` gives, in a rule's module (gputop/analysis/rules/) for those the rule adds, and in the module that
+adds any other (a job's straggler: gputop/analysis/collectives.py; a run that used no GPU:
+gputop/session/monitor.py). :class:`Evidence`, the classifier's evidence, refuses a name that is not declared, as a
+misspelt sample field fails (gputop.telemetry.sample.fields).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from gputop.analysis.attribution import apply_window, discount_profiler_idle, wi
 from gputop.analysis.idle import idle_line
 from gputop.analysis.timeline import format_timeline
 from gputop.analysis.verdict import display_name
+from gputop.analysis.vocabulary import Cls
 from gputop.documents import header, signal_fields
 from gputop.format import gb, pct
 
@@ -143,7 +144,7 @@ def _is_mixed(v: dict) -> bool:
 
 
 def _shares(v: dict) -> str:
-    busy = {c: d for c, d in (v.get("time_by_class_s") or {}).items() if c != "idle"}
+    busy = {c: d for c, d in (v.get("time_by_class_s") or {}).items() if c != Cls.IDLE}
     total = sum(busy.values()) or 1.0
     return ", ".join(f"{c} {pct(100 * d / total)}" for c, d in sorted(busy.items(), key=lambda x: -x[1]))
 
@@ -161,7 +162,7 @@ def _ended(doc):
 def _verdict_lines(v: dict, ind: str) -> list[str]:
     share = ""
     if v.get("share") is not None:
-        share = f", {pct(100 * v['share'])} of the {'run' if v['class'] == 'idle' else 'busy time'}"
+        share = f", {pct(100 * v['share'])} of the {'run' if v['class'] == Cls.IDLE else 'busy time'}"
     out = [f"{ind}verdict: {display_name(v)}, confidence {v['confidence']:.2f}{share}",
            f"{ind}  evidence: {v['evidence_text']}",
            f"{ind}  advice: {v['advice']}"]
