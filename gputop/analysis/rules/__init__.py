@@ -29,7 +29,8 @@ To add a class:
    where what it reads is final (the table checks that at import); where it should win ties against others: its
    place in ``arbitration.TIES`` (a class not listed loses every tie);
 4. the ``class`` enum of gputop/schema/monitor.schema.json and run.schema.json lists the value too
-   (tests/test_rules.py says so if it does not).
+   (tests/test_rules.py says so if it does not), and tests/test_classify.py's ``every_kind_of_verdict`` has a
+   window of every class (each verdict's document shape and sentence are checked there).
 
 The classifier, the timeline, the live verdict, the exporter's series and the TUI pick the class up from the
 registry; nothing else needs to know it.
