@@ -1,7 +1,8 @@
 """The layering rules of docs/architecture.md, checked on the source: no import cycle among gputop's
 modules (module-level imports and imports inside functions alike), Textual and Rich only under
 gputop/tui, no ``try: import`` around the project's own modules, pynvml only in telemetry/nvml.py, and the layer
-order (base < analysis < measure, runner, lessons, workload helpers < session < frontends), every module in a layer."""
+order (base < analysis < measure, runner, lessons, workload helpers < session, fleet < frontends < evaluate), every
+module in a layer: evaluate (not shipped) above everything the product is made of, so no product module imports it."""
 
 from __future__ import annotations
 
@@ -115,13 +116,15 @@ LAYERS = {
     "sources": 0,  # being moved into telemetry/
     "option_values": 0,  # the values options take (an address, a duration): parsed for cli and the frontends
     "analysis": 1,
-    "measure": 2, "runner": 2, "lessons": 2, "workload_api": 2, "workload_util": 2,  # with the workload helpers
-    "session": 3,
+    "measure": 2, "runner": 2, "lessons": 2, "workload": 2,  # with the workload helpers
+    "session": 3, "fleet": 3,  # watching a process tree; reading a fleet from Prometheus
     "headless": 4, "tui": 4, "export": 4, "cli": 4, "__main__": 4,  # the frontends
+    "evaluate": 5,  # how right gputop is (labelled traces, calibration, confusion tables): tests and bench, not shipped
 }
 FRONTENDS = {top for top, level in LAYERS.items() if level == 4}
+NOT_SHIPPED = {"evaluate"}  # left out of the wheel (pyproject.toml's packages; tests/test_packaging.py)
 MAY_IMPORT_ANY_FRONTEND = {"cli", "__main__"}
-WORKLOAD_HELPERS = {"workload_api", "workload_util"}
+WORKLOAD_HELPERS = {"workload"}
 
 
 def part_of(mod: str) -> str:
@@ -171,18 +174,22 @@ def test_the_layer_check_finds_each_kind_of_crossing(tmp_path):
     files = {
         "gputop/__init__.py": "",
         "gputop/foo.py": "",  # a new top-level module with no declared place
-        "gputop/workload_util.py": "",
+        "gputop/workload/__init__.py": "",
+        "gputop/workload/util.py": "",
         "gputop/telemetry/__init__.py": "",
         "gputop/telemetry/live.py": "from ..analysis import classify\n",  # up, relative, from a package
         "gputop/analysis/__init__.py": "",
         "gputop/analysis/classify.py": "from gputop import session\nfrom . import peaks\n",  # up; same layer: fine
-        "gputop/analysis/peaks.py": "def f():\n    import gputop.workload_util\n",  # function-level import
+        "gputop/analysis/peaks.py": "def f():\n    import gputop.workload.util\n",  # function-level import
         "gputop/session/__init__.py": "from gputop.analysis.classify import x\nimport gputop.telemetry.live\n",
         "gputop/tui/__init__.py": "",
         "gputop/tui/app.py": "from gputop.headless import run\n",  # frontend -> frontend
         "gputop/headless/__init__.py": "",
         "gputop/headless/run.py": "from gputop.session import s\n",
         "gputop/cli.py": "import gputop.tui.app\nfrom gputop.headless import run\n",  # cli may import any frontend
+        "gputop/headless/replay.py": "def f():\n    from gputop.evaluate.labelled import diagnose_trace\n",  # the top
+        "gputop/evaluate/__init__.py": "",
+        "gputop/evaluate/labelled.py": "from gputop.headless.replay import f\nfrom gputop.session import s\n",  # fine
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -193,8 +200,9 @@ def test_the_layer_check_finds_each_kind_of_crossing(tmp_path):
         mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = tmp_path / name
     assert layer_crossings(mods) == [
         "gputop.analysis.classify -> gputop.session (up: analysis -> session)",
-        "gputop.analysis.peaks -> gputop.workload_util (analysis imports a workload helper)",
+        "gputop.analysis.peaks -> gputop.workload.util (analysis imports a workload helper)",
         "gputop.foo (in no layer: give gputop.foo its place in LAYERS)",
+        "gputop.headless.replay -> gputop.evaluate.labelled (up: headless -> evaluate)",
         "gputop.telemetry.live -> gputop.analysis.classify (up: telemetry -> analysis)",
         "gputop.tui.app -> gputop.headless.run (frontend -> frontend)",
     ]
@@ -203,3 +211,110 @@ def test_the_layer_check_finds_each_kind_of_crossing(tmp_path):
 def test_imports_follow_the_layer_order():
     crossings = layer_crossings(modules())
     assert not crossings, f"{len(crossings)} import(s) across the layers:\n" + "\n".join(crossings)
+
+
+def test_evaluation_is_above_everything_shipped():
+    """Nothing the wheel holds may import gputop.evaluate: its layer is above every other, and it is the only part
+    of gputop that pyproject.toml leaves out."""
+    import tomllib
+
+    assert all(LAYERS[top] > level for top in NOT_SHIPPED for other, level in LAYERS.items() if other not in NOT_SHIPPED)
+    shipped = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    packages = {init.parent.name for init in PKG.glob("*/__init__.py")}
+    assert {p for p in packages if f"gputop.{p}" not in shipped} == NOT_SHIPPED
+
+
+# -- the TUI's rooms (gputop/tui) -----------------------------------------------------------------------------------
+# Inside the TUI every top-level part (a module or a package of gputop/tui; "" is the package's own __init__: main_tui)
+# has a room. A part may import its own part and the rooms below, never above; another part of its own room only in
+# the rooms that say so (the pages never import each other: what two pages share lives in a room below them). The
+# model's room imports neither Textual nor Rich. A part in no room fails the test, so a new one gets a place.
+TUI_ROOMS = [  # lowest first: (room, its parts, whether its parts may import each other)
+    ("base", {"config", "messages", "screen_text", "terminal", "help", "widgets"}, True),  # what the rest stands on
+    ("model", {"model"}, False),  # the state the pages share, the runs, the tour, the screen's plain data
+    ("shared views", {"results", "header"}, False),  # a run's results (both pages), the rows above the pages
+    ("pages", {"monitor", "workloads", "cluster"}, False),
+    ("app", {"app", "lifecycle", "early_frame"}, True),  # composes the pages, routes the keys; how a session goes
+    ("ways in", {"", "command", "serve"}, False),  # main_tui, --tui --run / --watch, --serve
+]
+TUI_PLAIN = {"model"}  # rooms without Textual or Rich
+
+
+def tui_part(mod: str) -> str | None:
+    """gputop.tui.monitor.page -> monitor; gputop.tui -> ''; None outside the TUI."""
+    parts = mod.split(".")
+    if parts[:2] != ["gputop", "tui"]:
+        return None
+    return parts[2] if len(parts) > 2 else ""
+
+
+def tui_room_crossings(mods: dict[str, Path]) -> list[str]:
+    """``a -> b (why)`` for each import inside the TUI that goes up a room or sideways where its room forbids it, each
+    TUI module in no room, and each import of Textual or Rich in a plain room."""
+    level = {part: (i, name, sideways) for i, (name, parts, sideways) in enumerate(TUI_ROOMS) for part in parts}
+    bad = set()
+    for mod, path in mods.items():
+        me = tui_part(mod)
+        if me is None:
+            continue
+        if me not in level:
+            bad.add(f"{mod} (in no room: give gputop.tui.{me} its place in TUI_ROOMS)")
+            continue
+        my_level, my_room, sideways = level[me]
+        if my_room in TUI_PLAIN:
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                         [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                for n in names:
+                    if n.split(".")[0] in ("textual", "rich"):
+                        bad.add(f"{mod} -> {n} (Textual or Rich in the {my_room} room)")
+        for n in gputop_imports(mod, path, set(mods)):
+            them = tui_part(n)
+            if them is None or them == me or them not in level:
+                continue  # outside the TUI (the layers' test), its own part, or a part the first check names
+            their_level, their_room, _ = level[them]
+            if their_level > my_level:
+                bad.add(f"{mod} -> {n} (up: {my_room} -> {their_room})")
+            elif their_level == my_level and not sideways:
+                bad.add(f"{mod} -> {n} (sideways in the {my_room} room)")
+    return sorted(bad)
+
+
+def test_the_room_check_finds_each_kind_of_crossing(tmp_path):
+    files = {
+        "gputop/__init__.py": "",
+        "gputop/tui/__init__.py": "def main_tui():\n    from gputop.tui.app import App\n",  # down: fine
+        "gputop/tui/app.py": "from gputop.tui.monitor.page import MonitorPage\nfrom . import lifecycle\n",  # fine
+        "gputop/tui/lifecycle.py": "from gputop.tui.messages import Redraw\n",
+        "gputop/tui/messages.py": "from gputop.tui.terminal import x\n",  # sideways in the base: fine
+        "gputop/tui/terminal.py": "",
+        "gputop/tui/model/__init__.py": "from gputop.tui.model import runs\nfrom gputop.tui.results import panel\n",  # up
+        "gputop/tui/model/runs.py": "from rich.text import Text\n",  # Rich in the model
+        "gputop/tui/results/__init__.py": "",
+        "gputop/tui/results/panel.py": "from gputop.tui.header import InfoBar\n",  # sideways: the shared views
+        "gputop/tui/header.py": "",
+        "gputop/tui/monitor/__init__.py": "",
+        "gputop/tui/monitor/page.py": "def f():\n    from ..workloads import page\n",  # page -> page, in a function
+        "gputop/tui/workloads/__init__.py": "",
+        "gputop/tui/workloads/page.py": "from gputop.tui.model import TuiModel\n",  # down: fine
+        "gputop/tui/kitchen.py": "",  # a new part with no room
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    mods = {}
+    for name in files:
+        parts = name[:-3].split("/")
+        mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = tmp_path / name
+    assert tui_room_crossings(mods) == [
+        "gputop.tui.kitchen (in no room: give gputop.tui.kitchen its place in TUI_ROOMS)",
+        "gputop.tui.model -> gputop.tui.results.panel (up: model -> shared views)",
+        "gputop.tui.model.runs -> rich.text (Textual or Rich in the model room)",
+        "gputop.tui.monitor.page -> gputop.tui.workloads.page (sideways in the pages room)",
+        "gputop.tui.results.panel -> gputop.tui.header (sideways in the shared views room)",
+    ]
+
+
+def test_the_tuis_rooms_import_only_down():
+    crossings = tui_room_crossings(modules())
+    assert not crossings, f"{len(crossings)} import(s) across the TUI's rooms:\n" + "\n".join(crossings)

@@ -1,29 +1,21 @@
-"""bench/tools/calibration.py on the recorded labelled traces: the calibration target of issue 11 (verdicts at
+"""The calibration (gputop/evaluate/calibration.py) on the recorded labelled traces: the calibration target of issue 11 (verdicts at
 confidence 0.8 or more right at least 95% of the time) holds, and the rival rule sets run on the same
 windows (CPU only, a few seconds)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from gputop.evaluate import calibration as cal
+from gputop.telemetry.trace import demo_trace_path
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def load():
-    spec = importlib.util.spec_from_file_location("calibration", ROOT / "bench" / "tools" / "calibration.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.mark.slow
 def test_confident_verdicts_are_right_at_least_95_percent_of_the_time():
-    cal = load()
-    from gputop.telemetry.trace import demo_trace_path
-
     paths = [demo_trace_path()] + sorted(str(p) for p in (ROOT / "tests" / "data" / "traces").glob("*.jsonl.gz"))
     cases = cal.collect(paths, cal.MULTI_DIRS)  # and every GPU of the multi-GPU corpus against its truth
     assert len(cases["window"]) >= 20 and len(cases["run"]) >= 8 and len(cases["live"]) >= 80
@@ -38,7 +30,6 @@ def test_confident_verdicts_are_right_at_least_95_percent_of_the_time():
 
 
 def test_rival_rules_on_hand_made_numbers():
-    cal = load()
     copy = {"sm_active_pct": 99.0, "dram_bw_pct": 88.0, "tensor_pct": 0.0, "util_gpu_pct": 100.0, "util_mem_pct": 75.0}
     assert cal.kempnerpulse(copy) == ("compute-heavy", "compute-bound")  # its rule 7 before rule 9
     assert cal.nvsonar(copy) == ("balanced", "-")

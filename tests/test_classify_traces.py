@@ -17,7 +17,7 @@ from gputop.analysis.classify import classify
 from gputop.analysis.peaks import compute_peaks
 from gputop.analysis.timeline import format_timeline
 from gputop.analysis.vocabulary import CLASSES
-from gputop.session.labelled import diagnose_trace, trace_expectations
+from gputop.evaluate.labelled import diagnose_trace, trace_expectations
 from gputop.telemetry.trace import demo_trace_path, read_trace, segments
 from verdict_util import check_verdict
 

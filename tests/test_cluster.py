@@ -25,7 +25,7 @@ from gputop.analysis import cluster as C
 from gputop.analysis.cluster_text import hours_text, job_line
 from gputop.cli import parse, parse_duration
 from gputop.headless.cluster import cluster_document
-from gputop.session.cluster import ClusterReader, _slices, _values_regex, range_step
+from gputop.fleet.reader import ClusterReader, _slices, _values_regex, range_step
 from gputop.telemetry.errors import BadSource, NoGpu, QueryFailed, SourceUnreachable
 from gputop.telemetry.prometheus import PrometheusClient, auth_header, url_of
 

@@ -83,7 +83,7 @@ class Recording:
 
 def stored_detail_app(size_note: str = "") -> ClusterApp:
     """The page on the stored document, its cursor on the stored GPU, whose detail reads the stored answers."""
-    from gputop.session.cluster_gpu import read_gpu
+    from gputop.fleet.gpu_history import read_gpu
 
     gpu = json.loads(STORED_GPU.read_text())
     state = stored_state()
@@ -223,7 +223,7 @@ def test_the_refresher_reads_rows_each_time_the_accounting_when_due_and_says_why
 @live
 @pytest.mark.slow
 def test_the_stored_page_data_is_what_a_live_prometheus_gives(cluster):
-    from gputop.session.cluster_gpu import read_gpu
+    from gputop.fleet.gpu_history import read_gpu
     from gputop.telemetry.prometheus import PrometheusClient
 
     write = bool(os.environ.get("GPUTOP_WRITE_CLUSTER_PAGE"))
@@ -281,8 +281,8 @@ def has_rows(text: str, nodes) -> bool:
 @pytest.mark.slow
 @sync
 async def test_the_page_reads_filters_opens_a_gpu_goes_stale_and_recovers(cluster):
-    from gputop.session.cluster import ClusterReader
-    from gputop.session.cluster_gpu import read_gpu
+    from gputop.fleet.reader import ClusterReader
+    from gputop.fleet.gpu_history import read_gpu
     from gputop.telemetry.prometheus import PrometheusClient
 
     client = PrometheusClient(cluster["url"], env={}, timeout=2.0)

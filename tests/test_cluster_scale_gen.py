@@ -1,26 +1,21 @@
-"""The scale bench's fleet (bench/perf/cluster_scale.py) at a small size: valid OpenMetrics (prometheus_client's
-strict parser), backfilled by promtool with every sample, and in the series and labels the cluster reader queries."""
+"""The scale bench's fleet (gputop/evaluate/synthetic_fleet.py, what bench/perf/cluster_scale.py measures on) at a
+small size: valid OpenMetrics (prometheus_client's strict parser), backfilled by promtool with every sample, and in
+the series and labels the cluster reader queries."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from gputop.analysis.vocabulary import CLASSES
+from gputop.evaluate import synthetic_fleet as S
 from gputop.export.dcgm_names import GPU_LABELS
-from gputop.session.cluster import NAMES
-
-ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("cluster_scale", ROOT / "bench" / "perf" / "cluster_scale.py")
-S = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(S)
+from gputop.fleet.reader import NAMES
 
 END = 1_800_000_000  # a 2 h block boundary
 START = END - 5 * 3600 - 600  # three 2 h blocks, the first partial

@@ -1,20 +1,16 @@
-"""The corpus's ground-truth rule (bench/gpu/corpus/_corpus.py) and the loop marks (bench/gpu/corpus/mark_trace.py),
-on the first H100 run's own numbers (docs/results/h100-2026-11-23/corpus)."""
+"""The corpus's ground-truth rule and the loop marks (gputop/evaluate/corpus_truth.py), on the first H100 run's own
+numbers (docs/results/h100-2026-11-23/corpus)."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
+from gputop.evaluate.corpus_truth import label_from_profile, relabel_old
+from gputop.evaluate.corpus_truth import main as mark_main
+from gputop.evaluate.labelled import trace_expectations
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench" / "gpu" / "corpus"))
-
-from _corpus import label_from_profile  # noqa: E402
-from mark_trace import main as mark_main  # noqa: E402
-from mark_trace import relabel_old  # noqa: E402
-
-from gputop.session.labelled import trace_expectations  # noqa: E402
 
 # compiled_mlp's truth as the first run wrote it: busy from the profiled wall time (0.071 s for 5 steps)
 OLD_COMPILED_MLP = {"by": "torch.profiler", "steps": 5, "wall_s": 0.071, "busy": 0.421, "gemm_share": 0.63,

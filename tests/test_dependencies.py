@@ -63,7 +63,7 @@ def test_the_scan_sees_a_top_level_import():
 
 
 def test_the_install_hints_name_extras_that_exist():
-    from gputop.workload_api import INSTALL
+    from gputop.workload.script import INSTALL
 
     extras = set(project()["optional-dependencies"])
     named = {e for hint in INSTALL.values() for e in re.findall(r"gputop\[([^\]]+)\]", hint)}

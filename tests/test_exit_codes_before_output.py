@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gputop.cli import GOES_WITH, parse
+from gputop.cli import MODES, mode_of, parse
+from gputop.cli.mode import goes_with
+from gputop.cli.shared import COMMON
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -95,27 +97,60 @@ def test_mode_combinations_that_mean_nothing_are_usage_errors(argv, needle, caps
     assert needle in err and err.count("\n") == 1
 
 
-def test_every_option_limited_to_some_modes_is_accepted_in_them():
-    """The table cli.GOES_WITH refuses an option outside its modes; in each of them, it parses."""
-    example = {"once": ["--once"], "run": ["--run", "roofline"], "run-command": ["--run"], "watch": ["--watch", "1"],
-               "list": ["--list"], "record": ["--record", "x.jsonl"], "tui": [], "replay": ["--replay", "t.jsonl"]}
-    value = {"json": [], "output": ["x.json"], "seconds": ["3"], "csv": ["x.csv"], "param": ["n=1"], "log": ["x.log"],
-             "recorded": [], "quick": [], "timeout": ["3"], "grace": ["1"]}
-    for flag, attr, modes, _ in GOES_WITH:
-        for mode in modes:
-            if attr == "recorded":
-                continue  # needs a real recording: tests/test_recorded_runs.py
-            argv = example[mode] + [flag, *value[attr]]
-            if mode == "replay" and attr != "json":
+EXAMPLE = {"once": ["--once"], "list": ["--list"], "record": ["--record", "x.jsonl"], "run-command": ["--run"],
+           "run": ["--run", "roofline"], "watch": ["--watch", "1"], "export": ["--export"], "serve": ["--serve"],
+           "replay": ["--replay", "t.jsonl", "--json"], "tui": []}  # a command line of each mode
+SHIPPED = sorted((ROOT / "gputop" / "data" / "runs").glob("*.jsonl.gz"))
+VALUE = {"json": [], "output": ["x.json"], "seconds": ["3"], "csv": ["x.csv"], "param": ["n=1"], "log": ["x.log"],
+         "recorded": [str(SHIPPED[0])], "quick": [], "timeout": ["3"], "grace": ["1"], "record": ["x.jsonl"],
+         "record_run": ["r.jsonl"], "profile": [], "profile_seconds": ["2", "--profile"],
+         "profile_steps": ["3", "--profile"], "tui": [], "export": [], "job_map": [str(ROOT), "--export"],
+         "export_cmdline": ["--export"], "tour": [], "serve_control": [], "served": [],
+         "source": ["dcgm-exporter=http://127.0.0.1:9400/metrics"]}  # each option's words after its flag
+
+
+def argv_of(mode, opt, alone: bool = False) -> list[str]:
+    """``mode``'s example with ``opt`` (and the options it needs beside it, unless ``alone``)."""
+    words = VALUE[opt.dest][:1] if opt.kwargs.get("action") != "store_true" else []
+    argv = EXAMPLE[mode.name] + [opt.flags[0], *(words if alone else VALUE[opt.dest])]
+    if opt.dest == "serve_control" and mode.name == "tui":
+        argv.append("--served")  # the TUI a browser session runs under --serve
+    return argv + (["--", "true"] if mode.name == "run-command" else [])
+
+
+def test_every_option_a_mode_takes_is_accepted_in_it():
+    """Where an option goes is read off the modes that take it (cli.MODES): in each of them, it parses."""
+    for mode in MODES:
+        for opt in mode.options:
+            if mode.name == "replay" and opt.dest == "source":
+                continue  # taken to say that --replay and --source are two sources
+            args, _ = parse(argv_of(mode, opt))
+            assert mode_of(args, args.command) == mode.name, (mode.name, opt.flags)
+
+
+def test_every_option_a_mode_does_not_take_is_refused_there(capsys):
+    """... and in every other mode it is one line naming where it goes, exit 2."""
+    others = [o for m in MODES for o in m.options if o not in COMMON and o.dest != "served"]
+    for mode in MODES:
+        for opt in others:
+            if mode.takes(opt) or opt.dest in ("record", "export"):  # beside --run/--watch: those modes' own flags
                 continue
-            if mode == "replay":
-                argv = example[mode] + ["--json"]
-            command = ["--", "true"] if mode == "run-command" else []
-            parse(argv + command)
+            with pytest.raises(SystemExit) as exc:
+                parse(argv_of(mode, opt, alone=True))
+            err = capsys.readouterr().err
+            assert exc.value.code == 2 and err.count("\n") == 1, (mode.name, opt.flags, err)
+            assert opt.flags[0] in err or "two modes" in err or "mode of its own" in err, (mode.name, err)
+
+
+def test_where_an_option_goes_is_said_in_the_words_it_always_had():
+    words = {o.dest: goes_with(o, MODES) for m in MODES for o in m.options}
+    assert words["json"] == "--once, --list, --run or --watch" and words["output"] == "--once, --run or --watch"
+    assert words["seconds"] == "--record FILE or --watch PID" and words["csv"] == words["param"] == "--run NAME"
+    assert words["log"] == "--run -- CMD" and words["recorded"] == "the TUI" and words["quick"] == "--run NAME or the TUI"
+    assert words["timeout"] == words["grace"] == "--run or the TUI" and words["tui"] == "--run -- CMD or --watch PID"
 
 
 def test_a_run_recording_with_replay_and_recorded_flags_is_fine():
-    shipped = sorted((ROOT / "gputop" / "data" / "runs").glob("*.jsonl.gz"))
-    assert shipped
-    args, _ = parse(["--demo", "--recorded", str(shipped[0])])
-    assert args.recorded == [str(shipped[0])]
+    assert SHIPPED
+    args, _ = parse(["--demo", "--recorded", str(SHIPPED[0])])
+    assert args.recorded == [str(SHIPPED[0])]

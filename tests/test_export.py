@@ -118,14 +118,27 @@ def test_the_collector_text_holds_the_latest_tick_converted_to_dcgm_units():
     assert "cmdline" not in procs[0].labels
 
 
-def test_the_verdict_is_computed_at_most_once_a_second():
+def test_a_scrape_judges_nothing_and_a_steady_regime_is_judged_once_a_second(monkeypatch):
+    """The verdicts are judged on the sampler's ticks (gputop.analysis.live.LiveNode), never by a scrape: scrapes
+    between two ticks read the same verdict; a steady regime is judged again once a second of ticks, no sooner."""
+    from gputop.analysis import live, thresholds as T
+
     collector, sampler = demo_collector()
-    first = collector.verdicts()
+    judged = []
+    real = live.classify
+    monkeypatch.setattr(live, "classify", lambda *a, **k: judged.append(1) or real(*a, **k))
+    first = collector.verdicts()[0]
+    for _ in range(5):
+        scrape(collector)
+    assert collector.verdicts()[0] is first and not judged  # the same verdict: nothing judged by a scrape
+    ends = [first.t_end]
     for _ in range(30):
         sampler.step()
-    assert collector.verdicts() is first  # the same dict: not recomputed within the second
-    collector._verdict_at -= 1.0  # a second later
-    assert collector.verdicts() is not first
+        v = collector.verdicts()[0]
+        if v.t_end != ends[-1]:
+            ends.append(v.t_end)
+    gaps = [b - a for a, b in zip(ends, ends[1:])]
+    assert len(judged) == len(gaps) >= 2 and min(gaps) >= T.LIVE_EVERY_S - 0.11, (len(judged), gaps)
 
 
 def test_the_command_line_label_only_with_export_cmdline():
@@ -287,22 +300,22 @@ def test_a_real_exporter_labels_its_series_with_the_job_map_and_slurm_job(tmp_pa
 
 
 def test_the_exported_verdict_is_the_tui_live_verdict_with_its_window():
-    """--export judges the current regime (the TUI panel's LiveVerdict), not a fixed last 3 s: fed the same
-    ticks at the same moments, both give the same class, confidence and window."""
-    from gputop.analysis import thresholds as T
-    from gputop.analysis.live import LiveVerdict
+    """--export judges the current regime (the TUI's live verdict: its model's LiveNode), not a fixed last 3 s:
+    fed the same ticks, both give the same class, confidence and window at every tick."""
+    from gputop.tui.config import TuiConfig
+    from gputop.tui.model import TuiModel
 
-    collector, sampler = demo_collector(ticks=MATMUL_TICK + 10)  # 2 s into the bf16 matmul phase (8.2-15.2 s)
-    panel = LiveVerdict()
-    g = collector.gpus[0]
-    for _ in range(3):
-        collector._verdict_at = None  # a scrape a second later
-        got = collector.verdicts()[0]
-        want = panel.update(sampler.window(T.LIVE_MAX_S + T.LIVE_EVERY_S), g.static, g.peaks, gpu_pos=0)
-        assert (got.cls, got.confidence, got.t_start, got.t_end) == (want.cls, want.confidence, want.t_start,
-                                                                      want.t_end)
-        for _ in range(10):
-            sampler.step()
+    collector, sampler = demo_collector(ticks=0)
+    tui = TuiModel(TuiConfig(ReplaySource(demo_trace_path()), start_sampler=False, hostname="testhost", specs=[],
+                             device="cpu", fps=0))
+    for i in range(MATMUL_TICK + 30):  # to 2 s into the bf16 matmul phase (8.2-15.2 s), then a second on
+        sampler.step()
+        tui.sampler.step()
+        got, want = collector.verdicts()[0], tui.live.snapshot().gpus[0].verdict
+        assert (got is None) == (want is None), i
+        if got is not None:
+            assert (got.cls, got.confidence, got.t_start, got.t_end, got.evidence_text) == \
+                (want.cls, want.confidence, want.t_start, want.t_end, want.evidence_text), i
     fixed_s = 3.0  # the fixed window a live verdict judged before it followed the work
     assert got.cls == "compute-bound" and got.t_end - got.t_start > fixed_s  # the whole phase so far
     span = scrape(collector)["gputop_verdict_window_seconds"].samples

@@ -19,7 +19,7 @@ from fault_util import (ALT_SCREEN_ON, PIDFILE_ENV, PY, TREE_CMD, Report, Termin
                         read_pids, reaper, signal_name, wait_until)
 from gputop.runner.recording import shipped
 from gputop.runner.registry import Registry, workload_dirs
-from gputop.tui.workloads.runs import with_recordings
+from gputop.tui.model.runs import with_recordings
 
 SIGNALS = [signal.SIGTERM, signal.SIGHUP]
 START_S = 60.0  # the longest the TUI and its run may take to get under way (2 busy cores)

@@ -13,8 +13,8 @@ import pytest
 from gputop import lessons
 from gputop.lessons import lesson
 from gputop.runner.registry import Registry, load_spec
-from gputop.tui import lessons as tui_lessons
-from gputop.tui.workloads import tour
+from gputop.tui.results import lessons as tui_lessons
+from gputop.tui.model import tour
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = sorted(p.stem for p in (ROOT / "workloads").glob("*.py") if not p.name.startswith("_"))
@@ -62,7 +62,7 @@ def test_a_script_of_its_own_keeps_its_analyze_and_csv_rows(tmp_path):
     """A workload with no lesson (GPUTOP_WORKLOADS_PATH) may bring its own analyze and csv_rows."""
     path = tmp_path / "mine.py"
     path.write_text(textwrap.dedent('''
-        from gputop.workload_api import Param
+        from gputop.workload import Param
         NAME, DESCRIPTION, PARAMS = "mine", "a workload of my own", [Param("n", "int", 1)]
         def run(p, emit): pass
         def analyze(doc): doc["verdict"] = None
@@ -75,7 +75,7 @@ def test_a_script_of_its_own_keeps_its_analyze_and_csv_rows(tmp_path):
 
 
 def test_analysis_imports_no_workload_helper_and_no_lesson():
-    above = ("gputop.workload_util", "gputop.workload_api", "gputop.lessons", "gputop.measure", "gputop.runner",
+    above = ("gputop.workload", "gputop.lessons", "gputop.measure", "gputop.runner",
              "gputop.session", "gputop.headless", "gputop.tui", "gputop.export", "gputop.cli")
     bad = [f"{path.name} -> {n}" for path in sorted((ROOT / "gputop" / "analysis").glob("*.py"))
            for n in gputop_imports(path) if n.startswith(above)]
@@ -84,7 +84,7 @@ def test_analysis_imports_no_workload_helper_and_no_lesson():
 
 def test_lessons_sit_below_the_session_and_the_frontends():
     above = ("gputop.session", "gputop.headless", "gputop.tui", "gputop.export", "gputop.cli", "gputop.runner",
-             "gputop.workload_util", "gputop.workload_api")
+             "gputop.workload")
     bad = [f"{path.name} -> {n}" for path in sorted((ROOT / "gputop" / "lessons").glob("*.py"))
            for n in gputop_imports(path) if n.startswith(above)]
     assert bad == []

@@ -20,7 +20,7 @@ import pytest
 
 from gputop.documents import validate
 from gputop.telemetry.nvml import Nvml
-from gputop.tui.lessons import offload as offload_view
+from gputop.tui.results.lessons import offload as offload_view
 from gpu_util import torch_cuda
 from verdict_util import check_verdict
 

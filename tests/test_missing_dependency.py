@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop import exitcodes, workload_api
+from gputop import exitcodes
+from gputop.workload import script as workload_script
 from gputop.runner.registry import MissingWorkloadDependency, Registry, UnknownWorkload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +30,7 @@ try:
 except ImportError:
     sys.path.insert(0, CHECKOUT)
 
-from gputop.workload_api import Param, main
+from gputop.workload import Param, main
 """
 
 TOP_IMPORT = HEADER + f"""
@@ -179,7 +180,7 @@ def test_the_script_itself_exits_4_when_run_imports_a_missing_module(folder):
     """``python workloads/X.py`` on its own: the same one line and exit code."""
     r = subprocess.run([sys.executable, str(folder / "needs_absent_in_run.py"), "--device", "cpu"],
                        capture_output=True, text=True, timeout=60)
-    assert r.returncode == workload_api.EXIT_MISSING_DEPENDENCY == exitcodes.MISSING_DEPENDENCY
+    assert r.returncode == workload_script.EXIT_MISSING_DEPENDENCY == exitcodes.MISSING_DEPENDENCY
     assert lines(r.stderr) == [f"error: this workload needs {ABSENT}: {HINT}"]
 
 
@@ -211,7 +212,7 @@ def test_registry_keeps_the_spec_and_get_refuses_it(folder):
 
 def test_two_missing_modules_are_both_named(tmp_path):
     (tmp_path / "two.py").write_text(
-        "import gputop_test_absent_a\nfrom gputop_test_absent_b import x\nfrom gputop.workload_api import Param\n"
+        "import gputop_test_absent_a\nfrom gputop_test_absent_b import x\nfrom gputop.workload import Param\n"
         "NAME = 'two'\nDESCRIPTION = 'two missing'\nPARAMS = [Param('n', 'int', x)]\ndef run(p, emit):\n    pass\n")
     spec = Registry([tmp_path]).specs["two"]
     assert spec.missing == ["gputop_test_absent_a", "gputop_test_absent_b"]
@@ -220,14 +221,14 @@ def test_two_missing_modules_are_both_named(tmp_path):
 @pytest.mark.parametrize("source,says", [
     ("def oops(:\n", "SyntaxError"),
     ("from gputop.no_such_module import x\n", "gputop.no_such_module"),
-    ("from gputop.workload_api import NoSuchName\n", "NoSuchName"),
+    ("from gputop.workload import NoSuchName\n", "NoSuchName"),
     ("import email.no_such_submodule\n", "email.no_such_submodule"),  # an installed package lacks a piece
     ("import beside\n", "beside"),  # a module beside the workload, not something to install
     ("raise RuntimeError('module-level bug')\n", "module-level bug"),
 ], ids=["syntax", "gputop-module", "gputop-name", "submodule", "beside", "raises"])
 def test_real_errors_are_reported_as_broken_not_as_a_need(tmp_path, source, says):
     (tmp_path / "beside.py").write_text("raise ImportError('beside.py is only a helper')\n")
-    (tmp_path / "w.py").write_text(source + "from gputop.workload_api import Param\nNAME = 'w'\nDESCRIPTION = 'd'\n"
+    (tmp_path / "w.py").write_text(source + "from gputop.workload import Param\nNAME = 'w'\nDESCRIPTION = 'd'\n"
                                             "PARAMS = [Param('n', 'int', 1)]\ndef run(p, emit):\n    pass\n")
     reg = Registry([tmp_path])
     assert "w" not in reg.specs
@@ -236,6 +237,6 @@ def test_real_errors_are_reported_as_broken_not_as_a_need(tmp_path, source, says
 
 
 def test_exit_codes_have_one_home():
-    assert (workload_api.EXIT_OK, workload_api.EXIT_FAILED, workload_api.EXIT_USAGE,
-            workload_api.EXIT_MISSING_DEPENDENCY, workload_api.EXIT_INTERRUPTED) == (
+    assert (workload_script.EXIT_OK, workload_script.EXIT_FAILED, workload_script.EXIT_USAGE,
+            workload_script.EXIT_MISSING_DEPENDENCY, workload_script.EXIT_INTERRUPTED) == (
         exitcodes.OK, exitcodes.FAILED, exitcodes.USAGE, exitcodes.MISSING_DEPENDENCY, exitcodes.INTERRUPTED)

@@ -18,8 +18,10 @@ import jsonschema
 import pytest
 
 from gputop import cli, documents, exitcodes
+from gputop.cli.command import session_options
 from gputop.headless import command as headless
 from gputop.runner.run import drive
+from gputop.session import command as session_command
 from gputop.session.command import Session
 from gputop.session.finder import GpuFinder, TickStore
 from gputop.session.monitor import PROCESS_EVERY, Monitor
@@ -75,6 +77,12 @@ def watch_process(mon, pid, seconds=None) -> dict:
 
 def replay_open(spec, note, record=None, active_ok=False):
     return replay_monitor(active_ok=active_ok)
+
+
+def main_command(argv: list[str]) -> int:
+    """headless.main_command on what cli makes of ``argv`` (its session's options, its report's flags)."""
+    args, command = cli.parse(argv)
+    return headless.main_command(session_options(args, command), json_mode=args.json, output=args.output)
 
 
 def document(mon, run, command):
@@ -230,7 +238,7 @@ def test_out_of_memory_on_stderr_makes_the_verdict_memory_capacity(capfd, tmp_pa
 
 
 def test_out_of_memory_survives_in_a_recorded_trace(tmp_path):
-    from gputop.session.labelled import diagnose_trace
+    from gputop.evaluate.labelled import diagnose_trace
 
     rec = tmp_path / "oom.jsonl.gz"
     mon = replay_monitor(record=str(rec), tree=lambda: {DEMO_PID})
@@ -262,9 +270,8 @@ def test_a_second_signal_kills_a_command_that_ignores_sigint():
 
 
 def test_main_command_json_document_and_exit_code(monkeypatch, capfd):
-    monkeypatch.setattr(headless, "open_monitor", replay_open)
-    args, command = cli.parse(["--json", "--run", "--", PY, "-c", "print('hi'); raise SystemExit(4)"])
-    assert headless.main_command(args, command) == 4
+    monkeypatch.setattr(session_command, "open_monitor", replay_open)
+    assert main_command(["--json", "--run", "--", PY, "-c", "print('hi'); raise SystemExit(4)"]) == 4
     out, err = capfd.readouterr()
     doc = json.loads(out)  # stdout is one JSON document
     jsonschema.validate(doc, SCHEMA)
@@ -272,23 +279,20 @@ def test_main_command_json_document_and_exit_code(monkeypatch, capfd):
 
 
 def test_main_command_text_and_output_file(monkeypatch, capfd, tmp_path):
-    monkeypatch.setattr(headless, "open_monitor", replay_open)
+    monkeypatch.setattr(session_command, "open_monitor", replay_open)
     out_json = tmp_path / "doc.json"
-    args, command = cli.parse(["-o", str(out_json), "--run", "--", PY, "-c", "pass"])
-    assert headless.main_command(args, command) == 0
+    assert main_command(["-o", str(out_json), "--run", "--", PY, "-c", "pass"]) == 0
     out, _ = capfd.readouterr()
     assert out.startswith("gputop: `") and "verdict:" in out
     jsonschema.validate(json.loads(out_json.read_text()), SCHEMA)
 
 
 def test_main_command_not_found_exits_2(monkeypatch, capfd):
-    monkeypatch.setattr(headless, "open_monitor", replay_open)
-    args, command = cli.parse(["--run", "--", "no-such-command-gputop-test", "x"])
-    assert headless.main_command(args, command) == 2
+    monkeypatch.setattr(session_command, "open_monitor", replay_open)
+    assert main_command(["--run", "--", "no-such-command-gputop-test", "x"]) == 2
     err = capfd.readouterr().err
     assert err.strip() == "gputop: command not found: no-such-command-gputop-test"
-    args, command = cli.parse(["--run", "--", "./no/such/path"])
-    assert headless.main_command(args, command) == 2
+    assert main_command(["--run", "--", "./no/such/path"]) == 2
 
 
 def test_record_writes_a_trace_with_marks(monkeypatch, tmp_path):
@@ -387,7 +391,7 @@ def test_a_run_timeline_from_the_store_still_sees_the_cuda_context():
     for smp in window(n=40, util_gpu_pct=1.0, sm_active_pct=0.1, processes=[{"pid": 4242, "name": "python3"}]):
         s({"t": smp["t"], "gpus": [smp], "host": {"procs": {"4242": {"cpu_pct": 99.0, "children_cpu_pct": 0.0}}}})
     segs = timeline(s.snapshot(), 0, H200, PEAKS, watched_pid="4242")
-    assert [g["class"] for g in segs] == ["host-bound"], [(g["class"], g["verdict"]["evidence_text"]) for g in segs]
+    assert [g.cls for g in segs] == ["host-bound"], [(g.cls, g.evidence_text) for g in segs]
 
 
 # -- the live path, through the thin pynvml fake ------------------------------------------------------------
@@ -413,10 +417,9 @@ def test_live_source_finds_the_child_by_pid_with_a_fake_nvml(monkeypatch, capfd)
     gpm = {GPM_METRICS["sm_active_pct"]: 97.0, GPM_METRICS["tensor_pct"]: 94.0, GPM_METRICS["hmma_pct"]: 94.0,
            GPM_METRICS["dram_bw_pct"]: 16.0, GPM_METRICS["fp32_pct"]: 1.0}
     src = LiveSource(Nvml(Fake(static, gpm_values=gpm)), process_every=PROCESS_EVERY)  # as open_monitor opens it
-    monkeypatch.setattr(headless, "open_monitor",
+    monkeypatch.setattr(session_command, "open_monitor",
                         lambda spec, note, record=None, active_ok=False: Monitor(src, rate_hz=spec.rate_hz))
-    args, command = cli.parse(["--json", "--rate", "20", "--run", "--", PY, "-c", "import time; time.sleep(2.5)"])
-    assert headless.main_command(args, command) == 0
+    assert main_command(["--json", "--rate", "20", "--run", "--", PY, "-c", "import time; time.sleep(2.5)"]) == 0
     doc = json.loads(capfd.readouterr().out)
     jsonschema.validate(doc, SCHEMA)
     assert doc["gpu_detection"] == "process list" and doc["gpus_used"] == [0]

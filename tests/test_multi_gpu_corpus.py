@@ -1,13 +1,12 @@
 """The multi-GPU corpus recorded on 4 H100s joined by NVLink 4 (tests/data/traces/corpus_multi_h100x4, issue 25),
 diagnosed from its traces as ``gputop --replay TRACE --json`` does, each GPU judged against the case's ground
-truth (bench/tools/multi_truth.py: torch.profiler's NCCL share or the construction, never gputop). Also the live path
-(the TUI's and --export's LiveVerdict, the job's GPUs judged together) on the stalled collectives: named within
+truth (gputop/evaluate/multi_truth.py: torch.profiler's NCCL share or the construction, never gputop). Also the live path
+(the TUI's and --export's LiveNode, the job's GPUs judged together) on the stalled collectives: named within
 10 s of the stall, held while it lasts, never latency-bound.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -18,8 +17,9 @@ import jsonschema
 import pytest
 
 from gputop.analysis.comms import group_comms
-from gputop.analysis.live import LiveVerdict
+from gputop.analysis.live import LiveNode
 from gputop.analysis.peaks import compute_peaks
+from gputop.evaluate import multi_truth as MT
 from gputop.headless.replay import replay_document
 from gputop.telemetry.trace import ReplaySource
 from tests import fault_util
@@ -29,14 +29,6 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "data" / "traces" / "corpus_multi_h100x4"
 
 
-def _load_truth():
-    spec = importlib.util.spec_from_file_location("multi_truth", ROOT / "bench" / "tools" / "multi_truth.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-MT = _load_truth()
 CASES = MT.cases(CORPUS)
 
 
@@ -120,17 +112,15 @@ def test_the_straggler_is_named_and_why():
 
 
 def live_job(case: str, every: int = 10):
-    """(t, [per-GPU verdict]) once a second: each GPU's LiveVerdict, the job judged together (the TUI's and
-    --export's path)."""
+    """(t, [per-GPU verdict]) once a second: the node's live verdicts (the TUI's and --export's LiveNode: each
+    GPU's LiveVerdict fed every tick, the job judged together)."""
     src = ReplaySource(str(CORPUS / f"{case}.jsonl.gz"), speed=float("inf"))
     static = src.static()
-    peaks = [compute_peaks(s) for s in static]
-    lives = [LiveVerdict() for _ in static]
-    for i in range(0, len(src.ticks), every):
-        window = [t for t in src.ticks[: i + 1] if t["t"] >= src.ticks[i]["t"] - 31]
-        vs = [lv.update(window, static[p], peaks[p], gpu_pos=p) for p, lv in enumerate(lives)]
-        group_comms(vs, [s["index"] for s in static])
-        yield src.ticks[i]["t"], vs
+    node = LiveNode(list(range(len(static))), static, [compute_peaks(s) for s in static])
+    for i, tick in enumerate(src.ticks):
+        node.feed(tick)
+        if i % every == 0:
+            yield tick["t"], node.snapshot().verdicts()
 
 
 @pytest.mark.slow
@@ -244,20 +234,21 @@ def test_a_long_run_that_ends_in_a_stall_says_the_stall_first():
     import copy
 
     from gputop.analysis.collectives import judge_job
-    from gputop.analysis.timeline import overall
+    from gputop.analysis.timeline import Segment, overall
 
     gpus = copy.deepcopy(doc_of("hang_exit")["gpus"])
     for g in gpus:  # the healthy stretch made 600 s long, what follows shifted after it
+        g["timeline"] = [Segment.from_dict(s) for s in g["timeline"]]
         shift = 0.0
         for s in g["timeline"]:
-            s["t_start"] += shift
-            if s["class"] == "compute-bound":
-                shift = 600.0 - (s["t_end"] - s["t_start"] + shift)
-            s["t_end"] += shift
+            s.t_start += shift
+            if s.cls == "compute-bound":
+                shift = 600.0 - (s.t_end - s.t_start + shift)
+            s.t_end += shift
         g["verdict"] = overall(g["timeline"])
     judge_job([g["verdict"] for g in gpus], [g["index"] for g in gpus], [g["timeline"] for g in gpus])
     for g in gpus:
-        v = g["verdict"]
+        v = g["verdict"].to_dict()
         if g["index"] == 1:
             assert v["notes"][0].startswith("this GPU left the job")
             continue

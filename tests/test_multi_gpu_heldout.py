@@ -1,5 +1,5 @@
 """The held-out multi-GPU programs recorded on 4 H100s (tests/data/traces/heldout_multi_h100x4, its README): each
-GPU's verdict against the truth that does not come from gputop (bench/tools/multi_truth.py), from the replayed
+GPU's verdict against the truth that does not come from gputop (gputop/evaluate/multi_truth.py), from the replayed
 trace. Four cases read right; the Hugging Face Trainer's GPUs (host-bound: kernels 32% of the step) read
 comms-bound, a known miss that must stay unconfident. The HF case was used to fix the host-bound rule for a
 launcher's ranks (thresholds.HOST_TREE_HELD_FRACTION) and to leave teardown out of a run's verdict: it is no
@@ -8,19 +8,16 @@ Lightning's DDP (comms-bound by its truth) in every recorded counter (the README
 
 from __future__ import annotations
 
-import importlib.util
 from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
+from gputop.evaluate import multi_truth as MT
 from gputop.headless.replay import replay_document
 
 ROOT = Path(__file__).resolve().parents[1]
 HELD = ROOT / "tests" / "data" / "traces" / "heldout_multi_h100x4"
-spec = importlib.util.spec_from_file_location("multi_truth", ROOT / "bench" / "tools" / "multi_truth.py")
-MT = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(MT)
 RIGHT = ["held_alltoall_moe", "held_host_straggler", "held_lightning_ddp", "held_pipeline_stall"]
 
 

@@ -11,6 +11,7 @@ borrows nothing (it needs the package index; about 30 s) checks what a new user 
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -61,6 +62,21 @@ def pip(py: Path, *args, cwd):
                 "--no-build-isolation", "--ignore-installed", *args], cwd)
 
 
+def imports_in(name: str, text: str) -> set[str]:
+    """The modules a file of the wheel imports, at any depth (an import inside a function fails only when it runs),
+    relative imports resolved; ``from x import y`` counts x and x.y."""
+    package = name[:-3].split("/")[:-1]  # gputop/a/b.py and gputop/a/__init__.py: gputop.a
+    out = set()
+    for node in ast.walk(ast.parse(text, name)):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join((package[:len(package) - node.level + 1] if node.level else [])
+                            + ([node.module] if node.module else []))
+            out |= {base} | {f"{base}.{a.name}" for a in node.names}
+    return out
+
+
 def check_install(bin_dir: Path, workdir: Path, expect_under: Path):
     """Run the installed gputop from ``workdir`` (not the checkout) and check what it finds."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -88,10 +104,17 @@ def test_wheel_in_a_fresh_venv(source_copy, tmp_path):
     wheel = next(dist.glob("gputop-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     for must in ("gputop/workloads/roofline.py", "gputop/kernels/roofline.cu", "gputop/data/demo.jsonl.gz",
-                 "gputop/schema/once.schema.json", "gputop/schema/run.schema.json", "gputop/cli.py",
+                 "gputop/schema/once.schema.json", "gputop/schema/run.schema.json", "gputop/cli/__init__.py",
                  "gputop/export/server.py", "gputop/export/dcgm_names.py"):
         assert must in names, must
     assert not any(n.startswith(("tests/", "bench/", "workloads/", "kernels/")) for n in names)
+    # gputop.evaluate (labelled traces, calibration) is for the tests and bench/ only: not in the wheel, and no module
+    # the wheel holds imports it (at any depth: an import inside a function would fail only when it runs)
+    assert not any(n.startswith("gputop/evaluate/") for n in names)
+    with zipfile.ZipFile(wheel) as zf:
+        for n in sorted(x for x in names if x.endswith(".py")):
+            bad = {m for m in imports_in(n, zf.read(n).decode()) if m.split(".")[:2] == ["gputop", "evaluate"]}
+            assert not bad, f"{n} imports {sorted(bad)}, which the wheel lacks"
     # what pip resolves when it installs the wheel: numpy comes with gputop, not only with an extra
     meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     requires = [ln.split(":", 1)[1].strip() for ln in meta.splitlines() if ln.startswith("Requires-Dist:")]

@@ -16,7 +16,7 @@ import pytest
 from gputop.runner.recording import RecordedRun, read_recording, shipped
 from gputop.runner.registry import Registry
 from gputop.telemetry.trace import ReplaySource, TraceError
-from gputop.tui.workloads.runs import RecordingSpec, RunState, with_recordings
+from gputop.tui.model.runs import RecordingSpec, RunState, with_recordings
 from pilot_util import hold_recorded_runs, pick, sync, wait_for, wait_screen
 from test_tui import make
 

@@ -18,7 +18,9 @@ from gputop.lessons import roofline as roofline_lesson
 from gputop.measure import ceilings
 from gputop.measure.probe import ClockProbe, gpu_context
 from gputop.telemetry.nvml import Nvml
-from gputop.workload_api import EXIT_MISSING_DEPENDENCY, Emitter, resolve_params
+from gputop.workload.emit import Emitter
+from gputop.workload.params import resolve_params
+from gputop.workload.script import EXIT_MISSING_DEPENDENCY
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "workloads" / "roofline.py"

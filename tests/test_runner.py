@@ -412,10 +412,10 @@ def test_attaching_to_an_existing_sampler_reads_the_right_gpu(registry, monkeypa
 
 def test_command_line_passes_every_value_but_empty_lists(tmp_path):
     (tmp_path / "lists.py").write_text(
-        "from gputop.workload_api import Param\nNAME = 'lists'\nDESCRIPTION = 'list params'\n"
+        "from gputop.workload import Param\nNAME = 'lists'\nDESCRIPTION = 'list params'\n"
         "PARAMS = [Param('device', 'choice', 'cuda', choices=['cuda', 'cpu']), Param('sizes', 'int_list', []),"
         " Param('x', 'float', 0.1)]\ndef run(p, emit):\n    emit.started(NAME, p, {'kind': p['device']})\n"
-        "if __name__ == '__main__':\n    import sys\n    from gputop.workload_api import main\n"
+        "if __name__ == '__main__':\n    import sys\n    from gputop.workload import main\n"
         "    raise SystemExit(main(sys.modules[__name__]))\n")
     spec = Registry([tmp_path]).get("lists")
     run = WorkloadRun(spec, {"sizes": [], "x": 0.1}, device="cpu")
@@ -427,7 +427,7 @@ def test_command_line_passes_every_value_but_empty_lists(tmp_path):
 
 def test_a_child_that_exits_without_done_failed(tmp_path):
     (tmp_path / "quiet.py").write_text(
-        "import sys\nfrom gputop.workload_api import Param\nNAME = 'quiet'\nDESCRIPTION = 'exits at once'\n"
+        "import sys\nfrom gputop.workload import Param\nNAME = 'quiet'\nDESCRIPTION = 'exits at once'\n"
         "PARAMS = [Param('device', 'choice', 'cuda', choices=['cuda', 'cpu'])]\ndef run(p, emit):\n    pass\n"
         "if __name__ == '__main__':\n    print('bye', file=sys.stderr)\n")
     doc = finish(WorkloadRun(Registry([tmp_path]).get("quiet"), {}, device="cpu").start())

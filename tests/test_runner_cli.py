@@ -100,7 +100,7 @@ def test_device_param_and_cpu_mode_are_checked(tmp_path):
     r = gputop("--run", "fault_ok", "--device", "cpu", "--param", "device=cuda")
     assert r.returncode == exitcodes.USAGE and "--device" in r.stderr
     (tmp_path / "gpuonly.py").write_text(
-        "from gputop.workload_api import Param\nNAME = 'gpuonly'\nDESCRIPTION = 'no CPU mode'\n"
+        "from gputop.workload import Param\nNAME = 'gpuonly'\nDESCRIPTION = 'no CPU mode'\n"
         "PARAMS = [Param('n', 'int', 1)]\ndef run(p, emit):\n    pass\n")
     r = gputop("--run", "gpuonly", "--device", "cpu", extra_dirs=[tmp_path])
     assert r.returncode == exitcodes.USAGE and "no CPU mode" in r.stderr

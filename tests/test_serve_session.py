@@ -25,7 +25,7 @@ from fault_util import (PIDFILE_ENV, ROOT, Proc, Report, env, plain, read_pids, 
                         wait_until)
 from gputop.runner.recording import shipped
 from gputop.runner.registry import Registry, workload_dirs
-from gputop.tui.workloads.runs import with_recordings
+from gputop.tui.model.runs import with_recordings
 
 aiohttp = pytest.importorskip("aiohttp")
 pytest.importorskip("textual_serve")

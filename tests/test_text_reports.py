@@ -196,7 +196,7 @@ def test_results_are_labelled_lines_and_tables():
 
 def test_plotext_is_imported_only_to_draw():
     code = ("import sys, gputop.cli, gputop.tui.app, gputop.headless.workload, gputop.lessons.figures, "
-            "gputop.workload_util, gputop.workload_api\nassert 'plotext' not in sys.modules")
+            "gputop.workload.util, gputop.workload\nassert 'plotext' not in sys.modules")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env(), timeout=60)
     assert r.returncode == 0, r.stderr
 

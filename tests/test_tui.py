@@ -21,7 +21,7 @@ from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.trace import ReplaySource
 import gputop.format as fmt
 from gputop.tui.app import GputopApp, HelpScreen, TuiConfig
-from gputop.tui.monitor import view
+from gputop.tui.model import view
 from gputop.runner.child import GRACE_S
 from pilot_util import (DEMO, FAULTS, chart_rows_from_scratch, fault_specs, h200_static, notes, pick, screen_text,
                         step, sync, two_gpu_trace, wait_for, wait_screen)
@@ -412,7 +412,7 @@ def test_quitting_after_a_stop_signal_keeps_the_runs_grace_period(tmp_path, monk
     import signal as sig
 
     from gputop.runner.registry import Registry
-    from gputop.tui.workloads.runs import RunController
+    from gputop.tui.model.runs import RunController
 
     monkeypatch.setenv("GPUTOP_WORKLOADS_PATH", str(Path(__file__).parent / "fault_workloads"))
     spec = Registry().get("fault_hang")

@@ -14,7 +14,7 @@ from gputop.telemetry.nvml import Nvml
 from gputop.tui.app import GputopApp, HelpScreen, TuiConfig
 from gputop.tui.help import HELP
 from gputop.tui.widgets.keybar import key_line
-from gputop.tui.workloads.runs import RunState
+from gputop.tui.model.runs import RunState
 from pilot_util import notes, pick, screen_text, step, sync, wait_for, wait_screen
 from test_tui import make
 
@@ -193,7 +193,7 @@ async def test_a_runs_error_wraps_whole():
 
 
 def test_the_header_drops_the_file_name_before_cutting():
-    from gputop.tui.monitor import view
+    from gputop.tui.model import view
 
     parts = ["host h", "H200", "driver 580", "CUDA 13.0", "10 Hz", "REPLAY demo.jsonl.gz (PAUSED)", "phase: matmul bf16"]
     assert view.fit_parts(parts, 60) == "H200 │ 10 Hz │ REPLAY (PAUSED) │ phase: matmul bf16"
@@ -247,7 +247,7 @@ async def test_every_workload_name_is_visible_before_a_run_and_the_results_retur
 def test_the_header_drops_the_rate_before_cutting_the_phase():
     """A finished replay's long phase at 80 columns (issue 24: "phase: sweep: se…"): the rate and
     "(finished)" go first; the phase stays whole."""
-    from gputop.tui.monitor import view
+    from gputop.tui.model import view
 
     parts = ["host vm", "H200", "driver 580", "CUDA 13.0", "10 Hz", "REPLAY roofline-H200.jsonl.gz (finished)",
              "phase: ceilings: tensor (torch matmul)"]
@@ -274,7 +274,7 @@ async def test_the_monitor_comes_back_when_a_followed_replay_ends():
     """No live GPU: a replayed recording's telemetry is the monitor's while it plays; once it is over the
     session's own source (here the demo) is back, and a notification says so."""
     from gputop.runner.recording import read_recording, recording_label, shipped
-    from gputop.tui.workloads.runs import RecordingSpec
+    from gputop.tui.model.runs import RecordingSpec
 
     path = next(p for p in shipped() if "roofline" in p.name)
     app = make()

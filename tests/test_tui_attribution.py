@@ -3,7 +3,7 @@
 Snapshots of the view at 80x24 and 160x48 on a real window: tests/data/attribution/cpu_window.json is the
 answer the profile loader wrote for a 1 s window of tests/test_attribution.py's TRAIN program (torch 2.13 on a
 CPU; captured once by running TRAIN under ProfileWindows with its env() and ask()), analysed here as gputop
-analyses it. A pilot test runs the real CommandApp on a real torch child: w asks for a window, a shows it."""
+analyses it. A pilot test runs the real TUI on a real torch child: w asks for a window, a shows it."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 
 from gputop.session.profiling import ProfileWindows, window_from_answers
-from gputop.tui.attribution import AttributionPanel, attribution_lines
+from gputop.tui.command.attribution import AttributionPanel, attribution_lines
 from pilot_util import sync, wait_for, wait_screen
 from test_attribution import SPANS, TRAIN, _gpu_window, _named
 from test_tui_command import command_app
@@ -114,7 +114,7 @@ async def test_w_asks_for_a_window_and_a_shows_it(tmp_path):
                          f"while not os.path.exists({str(go)!r}) and time.time() - t0 < float(sys.argv[1]):")
     profile = ProfileWindows(0.5, first_at=None)
     app = command_app(tmp_path, prog, profile=profile, argv=["60"])
-    s = app.session
+    s = app.lifecycle.session
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             assert ("w", "window") in app.key_items()

@@ -20,9 +20,10 @@ from gputop.session.command import Session
 from gputop.session.monitor import Monitor
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.trace import ReplaySource
-from gputop.tui.app import TuiConfig
-from gputop.tui.command import TAG_RUN, TAG_WATCH, CommandApp, status_lines, tagged_pids
-from gputop.tui.monitor import view
+from gputop.tui.app import GputopApp, TuiConfig
+from gputop.tui.command import make_command_app
+from gputop.tui.command.panel import status_lines
+from gputop.tui.model import TAG_RUN, TAG_WATCH, view
 from pilot_util import sync, wait_for, wait_screen
 
 TRACE = Path(__file__).parent / "data" / "traces" / "matmul_bf16.compute-bound.jsonl.gz"
@@ -31,13 +32,13 @@ PY = sys.executable
 
 
 def command_app(tmp_path, code: str, tree=None, grace_s: float = 5.0, on_gpu: bool = False, profile=None,
-                argv=()) -> CommandApp:
+                argv=()) -> GputopApp:
     src = ReplaySource(str(TRACE), speed=float("inf"))
     if on_gpu:  # end the replay at a tick where NVML lists the traced command on the GPU
         src.ticks = src.ticks[:max(i for i, t in enumerate(src.ticks) if t["gpus"][0].get("processes")) + 1]
     session = Session(Monitor(src, tree=tree), [PY, "-c", code, *argv], log=str(tmp_path / "cmd.log"),
                       grace_s=grace_s, profile=profile).start()
-    return CommandApp(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
+    return make_command_app(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
 
 
 @sync
@@ -47,11 +48,11 @@ async def test_status_timeline_and_exit_code(tmp_path):
             f"t = time.time()\nwhile not os.path.exists({str(go)!r}) and time.time() - t < 60: time.sleep(0.05)\n"
             f"sys.exit(3)")
     app = command_app(tmp_path, code)
-    s = app.session
+    s = app.lifecycle.session
     async with app.run_test(size=(160, 48)) as pilot:
         # the timeline is recomputed every 2 s: wait for one made after the replay reached the matmul
         def matmul_in_timeline():
-            segs = [seg for g in (app.analysis or {}).get("gpus", []) for seg in g["timeline"]]
+            segs = [seg for g in (app.lifecycle.analysis or {}).get("gpus", []) for seg in g["timeline"]]
             return any(seg["class"] == "compute-bound" for seg in segs)
 
         await wait_for(pilot, matmul_in_timeline)
@@ -83,18 +84,18 @@ async def test_the_commands_processes_are_tagged_and_diagnosed(tmp_path):
         await wait_screen(pilot, "found by process list")
         app.frame(force=True)
         await wait_screen(pilot, (f"{TRACE_PID}", TAG_RUN))
-        assert app.model.watched_pid() == app.session.pid
+        assert app.model.watched_pid() == app.lifecycle.session.pid
         assert app.monitor.verdict is not None
         await pilot.press("q")
         await wait_for(pilot, lambda: app.return_code is not None)
-    assert app.session.child.done
+    assert app.lifecycle.session.child.done
 
 
 @sync
 async def test_q_while_running_stops_the_command(tmp_path):
     # it says "ready" once past Python's start-up, where a SIGINT would end it with 1 rather than 130
     app = command_app(tmp_path, "import time; print('ready', flush=True); time.sleep(60)", grace_s=60)
-    child = app.session.child
+    child = app.lifecycle.session.child
     log = tmp_path / "cmd.log"
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: "ready" in log.read_text())
@@ -103,7 +104,7 @@ async def test_q_while_running_stops_the_command(tmp_path):
         await wait_for(pilot, lambda: app.return_code is not None)
     assert child.done and child.returncode == -signal.SIGINT
     assert app.return_value == 128 + signal.SIGINT  # Python ends on the SIGINT
-    assert app.session.doc["ended"] == "interrupted"
+    assert app.lifecycle.session.doc["ended"] == "interrupted"
 
 
 @sync
@@ -124,10 +125,10 @@ async def test_watch_a_running_process(tmp_path):
     try:
         src = ReplaySource(str(TRACE), speed=float("inf"))
         session = Session(Monitor(src, active_ok=True), pid=proc.pid).start()
-        app = CommandApp(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
+        app = make_command_app(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
         async with app.run_test(size=(160, 48)) as pilot:
             await wait_screen(pilot, ("timeline, GPU 0", f"watching pid {proc.pid}", "running"))
-            assert tagged_pids(session) == {proc.pid: TAG_WATCH}
+            assert app.model.tagged_pids() == {proc.pid: TAG_WATCH}
             await pilot.press("q")
             await wait_for(pilot, lambda: app.return_code is not None)
         assert app.return_value == exitcodes.OK
@@ -143,7 +144,7 @@ async def test_watch_sees_the_process_exit(tmp_path):
     proc = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"])
     src = ReplaySource(str(TRACE), speed=float("inf"))
     session = Session(Monitor(src, active_ok=True), pid=proc.pid).start()
-    app = CommandApp(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
+    app = make_command_app(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
     async with app.run_test(size=(160, 48)) as pilot:
         await wait_screen(pilot, "running")
         proc.terminate()
@@ -205,10 +206,10 @@ async def test_a_stop_signal_gives_the_command_its_grace_period(tmp_path):
     log = tmp_path / "cmd.log"
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: log.exists() and "ready" in log.read_text())
-        app.stop_for_signal(signal.SIGTERM)
+        app.lifecycle.stop_for_signal(signal.SIGTERM)
         await wait_for(pilot, lambda: app.return_code is not None)
-    assert app.session.child.returncode == 42 and not app.session.child.killed
-    assert app.session.exit_code == 128 + signal.SIGTERM
+    assert app.lifecycle.session.child.returncode == 42 and not app.lifecycle.session.child.killed
+    assert app.lifecycle.session.exit_code == 128 + signal.SIGTERM
 
 
 @sync
@@ -220,14 +221,14 @@ async def test_a_gpu_chosen_with_g_stays_when_the_command_shows_up_on_another(tm
     src = ReplaySource(str(multi), speed=1.0)
     code = "import time; time.sleep(30)"
     session = Session(Monitor(src), [PY, "-c", code], log=str(tmp_path / "cmd.log"), grace_s=2.0).start()
-    app = CommandApp(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
-    frames, draw = [], app.frame
+    app = make_command_app(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
+    frames, follow = [], app.lifecycle.frame
 
-    def counted(force: bool = False) -> None:
-        frames.append(force)
-        draw(force)
+    def counted() -> None:
+        frames.append(1)
+        follow()
 
-    app.frame = counted  # the frame timer's, from on_mount
+    app.lifecycle.frame = counted  # each of the app's frames (the timer's, a redraw's) follows the command's GPU
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_screen(pilot, "▶ GPU 0 ")
         await pilot.press("g")
@@ -263,7 +264,7 @@ async def test_the_attribution_view_shows_the_selected_gpus_own_rank(tmp_path):
     profile.asked.append({"seq": 1, "reason": "test", "t": 1.0})
     session = Session(Monitor(src), [PY, "-c", "import time; time.sleep(30)"], log=str(tmp_path / "cmd.log"),
                       grace_s=2.0, profile=profile).start()
-    app = CommandApp(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
+    app = make_command_app(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
 
     def shows_selected_rank_only(text: str) -> bool:
         sel = app.model.selected

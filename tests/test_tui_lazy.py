@@ -60,11 +60,11 @@ async def test_the_first_tick_is_drawn_when_it_comes_not_at_the_next_frame():
     frame is drawn at once: with the frame timer's first frame 20 s after start-up, the device panel shows the
     first tick's numbers before it (waiting at most 16 s, however slow the machine)."""
     app = GputopApp(TuiConfig(SlowFirstRead(ReplaySource(str(DEMO), speed=1.0)), fps=0.05, device="cpu"))
-    app.start_sampling()
+    app.lifecycle.start_sampling()
     async with app.run_test(size=(120, 40)) as pilot:
         # drawn by the first tick's redraw: the timer's first frame comes at 20 s, after both waits' 8 s
         await wait_for(pilot, lambda: app._last_tick is not None, 8)
         await wait_screen(pilot, "SM activity", 8)
-        assert app._first_tick not in app.model.sampler.listeners
+        assert app.lifecycle._first_tick not in app.model.sampler.listeners
         assert app.model.sampler.listeners.count(app.model.sticky.observe) == 1  # started once, before run and not again
     assert not app.model.sampler.running  # stopped with the app

@@ -10,7 +10,7 @@ from pathlib import Path
 from gputop.telemetry.trace import ReplaySource
 from gputop.tui.config import TuiConfig
 from gputop.tui.model import DEVICE, GPU, RUN, SOURCE, TuiModel
-from gputop.tui.workloads.runs import RunState
+from gputop.tui.model.runs import RunState
 from pilot_util import DEMO
 
 RECORDED = Path(__file__).parent / "data" / "recorded" / "roofline-cpu.jsonl.gz"

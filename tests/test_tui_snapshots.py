@@ -17,8 +17,8 @@ from gputop.runner.params import format_value
 from gputop.telemetry.trace import ReplaySource
 from gputop.tui.app import GputopApp, TuiConfig
 from gputop.tui.help import HelpScreen
-from gputop.tui.workloads.runs import RunState
-from gputop.workload_api import Param
+from gputop.tui.model.runs import RunState
+from gputop.workload import Param
 from pilot_util import wait_for, wait_screen
 
 HERE = Path(__file__).parent

@@ -86,7 +86,7 @@ async def test_the_app_draws_the_same_rows_from_the_same_tick(term):
     app = make_app(config)
     early.hand_over(app)
     assert app.model.sticky.last[0]  # the first two ticks observed
-    app.start_sampling()
+    app.lifecycle.start_sampling()
     rows = [line for line in lines[2:-1] if line.strip()]
     assert len(rows) >= 10
     # the bar's width may differ (the panel is narrower than the terminal): compare the words
@@ -155,7 +155,7 @@ def test_settle_gc_turns_the_collector_back_on():
     left and turns it on again."""
     import gc
 
-    from gputop.tui.app import settle_gc
+    from gputop.tui.lifecycle import settle_gc
 
     gc.disable()
     try:

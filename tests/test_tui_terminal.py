@@ -32,8 +32,8 @@ async def test_the_kernels_sighup_after_the_loss_is_the_same_stop():
     app, stops = app_counting_stops()
     async with app.run_test() as pilot:
         app.post_message(TerminalLost("the terminal hung up"))
-        await wait_for(pilot, lambda: app.terminal_gone)
-        app.signal_arrived(signal.SIGHUP)  # what the kernel sent with the hang-up
+        await wait_for(pilot, lambda: app.lifecycle.terminal_gone)
+        app.lifecycle.signal_arrived(signal.SIGHUP)  # what the kernel sent with the hang-up
         await wait_for(pilot, lambda: app.return_code is not None)
     assert stops == [signal.SIGHUP] and app.return_value == 128 + signal.SIGHUP
 
@@ -42,7 +42,7 @@ async def test_the_kernels_sighup_after_the_loss_is_the_same_stop():
 async def test_the_loss_after_the_kernels_sighup_is_the_same_stop():
     app, stops = app_counting_stops()
     async with app.run_test() as pilot:
-        app.signal_arrived(signal.SIGHUP)
+        app.lifecycle.signal_arrived(signal.SIGHUP)
         app.post_message(TerminalLost("a write to the terminal failed"))
         await wait_for(pilot, lambda: app.return_code is not None)
     assert stops == [signal.SIGHUP] and app.return_value == 128 + signal.SIGHUP
@@ -55,8 +55,8 @@ async def test_a_signal_after_the_loss_still_stops():
     app, stops = app_counting_stops()
     async with app.run_test() as pilot:
         app.post_message(TerminalLost("the terminal hung up"))
-        await wait_for(pilot, lambda: app.terminal_gone)
-        app.signal_arrived(signal.SIGTERM)
+        await wait_for(pilot, lambda: app.lifecycle.terminal_gone)
+        app.lifecycle.signal_arrived(signal.SIGTERM)
         await wait_for(pilot, lambda: app.return_code is not None)
     assert stops == [signal.SIGHUP, signal.SIGTERM] and app.return_value == 128 + signal.SIGHUP
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import gputop.tui.workloads.tour as tour
-from gputop.tui.workloads.runs import RecordingSpec
+import gputop.tui.model.tour as tour
+from gputop.tui.model.runs import RecordingSpec
 from pilot_util import sync, wait_for, wait_screen
 from test_tui import make
 

@@ -9,13 +9,14 @@ import pytest
 
 import gputop.format as fmt
 from gputop.analysis import thresholds as T
+from gputop.analysis.live import LiveNode
 from gputop.analysis.verdict import Verdict
 from gputop.telemetry.trace import read_trace
-from gputop.tui.lessons import roofline
-from gputop.tui.monitor import view
+from gputop.tui.results.lessons import roofline
+from gputop.tui.model import view
 from gputop.tui.monitor.verdict import Diagnosis
 from gputop.tui.widgets import charts
-from gputop.tui.workloads import results
+from gputop.tui.results import view as results
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "gputop" / "data" / "demo.jsonl.gz"
@@ -257,19 +258,27 @@ def test_results_of_recorded_runs_render(name):
 # -- verdict ----------------------------------------------------------------------------------------
 def test_verdict_from_the_classifier_on_the_demo_trace():
     static, ticks = demo()
-    diag = Diagnosis()
     peaks = view.peaks_for(static)
+    node = LiveNode([0], [static], [peaks])
     matmul = [t for t in ticks if (t["gpus"][0].get("tensor_pct") or 0) > 30][:30]
-    v = diag(matmul, static, peaks, gpu_pos=0)
+    for tick in matmul:
+        node.feed(tick)
+    diag = Diagnosis(node.snapshot(), 0)
+    v = diag.verdict
     assert isinstance(v, Verdict) and v.cls == "compute-bound" and v.advice
     assert v.display_name() == "compute-bound (tensor cores)" and "%" in v.evidence_text
-    assert v.window["t_end"] == matmul[-1]["t"]  # the window it judged
+    judged = diag.judged.judged_t  # the window it judged: up to the tick it was judged at, within the last second
+    assert v.window["t_end"] == judged and judged in [t["t"] for t in matmul] and matmul[-1]["t"] - judged < 1.0
+    assert diag.span() == (v.t_start, v.t_end) and diag.now == matmul[-1]["t"]
 
 
 def test_a_classifier_error_is_n_a_with_its_reason():
     diag = Diagnosis()
-    assert diag([], {}, {}) is None and diag.error is None
-    assert diag([{"t": 0.0, "gpus": "not a list", "host": {}}], {}, {}) is None and diag.error
+    assert diag.verdict is None and diag.error is None and diag.words() == ""
+    node = LiveNode([0], [{}], [{}])
+    node.feed({"t": 0.0, "gpus": "not a list", "host": {}})
+    diag = Diagnosis(node.snapshot(), 0)
+    assert diag.verdict is None and diag.error
 
 
 
@@ -371,7 +380,7 @@ def test_host_line_names_a_replays_recorded_host():
 
 
 def test_status_line_names_a_recorded_runs_gpu_and_host():
-    from gputop.tui.workloads import results
+    from gputop.tui.results import view as results
 
     doc = {"workload": "roofline", "status": "ok", "wall_time_s": 12.0,
            "device": {"kind": "cuda", "nvml_index": 0, "static": {"name": "NVIDIA H200"}}}

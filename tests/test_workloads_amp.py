@@ -7,7 +7,7 @@ import math
 import pytest
 
 from gputop.lessons import amp as amp_lesson
-from gputop.workload_api import ParamError
+from gputop.workload import ParamError
 from test_workloads_common import check_verdict, cpu_document, gpu_telemetry, load, reanalyzed
 
 amp = load("amp")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gputop.lessons import batchsize as batchsize_lesson
-from gputop.workload_api import Emitter, ParamError
+from gputop.workload import Emitter, ParamError
 from test_workloads_common import (check_verdict, cpu_document, gpu_telemetry, interrupt_after_first_point, load,
                                    points, reanalyzed, results)
 

@@ -1,5 +1,5 @@
 """Helpers shared by the teaching workloads' tests (dataloader, amp, batchsize, cudagraphs), and the tests
-of gputop.workload_util and gputop.lessons.docs. The workload tests run each script for real on the CPU at tiny sizes."""
+of gputop.workload.util and gputop.lessons.docs. The workload tests run each script for real on the CPU at tiny sizes."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ import pytest
 
 from gputop import documents
 from gputop.analysis.verdict import display_name
-from gputop.workload_api import Emitter
+from gputop.workload import Emitter
 from gputop.lessons import lesson
 from gputop.lessons.docs import phase_points, phase_window, tele, tele_numbers, tele_text, throttle_warnings
-from gputop.workload_util import noise_check, stats
+from gputop.workload.util import noise_check, stats
 from verdict_util import check_verdict  # noqa: F401  (the workload tests import it from here)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,7 +122,7 @@ def gpu_telemetry(**means) -> dict:
     return out
 
 
-# -- gputop.workload_util -------------------------------------------------------------------------------
+# -- gputop.workload.util ---------------------------------------------------------------------------------
 
 def test_stats_mean_and_rms():
     s = stats([1.0, 1.0, 1.0, 1.0])

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from gputop.lessons import cudagraphs as cudagraphs_lesson
-from gputop.workload_api import Emitter
+from gputop.workload import Emitter
 from test_workloads_common import (ROOT, check_verdict, cpu_document, env, gpu_telemetry, kinds, load, points,
                                    reanalyzed, run_events)
 

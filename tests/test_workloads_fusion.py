@@ -12,9 +12,9 @@ import pytest
 
 import lesson_docs
 from gputop.lessons import fusion as fusion_lesson
-from gputop.tui.lessons import fusion as fusion_view
-from gputop.tui.workloads.results import results_lines
-from gputop.workload_api import ParamError
+from gputop.tui.results.lessons import fusion as fusion_view
+from gputop.tui.results.view import results_lines
+from gputop.workload import ParamError
 from test_workloads_common import ROOT, check_verdict, env, load, run_gputop
 
 fusion = load("fusion")
@@ -137,7 +137,7 @@ def test_a_variant_this_torch_cannot_build_is_skipped_with_its_reason(monkeypatc
     import json
 
     pytest.importorskip("torch")
-    from gputop.workload_api import Emitter
+    from gputop.workload import Emitter
 
     real = fusion.build
 

@@ -11,9 +11,9 @@ import pytest
 import lesson_docs
 from gputop.lessons import lesson
 from gputop.lessons import offload as offload_lesson
-from gputop.tui.lessons import offload as offload_view
-from gputop.tui.workloads.results import results_lines
-from gputop.workload_api import ParamError
+from gputop.tui.results.lessons import offload as offload_view
+from gputop.tui.results.view import results_lines
+from gputop.workload import ParamError
 from test_workloads_common import ROOT, check_verdict, env, load, run_gputop
 
 offload = load("offload")

@@ -11,8 +11,8 @@ import pytest
 
 import lesson_docs
 from gputop.lessons import transfer as transfer_lesson
-from gputop.tui.lessons import transfer as transfer_view
-from gputop.tui.workloads.results import results_lines
+from gputop.tui.results.lessons import transfer as transfer_view
+from gputop.tui.results.view import results_lines
 from test_workloads_common import ROOT, check_verdict, env, load, run_gputop
 
 transfer = load("transfer")

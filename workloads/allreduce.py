@@ -45,8 +45,8 @@ if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as
 
 from gputop.analysis.verdict import display_name
 from gputop.telemetry.devices import multicast_off
-from gputop.workload_api import Param, ParamError, main, require_torch
-from gputop.workload_util import analyzed, link_facts, torch_device
+from gputop.workload import Param, ParamError, device_param, main, require_torch
+from gputop.workload.util import analyzed, link_facts, torch_device
 
 NAME = "allreduce"
 DESCRIPTION = "all-reduce across GPUs (torchrun): bus bandwidth vs message size, DDP step with/without overlap"
@@ -59,7 +59,7 @@ SIZES = [4 * KB, 16 * KB, 64 * KB, 256 * KB, 1 * MB, 4 * MB, 16 * MB, 64 * MB, 2
 MODES = ["compute only", "overlap", "no overlap"]
 LAUNCHER_PID = "GPUTOP_ALLREDUCE_TORCHRUN_PID"
 PARAMS = [
-    Param("device", "choice", "cuda", choices=["cuda", "cpu"], help="cuda: NCCL, one rank per GPU; cpu: gloo"),
+    device_param("cuda: NCCL, one rank per GPU; cpu: gloo"),
     Param("nproc", "int", 0, lo=0, hi=1024, help="ranks (0: one per visible GPU; 2 on the CPU)"),
     Param("sizes", "int_list", SIZES, lo=4, hi=8 * GB, help="all-reduce message sizes in bytes (float32)"),
     Param("iters", "int", 20, lo=1, hi=100000, help="timed all-reduces per size"),

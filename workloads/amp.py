@@ -27,8 +27,8 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as a script from a checkout:
     sys.path.insert(0, str(_CHECKOUT))  # its own gputop first, whatever else is installed
 
-from gputop.workload_api import Param, main, require_torch
-from gputop.workload_util import noise_check, set_tf32, tf32_flags, torch_device
+from gputop.workload import Param, ParamError, device_param, main, require_torch
+from gputop.workload.util import noise_check, set_tf32, tf32_flags, torch_device
 
 NAME = "amp"
 DESCRIPTION = "AMP vs FP32: strict FP32, TF32, bf16 and fp16 autocast on a transformer"
@@ -37,7 +37,7 @@ TIMEOUT = 600
 
 MODES = ["fp32-strict", "tf32", "bf16", "fp16"]
 PARAMS = [
-    Param("device", "choice", "cuda", choices=["cuda", "cpu"], help="where the model trains"),
+    device_param("where the model trains"),
     Param("modes", "str", ",".join(MODES), help=f"comma-separated subset of {', '.join(MODES)}"),
     Param("d_model", "int", 1024, lo=8, hi=16384, help="model width"),
     Param("heads", "int", 16, lo=1, hi=256, help="attention heads (d_model must divide by it)"),
@@ -59,8 +59,6 @@ N_BATCHES = 4  # distinct training batches, cycled
 
 
 def parse_modes(text: str) -> list[str]:
-    from gputop.workload_api import ParamError
-
     modes = [m.strip() for m in text.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
@@ -91,8 +89,6 @@ def build(torch, p, dev):
 
 def run(p: dict, emit) -> None:
     torch = require_torch()
-    from gputop.workload_api import ParamError
-
     dev, info = torch_device(torch, p["device"])
     cuda = dev.type == "cuda"
     if p["d_model"] % p["heads"]:

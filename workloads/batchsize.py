@@ -28,8 +28,8 @@ if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as
     sys.path.insert(0, str(_CHECKOUT))  # its own gputop first, whatever else is installed
 
 from gputop.lessons.batchsize import knee  # the knee as its lesson defines it
-from gputop.workload_api import Param, ParamError, is_oom, main, require_torch
-from gputop.workload_util import noise_check, small_cnn, tf32_flags, torch_device
+from gputop.workload import Param, ParamError, device_param, is_oom, main, require_torch
+from gputop.workload.util import noise_check, small_cnn, tf32_flags, torch_device
 
 NAME = "batchsize"
 DESCRIPTION = "batch-size sweep until OOM: throughput knee, latency- vs compute-bound, OOM boundary"
@@ -37,7 +37,7 @@ NEEDS = ["torch"]
 TIMEOUT = 600
 
 PARAMS = [
-    Param("device", "choice", "cuda", choices=["cuda", "cpu"], help="where the model trains"),
+    device_param("where the model trains"),
     Param("batches", "str", "auto", help="comma-separated batch sizes, or auto: powers of two from 1 to max_batch"),
     Param("max_batch", "int", 1 << 16, lo=1, hi=1 << 24, help="the cap of the sweep"),
     Param("width", "int", 64, lo=1, hi=1024, help="channels of the CNN's first stage"),

@@ -33,8 +33,8 @@ if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as
     sys.path.insert(0, str(_CHECKOUT))  # its own gputop first, whatever else is installed
 
 from gputop.lessons.cudagraphs import MODES, V100_REFERENCE_US  # the modes its lesson judges
-from gputop.workload_api import Param, main, require_cupy, require_torch
-from gputop.workload_util import noise_check, torch_device
+from gputop.workload import Param, device_param, main, require_cupy, require_torch
+from gputop.workload.util import noise_check, torch_device
 
 NAME = "cudagraphs"
 DESCRIPTION = "launch overhead: naive / interleaved / graph / pipes launches of a tiny kernel; MLP eager vs graph"
@@ -42,7 +42,7 @@ NEEDS = ["cupy", "torch"]
 TIMEOUT = 300
 
 PARAMS = [
-    Param("device", "choice", "cuda", choices=["cuda", "cpu"], help="cuda: all parts; cpu: the MLP eagerly only"),
+    device_param("cuda: all parts; cpu: the MLP eagerly only"),
     Param("n", "int", 50000, lo=1, hi=1 << 28, help="floats per kernel (the seed's N)"),
     Param("nstep", "int", 200, lo=1, hi=1_000_000, help="steps per run (the seed's NSTEP is 1000)"),
     Param("nkernel", "int", 100, lo=1, hi=100_000, help="kernels per step (the seed's NKERNEL is 1000)"),

@@ -34,8 +34,8 @@ if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as
 
 import numpy as np
 
-from gputop.workload_api import Param, main, require_torch
-from gputop.workload_util import noise_check, small_cnn, stats, tf32_flags, torch_device
+from gputop.workload import Param, device_param, main, require_torch
+from gputop.workload.util import noise_check, small_cnn, stats, tf32_flags, torch_device
 
 NAME = "dataloader"
 DESCRIPTION = "GPU starvation by the input pipeline: num_workers, pin_memory, persistent workers"
@@ -48,7 +48,7 @@ def default_workers() -> int:
 
 
 PARAMS = [
-    Param("device", "choice", "cuda", choices=["cuda", "cpu"], help="where the model trains"),
+    device_param("where the model trains"),
     Param("workers", "int", default_workers(), lo=1, hi=64,
           help="num_workers of phases 2-4 (default min(8, CPUs - 1))"),
     Param("batch", "int", 64, lo=1, hi=4096, help="samples per batch"),

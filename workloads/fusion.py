@@ -37,8 +37,8 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as a script from a checkout:
     sys.path.insert(0, str(_CHECKOUT))  # its own gputop first, whatever else is installed
 
-from gputop.workload_api import Param, ParamError, main, require_torch
-from gputop.workload_util import torch_device
+from gputop.workload import Param, ParamError, device_param, main, require_torch
+from gputop.workload.util import torch_device
 
 NAME = "fusion"
 DESCRIPTION = "kernel fusion: nested sine and gelu, eager vs torch.compile vs torch.jit.script"
@@ -48,7 +48,7 @@ TIMEOUT = 300
 FUNCTIONS = ["nested_sin", "gelu"]
 VARIANTS = ["eager", "compile", "jit"]
 PARAMS = [
-    Param("device", "choice", "cuda", choices=["cuda", "cpu"], help="where the functions run"),
+    device_param("where the functions run"),
     Param("functions", "str", ",".join(FUNCTIONS), help=f"comma-separated subset of {', '.join(FUNCTIONS)}"),
     Param("variants", "str", ",".join(VARIANTS), help=f"comma-separated subset of {', '.join(VARIANTS)} "
                                                       "(eager always runs: it is the baseline)"),

@@ -44,8 +44,8 @@ if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as
     sys.path.insert(0, str(_CHECKOUT))  # its own gputop first, whatever else is installed
 
 from gputop.lessons.offload import OPS, crossovers  # the ops its lesson judges, and where the GPU wins
-from gputop.workload_api import Param, ParamError, main, require_torch
-from gputop.workload_util import torch_device
+from gputop.workload import Param, ParamError, device_param, main, require_torch
+from gputop.workload.util import torch_device
 
 NAME = "offload"
 DESCRIPTION = "CPU vs GPU crossover: matmul and nested sine, with and without copies; naive vs synchronised timing"
@@ -53,7 +53,7 @@ NEEDS = ["torch"]
 TIMEOUT = 300
 
 PARAMS = [
-    Param("device", "choice", "cuda", choices=["cuda", "cpu"], help="cuda: CPU and GPU curves; cpu: the CPU curve only"),
+    device_param("cuda: CPU and GPU curves; cpu: the CPU curve only"),
     Param("ops", "str", ",".join(OPS), help=f"comma-separated subset of {', '.join(OPS)}"),
     Param("matmul_max_log2", "int", 12, lo=0, hi=15, help="matmul sizes n x n for n = 2^0 .. 2^this"),
     Param("sin_max_log2", "int", 26, lo=0, hi=31, help="nested-sine sizes 2^0 .. 2^this elements"),

@@ -36,11 +36,11 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as a script from a checkout:
     sys.path.insert(0, str(_CHECKOUT))  # its own gputop first, whatever else is installed
 
-from gputop import workload_util as wu
 from gputop.measure import ceilings, host
 from gputop.measure.probe import gpu_context
 from gputop.measure.timing import time_host, time_launches, timing_stats
-from gputop.workload_api import Emitter, Param, ParamError, main, require_cupy
+from gputop.workload import Emitter, Param, ParamError, device_param, main, require_cupy
+from gputop.workload import util as wu
 
 NAME = "roofline"
 DESCRIPTION = ("roofline sweep of b = a + a^2 + ... + a^k (AI = k/4 FLOP/byte): the seed mul+add kernel and "
@@ -56,7 +56,7 @@ PARAMS = [
     Param("warmup", "int", 3, lo=0, hi=1000, help="untimed launches before each point"),
     Param("runs", "int", 10, lo=1, hi=10_000, help="timed launches per point"),
     Param("block", "int", 256, lo=32, hi=1024, help="threads per block (a multiple of 32)"),
-    Param("device", "choice", "cuda", choices=["cuda", "cpu"], help="cuda: CuPy kernels; cpu: NumPy on the host"),
+    device_param("cuda: CuPy kernels; cpu: NumPy on the host"),
     Param("variants", "choice", "both", choices=["both", "mul+add", "fma"], help="which kernels to sweep"),
     Param("ceilings", "bool", True, help="measure the roofs (DRAM, L2, FP32, FP64, tensor)"),
     Param("tensor_s", "float", 0.5, lo=0, hi=60, help="tensor roofs with torch, then this many seconds of "

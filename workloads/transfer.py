@@ -38,8 +38,8 @@ if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as
     sys.path.insert(0, str(_CHECKOUT))  # its own gputop first, whatever else is installed
 
 from gputop.lessons.transfer import COPY_PHASES  # the copies its lesson judges
-from gputop.workload_api import Param, ParamError, main, require_torch
-from gputop.workload_util import torch_device
+from gputop.workload import Param, ParamError, device_param, main, require_torch
+from gputop.workload.util import torch_device
 
 NAME = "transfer"
 DESCRIPTION = "PCIe copies: pageable vs pinned bandwidth from 4 kB to 1 GB; upload/compute/download on 1 vs 3 streams"
@@ -48,7 +48,7 @@ TIMEOUT = 300
 
 STREAM_MODES = ["serial", "seed", "chunked"]
 PARAMS = [
-    Param("device", "choice", "cuda", choices=["cuda", "cpu"], help="cuda: copies and streams; cpu: host memcpy only"),
+    device_param("cuda: copies and streams; cpu: host memcpy only"),
     Param("min_log2", "int", 12, lo=0, hi=34, help="smallest copy: 2^this bytes (4 kB)"),
     Param("max_log2", "int", 30, lo=0, hi=34, help="largest copy: 2^this bytes (1 GB)"),
     Param("step_log2", "int", 2, lo=1, hi=8, help="step of the size exponent"),

@@ -9,11 +9,11 @@
 # The program writes its ground truth (torch.profiler's kernel-time breakdown over its last steps, or its
 # construction: bench/gpu/corpus/_corpus.py) to T.json, with its timed loop's start and end; the trace is then
 # copied as corpus_<gpu>_CASE.jsonl.gz with that loop marked "steady loop expect=<truth>"
-# (bench/gpu/corpus/mark_trace.py), so bench/tools/calibration.py and tests/test_classify_traces.py score that window.
+# (gputop/evaluate/corpus_truth.py), so the calibration and tests/test_classify_traces.py score that window.
 # Results in $OUT (at most 4 files): summary_<gpu>.md (env, per case: truth, gputop's verdict, wall time;
 # the confusion table; the calibration table over these traces), corpus_<gpu>.tar.gz (traces, truth JSON,
 # gputop's JSON documents, logs). Copy traces/corpus_*.jsonl.gz into tests/data/traces/ to make them test
-# data, then run `python bench/tools/calibration.py --write`.
+# data, then run `python -m gputop.evaluate.calibration --write`.
 set -u
 OUT=${OUT:-/tmp/gputop-corpus}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
@@ -79,10 +79,10 @@ try:
 except (OSError, ValueError, KeyError, TypeError):
     v = {}
 if truth.get("label") and os.path.exists(f"{work}/{case}.jsonl.gz"):
-    # the timed loop marked "steady loop expect=<label>" (bench/gpu/corpus/mark_trace.py): the labelled window
+    # the timed loop marked "steady loop expect=<label>" (gputop/evaluate/corpus_truth.py): the labelled window
     import subprocess
     gpu = os.environ.get("GPU_SHORT", "gpu")
-    subprocess.run([sys.executable, "bench/gpu/corpus/mark_trace.py", f"{work}/{case}.jsonl.gz",
+    subprocess.run([sys.executable, "-m", "gputop.evaluate.corpus_truth", f"{work}/{case}.jsonl.gz",
                     f"{work}/{case}.truth.json", f"{work}/traces/corpus_{gpu}_{case}.jsonl.gz"], check=False,
                    stdout=sys.stderr)
 extra = {k: truth[k] for k in ("busy", "gemm_share", "mean_kernel_us", "kernels_per_s") if k in truth}
@@ -101,9 +101,9 @@ done
   echo
   python3 bench/gpu/proof/confusion.py "$WORK/traces" 2>&1
   echo
-  echo "## Calibration over these traces (bench/tools/calibration.py; the demo and tests/data/traces included)"
+  echo "## Calibration over these traces (gputop/evaluate/calibration.py; the demo and tests/data/traces included)"
   echo
-  python3 bench/tools/calibration.py --traces "$WORK/traces" 2>&1
+  python3 -m gputop.evaluate.calibration --traces "$WORK/traces" 2>&1
 } >> "$SUMMARY"
 tar -C "$WORK" -czf "$OUT/corpus_$GPU.tar.gz" .
 rm -rf "$WORK"

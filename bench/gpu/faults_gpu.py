@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import pty
 import signal
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import threading
 import time
 from pathlib import Path
 
+import pexpect
 import psutil
 import pynvml
 
@@ -66,6 +66,42 @@ def alive(procs: list[psutil.Process]) -> list[str]:
     return out
 
 
+class PtyRun:
+    """gputop in a pseudo-terminal of its own session (pexpect), with the ``pid``, ``poll``, ``wait`` and ``kill`` of a
+    Popen; every byte it writes is kept in ``screen``."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: dict):
+        self.child = pexpect.spawn(argv[0], argv[1:], cwd=str(cwd), env=env, dimensions=(40, 120))
+        self.pid = self.child.pid
+        self.screen = bytearray()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                self.screen.extend(self.child.read_nonblocking(65536, timeout=None))
+            except (pexpect.EOF, pexpect.TIMEOUT, OSError, ValueError):
+                return
+
+    def poll(self) -> int | None:
+        if self.child.isalive():
+            return None
+        return self.child.exitstatus if self.child.exitstatus is not None else -(self.child.signalstatus or 0)
+
+    def wait(self, timeout: float | None = None) -> int:
+        end = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if end is not None and time.monotonic() > end:
+                raise subprocess.TimeoutExpired(self.child.args, timeout)
+            time.sleep(0.02)
+        self.reader.join(2.0)  # what it wrote last (the terminal restored) read to the end
+        return code
+
+    def kill(self) -> None:
+        os.kill(self.pid, signal.SIGKILL)
+
+
 class Cell:
     def __init__(self, name: str, argv: list[str], fault: str, expect_code: int, expect: dict, tui: bool = False):
         self.name, self.argv, self.fault, self.expect_code, self.expect, self.tui = \
@@ -79,25 +115,9 @@ class Cell:
             argv[3:3] = ["--json", "-o", str(doc_path)]
         stdout = open(tmp / "stdout", "wb")
         stderr = open(tmp / "stderr", "wb")
-        screen = bytearray()
         t0 = time.monotonic()
         if self.tui:
-            master, slave = pty.openpty()
-            g = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=ROOT, start_new_session=True,
-                                 env=dict(os.environ, TERM="xterm-256color"))
-            os.close(slave)
-
-            def pump():
-                while True:
-                    try:
-                        data = os.read(master, 65536)
-                    except OSError:
-                        return
-                    if not data:
-                        return
-                    screen.extend(data)
-
-            threading.Thread(target=pump, daemon=True).start()
+            g = PtyRun(argv, ROOT, dict(os.environ, TERM="xterm-256color"))
         else:
             g = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, cwd=ROOT,
                                  start_new_session=True)
@@ -158,7 +178,7 @@ class Cell:
                     if got != v:
                         problems.append(f"{where}: {k}={got!r}, expected {v!r}")
         if self.tui:
-            on, off = screen.rfind(b"\x1b[?1049h"), screen.rfind(b"\x1b[?1049l")
+            on, off = g.screen.rfind(b"\x1b[?1049h"), g.screen.rfind(b"\x1b[?1049l")
             if off < on or off < 0:
                 problems.append("terminal not restored")
         row = {"cell": self.name, "fault": self.fault, "exit": code, "expected": self.expect_code,

@@ -3,7 +3,7 @@
     source .whl/use.sh && python bench/gpu/live_follow_gpu.py [--size 80x24] [--phase-s 8] [--json OUT]
 
 gputop's TUI (Textual's headless ``run_test`` at the given size, live NVML + GPM at 10 Hz) runs
-``gputop --tui --run -- python <child>`` as the CLI does (a Session, a CommandApp). The child goes through
+``gputop --tui --run -- python <child>`` as the CLI does (a Session, make_command_app). The child goes through
 phases of known bottlenecks and appends each phase's start (``time.monotonic()``: the sampler's clock) to a
 file. Every 0.1 s the script keeps what the verdict panel shows: class, confidence, the window it says it
 judged, its evidence. Per phase it prints:
@@ -44,7 +44,7 @@ from gputop.analysis import thresholds as T  # noqa: E402
 from gputop.cli import parse  # noqa: E402
 from gputop.session.command import Session  # noqa: E402
 from gputop.session.monitor import open_monitor  # noqa: E402
-from gputop.tui.command import CommandApp  # noqa: E402
+from gputop.tui.command import make_command_app  # noqa: E402
 from gputop.tui.config import TuiConfig  # noqa: E402
 from test_live_verdict import contradictions  # noqa: E402  (the replay test's check, on live ticks here)
 
@@ -156,7 +156,7 @@ def follow_report(frames: list[dict], marks: list[tuple[float, str]]) -> list[di
     return out
 
 
-async def drive(app: CommandApp, frames: list[dict], bad: list[str], done) -> None:
+async def drive(app, frames: list[dict], bad: list[str], done) -> None:
     async with app.run_test(size=app.bench_size) as pilot:
         while not done():
             await pilot.pause(0.1)
@@ -193,7 +193,7 @@ def main() -> int:
     session = Session(mon, command, log=str(tmp / "child.log"), grace_s=5.0, stdin=subprocess.DEVNULL,
                       err=io.StringIO())
     session.start()
-    app = CommandApp(TuiConfig(source=mon.source, rate_hz=10, hostname=platform.node()), session)
+    app = make_command_app(TuiConfig(source=mon.source, rate_hz=10, hostname=platform.node()), session)
     app.bench_size = (cols, rows)
     frames: list[dict] = []
     bad: list[str] = []

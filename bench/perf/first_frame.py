@@ -17,19 +17,21 @@ machine. Printed per checkout: median, min, max of each. Each checkout's sources
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
-import select
 import signal
 import statistics
-import struct
 import subprocess
 import sys
-import termios
 import time
 
 import psutil
+
+try:
+    import pexpect
+except ImportError:  # a bench script: one line, not a traceback
+    raise SystemExit("first_frame.py drives gputop in a pseudo-terminal through pexpect: pip install pexpect "
+                     "(gputop's test extra brings it)") from None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -40,36 +42,36 @@ def launch(argv: list[str], root: str, cols: int, rows: int, markers: dict[str, 
            timeout: float) -> dict[str, dict[str, float] | None]:
     """Run ``argv`` in a fresh pty; for each marker, the wall and CPU seconds from launch until the output held
     it (None if it never did within ``timeout``). The program is then told to quit (q), or killed."""
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)  # (.whl/use.sh's site stays)
     env = dict(os.environ, PYTHONPATH=path, TERM="xterm-256color", COLUMNS=str(cols), LINES=str(rows))
     env.pop("NO_COLOR", None)
     t0 = time.monotonic()
-    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=root,
-                            start_new_session=True, close_fds=True)
-    os.close(slave)
-    ps = psutil.Process(proc.pid)
+    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=root, dimensions=(rows, cols))  # its own session
+    ps = psutil.Process(child.pid)
     out, seen = b"", {}
     try:
         while len(seen) < len(markers) and time.monotonic() - t0 < timeout:
-            if select.select([master], [], [], 0.002)[0]:
-                try:
-                    out += os.read(master, 1 << 16)
-                except OSError:
-                    break
+            try:
+                out += child.read_nonblocking(1 << 16, timeout=0.002)
+            except pexpect.TIMEOUT:
+                pass
+            except pexpect.EOF:
+                break
             for name, alts in markers.items():
                 if name not in seen and any(m in out for m in alts):
                     cpu = ps.cpu_times()
                     seen[name] = {"wall_s": time.monotonic() - t0, "cpu_s": cpu.user + cpu.system}
     finally:
+        end = time.monotonic() + 10
         try:
-            os.write(master, b"q")
-            proc.wait(10)
-        except (OSError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
-        os.close(master)
+            child.send(b"q")
+        except OSError:
+            pass
+        while child.isalive() and time.monotonic() < end:
+            time.sleep(0.02)
+        if child.isalive():
+            os.killpg(child.pid, signal.SIGKILL)
+        child.close(force=True)
     if not seen:
         raise SystemExit(f"{' '.join(argv)} in {root}: no first frame in {timeout:g} s; its output:\n"
                          + out.decode("utf-8", "replace")[-1500:])

@@ -77,13 +77,13 @@ def main() -> int:
             print(f"observer_effect: gputop exited:\n{gputop.tail_text()}", file=sys.stderr)
             return 1
         for name, (step, work, unit) in loops(torch).items():
-            os.killpg(gputop.proc.pid, signal.SIGCONT)
+            os.killpg(gputop.pid, signal.SIGCONT)
             window(torch, step, work, 2.0)  # warm-up (clocks, caches)
             off, on = [], []
             for _ in range(args.pairs):
-                os.killpg(gputop.proc.pid, signal.SIGSTOP)
+                os.killpg(gputop.pid, signal.SIGSTOP)
                 off.append(window(torch, step, work, args.window))
-                os.killpg(gputop.proc.pid, signal.SIGCONT)
+                os.killpg(gputop.pid, signal.SIGCONT)
                 time.sleep(0.3)  # its first ticks after the pause
                 on.append(window(torch, step, work, args.window))
             m_off, m_on = statistics.mean(off), statistics.mean(on)
@@ -97,7 +97,7 @@ def main() -> int:
                   f"spread of the off windows {noise:.2f}%)", flush=True)
     finally:
         try:
-            os.killpg(gputop.proc.pid, signal.SIGCONT)
+            os.killpg(gputop.pid, signal.SIGCONT)
         except OSError:
             pass
         gputop.stop()

@@ -51,7 +51,7 @@ def main() -> int:
 
     from gputop.telemetry.host import HostReader
     from gputop.telemetry.nvml import Nvml
-    from gputop.telemetry.sample import GpmWindow, GpuReader
+    from gputop.telemetry.sample import GPM_METRICS, GpmWindow, GpuReader
 
     nvml = Nvml()
     if not nvml.available():
@@ -78,9 +78,11 @@ def main() -> int:
         except Exception as exc:  # a call this GPU does not support
             rows.append((name, None, None, type(exc).__name__))
     if reader.gpm is not None:
+        buf = lib.nvmlGpmSampleAlloc()
+        rows.append(("nvmlGpmSampleGet", *timed(lambda: lib.nvmlGpmSampleGet(h, buf), args.reps)))
+        lib.nvmlGpmSampleFree(buf)
         win = GpmWindow(nvml, args.gpu, h)
-        rows.append(("nvmlGpmSampleGet", *timed(lambda: lib.nvmlGpmSampleGet(h, win.bufs[0]), args.reps)))
-        rows.append(("GpmWindow.read (sample + 15 metrics)", *timed(win.read, args.reps)))
+        rows.append((f"GpmWindow.read (sample + {len(GPM_METRICS)} metrics)", *timed(win.read, args.reps)))
         win.close()
     host = HostReader()
     rows.append(("HostReader.read (/proc)", *timed(host.read, args.reps // 4)))
@@ -110,7 +112,7 @@ def paced(args) -> int:
     from gputop.telemetry.host import HostReader
     from gputop.telemetry.live import LiveSource
     from gputop.telemetry.nvml import Nvml
-    from gputop.telemetry.sample import GPM_METRICS, GpmWindow, GpuReader
+    from gputop.telemetry.sample import GPM_METRICS, GpuReader
     from gputop.telemetry.sampler import Sampler
 
     nvml = Nvml()
@@ -120,27 +122,36 @@ def paced(args) -> int:
     lib = nvml.lib
     reader = GpuReader(nvml, args.gpu)
     h = reader.h
-    win = GpmWindow(nvml, args.gpu, h) if reader.gpm is not None else None
     host = HostReader()
     every = {"nvmlDeviceGetComputeRunningProcesses": 10, "HostReader.read (/proc)": 5}
+    # GPM's read in its two NVML steps, timed apart, on buffers of its own (as telemetry.sample.GpmWindow reads):
+    # a sample into the next buffer, then the metrics between the two newest samples
+    gpm = reader.gpm is not None
+    if gpm:
+        bufs = [lib.nvmlGpmSampleAlloc(), lib.nvmlGpmSampleAlloc()]
+        mg = lib.c_nvmlGpmMetricsGet_t()
+        mg.version = getattr(lib, "NVML_GPM_METRICS_GET_VERSION", 1)
+        for i, metric_id in enumerate(GPM_METRICS.values()):
+            mg.metrics[i].metricId = metric_id
+    newest = [1]  # the buffer the last sample went into
 
-    def gpm_sample():  # GpmWindow.read in its two NVML steps, timed apart: a sample into the next buffer ...
-        lib.nvmlGpmSampleGet(h, win.bufs[win.cur])
-        win.cur ^= 1
+    def gpm_sample():
+        newest[0] ^= 1
+        lib.nvmlGpmSampleGet(h, bufs[newest[0]])
         taken[0] += 1
 
-    def gpm_metrics(count=len(GPM_METRICS)):  # ... and the metrics between the two newest samples
+    def gpm_metrics(count=len(GPM_METRICS)):
         if taken[0] < 2:
             return
-        win.mg.numMetrics = count
-        win.mg.sample1, win.mg.sample2 = win.bufs[win.cur], win.bufs[win.cur ^ 1]
-        lib.nvmlGpmMetricsGet(win.mg)
+        mg.numMetrics = count
+        mg.sample1, mg.sample2 = bufs[newest[0] ^ 1], bufs[newest[0]]
+        lib.nvmlGpmMetricsGet(mg)
 
     taken = [0]  # GPM samples taken
     calls = {
         "nvmlDeviceGetUtilizationRates": lambda: lib.nvmlDeviceGetUtilizationRates(h),
-        "nvmlGpmSampleGet": gpm_sample if win else None,
-        f"nvmlGpmMetricsGet ({len(GPM_METRICS)} metrics)": gpm_metrics if win else None,
+        "nvmlGpmSampleGet": gpm_sample if gpm else None,
+        f"nvmlGpmMetricsGet ({len(GPM_METRICS)} metrics)": gpm_metrics if gpm else None,
         "nvmlDeviceGetClockInfo(SM)": lambda: lib.nvmlDeviceGetClockInfo(h, lib.NVML_CLOCK_SM),
         "nvmlDeviceGetClockInfo(MEM)": lambda: lib.nvmlDeviceGetClockInfo(h, lib.NVML_CLOCK_MEM),
         "nvmlDeviceGetCurrentClocksEventReasons": lambda: lib.nvmlDeviceGetCurrentClocksEventReasons(h),
@@ -168,7 +179,7 @@ def paced(args) -> int:
         whole += time.thread_time() - c_tick
         time.sleep(max(0.0, interval - (time.monotonic() - started)))
     one_metric = 0.0  # the metrics step again, asking for one metric (does its cost grow with the count?)
-    if win:
+    if gpm:
         for k in range(n // 3):
             started = time.monotonic()
             gpm_sample()
@@ -176,7 +187,8 @@ def paced(args) -> int:
             gpm_metrics(1)
             one_metric += time.thread_time() - c0
             time.sleep(max(0.0, interval - (time.monotonic() - started)))
-        win.close()
+        for b in bufs:
+            lib.nvmlGpmSampleFree(b)
     reader.close()
 
     src = LiveSource(nvml, gpus=[args.gpu])  # the TUI's sampler, on its own thread
@@ -200,7 +212,7 @@ def paced(args) -> int:
         pct = 100 * s_ / (n * interval)
         rows.append({"call": name_, "calls": made[name_], "cpu_us": per, "pct_of_core": pct})
         print(f"{name_:<44} {made[name_]:6d} {per:8.1f} {pct:7.3f}")
-    if win:
+    if gpm:
         per = one_metric / max(1, n // 3 - 1) * 1e6
         rows.append({"call": "nvmlGpmMetricsGet (1 metric)", "calls": n // 3 - 1, "cpu_us": per})
         print(f"{'nvmlGpmMetricsGet (1 metric, after a sample)':<44} {n // 3 - 1:6d} {per:8.1f}")

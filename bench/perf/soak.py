@@ -106,12 +106,12 @@ def main() -> int:
                         failures.append(f"scrape at {now - t0:.0f} s: {exc}")
                 next_scrape += 1.0
             if now >= next_read:
-                for name, pid in (("tui", tui.proc.pid), ("export", exp.pid)):
+                for name, pid in (("tui", tui.pid), ("export", exp.pid)):
                     cpu, rss = tree_cpu_rss(pid)
                     samples[name].append((round(now - t0, 1), round(cpu, 3), rss))
                 next_read += a.every
             if not tui.alive() or exp.poll() is not None:
-                failures.append(f"died at {now - t0:.0f} s: tui {tui.proc.poll()}, export {exp.poll()}")
+                failures.append(f"died at {now - t0:.0f} s: tui {tui.returncode}, export {exp.poll()}")
                 break
             time.sleep(max(0.0, min(next_read, next_scrape) - time.monotonic()))
     finally:

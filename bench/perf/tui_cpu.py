@@ -22,40 +22,39 @@ Exit code 0; 1 if a program died before the end (its output tail is printed).
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
-import pty  # noqa: F401  (documents that this needs a POSIX pty)
 import shlex
-import struct
 import subprocess
 import sys
-import termios
 import threading
 import time
 
 import psutil
 
+try:
+    import pexpect
+except ImportError:  # a bench script: one line, not a traceback
+    raise SystemExit("the TUI benches drive gputop in a pseudo-terminal through pexpect: pip install pexpect "
+                     "(gputop's test extra brings it)") from None
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class PtyProc:
-    """A command in its own pseudo-terminal of ``cols`` x ``rows``; its output is drained and counted (the
-    first ``KEEP`` bytes kept in ``all_out``, for a subclass that looks for its first frame)."""
+    """A command in its own pseudo-terminal of ``cols`` x ``rows`` and its own session (pexpect); a thread drains its
+    output and counts it (the first ``KEEP`` bytes kept in ``all_out``, for a subclass that looks for its first
+    frame). ``pid`` is the command's process, the leader of its process group."""
 
     KEEP = 0
 
     def __init__(self, name: str, argv: list[str], cols: int, rows: int, env: dict | None = None):
         self.name, self.argv = name, argv
-        master, slave = os.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
         e = dict(os.environ if env is None else env)
         e.update(TERM=e.get("TERM_BENCH", "xterm-256color"), COLUMNS=str(cols), LINES=str(rows))
         e.pop("NO_COLOR", None)
-        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=e, cwd=ROOT,
-                                     start_new_session=True, close_fds=True)
-        os.close(slave)
-        self.master = master
+        self.child = pexpect.spawn(argv[0], argv[1:], env=e, cwd=ROOT, dimensions=(rows, cols))
+        self.pid = self.child.pid
         self.bytes = 0
         self.bursts: list[float] = []  # start time of each burst of output
         self._last = 0.0
@@ -68,10 +67,8 @@ class PtyProc:
     def _drain(self) -> None:
         while not self._stop:
             try:
-                data = os.read(self.master, 65536)
-            except OSError:
-                return
-            if not data:
+                data = self.child.read_nonblocking(65536, timeout=None)
+            except (pexpect.EOF, pexpect.TIMEOUT, OSError, ValueError):  # ended, or closed by stop()
                 return
             now = time.monotonic()
             if now - self._last > 0.02:
@@ -85,7 +82,7 @@ class PtyProc:
     def cpu_s(self) -> float:
         """CPU seconds (user + system) of the process and its live descendants."""
         try:
-            p = psutil.Process(self.proc.pid)
+            p = psutil.Process(self.pid)
             procs = [p] + p.children(recursive=True)
         except psutil.Error:
             return float("nan")
@@ -100,30 +97,44 @@ class PtyProc:
 
     def rss(self) -> int:
         try:
-            p = psutil.Process(self.proc.pid)
+            p = psutil.Process(self.pid)
             return sum(q.memory_info().rss for q in [p] + p.children(recursive=True))
         except psutil.Error:
             return 0
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.child.isalive()
+
+    @property
+    def returncode(self) -> int | None:
+        """None while it runs; its exit code, or minus the signal that ended it."""
+        if self.child.isalive():
+            return None
+        return self.child.exitstatus if self.child.exitstatus is not None else -(self.child.signalstatus or 0)
+
+    def wait(self, timeout: float) -> bool:
+        """True once the command has ended, False if it still runs after ``timeout`` seconds."""
+        end = time.monotonic() + timeout
+        while self.child.isalive():
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.02)
+        return True
 
     def stop(self, key: bytes = b"q") -> None:
         if self.alive():
             try:
-                os.write(self.master, key)
+                self.child.send(key)
             except OSError:
                 pass
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, 9)
-                self.proc.wait(5)
+            if not self.wait(5):
+                try:
+                    os.killpg(self.pid, 9)
+                except ProcessLookupError:
+                    pass
+                self.wait(5)
         self._stop = True
-        try:
-            os.close(self.master)
-        except OSError:
-            pass
+        self.child.close(force=True)
 
     def tail_text(self) -> str:
         return self.tail.decode("utf-8", "replace")[-1500:]
@@ -137,7 +148,7 @@ def measure(procs: list[PtyProc], warmup: float, seconds: float) -> dict[str, di
     time.sleep(warmup)
     for p in procs:
         if not p.alive():
-            raise Died(f"{p.name} exited during the warm-up (code {p.proc.returncode}); its last output:\n"
+            raise Died(f"{p.name} exited during the warm-up (code {p.returncode}); its last output:\n"
                        f"{p.tail_text()}")
     c0 = {p.name: p.cpu_s() for p in procs}
     b0 = {p.name: (p.bytes, len(p.bursts)) for p in procs}
@@ -289,7 +300,7 @@ def measure_groups(groups, cmds, cols, rows, env, args, results) -> str:
             return "fatal"
         for p in dead:  # died while measured: its figure covers less time
             early = True
-            print(f"{p.name} exited early (code {p.proc.returncode}); its last output:\n{p.tail_text()}",
+            print(f"{p.name} exited early (code {p.returncode}); its last output:\n{p.tail_text()}",
                   file=sys.stderr)
     return "early" if early else ""
 
@@ -312,7 +323,7 @@ def rss_run(cmd: list[str], cols: int, rows: int, env: dict, args, report: dict)
     finally:
         died = not p.alive()
         if died:
-            print(f"gputop exited early (code {p.proc.returncode}):\n{p.tail_text()}", file=sys.stderr)
+            print(f"gputop exited early (code {p.returncode}):\n{p.tail_text()}", file=sys.stderr)
         p.stop()
     rss = [r for _, r in samples]
     if not rss:

@@ -6,10 +6,10 @@ each part switched off, every variant a fresh process.
     python bench/perf/tui_parts.py --idle                           # no GPU: an idle H200 replayed (tui_cpu.py --idle)
 
 Variants (``--variants``, comma-separated): ``all`` (nothing off), ``verdict`` (the live verdict is not
-judged: no change detector, no classify, the panel says nothing), ``charts`` (the charts are not fed),
+judged: no change detector, no classify, the panel says nothing; it runs on the sampler's thread), ``charts`` (the charts are not fed),
 ``panels`` (the header, device, verdict and process panels keep their first frame), ``frame`` (gputop's
 whole frame after the first: what is left is Textual at rest plus the sampler). Each prints the main
-thread's CPU (drawing, the verdict; its own clock), the sampler thread's (NVML + GPM + host), and the
+thread's CPU (drawing; its own clock), the sampler thread's (NVML + GPM + host, the live verdicts), and the
 whole process's, as % of one core, over ``--seconds`` after ``--warm`` seconds (the TUI's first 30 s are
 its start-up and a young regime judged every second; tui_vs_nvitop.py's steady window starts there too).
 """
@@ -31,15 +31,17 @@ VARIANTS = ("all", "verdict", "charts", "panels", "frame")
 
 def switch_off(variant: str) -> None:
     """Patch the TUI's classes so that ``variant``'s part does nothing (in the measured child only)."""
-    from gputop.tui import app
+    from gputop.tui import app, header
     from gputop.tui.monitor import page as monitor_page, panels
 
     if variant == "verdict":
-        monitor_page.MonitorPage.update_verdict = lambda self, tick: None
+        from gputop.analysis import live
+
+        live.LiveNode.feed = lambda self, tick: None  # (judged on the sampler's thread, fed by its ticks)
     elif variant == "charts":
         monitor_page.MonitorPage.feed_charts = lambda self, only=None: None
     elif variant == "panels":
-        for cls in (panels.InfoBar, panels.DevicePanel, panels.VerdictPanel, panels.ProcessTable):
+        for cls in (header.InfoBar, panels.DevicePanel, panels.VerdictPanel, panels.ProcessTable):
             first = cls.show
 
             def once(self, *a, _first=first, **k):

@@ -83,7 +83,7 @@ def main() -> int:
             print(f"gputop exited during the warm-up; its last output:\n{p.tail_text()}", file=sys.stderr)
             return 1
         c0 = p.cpu_s()
-        cmd = [spy, "record", "-p", str(p.proc.pid), "-d", str(int(args.seconds)), "-r", str(args.rate),
+        cmd = [spy, "record", "-p", str(p.pid), "-d", str(int(args.seconds)), "-r", str(args.rate),
                "-f", "raw", "-o", raw, "--threads", "--nonblocking"] + (["--native"] if args.native else [])
         r = subprocess.run(cmd, capture_output=True, text=True)
         cpu = p.cpu_s() - c0

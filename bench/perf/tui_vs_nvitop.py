@@ -38,7 +38,7 @@ def first_frame(p: PtyProc, t_launch: float, seen: dict) -> None:
 def thread_times(p: PtyProc) -> dict[int, tuple[float, float]]:
     """CPU seconds (user, system) of each thread of the program's own process, by thread id."""
     try:
-        return {t.id: (t.user_time, t.system_time) for t in psutil.Process(p.proc.pid).threads()}
+        return {t.id: (t.user_time, t.system_time) for t in psutil.Process(p.pid).threads()}
     except psutil.Error:
         return {}
 
@@ -75,9 +75,9 @@ def one_size(cols: int, rows: int, cmds: dict, env: dict, first: float, steady: 
                 u0, s0 = threads0[p.name].get(tid, (0.0, 0.0))
                 pct = [round(100 * x / (t2 - t1), 2) for x in (user - u0 + system - s0, user - u0, system - s0)]
                 if pct[0] > 0:
-                    split[p.name]["main" if tid == p.proc.pid else f"thread {tid}"] = pct
+                    split[p.name]["main" if tid == p.pid else f"thread {tid}"] = pct
             if not p.alive():
-                raise SystemExit(f"{p.name} died (code {p.proc.returncode}):\n{p.tail_text()}")
+                raise SystemExit(f"{p.name} died (code {p.returncode}):\n{p.tail_text()}")
     finally:
         for p in procs:
             p.stop()

@@ -89,7 +89,7 @@ async def drive(app, work: Path, args, logf) -> None:
             await pilot.press("r")
             await pause(0.5)
             if len(app.model.controller.runs) == n_runs:
-                log(f"{name}: did not start: {[str(n.message) for n in app._notifications][-1:]}", logf)
+                log(f"{name}: did not start; the screen (its note why at the bottom):\n{app.screen_text()}", logf)
                 continue
             state = app.model.controller.runs[-1]
             run = state.run

@@ -1,6 +1,6 @@
 """The cluster: one row per GPU of many nodes, and each job's GPU-hours by class (pure; no HTTP here).
 
-``session/cluster.py`` asks a Prometheus server (``telemetry/prometheus.py``) and hands this module label sets,
+``fleet/reader.py`` asks a Prometheus server (``telemetry/prometheus.py``) and hands this module label sets,
 values and windows of samples; this module decides what a row is, what a GPU's job is, which GPUs waste the most,
 and judges the GPUs no gputop exported a verdict for (dcgm-exporter's nodes) with the one classifier
 (:func:`gputop.analysis.classify.classify`) over samples made from their ``DCGM_FI_*`` series.
@@ -25,13 +25,13 @@ from dataclasses import asdict, dataclass, field
 
 from gputop.analysis.classify import classify
 from gputop.analysis.verdict import Verdict
-from gputop.analysis.vocabulary import CLASSES
+from gputop.analysis.vocabulary import CLASSES, Cls
 from gputop.telemetry.dcgm_fields import LABEL_GPU, LABELS_HOSTNAME
 
 EXPORTED, JUDGED = "gputop --export", "gputop"  # ClusterGpu.judged_by
 # Classes in which the GPU does the work it was given at the pace of its own hardware; every other class (idle,
 # input-starved, host-bound, latency-bound, PCIe- and comms-bound, a stalled collective) is a GPU waiting.
-WORKING = ("compute-bound", "memory-bound", "memory-capacity", "throttled")
+WORKING = (Cls.COMPUTE_BOUND, Cls.MEMORY_BOUND, Cls.MEMORY_CAPACITY, Cls.THROTTLED)
 WAITING = tuple(c for c in CLASSES if c not in WORKING)
 NODE_LABELS = (*LABELS_HOSTNAME, "instance")
 NOT_WHOLE = frozenset(("GPU_I_PROFILE", "GPU_I_ID", "nvlink", "nvswitch"))  # labels of a part of a GPU  # the labels that name a series' node, the first present

@@ -1,6 +1,6 @@
 """The live verdict: the classifier over the current regime of the work, following its changes.
 
-:class:`LiveVerdict` is fed the monitor's recent ticks at every frame (``update(window)``); it runs the
+:class:`LiveVerdict` is fed the recent ticks at every tick (``update(window)``, by :class:`LiveNode`); it runs the
 change detector (:mod:`.segments`) over the ticks it has not seen and judges the current segment (since
 the last change, at most its last ``LIVE_MAX_S``): again once every ``LIVE_EVERY_S`` (every
 ``LIVE_SLIDING_EVERY_S`` once the regime is older than ``LIVE_MAX_S``: its window then slides, and each
@@ -11,16 +11,29 @@ regimes). Within a segment the class shown is sticky (hysteresis, ``prefer`` of
 :func:`.classify.classify`). The verdict's window (``t_start``/``t_end``) is the ticks it judged: a frontend
 says so and marks it on its charts, and every number of its evidence is a mean over exactly those ticks.
 
-Pure: no NVML, no Textual. The TUI's verdict panel (gputop/tui/monitor/verdict.py) holds one.
+:class:`LiveNode` holds one per GPU of a node and is what the frontends read: a sampler listener, fed each tick
+once on the sampler's thread, judging the node's jobs together (:func:`.comms.judge_node`), and handing out an
+immutable :class:`NodeSnapshot` that the TUI (its panel and strip: ``gputop``, ``--serve``) and ``--export``
+read at any time from any thread; nothing is judged where it is read.
+
+Pure: no NVML, no Textual.
 """
 
 from __future__ import annotations
 
+import copy
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
 from gputop.analysis import thresholds as T
 from gputop.analysis.classify import classify
-from gputop.analysis.collectives import describe_stall
+from gputop.analysis.comms import judge_node
+from gputop.analysis.rules.stalled import describe as describe_stall
 from gputop.analysis.segments import ChangeDetector
 from gputop.analysis.verdict import Verdict
+from gputop.analysis.vocabulary import Cls
 
 
 class LiveVerdict:
@@ -83,7 +96,7 @@ class LiveVerdict:
             ticks = ticks[1:]  # the first sample of a change straddles it (its counters average both regimes)
         prefer = self.verdict.cls if self.verdict is not None and start == self.segment_start else None
         self.verdict = classify(ticks, static, peaks, gpu=gpu_pos, watched_pid=watched_pid, prefer=prefer)
-        if self.verdict.cls == "stalled":  # since the regime began, however long ago (the window is at most 30 s)
+        if self.verdict.cls == Cls.STALLED:  # since the regime began, however long ago (the window is at most 30 s)
             self.verdict.evidence["stalled_for_s"] = round(now - start, 1)
             self.verdict.evidence_text = describe_stall(self.verdict.subclass, self.verdict.evidence, self.verdict.job)
         self.judged_t, self.segment_start, self.previous = now, start, False
@@ -104,3 +117,163 @@ def window_words(v: Verdict | None, now: float | None, previous: bool = False, c
     if clock is not None:
         return f"since {clock(v.t_start)}, {length:.1f} s"
     return f"last {length:.1f} s"
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One GPU of a :class:`NodeSnapshot`: its verdict as the node last judged it (a copy, never changed
+    afterwards: the sampler's thread goes on with its own), the tick time of that judgement, whether it is the
+    previous phase's (the current one too young to judge), and why there is none (a classifier error)."""
+
+    pos: int  # the GPU's position in the source's ticks
+    verdict: Verdict | None = None
+    judged_t: float | None = None
+    previous: bool = False
+    error: str | None = None
+
+    def span(self) -> tuple[float, float] | None:
+        """(t_start, t_end) of the window the verdict judged, in tick time (None: no verdict)."""
+        v = self.verdict
+        return None if v is None or v.t_start is None or v.t_end is None else (v.t_start, v.t_end)
+
+
+@dataclass(frozen=True)
+class NodeSnapshot:
+    """What :class:`LiveNode` knew after tick time ``t``: one :class:`Judged` per GPU, in the node's order."""
+
+    t: float | None = None  # the newest tick fed (None: none yet)
+    gpus: tuple[Judged, ...] = ()
+
+    def verdicts(self) -> list[Verdict | None]:
+        return [g.verdict for g in self.gpus]
+
+    def words(self, i: int, clock=None) -> str:
+        """Which window GPU ``i``'s verdict judged, for people (:func:`window_words`)."""
+        g = self.gpus[i] if i < len(self.gpus) else None
+        return "" if g is None else window_words(g.verdict, self.t, g.previous, clock)
+
+
+def _carries_processes(tick: dict) -> bool:
+    """Whether ``tick`` lists any GPU's processes (they say the node's jobs: NVML's lists come once a second)."""
+    gpus = tick.get("gpus")
+    return isinstance(gpus, list) and any(isinstance(g, dict) and g.get("processes") is not None for g in gpus)
+
+
+def _copied(v: Verdict | None) -> Verdict | None:
+    """A copy of ``v`` whose fields may be changed without changing ``v``'s."""
+    if v is None:
+        return None
+    out = copy.copy(v)
+    out.evidence, out.scores, out.job = dict(v.evidence), dict(v.scores), copy.deepcopy(v.job)
+    out.mixed, out.missing, out.notes = list(v.mixed), list(v.missing), list(v.notes)
+    return out
+
+
+class LiveNode:
+    """The live verdicts of a node's GPUs: ``positions`` in the source's ticks, their ``statics`` and ``peaks``,
+    ``names`` their NVML indices (default each static's ``index``). A sampler listener (:meth:`attach`): each
+    tick is fed once, on the sampler's thread, to one :class:`LiveVerdict` per GPU over the last ``LIVE_MAX_S``
+    of ticks; ``watched_pid()`` names the process they diagnose as the feeding one (read at each tick: a
+    workload or command that starts). ``selected``: the index of the GPU whose steady regime is judged again
+    every ``LIVE_EVERY_S``, the others' every ``LIVE_STRIP_EVERY_S`` (None: every GPU every ``LIVE_EVERY_S``).
+    When a GPU was judged, or the tick carries process lists (which say the node's jobs), the node's jobs are
+    judged together and a new :meth:`snapshot` is published; any other tick costs the change detectors' step."""
+
+    def __init__(self, positions: list[int], statics: list[dict], peaks: list[dict], names: list[int] | None = None,
+                 watched_pid: Callable[[], int | None] | None = None, selected: int | None = None):
+        self.positions, self.statics, self.peaks = list(positions), list(statics), list(peaks)
+        self.names = ([s.get("index", p) for p, s in zip(self.positions, self.statics)] if names is None
+                      else list(names))
+        self.watched_pid = watched_pid
+        self.selected = selected
+        self.lives = [LiveVerdict() for _ in self.positions]
+        self.errors: list[str | None] = [None] * len(self.positions)
+        self.node_error: str | None = None  # judging the jobs together failed (the GPUs' own verdicts stand)
+        self.ticks_fed = 0
+        self.judgements = 0  # ticks on which a GPU was judged
+        self._window: deque[dict] = deque()
+        self._lock = threading.Lock()  # the sampler's thread feeds, the app's selects
+        self._snapshot = NodeSnapshot(None, tuple(Judged(p) for p in self.positions))
+
+    def attach(self, sampler) -> LiveNode:
+        """Be fed by ``sampler`` (a :class:`gputop.telemetry.sampler.Sampler`) at each of its ticks from now on,
+        after the last ``LIVE_MAX_S`` of ticks it already holds (a sampler already running: a command's session,
+        ``--export`` beside ``--run``), judged at once as one batch."""
+        with self._lock:  # a tick the sampler's thread delivers meanwhile waits, and is not fed twice (feed)
+            sampler.listeners.append(self.feed)
+            held = sampler.window(T.LIVE_MAX_S)
+            if held and not self._window:
+                self._window.extend(held)
+                self.ticks_fed += len(held)
+                self._judge(True)
+        return self
+
+    def snapshot(self) -> NodeSnapshot:
+        """The latest verdicts (any thread: the snapshot is replaced whole, never changed)."""
+        return self._snapshot
+
+    def feed(self, tick: dict) -> None:
+        """One tick (the sampler's listener; also callable by hand, one tick after another)."""
+        with self._lock:
+            w = self._window
+            if w and tick is w[-1]:  # the sampler's tick in flight while attach read the ticks it held
+                return
+            if w and tick["t"] < w[-1]["t"]:  # time went back (a replay restarted): the verdicts start afresh
+                w.clear()
+            w.append(tick)
+            lo = tick["t"] - T.LIVE_MAX_S
+            while w[0]["t"] < lo:
+                w.popleft()
+            self.ticks_fed += 1
+            self._judge(_carries_processes(tick))
+
+    def select(self, i: int) -> None:
+        """GPU ``i`` is judged every ``LIVE_EVERY_S`` from now on, and at once if it was last judged longer ago
+        than that (as its next tick would: a GPU just selected never shows the strip's older verdict)."""
+        with self._lock:
+            self.selected = i
+            if self._window:
+                self._judge(False)
+
+    def _judge(self, jobs_changed: bool) -> None:
+        """Each GPU's verdict where due, then (where one was judged or ``jobs_changed``) the node's, published."""
+        t = self._window[-1]["t"]
+        if not self.lives:
+            self._snapshot = replace(self._snapshot, t=t)
+            return
+        window = list(self._window)
+        pid = self.watched_pid() if self.watched_pid is not None else None
+        judged = False
+        for i, live in enumerate(self.lives):
+            was = (live.verdict, live.judged_t, live.previous)
+            every_s = T.LIVE_EVERY_S if self.selected in (None, i) else T.LIVE_STRIP_EVERY_S
+            try:
+                live.update(window, self.statics[i], self.peaks[i], gpu_pos=self.positions[i], watched_pid=pid,
+                            every_s=every_s)
+            except Exception as exc:  # a classifier bug on odd data: this GPU has no verdict, the others go on
+                self.errors[i] = f"{type(exc).__name__}: {exc}"
+                live.reset()
+                judged = True
+            judged |= live.verdict is not was[0] or live.judged_t != was[1] or live.previous != was[2]
+        if judged:
+            self.judgements += 1
+        elif not jobs_changed:
+            self._snapshot = replace(self._snapshot, t=t)
+            return
+        # the node's jobs (by process group): a stalled collective's waiting and left GPUs, a straggler, judged
+        # afresh each time on copies of the GPUs' own verdicts (it annotates what it is given, once: a verdict
+        # annotated by an older judgement of the node would keep that node's groups)
+        verdicts = [_copied(live.verdict) for live in self.lives]
+        try:
+            verdicts = judge_node(verdicts, window, self.positions, self.names)
+            self.node_error = None
+        except Exception as exc:
+            self.node_error = f"{type(exc).__name__}: {exc}"
+        for i, v in enumerate(verdicts):
+            if v is not None:
+                self.errors[i] = None
+        last = self._snapshot.gpus
+        self._snapshot = NodeSnapshot(t, tuple(
+            Judged(pos, was.verdict if v is not None and v == was.verdict else v, live.judged_t,
+                   live.previous, err)  # an unchanged verdict stays the same object (a reader redraws on a new one)
+            for pos, v, live, err, was in zip(self.positions, verdicts, self.lives, self.errors, last)))

@@ -1,29 +1,25 @@
 """The Prometheus collector of ``gputop --export``: reads the sampler's latest tick when scraped.
 
-Nothing happens per tick beyond sampling (and remembering the last process list a tick carried): a
-scrape turns the newest tick into dcgm-exporter's series (:mod:`.dcgm_names`) and gputop's own
+Per tick, on the sampler's thread: the live verdicts (and the last process list a tick carried). A scrape
+judges nothing: it turns the newest tick into dcgm-exporter's series (:mod:`.dcgm_names`) and gputop's own
 (``gputop_bottleneck``, ``gputop_verdict_confidence``, the theoretical peaks, per-process GPU memory; beside
 ``--run --profile -- CMD``, the latest profiler window's: :mod:`.attribution_series`).
-The verdict is the live verdict of the TUI's panel (:class:`gputop.analysis.live.LiveVerdict`: the current
-regime of the work since its last change, at most ``thresholds.LIVE_MAX_S``, judged again once a second and at
-once on a change), so Prometheus sees what the screen shows; ``gputop_verdict_window_seconds`` is the length of
-the window it judged. Fed at most once a second however often Prometheus scrapes.
+The verdicts are the TUI's (:class:`gputop.analysis.live.LiveNode`, one per exporter: each GPU's current regime
+of the work since its last change, at most ``thresholds.LIVE_MAX_S``, judged again once a second of ticks and at
+once on a change, the node's jobs together), so Prometheus sees what the screen shows, however often it scrapes;
+``gputop_verdict_window_seconds`` is the length of the window the verdict judged.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-import time
 from dataclasses import dataclass
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from gputop.analysis import thresholds as T
-from gputop.analysis.comms import judge_node
-from gputop.analysis.live import LiveVerdict
-from gputop.analysis.vocabulary import CLASSES
+from gputop.analysis.live import LiveNode
+from gputop.analysis.vocabulary import CLASSES, Cls
 from gputop.export.attribution_series import attribution_families
 from gputop.export.dcgm_names import GPU_LABELS, JOB_LABEL, SERIES, value
 
@@ -97,10 +93,8 @@ class GputopCollector(Collector):
         self.sampler, self.gpus, self.options = sampler, gpus, options
         self.attribution = attribution
         self.procs: dict[int, list[dict]] = {}  # position -> the last process list a tick carried
-        self._verdicts: dict[int, object] = {}
-        self._live = {g.pos: LiveVerdict() for g in gpus}
-        self._verdict_at: float | None = None
-        self._lock = threading.Lock()
+        self.live = LiveNode([g.pos for g in gpus], [g.static for g in gpus], [g.peaks for g in gpus],
+                             [g.static.get("index", g.pos) for g in gpus]).attach(sampler)
         self.scrapes = 0
         sampler.listeners.append(self._remember_processes)
 
@@ -109,26 +103,10 @@ class GputopCollector(Collector):
             if g.get("processes") is not None:
                 self.procs[pos] = g["processes"]
 
-    # -- the verdicts, at most once a second --------------------------------------------------------
+    # -- the verdicts ------------------------------------------------------------------------------
     def verdicts(self) -> dict[int, object]:
-        now = time.monotonic()
-        with self._lock:
-            if self._verdict_at is None or now - self._verdict_at >= T.LIVE_EVERY_S:
-                self._verdict_at = now
-                window = self.sampler.window(T.LIVE_MAX_S + T.LIVE_EVERY_S)
-                out = {}
-                for g in self.gpus:
-                    live = self._live[g.pos]
-                    try:
-                        out[g.pos] = live.update(window, g.static, g.peaks, gpu_pos=g.pos) if window else None
-                    except Exception:  # a classifier bug on odd data: no verdict series, the exporter goes on
-                        live.reset()
-                        out[g.pos] = None
-                # the node's jobs (by process group): a stalled collective's waiting and left GPUs, a straggler
-                judge_node([out[g.pos] for g in self.gpus], window, [g.pos for g in self.gpus],
-                           [g.static.get("index", g.pos) for g in self.gpus])
-                self._verdicts = out
-            return self._verdicts
+        """{position: its live verdict, or None}, as the sampler's thread last judged them."""
+        return {g.pos: g.verdict for g in self.live.snapshot().gpus}
 
     # -- a scrape -------------------------------------------------------------------------------------
     def _jobs(self) -> dict[str, list[str]]:
@@ -191,8 +169,8 @@ class GputopCollector(Collector):
                     conf.add_metric(labels + [v.cls], float(v.confidence))
                 if v.t_start is not None and v.t_end is not None:
                     span.add_metric(labels + [v.cls], float(v.t_end - v.t_start))
-                stalled = v.evidence.get("stalled_for_s") if v.cls == "stalled" else 0.0
-                stall.add_metric(labels + [(v.subclass or "") if v.cls == "stalled" else ""], float(stalled or 0.0))
+                stalled = v.evidence.get("stalled_for_s") if v.cls == Cls.STALLED else 0.0
+                stall.add_metric(labels + [(v.subclass or "") if v.cls == Cls.STALLED else ""], float(stalled or 0.0))
         yield bott
         yield conf
         yield span

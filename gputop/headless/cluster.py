@@ -2,7 +2,7 @@
 
 The document (``gputop/schema/cluster.schema.json``): every GPU the server knows, most wasted GPU-time first
 (``--job``, ``--node``, ``--class`` keep some), who judged each one, and every job's GPU-hours by class over
-``--range`` (default 1 h). The reading is ``session/cluster.py``'s; this module words and prints it.
+``--range`` (default 1 h). The reading is ``fleet/reader.py``'s; this module words and prints it.
 A source that cannot be read is one line on stderr and its exit code (``exitcodes.code_for``), and with ``--json``
 an error document (``exit_code``, ``errors``; no rows).
 """
@@ -17,9 +17,10 @@ from gputop.analysis.cluster_text import class_text, duration_text, job_line
 from gputop.documents import check_writable, emit, error, header
 from gputop.exitcodes import fail
 from gputop.format import gb, pct
-from gputop.session.cluster import ClusterReader, range_step
+from gputop.fleet.reader import ClusterReader, range_step
 from gputop.telemetry.errors import NoGpu, SourceError
 from gputop.telemetry.prometheus import PrometheusClient
+from gputop.telemetry.source import SourceSpec
 
 
 def cluster_document(reader: ClusterReader, range_s: float, job: str | None = None, node: str | None = None,
@@ -60,27 +61,29 @@ def error_document(url: str, range_s: float, filters: dict, code: int, kind: str
     }
 
 
-def main_cluster(args) -> int:
-    """``--source prometheus=URL --once``: the document (``--json``, ``-o FILE``) or its text. Where the cluster
-    cannot be read: one line on stderr, its exit code, and with ``--json`` / ``-o`` the error document (stdout
-    holds exactly one document in every outcome)."""
-    spec, filters = args.spec, {"job": args.job, "node": args.node, "class": args.cls}
+def main_cluster(spec: SourceSpec, *, job: str | None = None, node: str | None = None, cls: str | None = None,
+                 json_mode: bool = False, output: str | None = None) -> int:
+    """``--source prometheus=URL --once`` (``spec``: that source and its range): the document (``json_mode``,
+    ``output``) or its text, the rows kept by ``job``, ``node``, ``cls``. Where the cluster cannot be read: one line
+    on stderr, its exit code, and with ``json_mode`` / ``output`` the error document (stdout holds exactly one
+    document in every outcome)."""
+    filters = {"job": job, "node": node, "class": cls}
     try:
-        check_writable(args.output, "--output")
+        check_writable(output, "--output")
     except exitcodes.Failure as exc:
         return fail(exc.code, str(exc))
     try:
         reader = ClusterReader(PrometheusClient(spec.path))
-        doc = cluster_document(reader, spec.range_s, job=args.job, node=args.node, cls=args.cls)
+        doc = cluster_document(reader, spec.range_s, job=job, node=node, cls=cls)
     except SourceError as exc:
         code = exitcodes.code_for(exc)
         exitcodes.say(str(exc))
-        if args.json or args.output:
+        if json_mode or output:
             kind = "no_gpu" if isinstance(exc, NoGpu) else "unreachable" if code == exitcodes.NO_GPU else "bad_source"
-            emit(error_document(spec.path, spec.range_s, filters, code, kind, str(exc)), json_mode=args.json,
-                 output=args.output)
+            emit(error_document(spec.path, spec.range_s, filters, code, kind, str(exc)), json_mode=json_mode,
+                 output=output)
         return code
-    ok = emit(doc, json_mode=args.json, output=args.output, render_text=render_text)
+    ok = emit(doc, json_mode=json_mode, output=output, render_text=render_text)
     return exitcodes.OK if ok else exitcodes.FAILED
 
 

@@ -1,6 +1,6 @@
 """``gputop --run -- CMD ARGS...`` and ``gputop --watch PID``, without the TUI: a report when it ends.
 
-gputop samples every GPU (10 Hz) while the command runs as its child, finds the GPU(s) the command's
+gputop samples every GPU (at ``--rate``) while the command runs as its child, finds the GPU(s) the command's
 process tree uses, and at the end prints a verdict timeline and a summary per GPU, or one JSON document
 (``--json``; an error document too when it cannot start). The command's exit code becomes gputop's.
 
@@ -18,79 +18,66 @@ import shlex
 from gputop import exitcodes
 from gputop.documents import emit, monitor_error_document, writable
 from gputop.runner.run import drive
-from gputop.session.command import Session, check_command, check_watch, command_missing, start_failure, write_report
-from gputop.session.monitor import open_monitor
+from gputop.session.command import Session, SessionOptions, open_session, start_failure, write_report
 
 
-def _refuse(args, mode: str, exc: exitcodes.Failure, command=None, pid=None) -> int:
+def _refuse(mode: str, exc: exitcodes.Failure, json_mode: bool, output: str | None, command=None, pid=None) -> int:
     exitcodes.say(str(exc))
-    if args.json or args.output:
+    if json_mode or output:
         emit(monitor_error_document(mode, exc.kind, str(exc), exc.code, command=command, pid=pid),
-             json_mode=args.json, output=args.output if writable(args.output) else None)
+             json_mode=json_mode, output=output if writable(output) else None)
     return exc.code
 
 
-def main_command(args, command: list[str], serve=None) -> int:
-    """``gputop --run -- CMD ARGS...``; ``serve(args, session)``: serve it while it runs (``--export``, composed by
-    cli), returning the function that stops serving (Failure: it cannot)."""
+def main_command(opts: SessionOptions, *, json_mode: bool = False, output: str | None = None, serve=None) -> int:
+    """``gputop --run -- CMD ARGS...`` (``opts.command``); the report on stdout (``json_mode``: one JSON document),
+    and in ``output`` too. ``serve(session)``: serve it while it runs (``--export``, composed by cli), returning the
+    function that stops serving (Failure: it cannot)."""
+    command = list(opts.command)
     try:
-        check_command(args, command)
-        mon = open_monitor(args.spec, "gputop --run -- " + shlex.join(command), args.record)  # NVML first: exit 3
+        session = open_session(opts, output=output, json_mode=json_mode)  # NVML first: exit 3 before anything runs
     except exitcodes.Failure as exc:
-        return _refuse(args, "run", exc, command=command)
-    missing = command_missing(command)
-    if missing:
-        mon.close()
-        return _refuse(args, "run", exitcodes.Failure(exitcodes.USAGE, missing), command=command)
-    if not args.json:
-        exitcodes.say(f"running `{shlex.join(command)}`, sampling {len(mon.static)} GPU(s) at {args.rate:g} Hz")
-    profile = None
-    if args.profile:
-        from gputop.session.profiling import ProfileWindows
-
-        profile = ProfileWindows(args.profile_seconds, max_steps=args.profile_steps)
-    session = Session(mon, command, log=args.log, timeout=args.timeout, grace_s=args.grace, json_mode=args.json,
-                      profile=profile)
+        return _refuse("run", exc, json_mode, output, command=command)
+    if not json_mode:
+        exitcodes.say(f"running `{shlex.join(command)}`, sampling {len(session.monitor.static)} GPU(s) at "
+                      f"{opts.spec.rate_hz:g} Hz")
     try:
-        stop_serving = serve(args, session) if serve is not None else (lambda: None)
+        stop_serving = serve(session) if serve is not None else (lambda: None)
     except exitcodes.Failure as exc:
-        mon.close()
-        if profile is not None:
-            profile.close()
-        return _refuse(args, "run", exc, command=command)
+        session.monitor.close()
+        if session.profile is not None:
+            session.profile.close()
+        return _refuse("run", exc, json_mode, output, command=command)
     try:
-        return _run_and_report(args, session, command=command)
+        return _run_and_report(session, json_mode, output, command=command)
     finally:
         stop_serving()
 
 
-def main_watch(args) -> int:
-    """``gputop --watch PID [--seconds N]``: until the process exits, N seconds pass, or a signal."""
+def main_watch(opts: SessionOptions, *, json_mode: bool = False, output: str | None = None) -> int:
+    """``gputop --watch PID [--seconds N]`` (``opts.pid``): until the process exits, N seconds pass, or a signal."""
     try:
-        check_watch(args)
-        mon = open_monitor(args.spec, f"gputop --watch {args.watch}", args.record, active_ok=True)
+        session = open_session(opts, output=output, json_mode=json_mode)
     except exitcodes.Failure as exc:
-        return _refuse(args, "watch", exc, pid=args.watch)
-    if not args.json:
-        until = f" for {args.seconds:g} s" if args.seconds else " until it exits or Ctrl-C"
-        exitcodes.say(f"watching pid {args.watch}{until}")
-    session = Session(mon, pid=args.watch, seconds=args.seconds)
-    return _run_and_report(args, session, pid=args.watch)
+        return _refuse("watch", exc, json_mode, output, pid=opts.pid)
+    if not json_mode:
+        until = f" for {opts.seconds:g} s" if opts.seconds else " until it exits or Ctrl-C"
+        exitcodes.say(f"watching pid {opts.pid}{until}")
+    return _run_and_report(session, json_mode, output, pid=opts.pid)
 
 
-def _run_and_report(args, session: Session, **who) -> int:
+def _run_and_report(session: Session, json_mode: bool, output: str | None, **who) -> int:
     """Run the session to its end, then its report; an error document when it could not start."""
     try:
         try:
             drive(session, "stopping (again to kill it now)" if session.mode == "run" else "watch ended")
         except Exception as exc:  # OSError: the command cannot start; psutil.Error: the pid is gone or not ours
             session.monitor.stop()
-            return _refuse(args, session.mode, start_failure(exc, session), **who)
+            return _refuse(session.mode, start_failure(exc, session), json_mode, output, **who)
         doc = session.document()
     finally:
         session.monitor.close()
     why = (doc.get("attribution") or {}).get("why_none")
-    if why and args.json:  # the text report says it; --json's stdout is the document
+    if why and json_mode:  # the text report says it; --json's stdout is the document
         exitcodes.say(f"--profile: {why}")
-    return write_report(args, doc)
-
+    return write_report(doc, json_mode=json_mode, output=output)

@@ -9,7 +9,7 @@ from gputop import exitcodes
 from gputop.documents import write_stdout
 from gputop.runner.params import format_value
 from gputop.runner.registry import Registry
-from gputop.workload_api import install_hint
+from gputop.workload.script import install_hint
 
 
 def render_text(registry: Registry) -> str:
@@ -40,11 +40,11 @@ def render_text(registry: Registry) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main_list(args) -> int:
+def main_list(json_mode: bool = False) -> int:
     registry = Registry()
     for err in registry.errors:
         exitcodes.say(f"skipped a workload: {err}")
-    if getattr(args, "json", False):
+    if json_mode:
         text = json.dumps([spec.describe() for spec in registry], indent=2, default=str) + "\n"
     else:
         text = render_text(registry)

@@ -9,7 +9,7 @@ would have printed there: per-GPU timelines and verdicts, the job's GPUs judged 
 collectives, stragglers), the run's verdict. A trace without marks (a plain ``--record``): every GPU that did
 any work is the job's, from the start of the trace.
 
-Schema: ``gputop/schema/monitor.schema.json`` with ``mode`` "replay". (``gputop.session.labelled.diagnose_trace``,
+Schema: ``gputop/schema/monitor.schema.json`` with ``mode`` "replay". (``gputop.evaluate.labelled.diagnose_trace``,
 the labelled single-GPU traces' diagnosis for the calibration, finds the GPUs by the watched pid instead: a
 torchrun job's ranks are other pids, so the marks are the job's record here.)
 """
@@ -94,15 +94,16 @@ def replay_document(path: str) -> dict:
     return doc
 
 
-def main_replay_json(args) -> int:
-    """``gputop --replay FILE --json`` (and without --json: the same diagnosis as text)."""
+def main_replay_json(path: str, *, json_mode: bool = True, output: str | None = None) -> int:
+    """``gputop --replay FILE --json``: the run document of the trace at ``path`` (without ``json_mode``: the same
+    diagnosis as text)."""
     from gputop.documents import emit
     from gputop.exitcodes import fail
     from gputop.telemetry.trace import TraceError
 
     try:
-        doc = replay_document(args.replay)
+        doc = replay_document(path)
     except (TraceError, OSError) as exc:
-        return fail(exitcodes.USAGE, f"cannot replay {args.replay}: {exc}")
-    ok = emit(doc, json_mode=args.json, output=getattr(args, "output", None), render_text=render_text)
+        return fail(exitcodes.USAGE, f"cannot replay {path}: {exc}")
+    ok = emit(doc, json_mode=json_mode, output=output, render_text=render_text)
     return exitcodes.OK if ok else exitcodes.FAILED

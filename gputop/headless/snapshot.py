@@ -63,32 +63,30 @@ def snapshot(spec: SourceSpec) -> dict:
         src.close()
 
 
-def main_once(args) -> int:
-    """``--once``: the snapshot; where none can be taken, one line on stderr and (``--json``, ``-o``) the error
-    document, so that stdout holds exactly one document in every outcome."""
+def main_once(spec: SourceSpec, *, json_mode: bool = False, output: str | None = None) -> int:
+    """``--once``: the snapshot of ``spec``'s source on stdout (``json_mode``: its document), and in ``output`` too;
+    where none can be taken, one line on stderr and (``json_mode``, ``output``) the error document, so that stdout
+    holds exactly one document in every outcome."""
+    def refuse(code: int, kind: str, message: str) -> int:
+        exitcodes.say(message)
+        if json_mode or output:
+            source = {"kind": "replay" if spec.recorded else spec.kind, "path": spec.path}
+            emit(once_error_document(kind, message, code, source), json_mode=json_mode,
+                 output=output if writable(output) else None)
+        return code
+
     try:
-        check_writable(args.output, "--output")
-        doc = snapshot(args.spec)
+        check_writable(output, "--output")
+        doc = snapshot(spec)
     except exitcodes.Failure as exc:
-        return _refuse(args, exc.code, exc.kind, str(exc))
+        return refuse(exc.code, exc.kind, str(exc))
     except NoGpu as exc:  # what works here without a GPU: the same snapshot of a recorded trace
-        return _refuse(args, exitcodes.NO_GPU, "no_gpu", f"{exc}; without a GPU: gputop --once --demo "
-                                                          "(or --replay FILE)")
+        return refuse(exitcodes.NO_GPU, "no_gpu", f"{exc}; without a GPU: gputop --once --demo (or --replay FILE)")
     except SourceError as exc:
         code = exitcodes.code_for(exc)
-        return _refuse(args, code, "unreachable" if code == exitcodes.NO_GPU else "bad_source", str(exc))
-    ok = emit(doc, json_mode=args.json, output=args.output, render_text=render_text)
+        return refuse(code, "unreachable" if code == exitcodes.NO_GPU else "bad_source", str(exc))
+    ok = emit(doc, json_mode=json_mode, output=output, render_text=render_text)
     return exitcodes.OK if ok else exitcodes.FAILED
-
-
-def _refuse(args, code: int, kind: str, message: str) -> int:
-    exitcodes.say(message)
-    if args.json or args.output:
-        spec = args.spec
-        source = {"kind": "replay" if spec.recorded else spec.kind, "path": spec.path}
-        emit(once_error_document(kind, message, code, source), json_mode=args.json,
-             output=args.output if writable(args.output) else None)
-    return code
 
 
 def render_text(doc: dict) -> str:
@@ -171,9 +169,9 @@ def _n(v, fmt: str = "d") -> str:
     return format(v, fmt)
 
 
-def main_record(args) -> int:
-    """Record live telemetry to a trace until --seconds pass or Ctrl-C."""
-    spec = args.spec
+def main_record(spec: SourceSpec, path: str, seconds: float | None = None) -> int:
+    """Record the live telemetry of ``spec``'s GPUs, at its rate, to a trace at ``path`` until ``seconds`` pass
+    (--seconds) or Ctrl-C."""
     try:
         src = open_source(spec, need_gpu=True)
     except NoGpu as exc:  # --record records this machine's GPUs: nothing else to suggest
@@ -184,24 +182,24 @@ def main_record(args) -> int:
         src.close()
         return fail(exitcodes.USAGE, "--record records live NVML; it does not take --replay or --demo")
     try:
-        rec = Recorder(args.record, src.static(), rate_hz=spec.rate_hz)
+        rec = Recorder(path, src.static(), rate_hz=spec.rate_hz)
     except OSError as exc:
         src.close()
-        return fail(exitcodes.USAGE, f"cannot write {args.record}: {exc.strerror}")
+        return fail(exitcodes.USAGE, f"cannot write {path}: {exc.strerror}")
     sampler = Sampler(src, rate_hz=spec.rate_hz)
     sampler.listeners.append(rec)
-    exitcodes.say(f"recording {len(src.indices)} GPU(s) at {spec.rate_hz:g} Hz to {args.record}"
-                  + (f" for {args.seconds:g} s" if args.seconds else " until Ctrl-C"))
+    exitcodes.say(f"recording {len(src.indices)} GPU(s) at {spec.rate_hz:g} Hz to {path}"
+                  + (f" for {seconds:g} s" if seconds else " until Ctrl-C"))
     stops = StopSignals(lambda signum: None)
     try:
         with stops:
             sampler.start()
-            end = time.monotonic() + args.seconds if args.seconds else None
+            end = time.monotonic() + seconds if seconds else None
             while not stops.first and (end is None or time.monotonic() < end):
                 time.sleep(0.05)
     finally:
         sampler.stop()
         rec.close()
         src.close()
-    exitcodes.say(f"wrote {rec.ticks} samples to {args.record}")
+    exitcodes.say(f"wrote {rec.ticks} samples to {path}")
     return exitcodes.OK

@@ -11,6 +11,7 @@ stderr only when stderr is a terminal.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
 from gputop import exitcodes
 from gputop.analysis.verdict import display_name
@@ -25,12 +26,30 @@ from gputop.runner.recording import RunRecorder, save_recording
 from gputop.runner.run import drive
 from gputop.runner.registry import MissingWorkloadDependency, Registry, UnknownWorkload
 from gputop.runner.workload_run import WorkloadRun
-from gputop.workload_api import ParamError
+from gputop.telemetry.source import SourceSpec
+from gputop.workload.params import ParamError
 
 Failure = exitcodes.Failure
 
 
-def pick_gpu(args):
+@dataclass(frozen=True)
+class WorkloadOptions:
+    """``--run NAME`` as cli hands it down: the workload, its ``--param K=V`` words, where and how long it runs, the
+    source (its GPU and rate) and the files it writes besides the report."""
+
+    name: str
+    spec: SourceSpec
+    params: tuple[str, ...] = ()
+    device: str = "cuda"
+    quick: bool = False
+    timeout: float | None = None
+    grace_s: float | None = None
+    csv: str | None = None  # --csv FILE: the result points
+    record: str | None = None  # --record FILE: the run's telemetry as a trace
+    record_run: str | None = None  # --record-run FILE: the whole run, to replay
+
+
+def pick_gpu(opts: WorkloadOptions):
     """(nvml, NVML index) for a CUDA run; raises Failure (exit 3 without NVML, 2 for a bad --gpu)."""
     from gputop.telemetry.nvml import Nvml
     from gputop.telemetry.static import device_count, read_static
@@ -38,10 +57,11 @@ def pick_gpu(args):
     nvml = Nvml()
     if not nvml.available():
         raise Failure(exitcodes.NO_GPU, f"{nvml.error}; run the workload on the CPU instead: "
-                                        f"gputop --run {args.run} --device cpu", "no_gpu")
-    if args.gpu and len(args.gpu) > 1:
+                                        f"gputop --run {opts.name} --device cpu", "no_gpu")
+    gpus = opts.spec.gpus
+    if len(gpus) > 1:
         raise Failure(exitcodes.USAGE, "--run uses one GPU: give one --gpu N")
-    index = args.gpu[0] if args.gpu else 0
+    index = gpus[0] if gpus else 0
     n = device_count(nvml)
     if index >= n:
         names = ", ".join(f"{i} ({read_static(nvml, i)['name']})" for i in range(n))
@@ -49,41 +69,44 @@ def pick_gpu(args):
     return nvml, index
 
 
-def prepare(args):
-    """(spec, values, nvml, index) of the run ``args`` ask for; raises Failure with why not."""
-    if getattr(args, "replay", None) or getattr(args, "demo", False):
+def prepare(opts: WorkloadOptions, output: str | None = None):
+    """(spec, values, nvml, index) of the run ``opts`` ask for (``output``: the report's file, checked too);
+    raises Failure with why not."""
+    if opts.spec.recorded:
         raise Failure(exitcodes.USAGE, "--run measures live; it does not take --replay or --demo")
-    check_writable(args.csv, "--csv")
-    check_writable(args.output, "--output")
-    check_writable(args.record, "--record")
-    check_writable(getattr(args, "record_run", None), "--record-run")
+    check_writable(opts.csv, "--csv")
+    check_writable(output, "--output")
+    check_writable(opts.record, "--record")
+    check_writable(opts.record_run, "--record-run")
     try:
-        spec = Registry().get(args.run)
+        spec = Registry().get(opts.name)
     except MissingWorkloadDependency as exc:
         raise Failure(exitcodes.MISSING_DEPENDENCY, str(exc), "missing_dependency") from None
     except UnknownWorkload as exc:
         raise Failure(exitcodes.USAGE, str(exc), "unknown_workload") from None
     try:
-        values = resolve(spec, parse_given(args.param), args.device, args.quick)
+        values = resolve(spec, parse_given(list(opts.params)), opts.device, opts.quick)
     except ParamError as exc:
         raise Failure(exitcodes.USAGE, str(exc), "bad_param") from None
-    nvml, index = pick_gpu(args) if args.device == "cuda" else (None, None)
+    nvml, index = pick_gpu(opts) if opts.device == "cuda" else (None, None)
     return spec, values, nvml, index
 
 
-def main_run(args) -> int:
+def main_run(opts: WorkloadOptions, *, json_mode: bool = False, output: str | None = None,
+             no_color: bool = False) -> int:
+    """``gputop --run NAME``: the run's report on stdout (``json_mode``: its document), and in ``output`` too."""
     def refuse(code, kind, message, signum=None):
         exitcodes.say(message)
-        if args.json or args.output:
+        if json_mode or output:
             status = "interrupted" if signum else ("missing_dependency" if kind == "missing_dependency" else "error")
-            doc = run_error_document(args.run, kind, message, code, device=args.device, status=status, signum=signum)
-            emit(doc, json_mode=args.json, output=args.output if writable(args.output) else None)
+            doc = run_error_document(opts.name, kind, message, code, device=opts.device, status=status, signum=signum)
+            emit(doc, json_mode=json_mode, output=output if writable(output) else None)
         return code
 
     stops = StopSignals(lambda signum: None)
     with stops:  # a signal before the launch: nothing to stop, one document all the same
         try:
-            spec, values, nvml, index = prepare(args)
+            spec, values, nvml, index = prepare(opts, output)
         except Failure as exc:
             return refuse(exc.code, exc.kind, str(exc))
     if stops.first:
@@ -92,9 +115,10 @@ def main_run(args) -> int:
 
     progress = Progress(sys.stderr) if sys.stderr.isatty() else None
     on_event = progress.on_event if progress else None
-    recorder = RunRecorder(args.record_run, on_event) if getattr(args, "record_run", None) else None
-    run = WorkloadRun(spec, values, device=args.device, nvml_index=index, nvml=nvml, timeout=args.timeout,
-                      grace_s=args.grace, rate_hz=args.spec.rate_hz, on_event=recorder.on_event if recorder else on_event)
+    recorder = RunRecorder(opts.record_run, on_event) if opts.record_run else None
+    run = WorkloadRun(spec, values, device=opts.device, nvml_index=index, nvml=nvml, timeout=opts.timeout,
+                      grace_s=opts.grace_s, rate_hz=opts.spec.rate_hz,
+                      on_event=recorder.on_event if recorder else on_event)
     if recorder is not None:  # --record-run FILE: written as the run goes (a killed gputop leaves what it saw)
         recorder.attach(run)
 
@@ -105,18 +129,18 @@ def main_run(args) -> int:
             progress.clear()
     doc = run.document()
     code = doc["exit_code"]
-    if args.record:
-        _record(args.record, run, doc)
+    if opts.record:
+        _record(opts.record, run, doc)
     if recorder is not None:
-        save_recording(args.record_run, recorder, run, doc)
-    if args.csv:
+        save_recording(opts.record_run, recorder, run, doc)
+    if opts.csv:
         try:
-            write_csv(csv_rows(spec, doc), args.csv)
+            write_csv(csv_rows(spec, doc), opts.csv)
         except OSError as exc:
-            exitcodes.say(f"cannot write {args.csv}: {exc.strerror}")
+            exitcodes.say(f"cannot write {opts.csv}: {exc.strerror}")
             code = code or exitcodes.FAILED
-    text = lambda d: render_text(d, no_color=getattr(args, "no_color", False))  # noqa: E731
-    if not emit(doc, json_mode=args.json, output=args.output, render_text=text):
+    text = lambda d: render_text(d, no_color=no_color)  # noqa: E731
+    if not emit(doc, json_mode=json_mode, output=output, render_text=text):
         code = code or exitcodes.FAILED
     if doc["status"] != "ok" or doc["interrupted"]:
         first = doc["errors"][0]["message"] if doc["errors"] else ""

@@ -1,6 +1,6 @@
 """The offload run's analysis: where the GPU starts to win (the crossovers), a verdict per size and per op,
 the first call apart, and the CSV rows: ``analyze(doc)`` and ``csv_rows(doc)``, which gputop runs on the run
-document of ``workloads/offload.py`` (and that script, run on its own, through ``workload_util.print_verdicts``).
+document of ``workloads/offload.py`` (and that script, run on its own, through ``gputop.workload.util.print_verdicts``).
 
 Per size, the GPU-with-copies call is judged: latency-bound when its copies cost little more than the
 copies of the smallest size (the fixed cost of a copy: set-up, a synchronize) and the GPU loses;

@@ -1,6 +1,6 @@
 """The roofline run's analysis: every sweep point against the measured and theoretical roofs, the ridge
 points, and the verdict: ``analyze(doc)`` and ``csv_rows(doc)``, which gputop runs on the run document of
-``workloads/roofline.py`` (and that script, run on its own, through ``workload_util.analyzed``); and its tour
+``workloads/roofline.py`` (and that script, run on its own, through ``gputop.workload.util.analyzed``); and its tour
 sentence. The roofline maths is :mod:`gputop.analysis.roofline`."""
 
 from __future__ import annotations

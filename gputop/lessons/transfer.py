@@ -1,7 +1,7 @@
 """The transfer run's analysis: a verdict per copy phase (pageable or pinned, each direction, and the host
 memcpy baseline) with the size below which copies are latency-bound, a verdict per streams mode, the run's
 verdict, and the CSV rows: ``analyze(doc)`` and ``csv_rows(doc)``, which gputop runs on the run document of
-``workloads/transfer.py`` (and that script, run on its own, through ``workload_util.print_verdicts``)."""
+``workloads/transfer.py`` (and that script, run on its own, through ``gputop.workload.util.print_verdicts``)."""
 
 from __future__ import annotations
 

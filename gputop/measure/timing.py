@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from gputop import workload_util as wu
+from gputop.workload import util as wu
 
 
 def timing_stats(times_ms: list[float]) -> dict:

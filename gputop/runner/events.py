@@ -1,6 +1,6 @@
 """What a workload child says: its JSON-lines events on stdout, read into one record of the run.
 
-A workload (``gputop.workload_api.Emitter``) writes one JSON object a line: ``started``, ``phase``,
+A workload (``gputop.workload.Emitter``) writes one JSON object a line: ``started``, ``phase``,
 ``progress``, ``point``, ``result``, ``log``, ``warning``, ``error`` and last ``done``. Any other line
 (a stray print) becomes a ``log`` event. gputop's runner adds its own ``error`` events (crash, timeout)
 the same way. The record is filled on the reader threads, under its lock; ``copy()`` takes a

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gputop.workload_api import ParamError, resolve_params
+from gputop.workload.params import ParamError, resolve_params
 
 
 def format_value(value) -> str:

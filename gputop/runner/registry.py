@@ -32,7 +32,8 @@ from typing import Callable
 
 from gputop import paths
 from gputop.lessons import lesson
-from gputop.workload_api import Param, install_hint, is_installed, missing_package
+from gputop.workload.params import Param
+from gputop.workload.script import install_hint, is_installed, missing_package
 
 ENV_PATH = "GPUTOP_WORKLOADS_PATH"
 
@@ -211,7 +212,7 @@ def _spec(path: Path, module: ModuleType) -> WorkloadSpec:
         raise ImportError(f"{path.name} is not a workload (no {', '.join(lacking)})")
     params = list(module.PARAMS)
     if not all(isinstance(p, Param) for p in params):
-        raise ImportError(f"{path.name}: PARAMS must be gputop.workload_api.Param objects")
+        raise ImportError(f"{path.name}: PARAMS must be gputop.workload.Param objects")
     return WorkloadSpec(
         name=str(module.NAME), description=str(module.DESCRIPTION), params=params, path=path, module=module,
         quick=dict(getattr(module, "QUICK", None) or {}), cpu=getattr(module, "CPU", None),

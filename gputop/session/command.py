@@ -10,29 +10,34 @@ N stopped gputop, 0 for a watch that ended by itself.
 
 The command's stdout passes through (to ``err`` with ``json_mode``, so stdout stays one document); its
 stderr passes through a pipe that gputop reads to spot out-of-memory errors; ``log`` sends both to a file.
-What both frontends check before a session starts (``check_command``, ``check_watch``, ``command_missing``,
-``start_failure``) and how its report goes out (``write_report``) live here too.
+What both frontends start and write live here too, on typed values (never the command line): the options a
+session is asked for (:class:`SessionOptions`), the session they ask for, checked and with its monitor open
+(:func:`open_session`; ``check_command``, ``check_watch``, ``command_missing``, ``start_failure`` for a frontend
+that opens it step by step), and how its report goes out (:func:`write_report`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from gputop import exitcodes
 from gputop.documents import check_writable, emit
 from gputop.runner.child import GRACE_S, Child
 from gputop.runner.status import command_status, exit_code_for
-from gputop.session.monitor import check_live_args
+from gputop.session.monitor import check_live_args, open_monitor
 from gputop.session.profiling import PROFILED_MARK, held_spans
 from gputop.session.report import build_document, render_text
 from gputop.telemetry.devices import multicast_off
+from gputop.telemetry.source import SourceSpec
 
 OOM_PATTERN = re.compile(rb"out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation",
                          re.IGNORECASE)
@@ -272,32 +277,77 @@ class Session:
         return self.facts()["exit_code"] if self.over else None
 
 
-# -- what both frontends (headless/command.py, tui/command.py) check and write -----------------------
-def check_command(args, command: list[str]) -> None:
-    """Raise Failure for bad input to ``--run -- CMD`` before anything runs."""
-    check_live_args(args.spec, "--run -- CMD")
-    if args.seconds is not None:
-        raise exitcodes.Failure(exitcodes.USAGE, "--seconds goes with --record or --watch; to stop a command "
-                                                 "use --timeout S")
+# -- a session from its typed options: what both frontends (headless/command.py, tui/command.py) start and write --
+@dataclass(frozen=True)
+class SessionOptions:
+    """What a ``--run -- CMD`` (``command``) or ``--watch PID`` (``pid``) session is asked for, typed: the source (its
+    rate included), the trace to record, the command's log, its limits, and its profiler windows."""
+
+    spec: SourceSpec
+    command: tuple[str, ...] = ()
+    pid: int | None = None
+    record: str | None = None  # --record FILE: the trace, with the run's marks
+    log: str | None = None  # --log FILE: the command's output
+    timeout: float | None = None  # --timeout S: the command is stopped then
+    seconds: float | None = None  # --seconds N: a watch ends then
+    grace_s: float | None = None  # --grace S (None: the supervisor's default)
+    profile: bool = False  # --profile: torch.profiler (or CUPTI) windows in the command
+    profile_seconds: float | None = None
+    profile_steps: int | None = None
+
+    @property
+    def note(self) -> str:
+        """What the trace's header says was recorded."""
+        return "gputop --run -- " + shlex.join(self.command) if self.command else f"gputop --watch {self.pid}"
+
+
+def check_command(spec: SourceSpec, command: list[str] | tuple[str, ...], *, output: str | None = None,
+                  log: str | None = None, record: str | None = None) -> None:
+    """Raise Failure for bad input to ``--run -- CMD`` before anything runs (``output``: the report's file)."""
+    check_live_args(spec, "--run -- CMD")
     if not command:
         raise exitcodes.Failure(exitcodes.USAGE, "no command after `--`")
-    check_writable(args.output, "--output")
-    check_writable(args.log, "--log")
-    check_writable(args.record, "--record")
+    check_writable(output, "--output")
+    check_writable(log, "--log")
+    check_writable(record, "--record")
 
 
-def check_watch(args) -> None:
+def check_watch(spec: SourceSpec, pid: int, *, output: str | None = None, record: str | None = None) -> None:
     """Raise Failure for bad input to ``--watch PID`` (no such process) before anything runs."""
     import psutil
 
-    check_live_args(args.spec, "--watch PID")
-    check_writable(args.output, "--output")
-    check_writable(args.record, "--record")
-    if args.watch <= 0 or not psutil.pid_exists(args.watch):
-        raise exitcodes.Failure(exitcodes.USAGE, f"--watch {args.watch}: no such process")
+    check_live_args(spec, "--watch PID")
+    check_writable(output, "--output")
+    check_writable(record, "--record")
+    if pid <= 0 or not psutil.pid_exists(pid):
+        raise exitcodes.Failure(exitcodes.USAGE, f"--watch {pid}: no such process")
 
 
-def command_missing(command: list[str]) -> str | None:
+def open_session(opts: SessionOptions, *, output: str | None = None, json_mode: bool = False, err=None,
+                 stdin=None) -> Session:
+    """The session ``opts`` ask for, not started: its input checked, its monitor open (NVML first: exit 3 before
+    anything runs), its command found, its profiler windows ready. Raises Failure (3 without NVML, 2 for bad input;
+    ``output``: the report's file, checked with the rest)."""
+    if opts.command:
+        check_command(opts.spec, opts.command, output=output, log=opts.log, record=opts.record)
+    else:
+        check_watch(opts.spec, opts.pid, output=output, record=opts.record)
+    mon = open_monitor(opts.spec, opts.note, opts.record, active_ok=not opts.command)
+    missing = command_missing(opts.command) if opts.command else None
+    if missing:
+        mon.close()
+        raise exitcodes.Failure(exitcodes.USAGE, missing)
+    profile = None
+    if opts.profile and opts.command:
+        from gputop.session.profiling import ProfileWindows
+
+        profile = ProfileWindows(opts.profile_seconds, max_steps=opts.profile_steps)
+    return Session(mon, list(opts.command) or None, pid=None if opts.command else opts.pid, log=opts.log,
+                   timeout=opts.timeout, seconds=opts.seconds, grace_s=opts.grace_s, json_mode=json_mode, err=err,
+                   stdin=stdin, profile=profile)
+
+
+def command_missing(command: list[str] | tuple[str, ...]) -> str | None:
     """Why ``command`` cannot run (not on PATH), or None."""
     if "/" not in command[0] and shutil.which(command[0]) is None:
         return f"command not found: {command[0]}"
@@ -314,8 +364,8 @@ def start_failure(exc: BaseException, session: Session) -> exitcodes.Failure:
     return exitcodes.Failure(exitcodes.USAGE, f"{why}: {session.command[0]} ({getattr(exc, 'strerror', None) or exc})")
 
 
-def write_report(args, doc: dict) -> int:
-    """The report out (``-o`` first, then stdout as JSON or text); gputop's exit code."""
-    if not emit(doc, json_mode=args.json, output=args.output, render_text=render_text):
+def write_report(doc: dict, *, json_mode: bool = False, output: str | None = None) -> int:
+    """The report out (``output`` first, then stdout as JSON or text); gputop's exit code."""
+    if not emit(doc, json_mode=json_mode, output=output, render_text=render_text):
         return doc["exit_code"] or exitcodes.FAILED
     return doc["exit_code"]

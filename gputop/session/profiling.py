@@ -3,7 +3,7 @@
 gputop gives the command's Python processes a loader (:mod:`gputop.runner.profile_loader`: a folder first on
 their PYTHONPATH whose ``sitecustomize`` waits on a daemon thread) and a private folder of its own
 (``GPUTOP_PROFILE_DIR``). It asks for a window by writing ``request-N`` there; each process that carries the
-loader answers ``window-N-PID.json`` (see the loader for what is in it).
+loader answers ``window-N-PID.json`` (the files and their fields: :mod:`gputop.runner.profile_loader.protocol`).
 
 When to ask (:meth:`ProfileWindows.poll`, from the session's loop):
 
@@ -18,8 +18,6 @@ A command that is not Python never answers: :meth:`ProfileWindows.result` says s
 
 from __future__ import annotations
 
-import glob
-import json
 import os
 import re
 import shutil
@@ -29,7 +27,8 @@ import time
 from gputop.analysis import thresholds as T
 from gputop.analysis.attribution import attribute, job_categories
 from gputop.analysis.live import LiveVerdict
-from gputop.runner.profile_loader import DIR_ENV, LOADER_DIR
+from gputop.runner.profile_loader import LOADER_DIR
+from gputop.runner.profile_loader import protocol as P
 
 DEFAULT_SECONDS = 3.0
 # A window also ends after this many steps (optimizer steps; in inference, forward passes): a profile's cost to the
@@ -78,7 +77,7 @@ class ProfileWindows:
     def env(self, base: dict) -> dict:
         out = dict(base)
         out["PYTHONPATH"] = os.pathsep.join([LOADER_DIR] + ([base["PYTHONPATH"]] if base.get("PYTHONPATH") else []))
-        out[DIR_ENV] = self.folder
+        out[P.DIR_ENV] = self.folder
         out.setdefault("KINETO_LOG_LEVEL", "6")  # torch's profiler prints a line at each start and stop below it
         # (CUPTI's teardown after a window: the loader asks for it around its own stop only, see its _tearing_down)
         return out
@@ -86,14 +85,11 @@ class ProfileWindows:
     @property
     def pending(self) -> bool:
         """A window asked for and not answered yet."""
-        return bool(self.asked) and not glob.glob(os.path.join(self.folder, f"window-{self.asked[-1]['seq']}-*.json"))
+        return bool(self.asked) and not P.answer_paths(self.folder, self.asked[-1]["seq"])
 
     def ask(self, reason: str, t: float) -> None:
         seq = len(self.asked) + 1
-        tmp = os.path.join(self.folder, f".request-{seq}.tmp")
-        with open(tmp, "w") as f:
-            f.write(f"{self.seconds:g} {self.max_steps} {time.time() + START_LEAD_S:.3f}")
-        os.replace(tmp, os.path.join(self.folder, f"request-{seq}"))
+        P.write_request(self.folder, seq, P.Request(self.seconds, self.max_steps, time.time() + START_LEAD_S))
         self.asked.append({"seq": seq, "reason": reason, "t": t})
 
     def ask_now(self, t_since_start: float) -> str:
@@ -139,17 +135,10 @@ class ProfileWindows:
         self.ask(f"{why} {cls} for {HOLD_S:g} s", t_since_start)
 
     def _answers(self, seq: int) -> list[dict]:
-        answers = []
-        for path in glob.glob(os.path.join(self.folder, f"window-{seq}-*.json")):
-            try:
-                with open(path) as f:
-                    answers.append(json.load(f))
-            except (OSError, ValueError):
-                continue
-        return answers
+        return P.read_answers(self.folder, seq)
 
     def _loaded(self) -> bool:
-        return bool(glob.glob(os.path.join(self.folder, "loaded-*")))
+        return P.any_loaded(self.folder)
 
     def latest(self) -> dict | None:
         """The newest window answered (analysed as in :meth:`result`), with ``ended_at`` (epoch seconds: when it
@@ -158,7 +147,7 @@ class ProfileWindows:
         if not os.path.isdir(self.folder):  # closed: the last one read
             return self._latest[1] if self._latest else None
         for a in reversed(list(self.asked)):
-            paths = sorted(glob.glob(os.path.join(self.folder, f"window-{a['seq']}-*.json")))
+            paths = P.answer_paths(self.folder, a["seq"])
             if not paths:
                 continue
             key = (a["seq"], tuple(paths))
@@ -176,7 +165,7 @@ class ProfileWindows:
         """The ``attribution`` part of the document: each window asked for, analysed (see analysis.attribution)."""
         windows = [window_from_answers(a, self._answers(a["seq"]), self._loaded()) for a in self.asked]
         why = None
-        if not glob.glob(os.path.join(self.folder, "loaded-*")):
+        if not self._loaded():
             why = NO_LOADER  # no Python process of the command loaded it, whether a window was asked for or not
         elif not self.asked:
             why = "no window was asked for (the live verdict never held a busy class long enough)"
@@ -214,7 +203,7 @@ def held_spans(result: dict | None, unix_minus_monotonic: float) -> list[tuple[f
 def window_from_answers(asked: dict, answers: list[dict], loaded: bool) -> dict:
     """One window: the answer with the most device time (then the most host time) of the command's processes."""
     base = {"seq": asked["seq"], "asked_because": asked["reason"], "asked_at_s": round(asked["t"], 3)}
-    ok = [a for a in answers if a.get("status") == "ok"]
+    ok = [a for a in answers if a.get("status") == P.OK]
     if not ok:
         reason = answers[0].get("reason") if answers else (NO_ANSWER if loaded else NO_LOADER)
         return {**base, "status": "unavailable", "why_none": reason, "pid": answers[0].get("pid") if answers else None}

@@ -4,7 +4,7 @@ Where a fleet's nodes run ``gputop --export`` or NVIDIA's dcgm-exporter, their P
 GPU's counters (and gputop's verdicts). :class:`PrometheusClient` asks it through the three read endpoints
 gputop needs, with the standard library only: ``/api/v1/query`` (an instant vector), ``/api/v1/query_range``
 (a matrix), ``/api/v1/series`` (which series exist) and ``/api/v1/label/NAME/values`` (a label's values, from
-the index alone). ``session/cluster.py`` turns the answers into the
+the index alone). ``fleet/reader.py`` turns the answers into the
 cluster's rows; this module knows HTTP and Prometheus' envelope, nothing of GPUs.
 
 Access. A secret never goes on the command line (where ``ps`` shows it) nor in the URL: it comes from the

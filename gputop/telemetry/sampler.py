@@ -14,7 +14,7 @@ from typing import Callable
 
 DEFAULT_RATE_HZ = 10.0  # --rate's default: every mode samples at this rate unless told another
 DEFAULT_HISTORY_S = 600.0  # ten minutes
-MIN_RATE_HZ, MAX_RATE_HZ = 0.5, 50.0  # --rate's range (checked once, by gputop/cli.py); the TUI's + and - keys stop there
+MIN_RATE_HZ, MAX_RATE_HZ = 0.5, 50.0  # --rate's range (checked once, by gputop/cli); the TUI's + and - keys stop there
 
 
 def within_range(rate_hz: float) -> float:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from gputop.telemetry.nvml import Nvml
 
 LIVE, REPLAY, DEMO, DCGM_EXPORTER = "live", "replay", "demo", "dcgm-exporter"  # SourceSpec.kind
-PROMETHEUS = "prometheus"  # a whole cluster, from a Prometheus server's HTTP API (session/cluster.py), not a Source
+PROMETHEUS = "prometheus"  # a whole cluster, from a Prometheus server's HTTP API (fleet/reader.py), not a Source
 DEFAULT_RANGE_S = 3600.0  # PROMETHEUS: the job accounting's range (--range)
 
 
@@ -92,8 +92,8 @@ class Source(Protocol):
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """Which source to open and how to sample it. ``gputop/cli.py`` builds one from the flags (its
-    ``source_spec``); everything below the frontends gets this, never the command line."""
+    """Which source to open and how to sample it. ``gputop/cli`` builds one from the flags (its
+    ``shared.source_spec``); everything below the frontends gets this, never the command line."""
 
     kind: str = LIVE  # LIVE, REPLAY, DEMO (the trace that ships with gputop), DCGM_EXPORTER or PROMETHEUS
     gpus: tuple[int, ...] = ()  # --gpu: the GPU indices asked for, in order (empty: every GPU)

@@ -48,12 +48,12 @@ def main_tui(args) -> int:
         early.leave()
         raise
     early.hand_over(app)
-    app.pending_signals = pending
-    app.start_sampling()  # the next ticks are read while Textual starts up
+    app.lifecycle.pending_signals = pending
+    app.lifecycle.start_sampling()  # the next ticks are read while Textual starts up
     try:
         code = app.run()
     finally:  # however the app ended (an error, a terminal gone), no run of it outlives gputop
         app.model.controller.stop_all()
-    if app.stop_signal is not None:
-        return exitcodes.for_signal(app.stop_signal)
+    if app.lifecycle.stop_signal is not None:
+        return exitcodes.for_signal(app.lifecycle.stop_signal)
     return code if isinstance(code, int) else exitcodes.OK

@@ -27,13 +27,14 @@ class TuiConfig:
     na_reason: str | None = None  # why there is no GPU (live source without NVML)
     specs: list | None = None  # workloads (default: the runner's registry)
     spec_errors: list[str] = field(default_factory=list)
-    sampler: object | None = None  # a sampler made elsewhere (gputop --tui --run: the Monitor's)
+    sampler: object | None = None  # a sampler made elsewhere (the early frame's)
+    command: object | None = None  # gputop --tui --run / --watch: the command's gputop.session.command.Session
     read_only: bool = False  # gputop --serve without --serve-control: no run, cancel or save
     tour: bool = False  # gputop --tour
     recordings: list = field(default_factory=list)  # recorded runs to offer (--recorded FILE)
     run_speed: float = 1.0  # how fast recorded runs play (--speed)
     autoplay: str | None = None  # --replay of a recorded run: its run plays along with its telemetry
-    settle_gc: bool = False  # gputop's own TUI process (not tests): start-up's objects leave the GC's scans (app.py)
+    settle_gc: bool = False  # gputop's own TUI process (not tests): start-up's objects leave the GC's scans (lifecycle.py)
 
 
 def check_recordings(paths: list[str] | None) -> None:

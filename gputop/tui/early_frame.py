@@ -23,7 +23,7 @@ import time
 
 from gputop.telemetry.sampler import Sampler
 from gputop.tui.config import TuiConfig, config_from_args
-from gputop.tui.monitor import view
+from gputop.tui.model import view
 from gputop.tui.widgets import charts
 
 ALT_SCREEN, CURSOR_OFF, HOME_CLEAR = "\x1b[?1049h", "\x1b[?25l", "\x1b[H\x1b[2J"

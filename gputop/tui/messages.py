@@ -1,6 +1,6 @@
 """The Textual messages of the TUI: what crosses threads (the sampler's, a run's worker, the terminal's
 reader) or goes from a page up to the app. Changes of the shared state are not messages: the model
-(gputop/tui/model.py) announces them to its observers at once, on the app's thread."""
+(gputop/tui/model) announces them to its observers at once, on the app's thread."""
 
 from __future__ import annotations
 

@@ -21,14 +21,13 @@ import sys
 import psutil
 
 from gputop import exitcodes
-from gputop.telemetry.sampler import DEFAULT_RATE_HZ
 
 # flags passed on to the gputop each browser session runs: (attribute, flag, takes a value)
 PASSED = [("demo", "--demo", False), ("replay", "--replay", True), ("speed", "--speed", True),
           ("rate", "--rate", True), ("device", "--device", True), ("timeout", "--timeout", True),
           ("grace", "--grace", True), ("source", "--source", True), ("no_color", "--no-color", False),
           ("tour", "--tour", False), ("quick", "--quick", False)]
-DEFAULTS = {"speed": 1.0, "rate": DEFAULT_RATE_HZ, "device": "cuda"}
+DEFAULTS = {"speed": 1.0, "device": "cuda"}  # (--rate has none on the command line: unset, the session's is the same)
 
 
 # The session's gputop must not import from its working directory (``python -m`` puts it first on sys.path):

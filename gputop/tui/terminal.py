@@ -17,7 +17,7 @@ The drivers here (chosen by ``GputopApp.get_driver_class``) keep the app's loop 
   (the page's websocket closed), the end of its input (the server gone) and a write that fails all count as
   the browser going away.
 
-Each then posts :class:`TerminalLost` once, and the app stops as it does on SIGHUP (``stop_for_signal``:
+Each then posts :class:`TerminalLost` once, and the app's lifecycle stops as on SIGHUP (``stop_for_signal``:
 runs stopped through their supervisor, exit 129); the kernel's own SIGHUP, which comes with the loss, is
 the same event, not a second stop (a second stop would kill the runs without their grace period). Once the
 terminal is gone, gputop's stdout and stderr point at /dev/null: what gputop prints on its way out (a

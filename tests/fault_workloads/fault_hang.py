@@ -10,7 +10,7 @@ try:
 except ImportError:  # run as a script from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from gputop.workload_api import Param, main
+from gputop.workload import Param, main
 
 NAME = "fault_hang"
 DESCRIPTION = "test workload that hangs after one point"

@@ -8,7 +8,7 @@ try:
 except ImportError:  # run as a script from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from gputop.workload_api import MissingDependency, Param, main
+from gputop.workload import MissingDependency, Param, main
 
 NAME = "fault_missing"
 DESCRIPTION = "test workload that needs a library that is not installed"

@@ -11,7 +11,7 @@ except ImportError:  # run as a script from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from gputop.analysis.verdict import Verdict
-from gputop.workload_api import Param, main
+from gputop.workload import Param, main
 
 NAME = "fault_ok"
 DESCRIPTION = "test workload that finishes normally"

@@ -8,7 +8,7 @@ try:
 except ImportError:  # run as a script from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from gputop.workload_api import Param, main
+from gputop.workload import Param, main
 
 NAME = "fault_raise"
 DESCRIPTION = "test workload that raises RuntimeError after one point"

@@ -14,7 +14,7 @@ rate likewise. (The first corpus run, 2026-11-23 on an H100, divided by the prof
 training step and a compiled MLP, both 90%+ busy, came out 22% and 42% "busy" and were labelled
 input-starved although their data is a tensor already on the GPU.)
 
-Rules of the profiler label (in order; ``label_from_profile``):
+Rules of the profiler label (in order; ``label_from_profile``, gputop/evaluate/corpus_truth.py):
   tiny kernels (mean < 30 us) launched often (> 2000/s),
   with the GPU running kernels under 60% of the step             -> latency-bound (launch overhead)
   kernels run under 10% of the step                              -> host-bound (the CPU is the work)
@@ -27,8 +27,8 @@ Rules of the profiler label (in order; ``label_from_profile``):
 A program with its data already on the GPU (no input pipeline) cannot be input-starved.
 
 ``loop``: [start, end] of the timed loop in seconds since the program's process started (the trace's
-"started" mark is its spawn): bench/gpu/corpus/mark_trace.py marks that stretch ``steady loop expect=<label>``
-in the trace, the labelled window of bench/tools/calibration.py and tests/test_classify_traces.py.
+"started" mark is its spawn): ``python -m gputop.evaluate.corpus_truth`` marks that stretch ``steady loop
+expect=<label>`` in the trace, the labelled window of the calibration and tests/test_classify_traces.py.
 """
 
 from __future__ import annotations
@@ -36,7 +36,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the checkout's gputop (gputop.evaluate is not installed)
+
+from gputop.evaluate.corpus_truth import label_from_profile  # noqa: E402
 
 GEMM = re.compile(r"gemm|xmma|cutlass|wgmma|matmul|cublas|conv|implicit_|dgrad|wgrad|fprop|flash|fmha|sm\d\d_|nvjet",
                   re.I)
@@ -78,17 +84,6 @@ def loop(step, seconds: float, sync=None) -> int:
     LOOP.update(steps=n, step_s=wall / n if n else None,
                 loop=[round(t_start, 3), round(t_start + wall, 3)] if t_start is not None else None)
     return n
-
-
-def label_from_profile(busy: float, gemm_share: float, mean_kernel_us: float, kernels_per_s: float,
-                       data_wait_share: float | None = None) -> str:
-    if mean_kernel_us < 30 and kernels_per_s > 2000 and busy < 0.60:
-        return "latency-bound"
-    if busy < 0.10:
-        return "host-bound"
-    if busy < 0.60:
-        return "input-starved" if (data_wait_share or 0.0) > 0.05 else "host-bound"
-    return "compute-bound" if gemm_share >= 0.5 else "memory-bound"
 
 
 def profile_truth(step, steps: int, path: str | None, input_pipeline: str | None = None) -> dict:

@@ -17,15 +17,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-try:
-    import gputop  # noqa: F401
-except ImportError:  # run as a script from a checkout
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # the checkout's gputop: gputop.evaluate is not installed with the package
 
 from gputop.analysis.classify import classify  # noqa: E402
 from gputop.analysis.peaks import compute_peaks  # noqa: E402
 from gputop.analysis.vocabulary import CLASSES  # noqa: E402
-from gputop.session.labelled import diagnose_trace, trace_expectations  # noqa: E402
+from gputop.evaluate.labelled import diagnose_trace, trace_expectations  # noqa: E402
 from gputop.telemetry.trace import read_trace  # noqa: E402
 
 EDGE_S = 1.0

@@ -26,10 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
-try:
-    import gputop  # noqa: F401
-except ImportError:  # run as a script from a checkout
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # the checkout's gputop: gputop.evaluate is not installed with the package
 sys.path.insert(0, str(HERE))
 
 # case -> (expected class, expected subclass or None, extra args)
@@ -95,7 +92,7 @@ def run_case(case: str, expected: str, out: Path, seconds: float | None) -> dict
                          for g in doc["gpus"] if g["used"] for s in g["timeline"]])
     if trace.exists():
         set_note(trace, f"expect={expected}")
-        from gputop.session.labelled import diagnose_trace
+        from gputop.evaluate.labelled import diagnose_trace
 
         off = diagnose_trace(str(trace))["verdict"]
         row.update(replay_got=off["class"], replay_subclass=off.get("subclass"))

@@ -2,8 +2,8 @@
 program that ``gputop --run --profile`` started. Stdlib only; it never imports torch itself.
 
 1. Runs the user's own ``sitecustomize`` (the next one on sys.path), as ``site`` would have.
-2. Starts a daemon thread that waits for gputop's requests (files in the folder ``GPUTOP_PROFILE_DIR``
-   names); the program's main thread does no work for gputop until one comes.
+2. Starts a daemon thread that waits for gputop's requests (the files of protocol.py, in the folder
+   ``GPUTOP_PROFILE_DIR`` names); the program's main thread does no work for gputop until one comes.
 3. On a request, if the program has imported torch: the PyTorch profiler is thread-local, so it is
    started on the program's own thread, at its next ``nn.Module`` call or optimizer step (global hooks,
    installed only while a window is pending), and stopped at the first such call after N seconds (or at
@@ -13,7 +13,6 @@ program that ``gputop --run --profile`` started. Stdlib only; it never imports t
    program goes on, its output unchanged.
 """
 
-import json
 import os
 import sys
 import threading
@@ -31,13 +30,13 @@ def _load(name):  # a module of this folder, by its path (the program's own fold
     return mod
 
 
+_protocol = _load("protocol")  # the request and answer files, shared with gputop
 _cupti = _load("cupti_window")  # CUDA programs without torch: a CUPTI window
 _kineto = _load("kineto_summary")  # a torch window summed up from the raw events (fast: no FunctionEvents)
 _torch = _load("torch_window")  # a torch window started and stopped on the program's thread
 _POLL_S = 0.2
 _START_WAIT_S = 30.0  # how long a request waits for a module call or an optimizer step to start on
 _EXIT_WAIT_S = 20.0  # at exit, how long the program waits for a recorded window to be written
-KEEP_TRACE_ENV = "GPUTOP_PROFILE_KEEP_TRACE"  # a folder: each window's chrome trace is kept there (validation)
 
 
 def _run_user_sitecustomize():
@@ -63,16 +62,6 @@ def _run_user_sitecustomize():
         return
 
 
-def _write(folder, name, doc):
-    tmp = os.path.join(folder, "." + name + ".tmp")
-    try:
-        with open(tmp, "w") as f:
-            json.dump(doc, f)
-        os.replace(tmp, os.path.join(folder, name))
-    except OSError:
-        pass
-
-
 def _summary(win):
     """The window's kernels (microseconds), host ops and busy time: from torch's raw events (kineto_summary.py: the
     program runs on meanwhile), or torch.profiler's key averages where a torch has no raw events."""
@@ -88,7 +77,7 @@ def _summary(win):
         kernels, ops, busy = _averages(win, cuda)
         how = "key_averages"
     cuda_on = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
-    return {"status": "ok", "torch": torch.__version__, "cuda": cuda_on, "wall_s": round(win.wall_s, 6),
+    return {"status": _protocol.OK, "torch": torch.__version__, "cuda": cuda_on, "wall_s": round(win.wall_s, 6),
             "started_at": round(win.started_at, 6), "stop_s": round(win.stop_s or 0.0, 4),
             "summary_s": round(time.perf_counter() - t0, 4), "summed_from": how,
             "gpu_busy_s": round(busy / 1e6, 6) if cuda_on else None, "steps": win.counted()[0],
@@ -141,7 +130,7 @@ def _kernel_timeline(win):
     from torch.profiler's events in memory, else from the window's chrome trace (written in gputop's private
     folder, read, removed); or ``kernel_spans_why``, one line. ``GPUTOP_PROFILE_KEEP_TRACE=DIR`` also keeps each
     window's chrome trace there as ``trace-SEQ-PID.json`` (bench/tools/hta_compare.py)."""
-    keep = os.environ.get(KEEP_TRACE_ENV)
+    keep = os.environ.get(_protocol.KEEP_TRACE_ENV)
     path = os.path.join(keep, "trace-%d-%d.json" % (_state["seq"], os.getpid())) if keep else \
         os.path.join(_state["folder"] or ".", ".trace-%d.json" % os.getpid())
     try:
@@ -184,18 +173,16 @@ def _answer(seconds, max_steps=0, start_at=0.0):
             return _cupti.answer(seconds, _state)  # CUDA without torch (CuPy, JAX...): a CUPTI window
         if time.monotonic() >= end:
             torch = sys.modules["torch"]
-            return {"status": "unavailable",
-                    "reason": "torch %s: no torch.profiler or no global module/optimizer hooks (torch 2.0+ needed)"
-                              % getattr(torch, "__version__", "?")}
+            return _protocol.unavailable("torch %s: no torch.profiler or no global module/optimizer hooks (torch 2.0+ "
+                                         "needed)" % getattr(torch, "__version__", "?"))
         time.sleep(_POLL_S)
     torch = sys.modules["torch"]
     module_hook = getattr(sys.modules["torch.nn.modules.module"], "register_module_forward_pre_hook", None)
     out_hook = getattr(sys.modules["torch.nn.modules.module"], "register_module_forward_hook", None)
     step_hook = getattr(sys.modules["torch.optim.optimizer"], "register_optimizer_step_post_hook", None)
     if module_hook is None or step_hook is None:
-        return {"status": "unavailable",
-                "reason": "torch %s has no global module/optimizer hooks (torch 2.0+ needed)"
-                          % getattr(torch, "__version__", "?")}
+        return _protocol.unavailable("torch %s has no global module/optimizer hooks (torch 2.0+ needed)"
+                                     % getattr(torch, "__version__", "?"))
     win = _torch.Window(torch, seconds, max_steps)
     win.start_at = start_at
     win.quiet()
@@ -205,35 +192,21 @@ def _answer(seconds, max_steps=0, start_at=0.0):
     win.done.wait(_START_WAIT_S + seconds)
     if win.prof is None and not win.done.is_set():
         win.finish()
-        return {"status": "unavailable",
-                "reason": "no nn.Module call or optimizer step within %.0f s to start the profiler on"
-                          % (_START_WAIT_S + seconds)}
+        return _protocol.unavailable("no nn.Module call or optimizer step within %.0f s to start the profiler on"
+                                     % (_START_WAIT_S + seconds))
     if win.error:
-        return {"status": "unavailable", "reason": win.error}
+        return _protocol.unavailable(win.error)
     win.done.wait(60.0)
     if win.wall_s is None:
-        return {"status": "unavailable", "reason": "the window did not end (no module call after it)"}
+        return _protocol.unavailable("the window did not end (no module call after it)")
     try:
         return _with_kernel_timeline(win, _summary(win))
     except Exception as exc:
-        return {"status": "unavailable", "reason": "reading the profile failed: %s: %s" % (exc.__class__.__name__, exc)}
+        return _protocol.unavailable("reading the profile failed: %s: %s" % (exc.__class__.__name__, exc))
 
 
 _state = {"seq": 1, "win": None, "folder": None}
 _state_lock = threading.Lock()
-
-
-def _request(folder, seq):
-    """Request ``seq``: (seconds, steps, start_at) — the window ends after that many seconds or that many steps
-    (0: seconds only), and starts at the program's first module call or step after ``start_at`` (Unix time: a
-    job's processes, asked at once, start at the same step) — or None before gputop asks."""
-    try:
-        with open(os.path.join(folder, "request-%d" % seq)) as f:
-            words = f.read().split()
-        return (float(words[0]) if words else 3.0, int(words[1]) if len(words) > 1 else 0,
-                float(words[2]) if len(words) > 2 else 0.0)
-    except (OSError, ValueError):
-        return None
 
 
 def _reply(folder, seq, doc, t):
@@ -241,15 +214,17 @@ def _reply(folder, seq, doc, t):
     with _state_lock:
         if _state["seq"] != seq:
             return
-        doc.update(seq=seq, pid=os.getpid(), asked_at=t)
-        _write(folder, "window-%d-%d.json" % (seq, os.getpid()), doc)
+        try:
+            _protocol.write_answer(folder, seq, os.getpid(), t, doc)
+        except OSError:
+            pass
         _state["seq"], _state["win"] = seq + 1, None
 
 
 def _serve(folder):
     while os.path.isdir(folder):
         seq = _state["seq"]
-        asked = _request(folder, seq)
+        asked = _protocol.read_request(folder, seq)
         if asked is None:
             time.sleep(_POLL_S)
             continue
@@ -257,7 +232,7 @@ def _serve(folder):
         try:
             doc = _answer(*asked)
         except Exception as exc:
-            doc = {"status": "unavailable", "reason": "the loader failed: %s: %s" % (exc.__class__.__name__, exc)}
+            doc = _protocol.unavailable("the loader failed: %s: %s" % (exc.__class__.__name__, exc))
         _reply(folder, seq, doc, t)
 
 
@@ -265,7 +240,7 @@ def _at_exit():
     """The program ends with a request pending: a window being recorded is stopped and still written (the
     waiting thread dies at exit); one not started gets its one line now."""
     folder, seq = _state["folder"], _state["seq"]
-    if _request(folder, seq) is None:
+    if _protocol.read_request(folder, seq) is None:
         return
     win = _state["win"]
     if win is not None and win.prof is not None:
@@ -282,17 +257,20 @@ def _at_exit():
         win.finish()
     why = _cupti.exit_reason() if "torch" not in sys.modules else \
         "the program ended before the window started (no nn.Module call or optimizer step after the request)"
-    _reply(folder, seq, {"status": "unavailable", "reason": why}, time.time())
+    _reply(folder, seq, _protocol.unavailable(why), time.time())
 
 
 def _start():
     _run_user_sitecustomize()
-    folder = os.environ.get("GPUTOP_PROFILE_DIR")
+    folder = os.environ.get(_protocol.DIR_ENV)
     if folder and os.path.isdir(folder):
         import atexit
 
         _state["folder"] = folder
-        _write(folder, "loaded-%d" % os.getpid(), {"pid": os.getpid()})
+        try:
+            _protocol.write_loaded(folder, os.getpid())
+        except OSError:
+            pass
         atexit.register(_at_exit)
         threading.Thread(target=_serve, args=(folder,), name="gputop-profile-loader", daemon=True).start()
 

@@ -15,8 +15,8 @@ def main_cluster_tui(args) -> int:
 
     from gputop import exitcodes
     from gputop.exitcodes import fail
-    from gputop.session.cluster import ClusterReader
-    from gputop.session.cluster_gpu import read_gpu
+    from gputop.fleet.reader import ClusterReader
+    from gputop.fleet.gpu_history import read_gpu
     from gputop.telemetry.errors import SourceError
     from gputop.telemetry.prometheus import PrometheusClient
 

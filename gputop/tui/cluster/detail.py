@@ -1,6 +1,6 @@
 """One GPU of the cluster page (Enter on its row; Escape goes back): who it is, its verdict (the class the page
 shows, the classes over the window, the classifier's evidence and advice, what it had to do without), and its
-charts over the last ``session/cluster_gpu.WINDOW_S`` from ``query_range``. The read runs on a worker thread; a
+charts over the last ``fleet/gpu_history.WINDOW_S`` from ``query_range``. The read runs on a worker thread; a
 failed read is one line in place of the charts, and ``r`` reads again.
 """
 
@@ -17,7 +17,7 @@ from textual.screen import Screen
 from gputop.analysis import cluster as C
 from gputop.analysis.cluster_text import class_text, duration_text
 from gputop.format import NA
-from gputop.session.cluster_gpu import GpuHistory
+from gputop.fleet.gpu_history import GpuHistory
 from gputop.telemetry.errors import SourceError
 from gputop.tui.widgets.history_chart import HistoryChart
 from gputop.tui.widgets.keybar import KeyBar

@@ -1,6 +1,6 @@
 """The cluster page's state and its refreshing thread (no Textual here).
 
-:class:`ClusterState` holds what the page shows: the last rows read (``session/cluster.ClusterReader.snapshot``,
+:class:`ClusterState` holds what the page shows: the last rows read (``fleet/reader.ClusterReader.snapshot``,
 most wasted first), the last job accounting over ``--range``, the filters (job, node, class: each exact or None),
 the grouping (by job or by node), the GPU under the cursor, and, while Prometheus does not answer, why (the rows
 stay, marked stale with their age). :class:`Refresher` reads on a thread so the UI never waits on HTTP: the rows

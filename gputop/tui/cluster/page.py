@@ -110,7 +110,7 @@ class ClusterTable(Lines):
 
 
 class ClusterApp(App):
-    """The cluster page (see the module's text). ``reader``: ``session/cluster.ClusterReader`` (or what answers as
+    """The cluster page (see the module's text). ``reader``: ``fleet/reader.ClusterReader`` (or what answers as
     one); ``read_gpu(node, gpu)``: a GPU's history for the detail; ``refresh_s`` / ``account_s``: the cadences
     (0: no thread; the tests hand it data with ``took``)."""
 

@@ -1,11 +1,12 @@
 """The monitor page: the selected GPU's device panel, verdict and processes on the left; its history
 charts and a running workload's live results on the right.
 
-The page draws itself when the app's frame asks (``draw``), from the model (gputop/tui/model.py: the
-sampler, statics, positions, selected GPU, peaks, the run controller), and follows its changes (another
-source: its charts; another GPU: a fresh verdict). It owns
-the live verdicts (gputop/tui/monitor/verdict.py: one per GPU, following the changes of the work; the panel shows the
-selected GPU's, the strip every GPU's, the same objects) and the feeding of its charts.
+The page draws itself when the app's frame asks (``draw``), from the model (gputop/tui/model: the
+sampler, statics, positions, selected GPU, peaks, the run controller), follows its changes (another
+source: its charts), and carries out the keys the app routes to it (g / G, p, + / -). The live verdicts are the
+model's (``model.live``, judged on the sampler's thread at each tick): a frame reads their latest snapshot, the panel
+the selected GPU's (gputop/tui/monitor/verdict.py), the strip every GPU's, the same objects. The page owns the
+feeding of its charts.
 """
 
 from __future__ import annotations
@@ -15,15 +16,13 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import ComposeResult
 
-from gputop.analysis import thresholds as T
-from gputop.analysis.comms import judge_node
 from gputop.format import gpm_na
-from gputop.telemetry.sampler import Recent
-from gputop.tui.model import GPU, SOURCE, TuiModel
-from gputop.tui.monitor import view
-from gputop.tui.monitor.panels import DevicePanel, ProcessTable, ResultsView, VerdictPanel
+from gputop.tui.messages import Redraw
+from gputop.tui.model import GPU, SOURCE, TuiModel, view
+from gputop.tui.monitor.panels import DevicePanel, ProcessTable, VerdictPanel
 from gputop.tui.monitor.strip import GpuStrip
 from gputop.tui.monitor.verdict import Diagnosis
+from gputop.tui.results.panel import ResultsView
 from gputop.tui.widgets.containers import Box, Column
 from gputop.tui.widgets.history_chart import HistoryChart
 
@@ -71,11 +70,9 @@ class MonitorPage(Box):
         self.live_results = ResultsView(id="live-results")
         self.generation = 0  # charts made anew (another source) get new ids
         self.charts = self._make_charts(self.chart_specs)
-        self.diagnoses: dict[int, Diagnosis] = {}  # by GPU (its index in model.statics)
-        self.verdicts: list = []  # every GPU's verdict (one GPU: the selected one's only)
+        self.diagnosis = Diagnosis()  # the selected GPU's live verdict, as the last frame read it
+        self.verdicts: list = []  # every GPU's verdict (one GPU: its only)
         self.verdict = None  # the selected GPU's
-        self.verdict_t: float | None = None  # time of the tick the verdict was computed at
-        self.recent = Recent(T.LIVE_MAX_S)  # the ticks the live verdicts look at
 
     def _make_charts(self, specs: list[ChartSpec]) -> list[HistoryChart]:
         g = f"-{self.generation}" if self.generation else ""
@@ -86,10 +83,8 @@ class MonitorPage(Box):
     def _model_changed(self, change: str) -> None:
         if change == SOURCE:
             self.set_charts(charts_for(self.model))
-            self.verdict = None
-            self.forget_verdict()
-        elif change == GPU:
-            self.forget_verdict()
+        if change in (SOURCE, GPU):
+            self.read_verdicts()
 
     def set_charts(self, specs: list[ChartSpec]) -> None:
         """Another source (a recorded run followed): its charts, each refilled from the new sampler."""
@@ -133,7 +128,7 @@ class MonitorPage(Box):
             i = model.selected
             st, pk, s = model.statics[i], model.peaks[i], samples[i]
             self.device.show(st, pk, s, view.na_reasons_for(st, model.na_reasons))
-            self.update_verdict(tick)
+            self.read_verdicts()
             self.strip.show(model.statics, model.peaks, samples, i, self.verdicts)
             self.verdict_panel.show(self.verdict, self.diagnosis.words())
             if self.procs.display and not app.has_class("-short"):
@@ -144,32 +139,14 @@ class MonitorPage(Box):
             self.live_results.show_run(model.shown_state())
 
     # -- the verdict -------------------------------------------------------------------------------
-    @property
-    def diagnosis(self) -> Diagnosis:
-        """The selected GPU's live verdict (what the panel shows and the charts mark)."""
-        return self.diagnoses.setdefault(self.model.selected, Diagnosis())
-
-    def update_verdict(self, tick: dict | None) -> None:
-        """At each frame that brings new ticks: the live verdict of the selected GPU and, with several, of
-        every GPU (each is fed the ticks it has not seen, follows the changes of its work and judges again
-        when due: gputop/analysis/live.py; a steady regime of a GPU not selected every LIVE_STRIP_EVERY_S);
-        the comms-bound ones are looked at together."""
-        if tick is None or self.verdict_t == tick["t"]:
-            return
-        model = self.model
-        self.verdict_t = tick["t"]
-        window = self.recent.get(model.sampler)
-        which = range(len(model.statics)) if len(model.statics) > 1 else [model.selected]
-        self.verdicts = [self.diagnoses.setdefault(i, Diagnosis())(
-            window, model.statics[i], model.peaks[i], gpu_pos=model.positions[i], watched_pid=model.watched_pid(),
-            every_s=T.LIVE_EVERY_S if i == model.selected else T.LIVE_STRIP_EVERY_S) for i in which]
-        judge_node(self.verdicts, window, [model.positions[i] for i in which])
-        self.verdict = self.verdicts[model.selected if len(self.verdicts) > 1 else 0]
-
-    def forget_verdict(self) -> None:
-        """The next frame classifies afresh (another source, another GPU or watched process)."""
-        self.verdict_t = None
-        self.diagnoses.clear()
+    def read_verdicts(self) -> None:
+        """The live verdicts as the model's node last judged them (gputop/analysis/live.py: on the sampler's
+        thread, each GPU fed every tick; the selected GPU's regime judged again every LIVE_EVERY_S, the others'
+        every LIVE_STRIP_EVERY_S; the comms-bound ones looked at together). Nothing is judged here."""
+        snap = self.model.live.snapshot()
+        self.diagnosis = Diagnosis(snap, self.model.selected)
+        self.verdicts = snap.verdicts()
+        self.verdict = self.diagnosis.verdict
 
     # -- the charts --------------------------------------------------------------------------------
     def fit_charts(self) -> None:
@@ -238,3 +215,26 @@ class MonitorPage(Box):
         """A chart was resized: refill it at its new size now (not at the app's next frame)."""
         if self.is_attached and self.app.is_running:
             self.feed_charts(only=[chart])
+
+    def short_changed(self) -> None:
+        """The app went to 80x24 (its -short) or back: the verdict compact or whole, the device panel's pairs of rows
+        merged or not."""
+        self.verdict_panel.rebuild()
+        self.device.rebuild()
+
+    # -- the keys the app routes here: g / G, p, + / - -------------------------------------------------------------
+    def step_gpu(self, step: int) -> None:
+        """The next (previous) GPU; with one GPU (or none), why nothing moved. (The model's change draws it.)"""
+        if not self.model.select_gpu(step):
+            self.notify("this source has one GPU: g / G switch between GPUs" if self.model.statics
+                        else "this source has no GPU: g / G switch between GPUs", severity="warning")
+
+    def toggle_pause(self) -> None:
+        self.model.toggle_pause()
+        self.post_message(Redraw())
+
+    def step_rate(self, step: int) -> None:
+        if self.model.step_rate(step):
+            self.post_message(Redraw())
+        else:
+            self.notify("a replay plays at its recorded rate (use --speed)", severity="warning")

@@ -1,49 +1,16 @@
-"""The panels of the monitor and the workloads page, each a ``Lines`` widget fed ready-made rows:
-the header (InfoBar), the GPU summary, the device panel, the verdict, the process table, and a run's
-results (ResultsView). What they show is computed in ``view`` and ``results`` (pure functions)."""
+"""The panels of the monitor page, each a ``Lines`` widget fed ready-made rows: the device panel, the verdict,
+the process table. What they show is computed in ``gputop.tui.model.view`` (pure functions). (The header and the
+GPU summary above every page are gputop/tui/header.py; a run's results, gputop/tui/results/.)"""
 
 from __future__ import annotations
 
-import time
-
 from rich.text import Text
 
-from gputop.tui.monitor import view
+from gputop.tui.model import view
 from gputop.tui.widgets import charts
 from gputop.tui.widgets.lines import Lines
-from gputop.tui.workloads import results
 
 LEVEL_STYLE = {"": "green", "peak": "bold cyan", "warn": "yellow", "hot": "bold red", "na": "dim"}
-
-
-class InfoBar(Lines):
-    """The header line: host, GPU names, driver, CUDA, rate, mode."""
-
-    DEFAULT_CSS = "InfoBar { height: 1; background: $primary-background; }"
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.parts: list[str] = []
-        self.page = ""
-
-    def show(self, parts: list[str], page: str) -> None:
-        if (parts, page) != (self.parts, self.page):
-            self.parts, self.page = parts, page
-            self.rebuild()
-
-    def rebuild(self) -> None:
-        width = self.wh[0] or 80
-        tail = f"  [{self.page}]"
-        t = Text.assemble((" gputop ", "bold reverse"))
-        budget = max(10, width - 9 - len(tail))
-        body = view.fit_parts(self.parts, budget)
-        if len(body) > budget:  # 80 columns: the page's number alone ("[1]")
-            tail = f"  [{self.page.split()[0]}]"
-            budget = max(10, width - 9 - len(tail))
-            body = view.fit_parts(self.parts, budget)
-        t.append(" " + (body if len(body) <= budget else body[:budget - 1] + "…"))
-        t.append(tail, style="bold")
-        self.set_lines([t])
 
 
 class DevicePanel(Lines):
@@ -92,25 +59,6 @@ class DevicePanel(Lines):
             lines.append((label + bar + r.text, "", (0, len(label), "bold"),
                           (len(label), end - 1, bar_style) if bar and bar_style else None,
                           (end, end + len(r.text), style) if style else None))
-        self.set_lines(lines)
-
-
-class GpuSummary(Lines):
-    """On top, with several GPUs: one line of numbers per GPU; the selected one is marked. (The monitor page's
-    GpuStrip, gputop/tui/monitor/strip.py, gives each GPU's verdict.) At 80x24 (the app's -short) with more GPUs
-    than SHORT_ALL, the selected GPU's line alone: the strip lists every GPU, and the panel needs the rows."""
-
-    DEFAULT_CSS = "GpuSummary { height: auto; max-height: 8; }"
-    SHORT_ALL = 2
-
-    def show(self, statics: list[dict], samples: list[dict | None], selected: int) -> None:
-        lines = []
-        only = selected if self.app.has_class("-short") and len(statics) > self.SHORT_ALL else None
-        for i, (st, s) in enumerate(zip(statics, samples)):
-            if only is not None and i != only:
-                continue
-            mark = "▶" if i == selected else " "
-            lines.append(Text(f"{mark} {view.summary_line(st, s)}", style="bold reverse" if i == selected else ""))
         self.set_lines(lines)
 
 
@@ -200,66 +148,3 @@ def verdict_text(v, words: str = "") -> Text:
         t.append(", means: " if words else ": ")
         t.append(v.evidence_text)
     return t
-
-
-class ResultsView(Lines):
-    """The results of one run: roofline plot or throughput bars, sized to the widget."""
-
-    DEFAULT_CSS = "ResultsView { height: 1fr; min-height: 3; }"
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.doc: dict | None = None
-        self.progress: dict | None = None
-        self._seen: tuple | None = None  # (run state, its event count) last shown
-        self.recorded_on: str | None = None  # a replayed recording's host (None: a run of this session)
-        self.whole_verdict = False  # key v: the verdict alone, whole, in the plot's place
-
-    def behind(self, state) -> bool:
-        """True when ``state`` (a RunState, or None) has news this view has not shown yet."""
-        return state is not None and (self._seen is None or self._seen[0] is not state
-                                      or self._seen[1] != state.events)
-
-    def show_run(self, state) -> None:
-        """Show a run (a RunState; None: none yet): its document again only after new events, else
-        the same document with the wall time moving while it runs."""
-        rec = getattr(state.run, "rec", None) if state is not None else None  # a RecordedRun's recording
-        self.recorded_on = (rec["header"].get("hostname") or "") if rec else None
-        if state is None:
-            self._seen = None
-            self.show(None)
-        elif self.doc is None or self.behind(state):
-            self._seen = (state, state.events)
-            self.show(self._now(state, state.document()), state.progress if state.active else None)
-        elif state.active:
-            self.show(self._now(state, self.doc), state.progress)
-
-    @staticmethod
-    def _now(state, doc: dict) -> dict:
-        """The document as the status line shows it now: while the run goes, its elapsed time counts on
-        between events (a quiet workload's clock does not freeze); once over, no phase (nor progress) is
-        "current"."""
-        if state.active:
-            t0 = getattr(state.run, "t0", None) or state.started
-            return {**doc, "wall_time_s": max(doc.get("wall_time_s") or 0.0, time.monotonic() - t0)}
-        return {**doc, "phases": []} if doc.get("phases") else doc
-
-    def toggle_whole_verdict(self) -> None:
-        self.whole_verdict = not self.whole_verdict
-        self.rebuild()
-
-    def show(self, doc: dict | None, progress: dict | None = None) -> None:
-        self.doc, self.progress = doc, progress
-        self.rebuild()
-
-    def rebuild(self) -> None:
-        w, h = self.wh
-        if w <= 0 or h <= 0:
-            return
-        if self.doc is None:
-            self.set_lines([Text("no run yet: pick a workload and press r (or Enter on its name)", style="dim")])
-            return
-        status = results.status_line(self.doc, self.progress, self.recorded_on)  # an error in it wraps, not cut
-        lines = list(status.wrap(self.app.console, w, overflow="fold"))[:max(1, h - 3)]
-        lines += results.results_lines(self.doc, w, h - len(lines), self.whole_verdict)
-        self.set_lines(lines)

@@ -1,54 +1,53 @@
-"""The verdict panel's data: the live verdict (gputop.analysis.live) over the monitor's recent ticks.
+"""The verdict panel's data: the selected GPU's entry of the node's live verdicts.
 
-It returns the one :class:`gputop.analysis.verdict.Verdict`, judged on the current regime of the work (since
-the last change the detector saw, at most ``LIVE_MAX_S``); ``words`` says which window that was ("last
-5.1 s", or the previous phase while a new one is too young to judge), which the panel shows and the charts
-mark. A classifier error leaves the panel at "diagnosis: n/a" with the reason kept in ``error``, and the
-monitor keeps running.
+The verdicts are judged on the sampler's thread, once per tick, by the model's
+:class:`gputop.analysis.live.LiveNode` (the current regime of each GPU's work, since the last change its detector
+saw, at most ``LIVE_MAX_S``); a frame only reads their latest snapshot. :class:`Diagnosis` is the selected GPU's
+part of it: the one :class:`gputop.analysis.verdict.Verdict`, and ``words`` for which window it judged ("last
+5.1 s", or the previous phase while a new one is too young to judge), which the panel shows and the charts mark.
+A classifier error leaves the panel at "diagnosis: n/a" with the reason kept in ``error``, and the monitor keeps
+running.
 """
 
 from __future__ import annotations
 
-from gputop.analysis import thresholds as T
-from gputop.analysis.live import LiveVerdict, window_words
+from gputop.analysis.live import Judged, NodeSnapshot
 from gputop.analysis.verdict import Verdict
 
 
 class Diagnosis:
-    """The live verdict for one GPU position; called at every frame with the monitor's recent ticks."""
+    """GPU ``i``'s live verdict (``i``: its index in the node's GPUs) in ``snapshot`` (none yet: an empty one)."""
 
-    def __init__(self):
-        self.error: str | None = None
-        self.live = LiveVerdict()
-        self.now: float | None = None  # time of the newest tick judged
+    def __init__(self, snapshot: NodeSnapshot | None = None, i: int = 0):
+        self.snapshot = snapshot if snapshot is not None else NodeSnapshot()
+        self.i = i
 
-    def reset(self) -> None:
-        """Judge afresh (another GPU, another watched process)."""
-        self.live.reset()
+    @property
+    def judged(self) -> Judged | None:
+        gpus = self.snapshot.gpus
+        return gpus[self.i] if 0 <= self.i < len(gpus) else None
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return self.judged.verdict if self.judged is not None else None
 
     @property
     def previous(self) -> bool:
-        return self.live.previous
+        return self.judged is not None and self.judged.previous
+
+    @property
+    def error(self) -> str | None:
+        return self.judged.error if self.judged is not None else None
+
+    @property
+    def now(self) -> float | None:
+        """Time of the newest tick the node was fed."""
+        return self.snapshot.t
 
     def words(self) -> str:
         """Which window the verdict judged: 'last 5.1 s', 'previous phase: 3.5 s, until 0.3 s ago'."""
-        return window_words(self.live.verdict, self.now, self.live.previous)
+        return self.snapshot.words(self.i)
 
     def span(self) -> tuple[float, float] | None:
         """(t_start, t_end) of the window the verdict judged, in tick time (None: no verdict)."""
-        v = self.live.verdict
-        return None if v is None or v.t_start is None or v.t_end is None else (v.t_start, v.t_end)
-
-    def __call__(self, window: list[dict], static: dict, peaks: dict, gpu_pos: int = 0,
-                 watched_pid: int | None = None, every_s: float = T.LIVE_EVERY_S) -> Verdict | None:
-        """The verdict for GPU position ``gpu_pos`` after the ticks of ``window`` (None: n/a); a steady
-        regime is judged again every ``every_s``."""
-        if not window:
-            return None
-        try:
-            self.now = window[-1]["t"]
-            return self.live.update(window, static, peaks, gpu_pos=gpu_pos, watched_pid=watched_pid, every_s=every_s)
-        except Exception as exc:  # a classifier bug on odd data: the panel shows n/a, the monitor goes on
-            self.error = f"{type(exc).__name__}: {exc}"
-            self.live.reset()
-            return None
+        return self.judged.span() if self.judged is not None else None

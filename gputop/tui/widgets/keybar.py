@@ -64,14 +64,10 @@ class KeyBar(Lines):
         tags = {"*", page} | ({"gpus"} if gpus > 1 else set()) | ({"tour"} if touring else set())
         return [(k, label) for k, label, where in KEYS if where in tags]
 
-    def show_keys(self, items: list[tuple[str, str]]) -> None:
-        if items != self.items:
-            self.items = items
-            self.rebuild()
-
-    def show_banner(self, text: str) -> None:
-        if text != self.banner:
-            self.banner = text
+    def show_keys(self, items: list[tuple[str, str]], banner: str = "") -> None:
+        """The keys, and ``banner`` above them (gputop --tour's line; "": none)."""
+        if (items, banner) != (self.items, self.banner):
+            self.items, self.banner = items, banner
             self.rebuild()
 
     def message(self, text: str, severity: str = "information") -> None:

@@ -181,7 +181,7 @@ class Lines(Widget):
             st = self.styles
             self._plain = (not any(e[0] for e in st.border) and not any(e[0] for e in st.outline)
                            and st.gutter == (0, 0, 0, 0) and st.opacity == 1.0 and st.text_opacity == 1.0 and not st.tint.a
-                           and not self._border_title and not self._border_subtitle)
+                           and not self.border_title and not self.border_subtitle)
         return self._plain
 
     def render_line(self, y: int) -> Strip:
@@ -216,7 +216,7 @@ class Lines(Widget):
 def text_segments(text: Text, console) -> list[Segment]:
     """``list(text.render(console, end=""))`` for the Texts the panels build (spans in order, none
     overlapping: ``Text.assemble`` and ``append``), without Rich's general span bookkeeping."""
-    spans = text._spans
+    spans = text.spans
     plain = text.plain
     if not spans:
         return [Segment(plain)]

@@ -1,1 +1,2 @@
-"""The workloads page: the page, the runs (the TUI's side of the runner), the results as text, the tour."""
+"""The workloads page: the picker, its parameter form and the workload keys (the runs themselves and the tour are the
+model's, gputop/tui/model/; the results view is gputop/tui/results/)."""

@@ -2,7 +2,7 @@
 and the results of the selected run (live while it runs; finished runs stay and can be saved).
 
 The page draws itself when the app's frame asks (``draw``) and carries out the workload keys the app
-routes to it (r, c, d, s, and n: the tour's next stop) through the model (gputop/tui/model.py: the run
+routes to it (r, c, d, s, and n: the tour's next stop) through the model (gputop/tui/model: the run
 controller, the device workloads run on, the run shown, the selected GPU), whose changes it follows (the
 workloads loaded: the list; another device: the form's defaults).
 """
@@ -20,10 +20,10 @@ from textual.widgets import Input, Label, OptionList, Static
 from gputop.runner.params import format_value, resolve
 from gputop.tui.messages import Redraw, ShowPage
 from gputop.tui.model import DEVICE, SPECS, TuiModel
-from gputop.tui.monitor.panels import ResultsView
+from gputop.tui.model.runs import RecordingSpec, default_values, parse_values, save_document
+from gputop.tui.results.panel import ResultsView
 from gputop.tui.widgets.lines import Lines
-from gputop.tui.workloads.runs import RecordingSpec, default_values, parse_values, save_document
-from gputop.workload_api import ParamError
+from gputop.workload.params import ParamError
 
 
 class ParamForm(Vertical):
@@ -209,6 +209,20 @@ class WorkloadsPage(Vertical):
         if why:
             self.notify(why, severity="warning")
         return why is not None
+
+    def run_key(self) -> None:
+        """r: on this page, run the selected workload; on another, show this page first."""
+        if self.display:  # the page shown (the switcher hides the other)
+            self.start_run()
+        else:
+            self.post_message(ShowPage("workloads"))
+
+    def autoplay(self, path: str) -> None:
+        """gputop --replay RUN.jsonl.gz: the recorded run plays along with its telemetry."""
+        self.model.load_specs()
+        spec = next((s for s in self.model.specs if getattr(s, "path", None) == str(path)), None)
+        if spec is not None:
+            self.replay(spec)
 
     def toggle_device(self) -> None:
         model = self.model

@@ -28,7 +28,7 @@ try:
 except ImportError:  # run as a script from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from gputop.workload_api import Param, main
+from gputop.workload import Param, main
 
 NAME = "fault_tree"
 DESCRIPTION = "test workload: points, a grandchild, then hang/exit/segv"

@@ -1,0 +1,91 @@
+"""One GPU of the cluster over time, for the cluster page's detail view (``tui/cluster/detail.py``).
+
+:func:`read_gpu` asks Prometheus (``query_range``) for one GPU's ``DCGM_FI_*`` series over the last ``window_s``
+(its charts) and, where its node runs ``gputop --export``, for the class it exported at each step (its verdict over
+time). The verdict's evidence and advice come from the one classifier (``analysis/cluster.judge``) over the last
+``JUDGE_WINDOW_S`` of those series, as ``fleet/reader.py`` judges a dcgm-exporter GPU. The GPU is named as the
+cluster's rows name it (``analysis/cluster.gpu_key``: node, ``gpu`` label); its node label may be ``Hostname``,
+``hostname`` or the scrape's ``instance``, so the selector asks for each and keeps the series whose key matches.
+Raises what the client raises (:mod:`gputop.telemetry.errors`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from gputop.analysis import cluster as C
+from gputop.analysis.verdict import Verdict
+from gputop.fleet.reader import JUDGE_WINDOW_S, SELECTOR, _groups, _samples, _static
+from gputop.telemetry.dcgm_fields import LABEL_GPU, LABELS_HOSTNAME
+from gputop.telemetry.prometheus import PrometheusClient
+
+WINDOW_S = 900.0  # the detail's charts: the last 15 minutes ...
+POINTS = 300  # ... in about this many steps (3 s each), at least one a second
+
+
+@dataclass
+class GpuHistory:
+    """One GPU over the window: its samples (``telemetry.dcgm.to_sample``, oldest first), the class its node's
+    gputop exported at each step (``(t, class, subclass)``; empty on dcgm-exporter's nodes), and the classifier's
+    verdict over the last ``JUDGE_WINDOW_S`` with the evidence it had to do without."""
+
+    node: str
+    gpu: str
+    t_end: float
+    window_s: float
+    step_s: float
+    samples: list[dict] = field(default_factory=list)
+    static: dict = field(default_factory=dict)
+    classes: list[tuple[float, str, str | None]] = field(default_factory=list)
+    verdict: Verdict | None = None
+    missing: list[str] = field(default_factory=list)
+
+    def class_shares(self) -> list[tuple[str, str | None, float]]:
+        """The exported classes over the window, the most frequent first: (class, subclass, share 0-1)."""
+        counts: dict[tuple[str, str | None], int] = {}
+        for _, cls, sub in self.classes:
+            counts[(cls, sub)] = counts.get((cls, sub), 0) + 1
+        total = sum(counts.values()) or 1
+        return [(c, s, n / total) for (c, s), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][0]))]
+
+
+def escape(value: str) -> str:
+    """A label value inside PromQL's double quotes."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def one_gpu(selector: str, node: str, gpu: str) -> str:
+    """``selector`` (``{...}`` or ``name{...}``, without matchers of its own beyond ``__name__``) kept to one GPU,
+    whichever label names its node."""
+    head, _, inner = selector.partition("{")
+    inner = inner.rstrip("}")
+    parts = [f'{head}{{{inner + "," if inner else ""}{name}="{escape(node)}",{LABEL_GPU}="{escape(gpu)}"}}'
+             for name in (*LABELS_HOSTNAME, "instance")]
+    return " or ".join(parts)
+
+
+def step_for(window_s: float) -> float:
+    return float(max(1, round(window_s / POINTS)))
+
+
+def read_gpu(client: PrometheusClient, node: str, gpu: str, window_s: float = WINDOW_S,
+             now: float | None = None) -> GpuHistory:
+    """``node``'s GPU ``gpu`` over the last ``window_s`` (see the module's text). A GPU with no series over the
+    window has no samples and no verdict."""
+    now = time.time() if now is None else now
+    step = step_for(window_s)
+    out = GpuHistory(node, gpu, now, window_s, step)
+    groups = _groups(client.query_range(one_gpu(SELECTOR, node, gpu), now - window_s, now, step))
+    g = groups.get((node, gpu))
+    if g is not None:
+        out.samples, out.static = _samples(g), _static(g)
+        recent = [s for s in out.samples if s["t"] >= now - JUDGE_WINDOW_S]
+        if recent:
+            out.verdict, out.missing = C.judge(recent, out.static, set(g["series"]))
+    for r in client.query_range(f"({one_gpu('gputop_bottleneck', node, gpu)}) == 1", now - window_s, now, step):
+        if C.whole_gpu(r["metric"]) and C.gpu_key(r["metric"]) == (node, gpu):
+            cls, sub = r["metric"].get("class", "?"), r["metric"].get("subclass") or None
+            out.classes += [(float(t), cls, sub) for t, _ in r["values"]]
+    out.classes.sort()
+    return out
