@@ -265,7 +265,8 @@ class Session:
                 self.profile.close()
                 held = held_spans(attribution, time.time() - time.monotonic())
                 for a, b in held:  # a recorded trace says where the profiler held the program (replay leaves it out)
-                    self.monitor.mark(f"{PROFILED_MARK} {b - a:.2f} s", a)
+                    # to the trace clock's 0.1 ms: rounded to 10 ms, a span could end past a tick the run kept
+                    self.monitor.mark(f"{PROFILED_MARK} {b - a:.4f} s", a)
             self.monitor.stop()
             self.doc = build_document(self.mode, self.monitor, self.facts(), self.command, self.started_at,
                                       log=self.log, attribution=attribution, exclude=held)
