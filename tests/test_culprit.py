@@ -151,17 +151,43 @@ def test_a_py_spy_that_hangs_is_killed_after_its_timeout(tmp_path):
     assert not left, f"the hung py-spy outlived its timeout: {left}"
 
 
+# a Python program that says it is past its start-up (a file of its own), then waits on line 3
+WAITING = "import sys, time\nopen(sys.argv[1], 'w').close()\nwhile True: time.sleep(0.5)"
+
+
+def waiting_programs(tmp_path, n: int) -> list[subprocess.Popen]:
+    """``n`` Python programs at WAITING's line 3, each once it said so: before that it has no stack to read."""
+    procs = [subprocess.Popen([sys.executable, "-c", WAITING, str(tmp_path / f"ready{i}")]) for i in range(n)]
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"ready{i}").exists() for i in range(n)):
+        assert time.monotonic() < deadline, f"{sum((tmp_path / f'ready{i}').exists() for i in range(n))} of {n} started"
+        assert all(p.poll() is None for p in procs), [p.returncode for p in procs]
+        time.sleep(0.02)
+    return procs
+
+
+@needs_pyspy
+def test_a_python_program_is_read_where_it_waits(tmp_path):
+    """One real program's stack (the quick loop's; 64 at once are slow): its innermost frame is the line it waits on."""
+    (me,) = waiting_programs(tmp_path, 1)
+    try:
+        got = read_stack(me.pid)
+        assert got.ok and got.frames[0].line == 3, (got.why, got.frames[:1])
+    finally:
+        me.kill()
+        me.wait()
+
+
+@pytest.mark.slow
 @needs_pyspy
 def test_sixty_four_ranks_are_read_at_once(tmp_path):
-    procs = [subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.5)"])
-             for _ in range(64)]
+    procs = waiting_programs(tmp_path, 64)
     try:
-        time.sleep(0.5)  # not a wait for a result: the interpreters must be past start-up for a stack to exist
         got = read_stacks([p.pid for p in procs])
         readable = [s for s in got.values() if s.ok]
         assert len(got) == 64
         assert len(readable) >= 60, [s.why for s in got.values() if not s.ok][:3]
-        assert all(s.frames and s.frames[0].line == 2 for s in readable)
+        assert all(s.frames and s.frames[0].line == 3 for s in readable)
     finally:
         for p in procs:
             p.kill()
