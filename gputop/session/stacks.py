@@ -12,7 +12,7 @@ read, :attr:`Stack.why` says why in one line and what to grant:
 * ptrace refused: another user's process, a container without ``SYS_PTRACE``, or Yama's ``ptrace_scope``;
 * not Python, a process that exited mid-read, a zombie.
 
-Pure data out (:class:`Stack`, :class:`Frame`); the judging is :mod:`gputop.analysis.culprit`'s.
+Pure data out (:class:`Stack`, :class:`Frame`); the judging is :mod:`gputop.analysis.rank_stacks`'s.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Who holds a job up: real ranks (torch.distributed over gloo on the CPU, started with mp.spawn) whose fault is
 written down before gputop reads them, their stacks read with the real py-spy, and the culprit named
-(gputop/session/stacks.py, gputop/analysis/culprit.py). The NCCL/GPU cases run in bench/gpu (GPU machines)."""
+(gputop/session/stacks.py, gputop/analysis/rank_stacks.py). The NCCL/GPU cases run in bench/gpu (GPU machines)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.analysis.culprit import Rank, judge, place_of
+from gputop.analysis.rank_stacks import Rank, judge, place_of
 from gputop.session.stacks import Stack, read_stack, read_stacks, rank_of
 
 JOB = Path(__file__).parent / "fault_jobs" / "gloo_job.py"

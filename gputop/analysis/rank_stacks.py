@@ -1,4 +1,4 @@
-"""Who holds a job up: every rank's Python stack and its GPU's state, grouped, and the culprit named.
+"""Who holds a job up, by stack: every rank's Python stack and its GPU's state, grouped, and the culprit named.
 
 Pure (no py-spy, no NVML): the stacks come from :mod:`gputop.session.stacks`, the GPUs' states from their
 verdicts. :func:`place_of` says where one rank is — inside a ``torch.distributed`` collective (which one, at which
