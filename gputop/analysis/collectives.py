@@ -119,6 +119,10 @@ def _stalls(items: list, lines: dict, stacks: dict | None = None) -> None:
             for seg in lines.get(g) or []:  # the timeline says it too
                 if seg.cls == Cls.STALLED and sub:
                     seg.verdict.subclass, seg.verdict.advice = sub, ADVICE[sub]
+            record = (stacks or {}).get(g)
+            if record:  # who holds it up, from the ranks' stacks (gputop/analysis/rank_stacks.py)
+                job["culprit"] = record
+                v.notes.insert(0, "from the ranks' stacks: " + record["sentence"])
             if v.cls == Cls.STALLED:
                 v.subclass, v.evidence_text, v.advice = sub, describe_stall(sub, ev, job), ADVICE[sub]
             else:  # a run that stalled after its work: the stall is said first, in the stalled segment's numbers
@@ -128,16 +132,25 @@ def _stalls(items: list, lines: dict, stacks: dict | None = None) -> None:
                                   + describe_stall(sub, sev, job))
                 if Cls.STALLED not in v.mixed:
                     v.mixed.insert(0, Cls.STALLED)
+        if (g in stalled and v.cls == Cls.STALLED and (stacks or {}).get(g, {}).get("where")
+                and (stacks or {})[g].get("kind") in ("mismatch", "outside") and len(stalled) > 1
+                and (_stalled_for(v) or 0.0) >= CULPRIT_MIN_STALL_S):
+            # its own GPU waits too, but its rank is the odd one: in another collective than its peers'
+            others = [w for w in stalled if w != g]
+            blame(v, others, Cls.STALLED, False, "run" if lines else "node", _stalled_for(v), v.confidence,
+                  stacks[g])
         elif g in left + idle and "stalled" not in job and v.cls != Cls.CULPRIT:
             waited = (max((spans[w][2] for w in stalled if spans[w]), default=None)
                       or max((_stalled_for(wv) or 0.0 for w, wv in items if w in stalled), default=0.0))
             if waited < CULPRIT_MIN_STALL_S:  # the job's ranks finishing apart: teardown, not a hang
                 job["stalled"] = stalled
-            elif lines or g not in left:  # a node's GPU with no process may be no rank of this job at all
+            elif lines or g not in left or (stacks or {}).get(g, {}).get("where"):
+                # a node's GPU with no process may be no rank of this job at all, unless its rank's stack says so
+                record = (stacks or {}).get(g)
+                gone = g in left and not (record and record.get("where") and record.get("kind") != "left")
                 conf = min((wv.confidence for w, wv in items if w in stalled and wv.confidence is not None),
                            default=None)
-                blame(v, stalled, state[g][0], g in left, "run" if lines else "node", waited, conf,
-                      (stacks or {}).get(g))
+                blame(v, stalled, state[g][0], gone, "run" if lines else "node", waited, conf, record)
             else:
                 job["stalled"] = stalled
                 v.notes.insert(0, f"this GPU has no process while {_gpus(stalled)} wait in a collective: if its rank "
