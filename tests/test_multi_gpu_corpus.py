@@ -249,8 +249,11 @@ def test_a_long_run_that_ends_in_a_stall_says_the_stall_first():
     judge_job([g["verdict"] for g in gpus], [g["index"] for g in gpus], [g["timeline"] for g in gpus])
     for g in gpus:
         v = g["verdict"].to_dict()
-        if g["index"] == 1:
-            assert v["notes"][0].startswith("this GPU left the job")
+        if g["index"] == 1:  # the rank that left: the culprit, its own work before kept in mixed and its notes
+            assert (v["class"], v["subclass"], v["mixed"][0]) == ("culprit", "left", "compute-bound")
+            assert v["evidence_text"].startswith("its rank left the job: no process on this GPU any more while GPU0, "
+                                                 "GPU2, GPU3 wait in a collective for ")
+            assert v["notes"][0].startswith("before and beside the stall this GPU read compute-bound")
             continue
         assert v["class"] == "compute-bound" and v["mixed"][0] == "stalled"
         assert v["notes"][0].startswith("stalled for") and "GPU1 left" in v["notes"][0] and "SMs 1" in v["notes"][0]

@@ -1,6 +1,6 @@
 """Who holds a job up: real ranks (torch.distributed over gloo on the CPU, started with mp.spawn) whose fault is
 written down before gputop reads them, their stacks read with the real py-spy, and the culprit named
-(gputop/session/stacks.py, gputop/analysis/culprit.py). The NCCL/GPU cases run in bench/gpu (GPU machines)."""
+(gputop/session/stacks.py, gputop/analysis/rank_stacks.py). The NCCL/GPU cases run in bench/gpu (GPU machines)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.analysis.culprit import Rank, judge, place_of
+from gputop.analysis.rank_stacks import Rank, judge, place_of
 from gputop.session.stacks import Stack, read_stack, read_stacks, rank_of
 
 JOB = Path(__file__).parent / "fault_jobs" / "gloo_job.py"
@@ -234,3 +234,46 @@ def test_ranks_all_at_one_place_name_no_culprit_here():
     c = judge(ranks)
     assert c.kind == "none" and c.culprits == []
     assert "ranks 0-3 wait on their GPU" in c.sentence and "another node" in c.sentence
+
+
+@pytest.mark.slow
+@needs_pyspy
+def test_the_live_node_names_the_culprit_with_its_line_from_the_ranks_real_stacks(job):
+    """A recorded hang on 2 H100s (rank 1 stops and runs nothing while GPU 0 waits in the all-reduce) whose process
+    lists name the ranks of a real gloo job instead (its rank 0 sleeps outside the loop, its rank 1 waits in
+    all_reduce): fed to the live node tick by tick with a real stack reader, the GPU of the sleeping rank is the
+    culprit, with the line it sleeps at."""
+    import copy
+
+    from gputop.analysis.live import LiveNode
+    from gputop.analysis.peaks import compute_peaks
+    from gputop.session.stacks import StackWatch
+    from gputop.telemetry.trace import ReplaySource
+
+    j = job("sleep")
+    ranks_of(j, {0: "time.sleep", 1: "dist.all_reduce"})  # both ranks at their places
+    src = ReplaySource(str(Path(__file__).parent / "data" / "traces" / "corpus_multi_h100x2" / "hang_idle.jsonl.gz"),
+                       speed=float("inf"))
+    pid_of_gpu = {0: j.pids[1], 1: j.pids[0]}  # GPU 1 ran nothing: the sleeping rank's; GPU 0 waited
+    statics = src.static()
+    watch = StackWatch()
+    node = LiveNode([0, 1], statics, [compute_peaks(s) for s in statics], stacks=watch)
+    waited = False
+    for tick in src.ticks:
+        tick = copy.deepcopy(tick)
+        for i, g in enumerate(tick["gpus"]):
+            for p in g.get("processes") or []:
+                p["pid"] = pid_of_gpu[i]
+        node.feed(tick)
+        if watch._asked_at is not None and not waited:  # the node asked once GPU 0 read stalled: let the read end
+            assert watch.wait(60)
+            waited = True
+    assert waited, "the node never asked for the ranks' stacks"
+    v0, v1 = node.snapshot().verdicts()
+    assert (v0.cls, v0.subclass) == ("stalled", "collective"), v0.evidence_text
+    assert (v1.cls, v1.subclass) == ("culprit", "outside"), v1.evidence_text
+    where = v1.job["culprit"]["where"]
+    assert where.startswith(f"rank 0 (pid {j.pids[0]}, GPU 1) is not in a collective: in rank_main at gloo_job.py:")
+    assert where in v1.evidence_text and "time.sleep(seconds)" in where
+    assert v0.notes[0].startswith("from the ranks' stacks: rank 0 (pid")
+    assert v0.job["culprit"]["culprit_gpus"] == [1]
