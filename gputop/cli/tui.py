@@ -34,9 +34,20 @@ def check_recordings(args) -> None:
             raise UsageError(str(exc)) from None
 
 
+def refuse_stdin(args) -> None:
+    """``--replay -`` reads the trace on stdin, where the TUI reads its keys (and each of --serve's browser sessions
+    would read it again)."""
+    from gputop.telemetry.trace_file import is_stdin
+
+    if args.replay is not None and is_stdin(args.replay):
+        raise UsageError(f"--replay {args.replay} reads the trace from stdin: it goes with --json, --once or --export "
+                         "(the TUI reads its keys there); name the file to replay it in the TUI")
+
+
 def check(args, command) -> None:
     if args.serve_control and not args.served:
         raise UsageError(SERVE_CONTROL.refused)
+    refuse_stdin(args)
     check_recordings(args)
 
 
