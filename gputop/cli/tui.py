@@ -11,7 +11,7 @@ from gputop.cli.shared import GRACE, QUICK, SOURCE, TIMEOUT, is_cluster
 TOUR = option("--tour", group=MODES_GROUP, action="store_true",
               refused="--tour is the TUI's (plain gputop, --demo, --replay FILE or --serve)",
               help="the TUI as a presenter's tour of the workloads (n: next stop); with --demo, the recorded runs")
-RECORDED = option("--recorded", group=MODES_GROUP, action="append", metavar="FILE",
+RECORDED = option("--recorded", group=MODES_GROUP, reads=True, action="append", metavar="FILE",
                   hint=" (plain gputop, --demo, --tour or --serve)",
                   help="offer a recorded run (from --record-run) on the workloads page (repeatable; the recordings "
                   "that ship with gputop are offered where there is no GPU)")

@@ -80,4 +80,9 @@ def _run_and_report(session: Session, json_mode: bool, output: str | None, **who
     why = (doc.get("attribution") or {}).get("why_none")
     if why and json_mode:  # the text report says it; --json's stdout is the document
         exitcodes.say(f"--profile: {why}")
-    return write_report(doc, json_mode=json_mode, output=output)
+    code = write_report(doc, json_mode=json_mode, output=output)
+    recorder = session.monitor.recorder
+    if recorder is not None and recorder.error is not None:  # --record FILE on a disk that filled
+        exitcodes.say(recorder.why_failed())
+        code = code or exitcodes.FAILED
+    return code
