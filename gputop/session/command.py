@@ -36,6 +36,7 @@ from gputop.runner.status import command_status, exit_code_for
 from gputop.session.monitor import check_live_args, open_monitor
 from gputop.session.profiling import PROFILED_MARK, held_spans
 from gputop.session.report import build_document, render_text
+from gputop.session.without_gpu import run_without_gpu, without_gpu
 from gputop.telemetry.devices import multicast_off
 from gputop.telemetry.source import SourceSpec
 
@@ -114,6 +115,7 @@ class Session:
         self.grace_s = GRACE_S if grace_s is None else grace_s  # None: the default
         self.json_mode, self.stdin = json_mode, stdin
         self.profile = profile  # a gputop.session.profiling.ProfileWindows (--profile), or None
+        self.no_gpu: str | None = None  # why no GPU is seen (run_without_gpu): the command runs all the same
         self.err = err if err is not None else sys.stderr
         self.child: Child | None = None
         self.proc = None  # psutil.Process (watch)
@@ -269,6 +271,8 @@ class Session:
             self.monitor.stop()
             self.doc = build_document(self.mode, self.monitor, self.facts(), self.command, self.started_at,
                                       log=self.log, attribution=attribution, exclude=held)
+            if self.no_gpu is not None:
+                self.doc.update(without_gpu(self.monitor, self.no_gpu, self.pid))
             return self.doc
 
     @property
@@ -324,15 +328,22 @@ def check_watch(spec: SourceSpec, pid: int, *, output: str | None = None, record
 
 
 def open_session(opts: SessionOptions, *, output: str | None = None, json_mode: bool = False, err=None,
-                 stdin=None) -> Session:
+                 stdin=None, gpu_optional: bool = False) -> Session:
     """The session ``opts`` ask for, not started: its input checked, its monitor open (NVML first: exit 3 before
     anything runs), its command found, its profiler windows ready. Raises Failure (3 without NVML, 2 for bad input;
-    ``output``: the report's file, checked with the rest)."""
+    ``output``: the report's file, checked with the rest). ``gpu_optional``: a command runs where no GPU is seen
+    (:func:`run_without_gpu`)."""
     if opts.command:
         check_command(opts.spec, opts.command, output=output, log=opts.log, record=opts.record)
     else:
         check_watch(opts.spec, opts.pid, output=output, record=opts.record)
-    mon = open_monitor(opts.spec, opts.note, opts.record, active_ok=not opts.command)
+    no_gpu = None
+    try:
+        mon = open_monitor(opts.spec, opts.note, opts.record, active_ok=not opts.command)
+    except exitcodes.Failure as exc:
+        if not (gpu_optional and opts.command and exc.code == exitcodes.NO_GPU):
+            raise
+        mon, no_gpu = run_without_gpu(opts, exc), str(exc)
     missing = command_missing(opts.command) if opts.command else None
     if missing:
         mon.close()
@@ -342,9 +353,11 @@ def open_session(opts: SessionOptions, *, output: str | None = None, json_mode: 
         from gputop.session.profiling import ProfileWindows
 
         profile = ProfileWindows(opts.profile_seconds, max_steps=opts.profile_steps)
-    return Session(mon, list(opts.command) or None, pid=None if opts.command else opts.pid, log=opts.log,
-                   timeout=opts.timeout, seconds=opts.seconds, grace_s=opts.grace_s, json_mode=json_mode, err=err,
-                   stdin=stdin, profile=profile)
+    session = Session(mon, list(opts.command) or None, pid=None if opts.command else opts.pid, log=opts.log,
+                      timeout=opts.timeout, seconds=opts.seconds, grace_s=opts.grace_s, json_mode=json_mode,
+                      err=err, stdin=stdin, profile=profile)
+    session.no_gpu = no_gpu
+    return session
 
 
 def command_missing(command: list[str] | tuple[str, ...]) -> str | None:
