@@ -174,6 +174,8 @@ def check_outputs(outputs: list[tuple[str, str]], inputs: list[tuple[str, str]] 
     document), none names a file gputop reads (``--replay X -o X``), and with ``--json`` none is stdout itself,
     where the one document goes. A device such as /dev/null may take several outputs. Raises a usage Failure."""
     for flag, path in outputs:
+        if not path:
+            raise exitcodes.Failure(exitcodes.USAGE, f"{flag} needs a file name (got an empty one)")
         check_writable(path, flag)
     seen: dict = {}
     stdout = None

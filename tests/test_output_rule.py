@@ -177,8 +177,9 @@ def closed(fd: int):
     return lambda: os.close(fd)
 
 
-@pytest.mark.parametrize("argv", [["--list"], ["--list", "--json"], ["--once", "--demo"], ["--once", "--demo", "--json"],
-                                  ["--replay", str(DEMO), "--json"], [*RUN, "--json"], ["--json", "--bogus", "--once"]],
+@pytest.mark.parametrize("argv", [["--list"], ["--list", "--json"], ["--once", "--demo"],
+                                  ["--once", "--demo", "--json"], ["--replay", str(DEMO), "--json"], [*RUN, "--json"],
+                                  ["--json", "--bogus", "--once"]],
                          ids=["list", "list-json", "once", "once-json", "replay-json", "run-json", "refused"])
 def test_a_closed_stdout_is_one_line_never_a_traceback(argv):
     r = subprocess.run([PY, "-m", "gputop", *argv], cwd=ROOT, env=env(), stdin=subprocess.DEVNULL,

@@ -155,7 +155,7 @@ def test_an_answer_larger_than_metrics_is_refused_not_read_for_ever(serve):
 def test_an_answer_that_is_not_http_is_bad_source_said_printable(serve):
     server = serve(answer(b"SSH-2.0-OpenSSH_9.6\x1b[2J\r\n" + b"\x00" * 200))
     how, exc = bounded(lambda: request(server.url, "dcgm-exporter", deadline_s=30))
-    assert how == "raised" and isinstance(exc, BadSource) and "not HTTP" in str(exc)
+    assert how == "raised" and isinstance(exc, BadSource) and "not well-formed HTTP" in str(exc)
     assert str(exc).isprintable() and len(str(exc)) < 300
 
 

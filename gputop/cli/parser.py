@@ -162,7 +162,7 @@ def check_files(args: argparse.Namespace, options: list[Option]) -> None:
         out = []
         for opt in options:
             value = getattr(args, opt.dest)
-            if getattr(opt, which) and opt.given(args) and value:
+            if getattr(opt, which) and opt.given(args) and value is not None:
                 out += [(opt.flags[0], v) for v in (value if isinstance(value, list) else [value]) if v != "-"]
         return out
 

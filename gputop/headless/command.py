@@ -42,11 +42,11 @@ def main_command(opts: SessionOptions, *, json_mode: bool = False, output: str |
             exc = exitcodes.Failure(exc.code, f"{exc}; --export serves GPUs: without it the command runs and its "
                                               "exit and CPU use are reported", exc.kind)
         return _refuse("run", exc, json_mode, output, command=command)
-    if not json_mode:
-        exitcodes.say(f"running `{shlex.join(command)}`, sampling {len(session.monitor.static)} GPU(s) at "
-                      f"{opts.spec.rate_hz:g} Hz" if session.no_gpu is None else
-                      f"no GPU seen ({session.no_gpu}): running `{shlex.join(command)}` for its exit code and CPU "
-                      "use only")
+    if not json_mode:  # said once it runs (a command that cannot start is one line: why)
+        session.on_start = lambda: exitcodes.say(
+            f"running `{shlex.join(command)}`, sampling {len(session.monitor.static)} GPU(s) at "
+            f"{opts.spec.rate_hz:g} Hz" if session.no_gpu is None else
+            f"no GPU seen ({session.no_gpu}): running `{shlex.join(command)}` for its exit code and CPU use only")
     try:
         stop_serving = serve(session) if serve is not None else (lambda: None)
     except exitcodes.Failure as exc:

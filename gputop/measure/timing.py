@@ -1,7 +1,8 @@
 """Timing the way the seed does it: warm-up launches, then timed runs with CUDA events, back to back.
 
 ``time_launches`` (CuPy) and ``time_torch`` (torch) return milliseconds per run (a host function's:
-``measure/host.time_host``, which a stop can end mid-measurement); ``timing_stats`` turns them into the seed's mean and RMS deviation, plus the median.
+``measure/host.time_host``, which a stop can end mid-measurement); ``timing_stats`` turns them into the seed's mean
+and RMS deviation, plus the median.
 """
 
 from __future__ import annotations

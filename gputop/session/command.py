@@ -116,6 +116,7 @@ class Session:
         self.json_mode, self.stdin = json_mode, stdin
         self.profile = profile  # a gputop.session.profiling.ProfileWindows (--profile), or None
         self.no_gpu: str | None = None  # why no GPU is seen (run_without_gpu): the command runs all the same
+        self.on_start = None  # called once the command is launched (a frontend's "running ..." line)
         self.err = err if err is not None else sys.stderr
         self.child: Child | None = None
         self.proc = None  # psutil.Process (watch)
@@ -174,6 +175,8 @@ class Session:
             self._pumps.append(_Pump(proc.stdout, dst, lambda: None))
         for p in self._pumps:
             p.start()
+        if self.on_start is not None:
+            self.on_start()
         return self
 
     # -- while it runs -----------------------------------------------------------------------------
@@ -361,9 +364,14 @@ def open_session(opts: SessionOptions, *, output: str | None = None, json_mode: 
 
 
 def command_missing(command: list[str] | tuple[str, ...]) -> str | None:
-    """Why ``command`` cannot run (not on PATH), or None."""
-    if "/" not in command[0] and shutil.which(command[0]) is None:
-        return f"command not found: {command[0]}"
+    """Why ``command`` cannot run (not on PATH, a folder, not executable), or None."""
+    name = command[0]
+    if "/" not in name:
+        return f"command not found: {name or repr(name)}" if shutil.which(name) is None else None
+    if os.path.isdir(name):
+        return f"cannot run the command: {name} (a folder)"
+    if os.path.exists(name) and not os.access(name, os.X_OK):
+        return f"cannot run the command: {name} (not executable: chmod +x it, or run it with its interpreter)"
     return None
 
 

@@ -150,7 +150,8 @@ def read_trace(path: str) -> tuple[dict, Rows]:
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise TraceError(f"{name}: not a gputop trace (line 1 has no \"format\": \"{FORMAT}\" header)")
     if header.get("version") != VERSION:
-        raise TraceError(f"{name}: trace version {header.get('version')} is not supported (this gputop reads {VERSION})")
+        raise TraceError(f"{name}: trace version {header.get('version')!r} is not supported (this gputop reads "
+                         f"{VERSION})")
     devices = header.get("devices", [])
     if not isinstance(devices, list) or not all(isinstance(d, dict) for d in devices):
         raise TraceError(f"{name}: the header's \"devices\" is not a list of GPUs")
@@ -158,6 +159,10 @@ def read_trace(path: str) -> tuple[dict, Rows]:
     body.truncated = rows.truncated
     for n, r in enumerate(body, 1):
         why = _bad_row(r)
+        if not why and r["type"] == "tick" and len(r["gpus"]) != len(devices):
+            why = (f"has {len(r['gpus'])} GPU samples where the header's devices are {len(devices)}: more GPU "
+                   "samples than the header's devices" if len(r["gpus"]) > len(devices) else
+                   f"has {len(r['gpus'])} GPU samples where the header's devices are {len(devices)}")
         if why:
             raise TraceError(f"{name}: row {n} after the header ({r['type']}) {why}")
     if not any(r["type"] == "tick" for r in body):
@@ -170,7 +175,8 @@ def _number(v) -> bool:
 
 
 def _bad_row(r: dict) -> str | None:
-    """What is wrong with a tick or mark row's shape (what the replay reads of it), or None."""
+    """What is wrong with a tick or mark row's shape (what the replay reads of it), or None (a sample's NaN or
+    infinite field is made None, n/a, on the way)."""
     if not _number(r.get("t")):
         return "has no time t"
     if r["type"] == "mark":
@@ -179,6 +185,9 @@ def _bad_row(r: dict) -> str | None:
     if not isinstance(gpus, list) or not all(isinstance(g, dict) and _number(g.get("t")) for g in gpus):
         return "has no list of GPU samples, each with its time t"
     for g in gpus:
+        for k in _NUMBERS:  # NaN or infinity (JSON lets a writer put them): the field is n/a
+            if isinstance(g.get(k), float) and not math.isfinite(g[k]):
+                g[k] = None
         bad = [k for k in _NUMBERS if g.get(k) is not None and not _number(g[k])]
         if bad:
             return f"has a sample whose {bad[0]} is not a number"

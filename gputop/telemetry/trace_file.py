@@ -85,7 +85,8 @@ def _stdin_bytes() -> bytes:
         try:
             mode = os.fstat(0).st_mode
         except OSError:
-            raise TraceError("stdin: closed; pipe a trace into it (zcat t.jsonl.gz | gputop --replay - --json)") from None
+            raise TraceError("stdin: closed; pipe a trace into it (zcat t.jsonl.gz | gputop --replay - --json)") \
+                from None
         if stat.S_ISREG(mode):
             with os.fdopen(os.dup(0), "rb") as f:
                 _stdin_cache = f.read()
@@ -131,7 +132,7 @@ def _text(raw: io.BufferedIOBase):
     """A text reader over ``raw``: through gzip when its first bytes say so."""
     head = raw.getvalue()[:2] if isinstance(raw, io.BytesIO) else raw.peek(2)[:2]
     stream = gzip.GzipFile(fileobj=raw, mode="rb") if head == GZIP_MAGIC else raw
-    return io.TextIOWrapper(stream, encoding="utf-8", newline="\n")
+    return io.TextIOWrapper(stream, encoding="utf-8-sig", newline="\n")  # (a BOM an editor added is skipped)
 
 
 def iter_lines(path, on_cut=None):
@@ -182,6 +183,8 @@ def read_rows(path) -> Rows:
         except json.JSONDecodeError as exc:
             if n == 1:
                 raise TraceError(f"{name}: line 1 is not JSON ({exc.msg}): not a gputop trace") from None
+            if line.endswith("\n"):  # written whole (a line cut mid-write has no newline): not a cut, a bad line
+                raise TraceError(f"{name}: line {n} is not JSON ({exc.msg})") from None
             bad = (n, exc.msg)
     if not rows and bad is None and not cut:
         raise TraceError(f"{name}: empty file, not a gputop trace")

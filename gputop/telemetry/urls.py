@@ -243,8 +243,8 @@ def request(url: str, what: str, *, deadline_s: float, data: bytes | None = None
     except http.client.HTTPException as exc:  # not HTTP (a bad status line, broken headers), or cut off by the deadline
         if deadline.expired:
             raise late from None
-        raise BadSource(f"{url}: the answer is not HTTP ({type(exc).__name__}: {printable(exc, 80)}): is this "
-                        f"{what}?") from None
+        raise BadSource(f"{url}: the answer is not well-formed HTTP ({type(exc).__name__}: {printable(exc, 80)}): "
+                        f"is this {what}?") from None
     except (OSError, ValueError) as exc:  # timeouts, resets, a bad host name
         if deadline.expired or isinstance(exc, socket.timeout):
             raise late from None
