@@ -88,7 +88,8 @@ def _run_and_report(session: Session, json_mode: bool, output: str | None, **who
         exitcodes.say(f"--profile: {why}")
     code = write_report(doc, json_mode=json_mode, output=output)
     recorder = session.monitor.recorder
-    if recorder is not None and recorder.error is not None:  # --record FILE on a disk that filled
-        exitcodes.say(recorder.why_failed())
-        code = code or exitcodes.FAILED
+    for lost in (recorder.why_failed() if recorder is not None else None, session.output_lost()):
+        if lost:  # --record FILE, --log FILE on a disk that filled
+            exitcodes.say(lost)
+            code = code or exitcodes.FAILED
     return code

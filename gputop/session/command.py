@@ -51,6 +51,7 @@ class _Pump(threading.Thread):
         super().__init__(name="gputop-stderr", daemon=True)
         self.src, self.dst, self.on_oom = src, dst, on_oom
         self.oom = False
+        self.error: OSError | None = None  # the first write to dst that failed (a --log on a full disk)
 
     def run(self) -> None:
         tail = b""
@@ -65,7 +66,9 @@ class _Pump(threading.Thread):
             try:
                 self.dst.write(chunk)
                 self.dst.flush()
-            except (OSError, ValueError):
+            except OSError as exc:
+                self.error = self.error or exc
+            except ValueError:
                 pass
             if not self.oom and OOM_PATTERN.search(tail + chunk):
                 self.oom = True
@@ -277,6 +280,14 @@ class Session:
             if self.no_gpu is not None:
                 self.doc.update(without_gpu(self.monitor, self.no_gpu, self.pid))
             return self.doc
+
+    def output_lost(self) -> str | None:
+        """``cannot write LOG: why`` where gputop could not copy the command's stderr into ``--log FILE`` (a full
+        disk), else None."""
+        errors = [p.error for p in self._pumps if p.error is not None]
+        if not errors or self.log is None:
+            return None
+        return f"cannot write {self.log}: {errors[0].strerror or errors[0]}; the command's output there is incomplete"
 
     @property
     def exit_code(self) -> int | None:
