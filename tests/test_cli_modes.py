@@ -46,8 +46,8 @@ def test_an_added_mode_is_refused_beside_another_and_its_options_elsewhere(capsy
     assert "--once and --doctor are two modes; give one" in refused(["--once", "--doctor"], capsys)
     assert "--run and --doctor are two modes" in refused(["--doctor", "--run", "roofline"], capsys)
     assert "--csv goes with --run NAME" in refused(["--doctor", "--csv", "x.csv"], capsys)
-    assert "--json goes with --once, --list, --run, --watch or --doctor" in refused(["--demo", "--json"], capsys)
-    assert goes_with(JSON, cli.MODES) == "--once, --list, --run or --watch"  # the registry itself is untouched
+    assert "--json goes with --once, --list, --run, --watch, --replay or --doctor" in refused(["--demo", "--json"], capsys)
+    assert goes_with(JSON, cli.MODES) == "--once, --list, --run, --watch or --replay"  # the registry itself is untouched
 
 
 def test_an_added_mode_is_in_the_help():

@@ -144,7 +144,7 @@ def test_every_option_a_mode_does_not_take_is_refused_there(capsys):
 
 def test_where_an_option_goes_is_said_in_the_words_it_always_had():
     words = {o.dest: goes_with(o, MODES) for m in MODES for o in m.options}
-    assert words["json"] == "--once, --list, --run or --watch" and words["output"] == "--once, --run or --watch"
+    assert words["json"] == "--once, --list, --run, --watch or --replay" and words["output"] == "--once, --run or --watch"
     assert words["seconds"] == "--record FILE or --watch PID" and words["csv"] == words["param"] == "--run NAME"
     assert words["log"] == "--run -- CMD" and words["recorded"] == "the TUI" and words["quick"] == "--run NAME or the TUI"
     assert words["timeout"] == words["grace"] == "--run or the TUI" and words["tui"] == "--run -- CMD or --watch PID"

@@ -94,12 +94,18 @@ def document(mon, run, command):
 # -- the real no-NVML paths -------------------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.skipif(not NO_GPU, reason="needs a machine without NVML")
-def test_run_without_nvml_exits_3_and_never_starts_the_command(tmp_path):
+def test_run_without_nvml_runs_the_command_and_record_is_exit_3_before_it_starts(tmp_path):
+    """Without NVML the command runs (its exit and CPU reported: tests/test_run_without_gpu.py); what records GPU
+    telemetry is exit 3 and never starts it."""
     r = gputop_cli("--run", "--", PY, "-c", "open('started', 'w')", cwd=tmp_path)
+    assert r.returncode == 0 and "verdict: none (no GPU seen)" in r.stdout
+    assert (tmp_path / "started").exists()
+    (tmp_path / "started").unlink()
+    r = gputop_cli("--record", "t.jsonl", "--run", "--", PY, "-c", "open('started', 'w')", cwd=tmp_path)
     assert r.returncode == 3 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and "libnvidia-ml" in r.stderr
     assert not (tmp_path / "started").exists()
-    r = gputop_cli("--json", "--run", "--", PY, "-c", "pass", cwd=tmp_path)
+    r = gputop_cli("--json", "--record", "t.jsonl", "--run", "--", PY, "-c", "pass", cwd=tmp_path)
     assert r.returncode == 3 and r.stderr.count("\n") == 1
     doc = json.loads(r.stdout)  # --json: one document, an error document here
     jsonschema.validate(doc, SCHEMA)

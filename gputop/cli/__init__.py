@@ -72,6 +72,9 @@ def mode_of(args: argparse.Namespace, command: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from gputop.documents import standard_streams
+
+    standard_streams()  # a shell's closed stdout (gputop >&-) read as closed, its number held
     argv = sys.argv[1:] if argv is None else list(argv)
     if opens_live_monitor(argv):
         from gputop.telemetry import nvml_early  # NVML's init and the static facts, while the rest starts up

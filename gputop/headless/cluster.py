@@ -61,6 +61,14 @@ def error_document(url: str, range_s: float, filters: dict, code: int, kind: str
     }
 
 
+def usage_error_document(url: str, message: str) -> dict:
+    """The cluster's error document of a refused ``--source prometheus=URL --once --json`` command line (exit 2)."""
+    from gputop.telemetry.source import DEFAULT_RANGE_S
+
+    return error_document(url, DEFAULT_RANGE_S, {"job": None, "node": None, "class": None}, exitcodes.USAGE,
+                          "bad_usage", message)
+
+
 def main_cluster(spec: SourceSpec, *, job: str | None = None, node: str | None = None, cls: str | None = None,
                  json_mode: bool = False, output: str | None = None) -> int:
     """``--source prometheus=URL --once`` (``spec``: that source and its range): the document (``json_mode``,

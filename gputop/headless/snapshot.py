@@ -51,7 +51,8 @@ def snapshot(spec: SourceSpec) -> dict:
         doc = {
             **header("once"),
             "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "source": {"kind": src.kind, "path": src.path},
+            "source": {"kind": src.kind, "path": src.path,
+                       **({"truncated": src.truncated} if src.kind == "replay" else {})},
             "host": {"hostname": src.hostname, **host},
             "gpus": gpus,
             "na_reasons": dict(src.na_reasons),
@@ -85,6 +86,8 @@ def main_once(spec: SourceSpec, *, json_mode: bool = False, output: str | None =
     except SourceError as exc:
         code = exitcodes.code_for(exc)
         return refuse(code, "unreachable" if code == exitcodes.NO_GPU else "bad_source", str(exc))
+    if doc["source"].get("truncated"):
+        exitcodes.say(f"{doc['source']['path']}: {doc['source']['truncated']}; read up to its last complete line")
     ok = emit(doc, json_mode=json_mode, output=output, render_text=render_text)
     return exitcodes.OK if ok else exitcodes.FAILED
 
@@ -201,5 +204,7 @@ def main_record(spec: SourceSpec, path: str, seconds: float | None = None) -> in
         sampler.stop()
         rec.close()
         src.close()
+    if rec.error is not None:  # a full disk: the trace holds less than was sampled
+        return fail(exitcodes.FAILED, rec.why_failed())
     exitcodes.say(f"wrote {rec.ticks} samples to {path}")
     return exitcodes.OK
