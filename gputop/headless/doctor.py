@@ -16,7 +16,6 @@ from gputop.documents import check_writable, emit, writable
 from gputop.headless.doctor_text import doctor_text
 
 ACTIVE_NEEDS = ("torch", "cupy")
-EXPECTED_S = {"full": 80, "quick": 30, "passive": 1}  # what a run takes on a GPU machine (docs/benchmarks.md)
 
 
 @dataclass(frozen=True)
@@ -95,11 +94,13 @@ def _run(call: DoctorCall, nvml, options) -> int:
     options.gpus, options.mode = tuple(call.gpus), call.mode
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     if call.mode != "passive":
+        from gputop.measure.health_load import FULL, QUICK
         from gputop.telemetry.static import device_count
 
         n = len(call.gpus) or device_count(nvml)
-        exitcodes.say(f"doctor: a {call.mode} load on {n} GPU{'s' if n > 1 else ''} at once, about "
-                      f"{EXPECTED_S[call.mode]} s (Ctrl-C stops it)")
+        sustained = (QUICK if call.mode == "quick" else FULL)["sustained_s"]
+        exitcodes.say(f"doctor: the {call.mode} checks on {n} GPU{'s' if n > 1 else ''} at once, each with a "
+                      f"{sustained:g} s sustained load (Ctrl-C stops it)")
     run = drive(DoctorRun(nvml, options), on_signal="stopping the doctor's load")
     doc = build_document(run, call.mode, fleet, started_at=started)
     if call.keep:

@@ -184,7 +184,7 @@ class DoctorRun:
                 self.loads.append(self._child(pos, g["index"], argv, self._env(child_env_for(g["index"], uuids)),
                                               timeout))
             except OSError as exc:
-                g["active"] = {"error": f"the load could not start: {exc}", "figures": {}}
+                g["active"] = {"figures": {}, "error": f"the load could not start: {exc}", "skipped": None}
         if len(self.loads) >= 2:
             env = child_env_all([uuids[ld.index] for ld in self.loads])
             argv = list(self.options.p2p_cmd or [sys.executable, "-u", "-m", "gputop.measure.p2p_load"])
@@ -197,7 +197,7 @@ class DoctorRun:
     def _set_skip(self, g: dict) -> bool:
         why = self._skip_why(g)
         if why:
-            g["active"] = {"skipped": why, "figures": {}}
+            g["active"] = {"figures": {}, "error": None, "skipped": why}
         return bool(why)
 
     # -- while it runs --------------------------------------------------------------------------------
@@ -280,7 +280,7 @@ class DoctorRun:
             e = ev.errors[0]
             return e["message"] + (f" ({e['detail'][-200:]})" if e.get("detail") else "")
         if child.timed_out:
-            return f"no answer within {child.timeout:.0f} s: the load hung (killed)"
+            return f"no answer within {child.timeout:.0f} s: the load hung (stopped)"
         if ld.rc not in (0, None) and not self.stopping:
             tail = " | ".join(list(ev.stderr_tail)[-3:])
             how = f"killed by signal {-ld.rc}" if ld.rc < 0 else f"exited with code {ld.rc}"
