@@ -106,9 +106,10 @@ def test_a_gpu_slower_than_its_sibling_is_named(tmp_path):
 def test_a_hung_load_is_stopped_at_its_deadline_and_the_other_gpu_is_checked(tmp_path, monkeypatch):
     monkeypatch.setattr(doctor_mod, "STARTUP_S", 5.0)
     monkeypatch.setattr(doctor_mod, "TURN_S", 0.5)
+    monkeypatch.setattr(doctor_mod, "TURN_LIMIT_S", 1.0)
     t0 = time.monotonic()
     doc = finish(start(tmp_path, fault={f"{UUID}-0": "hang@bf16"}), tmp_path)
-    assert time.monotonic() - t0 < 5.0 + 0.3 + 1.0 + 10.0  # its deadline, the grace period and some slack
+    assert time.monotonic() - t0 < 5.0 + 0.3 + 1.0 + 1.0 + 10.0  # its deadline, the grace period and some slack
     (f,) = [f for f in findings(doc, 0) if f["check"] == "active"]
     assert f["status"] == "failed" and "the load hung (stopped)" in f["message"]
     assert doc["gpus"][0]["active"]["figures"].keys() == {"dram_bytes_per_s", "fp32_flops"}  # what it measured
@@ -141,6 +142,17 @@ def test_a_stop_ends_every_child_and_the_document_says_interrupted(tmp_path):
     doc = finish(run, tmp_path)
     assert doc["interrupted"] and doc["signal"] == "SIGINT" and doc["exit_code"] == 130
     assert state_records(doc) == []  # a partial run is not kept for --export
+
+
+@pytest.mark.slow
+def test_a_load_hung_in_its_host_copies_loses_its_turn_and_the_next_gpu_copies(tmp_path, monkeypatch):
+    monkeypatch.setattr(doctor_mod, "TURN_LIMIT_S", 1.0)
+    run = start(tmp_path, fault={f"{UUID}-0": "hang@pcie", f"{UUID}-1": ""})
+    doc = finish(run, tmp_path)
+    (f,) = [f for f in findings(doc, 0) if f["check"] == "active"]
+    assert f["status"] == "failed" and "the host copies did not end within 1 s" in f["message"]
+    assert "h2d_bytes_per_s" in doc["gpus"][1]["active"]["figures"]  # before GPU 0's turn, or after it was stopped
+    assert doc["gpus"][1]["status"] == "ok"
 
 
 @pytest.mark.slow

@@ -31,11 +31,15 @@ import time
 
 from gputop.workload.emit import Emitter
 
-FULL = {"runs": 10, "tensor_shapes": "all", "copies": 25, "sustained_s": 45.0}
-QUICK = {"runs": 5, "tensor_shapes": "quick", "copies": 10, "sustained_s": 8.0}
+FULL = {"runs": 10, "tensor_shapes": "all", "copies": 25, "sustained_s": 30.0}
+QUICK = {"runs": 10, "tensor_shapes": "quick", "copies": 10, "sustained_s": 8.0}
 COPY_BYTES = 1 << 30
 SUSTAINED_SHAPE = 8192
 SUSTAINED_CHUNK = 10  # matmuls timed together
+
+
+class NoCudaTorch(RuntimeError):
+    """torch is installed but without CUDA: what is missing is a package, not the GPU's health."""
 
 
 def cpu_list(text: str) -> list[int]:
@@ -126,7 +130,11 @@ def measure(p: dict, emit, turn: bool) -> None:
     K = ceilings.kernels(cp)
     torch = ceilings.torch_module(emit)
     if torch is None:
-        raise ModuleNotFoundError("torch with CUDA is needed for the tensor and copy checks", name="torch")
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:
+            raise ModuleNotFoundError("torch is needed for the tensor and copy checks", name="torch")
+        raise NoCudaTorch("this torch sees no CUDA device (a CPU-only build?): install a CUDA build of torch")
     probe = ClockProbe()  # the parent samples NVML; the child reads none
     steps = (("dram", lambda: {"dram": ceilings.dram_roof(cp, K, info, probe, p["runs"], emit)}),
              ("fp32", lambda: {"fp32": ceilings.fma_roof(cp, K, info, probe, p["runs"], "fp32")}),
@@ -184,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
         code = 130
     except ModuleNotFoundError as exc:
         emit.error(f"{exc.name or exc} is not installed: pip install 'gputop[torch,cuda12]'", kind="missing_dependency")
+        code = 4
+    except NoCudaTorch as exc:
+        emit.error(str(exc), kind="missing_dependency")
         code = 4
     except Exception as exc:  # a CUDA error, out of memory, a kernel that did not compile: the GPU's finding
         text = f"{type(exc).__name__}: {exc}"

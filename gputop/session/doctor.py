@@ -38,6 +38,7 @@ from gputop.telemetry.static import device_count, read_link, read_static, read_u
 
 STARTUP_S = 90.0  # a child's allowance for python, torch, CuPy, its CUDA context and the kernels' compilation
 TURN_S = 5.0  # each GPU's turn at the host copies, for the timeout
+TURN_LIMIT_S = 30.0  # a turn held longer: the copies hung; that load is stopped and the next GPU goes on
 P2P_S = 60.0  # the pair copies, once started
 SAMPLE_HZ = 10.0
 
@@ -65,6 +66,7 @@ class _Load:
     def __init__(self, pos: int, index: int, child: Child, events: RunEvents):
         self.pos, self.index, self.child, self.events = pos, index, child, events
         self.rc: int | None = None
+        self.turn_timed_out = False
         self.readers: list[threading.Thread] = []
 
     def send(self, line: str) -> None:
@@ -102,6 +104,7 @@ class DoctorRun:
         self._lock = threading.Lock()
         self._turns: list[_Load] = []
         self._holder: _Load | None = None
+        self._granted_at = 0.0
         self._done = threading.Event()
 
     # -- start ---------------------------------------------------------------------------------------
@@ -165,13 +168,15 @@ class DoctorRun:
         sustained = self.options.sustained_s if self.options.sustained_s is not None else (
             QUICK if quick else FULL)["sustained_s"]
         loadable = [g for g in self.gpus if not self._set_skip(g)]
-        timeout = STARTUP_S + sustained + TURN_S * len(loadable)
+        timeout = STARTUP_S + sustained + TURN_S * len(loadable) + TURN_LIMIT_S
         uuids = [read_uuid(self.nvml, i) for i in range(device_count(self.nvml))]
         source = LiveSource(self.nvml, gpus=self.indices, gpm=False, process_every=10 ** 9)
         self.sampler = Sampler(source, rate_hz=SAMPLE_HZ, history_s=timeout + P2P_S + 60)
         self.sampler.listeners.append(self._on_tick)
         self.sampler.start()
         for g in loadable:
+            if self.stopping:
+                break
             pos = self.gpus.index(g)
             argv = list(self.options.load_cmd or [sys.executable, "-u", "-m", "gputop.measure.health_load"])
             argv += ["--events", "--turn"] + (["--quick"] if quick else [])
@@ -185,7 +190,7 @@ class DoctorRun:
                                               timeout))
             except OSError as exc:
                 g["active"] = {"figures": {}, "error": f"the load could not start: {exc}", "skipped": None}
-        if len(self.loads) >= 2:
+        if len(self.loads) >= 2 and not self.stopping:
             env = child_env_all([uuids[ld.index] for ld in self.loads])
             argv = list(self.options.p2p_cmd or [sys.executable, "-u", "-m", "gputop.measure.p2p_load"])
             try:
@@ -233,13 +238,25 @@ class DoctorRun:
             if self._holder is not None or not self._turns or self.stopping:
                 return
             self._holder = self._turns.pop(0)
+            self._granted_at = time.monotonic()
             holder = self._holder
         holder.send("go\n")
 
+    def _check_turn(self) -> None:
+        """Stop a load that has held the host copies' turn for more than TURN_LIMIT_S (its copies hung)."""
+        with self._lock:
+            holder = self._holder
+            late = holder is not None and time.monotonic() - self._granted_at > TURN_LIMIT_S
+        if late and not holder.turn_timed_out:
+            holder.turn_timed_out = True
+            holder.child.stop()
+
     def _orchestrate(self) -> None:
         try:
+            while not all(ld.child.done for ld in self.loads):
+                self._check_turn()
+                time.sleep(0.1)
             for ld in self.loads:
-                ld.child.wait()
                 for t in ld.readers:
                     t.join(5.0)
             if self.p2p is not None:
@@ -279,6 +296,8 @@ class DoctorRun:
         if ev.errors:
             e = ev.errors[0]
             return e["message"] + (f" ({e['detail'][-200:]})" if e.get("detail") else "")
+        if ld.turn_timed_out:
+            return f"the host copies did not end within {TURN_LIMIT_S:.0f} s: the load hung (stopped)"
         if child.timed_out:
             return f"no answer within {child.timeout:.0f} s: the load hung (stopped)"
         if ld.rc not in (0, None) and not self.stopping:
