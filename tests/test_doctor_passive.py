@@ -193,3 +193,16 @@ def test_pcie_replays_above_dcgms_rate_degrade():
     assert f.check == "pcie_replays" and f.status == DEGRADED and f.value == 9.0 and "109 since" in f.message
     (f, _) = window_findings(1, _with(before, replays=100), _with(before, replays=108), 60.0)
     assert f.status == OK
+
+
+# -- nodes recorded on real GPUs (bench/gpu/doctor_gpu.sh writes them; copied into tests/data/health/) ----------------
+RECORDED = sorted(p.name for p in DATA.glob("recorded_*.json") if not p.name.endswith("_loaded.json"))
+
+
+@pytest.mark.skipif(not RECORDED, reason="no node recorded yet: bench/gpu/doctor_gpu.sh records them")
+@pytest.mark.parametrize("record", RECORDED or ["none"])
+def test_a_recorded_node_is_read_whole_and_fails_nothing(record):
+    rec = load_record(DATA / record)
+    for i in range(rec["gpus"]):
+        fs = passive_findings(health(record, i))
+        assert not [f.message for f in fs if f.status == FAILED], record

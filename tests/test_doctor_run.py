@@ -183,3 +183,15 @@ def test_a_passive_run_starts_nothing(tmp_path):
     doc = build_document(run, "passive")
     validate(doc, "doctor")
     assert doc["exit_code"] == 7 and all(g["active"] is None for g in doc["gpus"])
+
+
+LOADED = sorted(p.name for p in (HERE / "data" / "health").glob("recorded_*_loaded.json"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LOADED, reason="no node recorded yet: bench/gpu/doctor_gpu.sh records them")
+@pytest.mark.parametrize("record", LOADED or ["none"])
+def test_a_recorded_node_under_load_fails_nothing(tmp_path, record):
+    doc = finish(start(tmp_path, record), tmp_path)
+    assert not findings(doc, status="failed"), [f["message"] for f in findings(doc, status="failed")]
+    assert all(g["active"]["load"]["pcie"]["samples"] for g in doc["gpus"] if not g["active"].get("skipped"))
