@@ -22,7 +22,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from gputop.analysis.doctor_findings import DEGRADED, FAILED, NA, OK, Finding, about, counts, worst
+from gputop.analysis.doctor_findings import DEGRADED, FAILED, NA, OK, Finding, counts, worst
 from gputop.analysis.doctor_passive import HARDWARE_REASONS, SOFTWARE_THERMAL, passive_findings, window_findings
 from gputop.analysis.links import PCIE_ENCODING, PCIE_GT_PER_S
 from gputop.format import si
@@ -285,6 +285,24 @@ def pair_findings(pairs: list[dict]) -> list[Finding]:
     return out
 
 
+def pair_culprits(pair_fs: list[Finding], indices: list[int]) -> tuple[set[int], list[Finding]]:
+    """The GPUs the slow pairs have in common: a GPU in every one of its own pairs slow while another GPU has a
+    pair that is not is named (its links are the slow ones), with a finding saying so. None named where every
+    GPU is in as many slow pairs (two GPUs, or the whole node slow)."""
+    slow = [f for f in pair_fs if f.status in (DEGRADED, FAILED) and f.gpus]
+    if not slow:
+        return set(), []
+    mine = {i: [f for f in slow if i in f.gpus] for i in indices}
+    total = {i: sum(1 for f in pair_fs if f.gpus and i in f.gpus) for i in indices}
+    named = {i for i in indices if mine[i] and len(mine[i]) == total[i]}
+    if not named or len(named) == len([i for i in indices if total[i]]):
+        return set(), []
+    out = [Finding("p2p_gpu", worst(f.status for f in mine[i]), f"GPU {i} is in all {total[i]} of its slow copies "
+                   f"to and from the other GPUs: its links are the slow ones", gpu=i, value=len(mine[i]),
+                   expected=0, unit="slow pairs") for i in sorted(named)]
+    return named, out
+
+
 def gpu_findings(g: dict, gpus: list[dict], fleet: dict | None, xid_window_s: float | None = None) -> list[Finding]:
     """Every finding of one GPU: passive, over the run's window, under load, its figures."""
     i = g["index"]
@@ -322,7 +340,13 @@ def judge(node: dict) -> dict:
         findings.append(Finding("fleet", NA, f"the fleet's medians: {fleet['why']}"))
     for g in node["gpus"]:
         findings += gpu_findings(g, node["gpus"], fleet, node.get("xid_window_s"))
-    findings += pair_findings(node.get("pairs") or [])
-    per_gpu = {g["index"]: worst(f.status for f in findings if about(f, g["index"])) for g in node["gpus"]}
+    pair_fs = pair_findings(node.get("pairs") or [])
+    named, culprits = pair_culprits(pair_fs, [g["index"] for g in node["gpus"]])
+    findings += culprits + pair_fs
+
+    def counts_for(f: Finding, i: int) -> bool:  # a slow pair counts against the GPU named for it, if one is
+        return f.gpu == i or (f.gpus is not None and i in f.gpus and (not named or i in named))
+
+    per_gpu = {g["index"]: worst(f.status for f in findings if counts_for(f, g["index"])) for g in node["gpus"]}
     return {"findings": findings, "gpus": per_gpu, "status": worst(f.status for f in findings),
             "counts": counts(findings)}

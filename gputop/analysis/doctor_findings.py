@@ -42,11 +42,6 @@ def worst(statuses) -> str:
     return best
 
 
-def about(f: Finding, index: int) -> bool:
-    """``f`` concerns GPU ``index`` (its own, or a pair it is in)."""
-    return f.gpu == index or (f.gpus is not None and index in f.gpus)
-
-
 def counts(findings: list[Finding]) -> dict:
     out = {s: 0 for s in STATUSES}
     for f in findings:
