@@ -5,7 +5,7 @@ A record (``tests/data/health/*.json``) holds, for each call gputop made, the an
     {"format": "gputop-nvml-answers", "version": 1, "provenance": "...", "gpus": N,
      "answers": {"nvmlDeviceGetEccMode(gpu0)": [1, 1], ...}, "errors": {"nvmlDeviceGetRetiredPages(gpu0,0)": 3}}
 
-A key is the function and its arguments after a device's handle, written ``gpu<i>`` (``nvmlDeviceGetNvLinkState(gpu0,3)``);
+A key is the function and its arguments, a device's handle written ``gpu<i>`` (``nvmlDeviceGetNvLinkState(gpu0,3)``);
 an answer is JSON (a struct as an object of its fields, bytes as text); an error, NVML's return code. A record may
 name a ``base`` record (a file beside it) whose answers it overrides: a fault is its few changed answers.
 
@@ -115,7 +115,8 @@ def load_record(path: str | Path) -> dict:
     if rec.get("base"):
         base = load_record(path.parent / rec["base"])
         answers = {**base["answers"], **rec.get("answers", {})}
-        errors = {k: v for k, v in {**base["errors"], **rec.get("errors", {})}.items() if k not in rec.get("answers", {})}
+        errors = {k: v for k, v in {**base["errors"], **rec.get("errors", {})}.items()
+                  if k not in rec.get("answers", {})}
         answers = {k: v for k, v in answers.items() if k not in rec.get("errors", {})}
         rec = {**base, **rec, "answers": answers, "errors": errors}
     return rec

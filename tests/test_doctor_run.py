@@ -54,7 +54,8 @@ def _alive(pid: int) -> bool:
 
 
 def findings(doc, gpu=None, status=None):
-    return [f for f in doc["findings"] if (gpu is None or f["gpu"] == gpu) and (status is None or f["status"] == status)]
+    return [f for f in doc["findings"]
+            if (gpu is None or f["gpu"] == gpu) and (status is None or f["status"] == status)]
 
 
 def test_a_quick_doctor_of_a_healthy_node_loads_every_gpu_at_once_and_finds_nothing(tmp_path):

@@ -43,7 +43,8 @@ LOAD = """
 import sys, time, torch
 end = time.monotonic() + float(sys.argv[1])
 a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16); c = torch.empty_like(a)
-h = torch.empty(256 << 20, dtype=torch.uint8, pin_memory=True); d = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+h = torch.empty(256 << 20, dtype=torch.uint8, pin_memory=True)
+d = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
 while time.monotonic() < end:
     with torch.cuda.stream(s1):

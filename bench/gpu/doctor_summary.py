@@ -1,6 +1,6 @@
 """The spread of ``gputop --doctor``'s figures over repeated runs, and each run's wall time and findings.
 
-    python bench/gpu/doctor_summary.py DIR     # DIR: the documents bench/gpu/doctor_gpu.sh wrote (quick_*.json, full_*.json)
+    python bench/gpu/doctor_summary.py DIR     # DIR: where bench/gpu/doctor_gpu.sh wrote quick_*.json, full_*.json
 
 Per mode: each run's exit code, status, wall time (the document's wall_s; the shell's, from walls.txt, beside it),
 every finding other than ok (counted over the runs); per GPU and figure: the mean, min, max and spread

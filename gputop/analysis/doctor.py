@@ -202,8 +202,9 @@ def loaded_findings(i: int, health: dict, load: dict) -> list[Finding]:
             out.append(Finding("clocks_loaded", OK, f"under load {clock}: {shares}", gpu=i,
                                value=s.get("sm_clock_mhz"), unit="MHz"))
         lim = health.get("power_limit_w")
-        out.append(Finding("power_loaded", OK, f"power under load {_n(s.get('power_w'))} W (max {_n(s.get('power_max_w'))}"
-                           f") of the {_n(lim)} W limit", gpu=i, value=s.get("power_w"), expected=lim, unit="W"))
+        out.append(Finding("power_loaded", OK, f"power under load {_n(s.get('power_w'))} W (max "
+                           f"{_n(s.get('power_max_w'))}) of the {_n(lim)} W limit", gpu=i, value=s.get("power_w"),
+                           expected=lim, unit="W"))
     link = load.get("pcie") or {}
     gen_max, width_max, _ = pcie_best(health)
     gpu_gen = (health.get("pcie") or {}).get("gpu_max_gen")
@@ -228,7 +229,8 @@ def _n(v) -> str:
 
 
 def _siblings(gpus: list[dict], name: str, me: dict) -> tuple[float, list[int]] | None:
-    others = [(g["index"], g["active"]["figures"][name]) for g in gpus if g is not me and g.get("name") == me.get("name")
+    others = [(g["index"], g["active"]["figures"][name]) for g in gpus
+              if g is not me and g.get("name") == me.get("name")
               and (g.get("active") or {}).get("figures", {}).get(name) is not None]
     if not others:
         return None
@@ -250,8 +252,8 @@ def figure_findings(g: dict, gpus: list[dict], fleet: dict | None) -> list[Findi
             refs.append({"kind": "model", "expected": model[0], "source": model[1]})
         sib = _siblings(gpus, name, g)
         if sib:
-            refs.append({"kind": "siblings", "expected": sib[0], "source": "median of GPU " + ", ".join(map(str, sib[1]))
-                         + f" ({g.get('name')}) in this run"})
+            refs.append({"kind": "siblings", "expected": sib[0],
+                         "source": "median of GPU " + ", ".join(map(str, sib[1])) + f" ({g.get('name')}) in this run"})
         m = medians.get(name)
         if m and m.get("gpus", 0) >= FLEET_MIN_GPUS and m.get("value"):
             refs.append({"kind": "fleet", "expected": m["value"], "source": f"median of {m['gpus']} {g.get('name')} "

@@ -61,8 +61,10 @@ def table_lines(doc: dict) -> list[str]:
                 name = next((g.get("name") for g in doc["gpus"] if g["index"] == f["gpu"]), "")
                 expected.setdefault(name or "", {}).setdefault(f["check"], r["expected"])
     for name, figs in expected.items():
-        out.append(f"{'healthy':<13} " + "".join(_cell(figs.get(k), s, fmt).rjust(COL_W) for k, _, _, s, fmt in COLUMNS))
-        out += _wrap("", f"(healthy: what a healthy {name} reached with the same kernels; the sources are in --json)", 2)
+        out.append(f"{'healthy':<13} " + "".join(_cell(figs.get(k), s, fmt).rjust(COL_W)
+                                                  for k, _, _, s, fmt in COLUMNS))
+        out += _wrap("", f"(healthy: what a healthy {name} reached with the same kernels; the sources are in "
+                         "--json)", 2)
     return out
 
 

@@ -347,7 +347,8 @@ class DoctorRun:
 
         facts = read_link(self.nvml, a, b)
         peak = link_peak(facts) or {}
-        return {"kind": facts.get("kind"), "peak_bytes_per_s": peak["peak_gbps"] * 1e9 if peak.get("peak_gbps") else None,
+        gbps = peak.get("peak_gbps")
+        return {"kind": facts.get("kind"), "peak_bytes_per_s": gbps * 1e9 if gbps else None,
                 "peak_source": peak.get("source")}
 
     # -- the Run protocol ---------------------------------------------------------------------------
@@ -371,7 +372,8 @@ class DoctorRun:
 
     def node(self) -> dict:
         """What :func:`gputop.analysis.doctor.judge` takes."""
-        return {"gpus": self.gpus, "pairs": self.pairs, "xid_log": {k: self.xid_log.get(k) for k in ("readable", "why")}}
+        return {"gpus": self.gpus, "pairs": self.pairs,
+                "xid_log": {k: self.xid_log.get(k) for k in ("readable", "why")}}
 
     @property
     def wall_s(self) -> float | None:
