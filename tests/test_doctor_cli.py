@@ -116,3 +116,28 @@ def test_the_readme_and_the_exit_code_table_agree():
     for code in (exitcodes.DEGRADED, exitcodes.UNHEALTHY):
         assert f"| {code} | `gputop --doctor`:" in readme
     assert "## Is this node healthy: `--doctor`" in readme
+
+
+def test_the_whole_quick_doctor_writes_its_report_and_keeps_each_gpu(tmp_path, monkeypatch, capsys):
+    """``main_doctor`` down the layers in this process: recorded NVML answers, the loads' stand-ins (real
+    processes), the report on stdout within 80 columns, each GPU kept for --export, the exit code."""
+    from fake_health import RecordedNvml
+    from gputop.headless import doctor as headless
+    from gputop.session.doctor import DoctorOptions
+    from gputop.telemetry.nvml import Nvml
+
+    monkeypatch.setattr(headless, "missing_for", lambda mode: [])  # this machine has no CuPy; the loads are fakes
+    monkeypatch.setenv("GPUTOP_DOCTOR_DIR", str(tmp_path))
+    here = Path(__file__).resolve().parent / "fault_doctor"
+    opts = DoctorOptions(load_cmd=[sys.executable, str(here / "load.py")],
+                         p2p_cmd=[sys.executable, str(here / "p2p.py")], sustained_s=0.3, kernel_log=[],
+                         extra_env={"DOCTOR_FAKE_PHASE_S": "0.3"})
+    nvml = Nvml(RecordedNvml("constructed_thermal_load.json"))
+    code = headless.main_doctor(headless.DoctorCall(mode="quick"), nvml=nvml, options=opts)
+    out, err = capsys.readouterr()
+    assert code == 7 and err.startswith("gputop: doctor: quick checks, 2 GPUs at once")
+    assert all(len(line) <= 80 for line in out.splitlines()) and "DEGRADED in" in out
+    assert "SM clock under load 1297 MHz: 26% below the node's other GPUs" in out.replace("\n            ", " ")
+    kept = doctor_state.read_all({"GPUTOP_DOCTOR_DIR": str(tmp_path)})
+    assert sorted(s["status"] for s in kept.values()) == ["degraded", "ok"]
+    assert all(s["mode"] == "quick" and s["figures"]["dram_bytes_per_s"] == 3.15e12 for s in kept.values())

@@ -99,8 +99,8 @@ def _run(call: DoctorCall, nvml, options) -> int:
 
         n = len(call.gpus) or device_count(nvml)
         sustained = (QUICK if call.mode == "quick" else FULL)["sustained_s"]
-        exitcodes.say(f"doctor: the {call.mode} checks on {n} GPU{'s' if n > 1 else ''} at once, each with "
-                      f"{sustained:g} s of sustained load (Ctrl-C stops it)")
+        exitcodes.say(f"doctor: {call.mode} checks, {n} GPU{'s' if n > 1 else ''} at once, {sustained:g} s of "
+                      "sustained load each (Ctrl-C stops)")
     run = drive(DoctorRun(nvml, options), on_signal="stopping the doctor's load")
     doc = build_document(run, call.mode, fleet, started_at=started)
     if call.keep:
