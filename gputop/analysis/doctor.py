@@ -148,7 +148,8 @@ def judge_figure(name: str, i: int, value: float, refs: list[dict], fig: Figure 
 
 def _ref_words(r: dict) -> str:
     return {"model": "what a healthy card of this model reaches", "siblings": "the node's other GPUs of this model",
-            "fleet": "the fleet's median for this model"}.get(r["kind"], r["kind"])
+            "fleet": "the fleet's median for this model", "pairs": "the node's other pairs over the same link"
+            }.get(r["kind"], r["kind"])
 
 
 def phase_stats(ticks: list[dict], pos: int, t0: float, t1: float, tail: float = 1.0) -> dict:
@@ -263,8 +264,8 @@ def figure_findings(g: dict, gpus: list[dict], fleet: dict | None) -> list[Findi
 
 
 def pair_findings(pairs: list[dict]) -> list[Finding]:
-    """Each GPU pair's copy bandwidth against the other pairs of the same kind of link (and the link's theoretical
-    peak, shown, not judged: no healthy efficiency is on record for it yet)."""
+    """Each GPU pair's copy bandwidth against the other pairs of the same kind of link (the link's theoretical peak
+    is in the pair's entry of the document, not judged: no healthy efficiency is on record for it yet)."""
     out = []
     for p in pairs:
         a, b = p["gpus"]
@@ -274,12 +275,10 @@ def pair_findings(pairs: list[dict]) -> list[Finding]:
             continue
         same = [q["bytes_per_s"] for q in pairs if q is not p and q.get("kind") == p.get("kind")
                 and q.get("bytes_per_s") is not None and set(q["gpus"]) != {a, b}]
-        refs = [{"kind": "siblings", "expected": statistics.median(same),
+        refs = [{"kind": "pairs", "expected": statistics.median(same),
                  "source": f"median of the node's {len(same)} other {p.get('kind')} pairs"}] if same else []
         f = judge_figure("p2p", a, p["bytes_per_s"], refs, P2P, gpus=[a, b])
-        f.message = f"GPU {a} -> {b} over {p.get('kind') or 'n/a'}: " + f.message + (
-            f"; the link's peak {si(p['peak_bytes_per_s'], 'B/s')} ({p.get('peak_source')})"
-            if p.get("peak_bytes_per_s") else "")
+        f.message = f"GPU {a} -> {b} over {p.get('kind') or 'n/a'}: " + f.message
         if p.get("peer_access") is False and p.get("kind") == "nvlink":
             f.status = worst([f.status, DEGRADED])
             f.message += "; CUDA has no peer access between them although NVML says NVLink joins them"

@@ -91,8 +91,11 @@ def pair_lines(doc: dict) -> list[str]:
         return []
     idx = sorted({i for p in pairs for i in p["gpus"]})
     bw = {tuple(p["gpus"]): p.get("bytes_per_s") for p in pairs}
-    kinds = sorted({p.get("kind") or "n/a" for p in pairs})
-    out = ["", f"GPU to GPU copies, GB/s (row: from, column: to; {', '.join(kinds)}):",
+    kinds = {}
+    for p in pairs:
+        kinds.setdefault(p.get("kind") or "n/a", p.get("peak_bytes_per_s"))
+    links = ", ".join(f"{k}, peak {v / 1e9:.0f}" if v else k for k, v in sorted(kinds.items()))
+    out = ["", *_wrap("", f"GPU to GPU copies, GB/s (row: from, column: to; {links}):", 0),
            "     " + "".join(f"{j:>7}" for j in idx)]
     for i in idx:
         out.append(f"{i:>4} " + "".join(f"{'-':>7}" if i == j else f"{_cell(bw.get((i, j)), 1e9, '{:.0f}'):>7}"
