@@ -1,8 +1,9 @@
 """gputop's JSON documents, in one place: schema versions, cleaning, error documents, and emitting one.
 
-Kinds: ``run`` (``gputop --run NAME``), ``monitor`` (``--run -- CMD`` / ``--watch PID``) and ``once``
-(``--once``); each has a JSON Schema in ``gputop/schema/<kind>.schema.json``. ``--json`` always writes
-exactly one document on stdout, an error document too when the run could not start or go on.
+Kinds: ``run`` (``gputop --run NAME``), ``monitor`` (``--run -- CMD`` / ``--watch PID``), ``once``
+(``--once``), ``cluster`` and ``doctor`` (``--doctor``); each has a JSON Schema in
+``gputop/schema/<kind>.schema.json``. ``--json`` always writes exactly one document on stdout, an error document
+too when the run could not start or go on.
 
 :func:`emit` writes ``-o FILE`` first (so a closed terminal loses nothing), then stdout; a closed or
 full stdout is one line on stderr and exit code 1, never a traceback (:func:`standard_streams`, first thing at
@@ -27,7 +28,7 @@ from typing import Callable
 import gputop
 from gputop import exitcodes
 
-SCHEMA_VERSIONS = {"run": 2, "monitor": 3, "once": 2, "cluster": 1}  # run, monitor 2: the one verdict shape,
+SCHEMA_VERSIONS = {"run": 2, "monitor": 3, "once": 2, "cluster": 1, "doctor": 1}  # run, monitor 2: the one verdict shape,
 # signal, errors; monitor 3: attribution (the profiler windows of --profile); once 2: exit_code and errors (an
 # error document where no snapshot was taken)
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
@@ -112,13 +113,26 @@ def once_error_document(kind: str, message: str, exit_code: int, source: dict | 
     }
 
 
+def doctor_error_document(kind: str, message: str, exit_code: int, mode: str = "full") -> dict:
+    """The ``--doctor`` document where no check could run (no NVML, a bad ``--gpu``, a missing dependency)."""
+    import platform
+    from datetime import datetime, timezone
+
+    return {**header("doctor"), "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "hostname": platform.node(), "mode": mode, "status": None, "exit_code": exit_code,
+            **signal_fields(None), "wall_s": 0.0, "counts": {}, "gpus": [], "pairs": [], "findings": [],
+            "xid_log": None, "fleet": None, "errors": [error(kind, message)]}
+
+
 def usage_error_document(mode: str, message: str, workload: str | None = None, command: list[str] | None = None,
                          path: str | None = None) -> dict | None:
     """The error document of a command line that was refused (exit 2) in a mode that writes one with ``--json``:
     ``once``, ``run`` (a workload), ``run-command`` (``--run -- CMD``), ``watch``, ``replay`` (``--replay FILE
-    --json``: ``path``) or ``list``; None for any other mode."""
+    --json``: ``path``), ``list`` or ``doctor``; None for any other mode."""
     from gputop.exitcodes import USAGE
 
+    if mode == "doctor":
+        return doctor_error_document("bad_usage", message, USAGE)
     if mode == "once":
         return once_error_document("bad_usage", message, USAGE)
     if mode == "run":

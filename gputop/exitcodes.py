@@ -18,6 +18,8 @@ NO_GPU = 3  # no NVML library, no driver, or no GPU, for a mode that needs live 
 MISSING_DEPENDENCY = 4  # cupy or torch (or numpy) is needed but not installed; the message names the extra
 CRASHED = 5  # the workload's process died of a signal (segfault, SIGKILL, OOM kill) without finishing
 TIMEOUT = 6  # the run went past --timeout and was stopped
+DEGRADED = 7  # gputop --doctor: a GPU works but is slower or less safe than it should be (a finding "degraded")
+UNHEALTHY = 8  # gputop --doctor: a GPU failed a check (a finding "failed": lost, memory errors, a link down, a hang)
 SIGNAL_BASE = 128  # gputop stopped by signal N exits 128+N: 130 SIGINT, 143 SIGTERM, 129 SIGHUP
 INTERRUPTED = SIGNAL_BASE + signal.SIGINT
 
@@ -30,6 +32,8 @@ TABLE = {
     MISSING_DEPENDENCY: "a missing dependency; the message names the extra to install",
     CRASHED: "the workload's process crashed (signal, CUDA fault, OOM kill)",
     TIMEOUT: "the run went past --timeout and was stopped",
+    DEGRADED: "gputop --doctor: every GPU works, at least one is degraded (slower than it should be, or a warning)",
+    UNHEALTHY: "gputop --doctor: at least one GPU failed a check (drain the node)",
 }
 
 

@@ -17,8 +17,9 @@ from gputop.cli.shared import COMMON, check_source, source_spec
 
 EXIT_CODES = """\
 exit codes: 0 ok; 1 failed (partial results written); 2 bad usage or input; 3 no GPU / no NVML;
-4 missing dependency; 5 workload crashed; 6 timeout; 128+N stopped by signal N (130 SIGINT,
-143 SIGTERM, 129 SIGHUP; a partial document is still written). --run -- CMD: the command's code.
+4 missing dependency; 5 workload crashed; 6 timeout; --doctor: 7 a GPU degraded, 8 a GPU failed;
+128+N stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP; a partial document is still written).
+--run -- CMD: the command's code.
 """
 
 
@@ -78,6 +79,8 @@ def json_document_of(argv: list[str], command: list[str]):
         return lambda text: documents.usage_error_document("run-command", text, command=command)
     if "--watch" in words:
         return lambda text: documents.usage_error_document("watch", text)
+    if "--doctor" in words:
+        return lambda text: documents.usage_error_document("doctor", text)
     if "--replay" in words:
         return lambda text: documents.usage_error_document("replay", text, path=_value(argv, "--replay"))
     return None

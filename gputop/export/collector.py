@@ -22,6 +22,8 @@ from gputop.analysis.live import LiveNode
 from gputop.analysis.vocabulary import CLASSES, Cls
 from gputop.export.attribution_series import attribution_families
 from gputop.export.dcgm_names import GPU_LABELS, JOB_LABEL, SERIES, value
+from gputop.export.doctor_series import doctor_families
+from gputop.telemetry.doctor_state import LastDoctor
 
 CMDLINE_MAX = 200  # characters of a command line kept in a label
 
@@ -96,6 +98,7 @@ class GputopCollector(Collector):
         self.live = LiveNode([g.pos for g in gpus], [g.static for g in gpus], [g.peaks for g in gpus],
                              [g.static.get("index", g.pos) for g in gpus]).attach(sampler)
         self.scrapes = 0
+        self.doctor = LastDoctor()  # each GPU's last gputop --doctor (gputop_doctor_* series)
         sampler.listeners.append(self._remember_processes)
 
     def _remember_processes(self, tick: dict) -> None:  # processes are listed on every n-th tick only
@@ -141,6 +144,7 @@ class GputopCollector(Collector):
         yield from self._verdict_families(rows, names)
         yield from self._peak_families(rows, names)
         yield self._process_family()
+        yield from doctor_families(self.doctor, self.gpus, rows, names)
         if self.attribution is not None:
             yield from attribution_families(self.attribution())
 

@@ -12,6 +12,10 @@ from dataclasses import dataclass
 
 from gputop.analysis.peaks import compute_peaks
 from gputop.format import NA, gb, gpm_na, pct, si
+from gputop.telemetry.doctor_state import LastDoctor, summary
+
+DOCTOR = LastDoctor()  # each GPU's last gputop --doctor, from its state file (read again at most every 10 s)
+DOCTOR_LEVEL = {"ok": "", "degraded": "warn", "failed": "hot"}
 
 # Fields a live source fills only every few ticks (processes; PCIe without GPM): keep the last value.
 STICKY = ("processes", "pcie_tx_bps", "pcie_rx_bps")
@@ -148,6 +152,9 @@ def device_rows(static: dict, peaks: dict, s: dict, na_reasons: dict[str, str] |
         rows.append(Row("Power", f, f"{_n(p)} / {_n(lim)} W", _level(f)))
         rows.append(Row("Temperature", None, _n(t, " °C"), "hot" if hot else ("na" if t is None else "")))
     rows.append(throttle_row(s.get("clock_reasons")))
+    last = summary(DOCTOR.get(static.get("uuid")))
+    if last:
+        rows.append(Row("Doctor", None, last[1], DOCTOR_LEVEL.get(last[0], "na")))
     return rows
 
 
