@@ -380,3 +380,48 @@ def test_gputop_in_a_terminal_opens_the_page_and_quits_on_q_or_a_signal(cluster)
             if p.poll() is None:
                 p.kill()
             os.close(t.master)
+
+
+# -- a row that holds two GPUs (two exporters under one node and GPU label) --------------------------------------
+def merged_answers() -> tuple[dict, list]:
+    """The stored GPU's ``query_range`` answers as Prometheus gives them for a row that two exporters fill (the
+    same node and ``gpu`` labels from two instances): every series twice, and its class over the window from both
+    gputop exporters: compute-bound at every step, one with the subclass ``tensor``, the other without one (an
+    empty label: absent from Prometheus' answer)."""
+    gpu = json.loads(STORED_GPU.read_text())
+    series = []
+    for inst in ("10.0.0.1:9400", "10.0.0.2:9400"):
+        series += [dict(r, metric=dict(r["metric"], instance=inst)) for r in gpu["answers"][0]]
+    steps = [t for t, _ in gpu["answers"][0][0]["values"]]
+    labels = {k: v for k, v in gpu["answers"][0][0]["metric"].items() if k not in ("__name__", "instance")}
+    classes = [{"metric": dict(labels, __name__="gputop_bottleneck", instance=inst, **{"class": "compute-bound"},
+                               **sub), "values": [[t, "1"] for t in steps]}
+               for inst, sub in (("10.0.0.1:9400", {"subclass": "tensor"}), ("10.0.0.2:9400", {}))]
+    return gpu, [series, classes]
+
+
+def test_the_history_of_a_row_two_gpus_fill_reads_without_a_crash():
+    """(issue 35: Enter over such a row raised TypeError: '<' not supported between 'NoneType' and 'str'.)"""
+    from gputop.fleet.gpu_history import read_gpu
+
+    gpu, answers = merged_answers()
+    history = read_gpu(StoredAnswers(answers), gpu["node"], gpu["gpu"], now=gpu["now"])
+    steps = len(answers[1][0]["values"])
+    assert len(history.classes) == 2 * steps
+    assert [t for t, _, _ in history.classes] == sorted(t for t, _, _ in history.classes)
+    assert set(history.class_shares()) == {("compute-bound", None, 0.5), ("compute-bound", "tensor", 0.5)}
+
+
+@sync
+async def test_enter_over_a_row_two_gpus_fill_opens_its_detail():
+    from gputop.fleet.gpu_history import read_gpu
+
+    gpu, answers = merged_answers()
+    state = stored_state()
+    state.selected = (None, gpu["node"], gpu["gpu"])
+    app = ClusterApp(state, reader=None, refresh_s=0, read_gpu=lambda node, index: read_gpu(
+        StoredAnswers(answers), node, index, now=gpu["now"]))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await open_detail(pilot)
+        assert app.screen.error is None
+        assert "50% compute-bound (tensor)" in screen(app) and "50% compute-bound" in screen(app)
