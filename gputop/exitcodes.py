@@ -17,6 +17,8 @@ NO_GPU = 3  # no NVML library, no driver, or no GPU, for a mode that needs live 
 MISSING_DEPENDENCY = 4  # cupy or torch (or numpy) is needed but not installed; the message names the extra
 CRASHED = 5  # the workload's process died of a signal (segfault, SIGKILL, OOM kill) without finishing
 TIMEOUT = 6  # the run went past --timeout and was stopped
+INTERNAL_ERROR = 70  # gputop's TUI died of an exception (a bug): one line names the log that holds the traceback
+# (sysexits.h's EX_SOFTWARE)
 SIGNAL_BASE = 128  # gputop stopped by signal N exits 128+N: 130 SIGINT, 143 SIGTERM, 129 SIGHUP
 INTERRUPTED = SIGNAL_BASE + signal.SIGINT
 
@@ -28,6 +30,7 @@ TABLE = {
     MISSING_DEPENDENCY: "a missing dependency; the message names the extra to install",
     CRASHED: "the workload's process crashed (signal, CUDA fault, OOM kill)",
     TIMEOUT: "the run went past --timeout and was stopped",
+    INTERNAL_ERROR: "the TUI stopped on an internal error (a bug in gputop); the traceback is in the log file it names",
 }
 
 

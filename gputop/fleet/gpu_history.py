@@ -47,7 +47,8 @@ class GpuHistory:
         for _, cls, sub in self.classes:
             counts[(cls, sub)] = counts.get((cls, sub), 0) + 1
         total = sum(counts.values()) or 1
-        return [(c, s, n / total) for (c, s), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or ""))]
+        order = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or ""))
+        return [(c, s, n / total) for (c, s), n in order]
 
 
 def escape(value: str) -> str:

@@ -33,9 +33,13 @@ def main_cluster_tui(args) -> int:
         return fail(exitcodes.USAGE, "the cluster page needs a terminal; for text or JSON use --once [--json]")
     from gputop.tui.cluster.model import ClusterState
     from gputop.tui.cluster.page import ClusterApp
+    from gputop.tui import crash
 
     state = ClusterState(spec.path, spec.range_s, job=args.job, node=args.node, cls=args.cls)
     state.took_rows(rows, time.time())
     app = ClusterApp(state, reader, read_gpu=lambda node, gpu: read_gpu(client, node, gpu), first_wait=0.0)
-    code = app.run()
+    code = crash.run(app)
+    crashed = crash.crash_code(app)  # an exception: logged, one line
+    if crashed is not None:
+        return crashed
     return code if isinstance(code, int) else exitcodes.OK
