@@ -14,6 +14,7 @@ from __future__ import annotations
 import calendar
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -425,3 +426,48 @@ async def test_enter_over_a_row_two_gpus_fill_opens_its_detail():
         await open_detail(pilot)
         assert app.screen.error is None
         assert "50% compute-bound (tensor)" in screen(app) and "50% compute-bound" in screen(app)
+
+
+# -- the accounting of a job that changed class many times ------------------------------------------------------
+def many_classes_state() -> ClusterState:
+    """The stored page, its job 1004 (the demo's node) counted over the demo's every phase: its GPU-hours in seven
+    classes (the demo trace's phases, as ``gputop --export --demo`` exports them over a loop)."""
+    state = stored_state()
+    shares = [("compute-bound", "tensor", 0.26), ("memory-bound", None, 0.22), ("latency-bound", "launch", 0.17),
+              ("pcie-bound", "pageable", 0.17), ("idle", "waiting", 0.12), ("host-bound", None, 0.04),
+              ("idle", None, 0.02)]
+    entries = [(j.job, c, s, h) for j in state.jobs if j.job != "1004" for (c, s), h in j.hours.items()]
+    entries += [("1004", c, s, 0.5 * share) for c, s, share in shares]
+    state.took_accounting(C.account(entries), state.step_s)  # (the most wasted job first, as the reader gives them)
+    return state
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_the_accounting_wraps_a_long_job_line_whole_and_headings_end_with_what_they_left_out(width):
+    """(issue 35: the accounting line was cut at 80 and 160 columns.) Every job's classes are in the accounting,
+    wrapped between its parts; a group's heading holds what fits and says how many classes it left out."""
+    from gputop.analysis.cluster_text import job_parts
+
+    state = many_classes_state()
+    lines = V.accounting_lines(state, width, most=40)
+    assert all(len(text) <= width and "…" not in text for text, *_ in lines)
+    job = next(j for j in state.jobs if j.job == "1004").to_dict()
+    name, hours, parts = job_parts(job)
+    joined = " ".join(" ".join(text.split()) for text, *_ in lines)
+    assert f"{name}: {hours}, " + ", ".join(parts) in joined
+    head = next(e.heading for e in V.entries(state) if e.heading and e.heading.startswith("job 1004"))
+    fitted = V.fit_heading(head, width)
+    assert len(fitted) <= width and (fitted == head or re.search(r", \+\d+ more$", fitted)), fitted
+    assert parts[0] in fitted
+
+
+@sync
+async def test_the_page_at_80x24_keeps_the_accounting_within_its_rows():
+    app = ClusterApp(many_classes_state(), reader=None, refresh_s=0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        text = screen(app)
+        assert all(len(line) <= 80 for line in text.splitlines())
+        acc = text.split("GPU-hours by class", 1)[1]
+        assert "more job" in acc  # the rows it has: the rest counted, not cut
+        assert not any(line.rstrip().endswith("…") for line in text.splitlines())

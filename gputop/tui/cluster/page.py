@@ -102,7 +102,7 @@ class ClusterTable(Lines):
         lines: list = [V.header_row(columns)]
         for i, e in enumerate(self.entries[self.top:self.top + body], self.top):
             if e.gpu is None:
-                lines.append((V.cut(e.heading, w), "bold cyan"))
+                lines.append((V.fit_heading(e.heading, w), "bold cyan"))
             else:
                 lines.append(V.gpu_row(e.gpu, columns, selected=i == at))
         if not self.entries:
