@@ -19,6 +19,11 @@ def si(v: float | None, unit: str = "", digits: int = 3) -> str:
     return f"{v:.{digits}g} {unit}".rstrip()
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """'1 GPU', '2 GPUs', '0 GPUs' (``plural``: where adding an s is wrong: '1 process', '3 processes')."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
 def gb(v: float | None) -> str:
     """Bytes as GiB with one decimal."""
     return NA if v is None else f"{v / 2**30:.1f}"

@@ -295,7 +295,7 @@ def test_a_document_from_made_up_answers_follows_its_schema(stub):
     with pytest.raises(NoGpu, match="is it scraping the exporters"):
         ClusterReader(PrometheusClient(url, env={})).snapshot()
     Stub.series = [{"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": f"n{i}", "gpu": "0"} for i in range(3)]
-    with pytest.raises(NoGpu, match=r"3 GPU\(s\) exported in the last hour, none since"):
+    with pytest.raises(NoGpu, match=r"3 GPUs exported in the last hour, none since"):
         ClusterReader(PrometheusClient(url, env={})).snapshot()
     Stub.answer = (400, "application/json", '{"status":"error","errorType":"bad_data","error":"parse error"}')
     with pytest.raises(QueryFailed, match="bad_data: parse error"):

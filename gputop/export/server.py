@@ -26,6 +26,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from gputop import exitcodes
 from gputop.analysis.peaks import compute_peaks
 from gputop.exitcodes import fail
+from gputop.format import count
 from gputop.export.collector import ExportedGpu, ExportOptions, GputopCollector, gpu_labels
 from gputop.runner.stop_signals import StopSignals
 from gputop.telemetry.devices import nvml_index_for_cuda, visible_entries
@@ -92,7 +93,7 @@ def main_export(args) -> int:
     stops = StopSignals(lambda signum: stop.set())
     with stops:  # before the server: a signal as soon as it answers is a clean stop too
         try:
-            close = _listen(args, collector, f"{len(positions)} GPU(s) ({src.kind})")
+            close = _listen(args, collector, f"{count(len(positions), 'GPU')} ({src.kind})")
         except exitcodes.Failure as exc:
             src.close()
             return fail(exc.code, str(exc))
@@ -160,4 +161,4 @@ def serve_session(args, session):
     latest = session.profile.latest if session.profile is not None else None
     collector = _collector(args, mon.sampler, mon.static, positions, getattr(mon.source, "hostname", None), live,
                            attribution=latest)
-    return _listen(args, collector, f"{len(positions)} GPU(s) and the command's profiler windows")
+    return _listen(args, collector, f"{count(len(positions), 'GPU')} and the command's profiler windows")

@@ -16,7 +16,7 @@ from gputop.analysis import cluster as C
 from gputop.analysis.cluster_text import class_text, duration_text, job_line
 from gputop.documents import check_writable, emit, error, header
 from gputop.exitcodes import fail
-from gputop.format import gb, pct
+from gputop.format import count, gb, pct
 from gputop.fleet.reader import ClusterReader, range_step
 from gputop.telemetry.errors import NoGpu, SourceError
 from gputop.telemetry.prometheus import PrometheusClient
@@ -91,8 +91,9 @@ def main_cluster(spec: SourceSpec, *, job: str | None = None, node: str | None =
 def render_text(doc: dict) -> str:
     s, f = doc["summary"], doc["filters"]
     shown = [f"--{k} {v}" for k, v in f.items() if v is not None]
-    lines = [f"cluster {doc['source']['url']}  {doc['time']}  {s['gpus']} GPUs on {s['nodes']} nodes, "
-             f"{s['jobs']} jobs" + (f" ({' '.join(shown)}; {s['gpus_in_cluster']} GPUs in all)" if shown else "")]
+    lines = [f"cluster {doc['source']['url']}  {doc['time']}  {count(s['gpus'], 'GPU')} on {count(s['nodes'], 'node')}, "
+             f"{count(s['jobs'], 'job')}" + (f" ({' '.join(shown)}; {count(s['gpus_in_cluster'], 'GPU')} in all)"
+                                             if shown else "")]
     head = f"{'node':<16} {'gpu':>3}  {'job':<14} {'class':<30} {'conf':>4} {'SM':>4} {'DRAM':>4} {'tens':>4} " \
            f"{'memory GiB':>11} {'waste':>5}  by"
     lines += ["", head]

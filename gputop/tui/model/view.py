@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gputop.analysis.peaks import compute_peaks
-from gputop.format import NA, gb, gpm_na, pct, si
+from gputop.format import NA, count, gb, gpm_na, pct, si
 
 # Fields a live source fills only every few ticks (processes; PCIe without GPM): keep the last value.
 STICKY = ("processes", "pcie_tx_bps", "pcie_rx_bps")
@@ -263,5 +263,5 @@ def host_line(host: dict | None, recorded_on: str | None = None) -> str:
     if not host:
         return f"{where or 'host: '}n/a"
     cores = host.get("cpu_per_core_pct") or []
-    return (f"{where}CPU {pct(host.get('cpu_pct'))} of {len(cores) or NA} cores  "
+    return (f"{where}CPU {pct(host.get('cpu_pct'))} of {count(len(cores), 'core') if cores else NA + ' cores'}  "
             f"RAM {gb(host.get('ram_used_bytes'))} / {gb(host.get('ram_total_bytes'))} GiB")
