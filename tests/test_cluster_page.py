@@ -471,3 +471,33 @@ async def test_the_page_at_80x24_keeps_the_accounting_within_its_rows():
         acc = text.split("GPU-hours by class", 1)[1]
         assert "more job" in acc  # the rows it has: the rest counted, not cut
         assert not any(line.rstrip().endswith("…") for line in text.splitlines())
+
+
+@sync
+async def test_the_detail_says_the_span_its_charts_show_and_round_scales():
+    """(issue 35: "the last 15m" over charts of 174 s; "scale 0-79.6465 GiB".) The stored GPU was exported for half a
+    minute of the 15 asked: the head names the span the charts show (and what was asked), and the memory chart's
+    scale reads as a person would write it."""
+    from gputop.tui.widgets.history_chart import HistoryChart
+
+    app = stored_detail_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_detail(pilot)
+        text = screen(app)
+        spans = {c.span for c in app.screen.query(HistoryChart)}
+        assert spans == {60.0}, spans
+        head = text.splitlines()[1]
+        assert head.startswith("the last 60 s ") and "15 min asked" in head, head
+        assert "15m" not in text
+        titles = [line for line in text.splitlines() if "  last " in line and "scale" in line]
+        assert len(titles) == 4 and all("last 60 s, scale" in t for t in titles), titles
+        assert "scale 0-140 GiB" in text, titles
+
+
+def test_scales_and_spans_read_as_people_write_them():
+    from gputop.format import scale_text, span_text
+
+    assert [scale_text(v) for v in (0, 100, 700, 140.401, 79.6465, 2.5, 0.25, 1000)] == \
+        ["0", "100", "700", "140", "79.6", "2.5", "0.25", "1000"]
+    assert [span_text(s) for s in (60, 174, 900, 3600, 5400, 86400)] == \
+        ["60 s", "174 s", "15 min", "60 min", "90 min", "24 h"]
