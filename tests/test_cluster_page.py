@@ -500,4 +500,4 @@ def test_scales_and_spans_read_as_people_write_them():
     assert [scale_text(v) for v in (0, 100, 700, 140.401, 79.6465, 2.5, 0.25, 1000)] == \
         ["0", "100", "700", "140", "79.6", "2.5", "0.25", "1000"]
     assert [span_text(s) for s in (60, 174, 900, 3600, 5400, 86400)] == \
-        ["60 s", "174 s", "15 min", "60 min", "90 min", "24 h"]
+        ["60 s", "2 min 54 s", "15 min", "60 min", "90 min", "24 h"]
