@@ -25,7 +25,7 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
 
 
 def span_text(seconds: float) -> str:
-    """A chart's time span for people: '60 s', '174 s' (up to two minutes), '15 min', '2 min 54 s', '2 h', '1 h 30 min'."""
+    """A chart's time span for people: '60 s', '90 s' (under two minutes), '2 min 54 s', '15 min', '2 h', '2 h 30 min'."""
     s = round(seconds)
     if s < 120:
         return f"{s} s"
