@@ -19,6 +19,7 @@ import pytest
 
 from gputop import cli
 from gputop.analysis.attribution import apply_window, attribute, category
+from gputop.analysis.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "gputop" / "schema" / "monitor.schema.json").read_text())
@@ -201,11 +202,11 @@ def test_rules_name_the_categories_and_the_verdict_takes_them_in():
     f = a["finding"]
     assert f["class"] == "memory-bound" and "60% of kernel time in elementwise" in f["text"]
     assert "torch.compile" in f["advice"]
-    before = {"class": "memory-bound", "confidence": 0.7, "advice": "fuse", "evidence_text": "DRAM busy", "mixed": []}
+    before = Verdict("memory-bound", confidence=0.7, advice="fuse", evidence_text="DRAM busy")
     after = apply_window(before, a)
-    assert after["confidence"] > 0.7 and after["advice"].startswith("60% of kernel time in elementwise")
-    other = apply_window(dict(before, **{"class": "compute-bound"}), a)
-    assert other["confidence"] < 0.7 and "memory-bound" in other["mixed"]
+    assert after.confidence > 0.7 and after.advice.startswith("60% of kernel time in elementwise")
+    other = apply_window(before.copy(cls="compute-bound"), a)
+    assert other.confidence < 0.7 and "memory-bound" in other.mixed
     assert apply_window(before, None) is before
 
     idle = attribute(_gpu_window([(gemm, 10, 100.0)], wall_s=1.0, busy_s=0.2, ops=[
@@ -562,10 +563,10 @@ def test_a_windows_idle_time_made_by_the_profiler_does_not_make_the_finding():
     data = json.loads((ROOT / "tests/data/attribution/h100_gpt2_train_window.json").read_text())
     w, plain = data["window"], data["verdict_without_profile"]
     assert w["finding"]["class"] == "host-bound" and w["gpu_idle_share"] > 0.5
-    got = discount_profiler_idle(w, plain)
+    got = discount_profiler_idle(w, Verdict.from_dict(plain))
     assert got["finding"]["class"] == "memory-bound" and "elementwise" in got["finding"]["text"]
     assert "torch.compile" in got["finding"]["advice"] and "the profiler's" in got["idle_discounted"]
-    idle_gpu = {"class": "host-bound", "evidence": {"util_gpu_pct": 20.0}}
+    idle_gpu = Verdict("host-bound", evidence={"util_gpu_pct": 20.0})
     assert discount_profiler_idle(w, idle_gpu) is w  # NVML saw the GPU idle too: the finding stands
 
 

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from gputop.analysis.attribution import apply_window, attribute, job_categories, window_for_gpu
+from gputop.analysis.verdict import Verdict
 from gputop.headless.replay import replay_monitor
 from gputop.session.report import build_document
 
@@ -38,15 +39,14 @@ def test_a_window_with_nccl_under_a_tenth_of_kernel_time_refutes_comms_bound():
     a = attribute(lightning_window(1))
     comms = next(c["share"] for c in a["categories"] if c["category"] == "communication")
     assert comms < 0.1
-    verdict = {"class": "comms-bound", "subclass": "collectives", "confidence": 0.7, "mixed": [],
-               "evidence_text": "NVLink 2 GB/s", "advice": "overlap"}
-    out = apply_window(verdict, a)
+    verdict = Verdict("comms-bound", "collectives", 0.7, evidence_text="NVLink 2 GB/s", advice="overlap")
+    out = apply_window(verdict, a).to_dict()
     assert out["class"] != "comms-bound" and out["class"] == a["finding"]["class"] and "comms-bound" in out["mixed"]
     assert 0.5 <= out["confidence"] <= 0.8 and "not waiting in collectives" in out["evidence_text"]
-    no_finding = apply_window(verdict, dict(a, finding=None))
+    no_finding = apply_window(verdict, dict(a, finding=None)).to_dict()
     assert no_finding["class"] == "comms-bound" and no_finding["confidence"] == 0.35
     kept = dict(a, categories=[{"category": "communication", "share": 0.6, "us": 1.0, "count": 1}])
-    assert apply_window(verdict, kept)["class"] == "comms-bound"  # NCCL's share high: comms stands
+    assert apply_window(verdict, kept).cls == "comms-bound"  # NCCL's share high: comms stands
 
 
 def test_each_gpu_of_the_job_takes_its_own_ranks_window():
@@ -93,15 +93,14 @@ def test_a_late_ranks_small_nccl_share_does_not_refute_its_jobs_collectives():
     pids = [p["pid"] for p in windows[0]["per_process"]]
     assert [round(_comms(p), 2) for p in windows[0]["per_process"]] != \
         [round(_comms(p), 2) for p in windows[1]["per_process"]]
-    verdict = {"class": "comms-bound", "subclass": "collectives", "confidence": 0.8, "mixed": [],
-               "evidence_text": "NVLink 5 GB/s", "advice": "overlap"}
+    verdict = Verdict("comms-bound", "collectives", 0.8, evidence_text="NVLink 5 GB/s", advice="overlap")
     for pid in pids:
         w = window_for_gpu(windows, {pid})
         assert w["pid"] == pid and w["job_comms_share"] == max(_comms(p) for p in windows[-1]["per_process"])
-        assert apply_window(verdict, w)["class"] == "comms-bound"
+        assert apply_window(verdict, w).cls == "comms-bound"
     late = min(windows[-1]["per_process"], key=_comms)
     alone = {**late, "job_comms_share": None}  # judged on its own window, it would have been refuted
-    assert apply_window(verdict, alone)["class"] != "comms-bound"
+    assert apply_window(verdict, alone).cls != "comms-bound"
 
 
 def test_lightnings_ranks_windows_on_two_gpus():

@@ -12,7 +12,8 @@ import json
 from gputop.analysis import thresholds as T
 from gputop.analysis.classify import classify
 from gputop.analysis.peaks import compute_peaks
-from gputop.analysis.scoring import ramp
+from gputop.analysis.rules import input_starved, memory_bound
+from gputop.analysis.rules.base import ramp
 from gputop.analysis.timeline import format_timeline, merge, overall, timeline
 from gputop.analysis.verdict import Verdict, display_name
 from gputop.analysis.vocabulary import CLASSES
@@ -133,7 +134,7 @@ def test_busy_sms_with_no_unit_near_its_peak_are_latency_bound_stalls():
 def test_sms_full_of_warps_with_no_unit_at_a_peak_is_on_chip_memory_bound():
     """An elementwise loop over data that fits in L2: SMs busy, many warps, DRAM and pipes low."""
     v = classify(window(**dict(STALLS, sm_occupancy_pct=75.0, dram_bw_pct=12.0)), H200, PEAKS)
-    assert (v.cls, v.subclass) == ("memory-bound", "cache") and v.confidence <= T.CACHE_SCORE
+    assert (v.cls, v.subclass) == ("memory-bound", "cache") and v.confidence <= memory_bound.CACHE_SCORE
     assert v.display_name() == "memory-bound (on-chip memory)" and "75% occupancy" in v.evidence_text
 
 
@@ -194,7 +195,7 @@ def test_one_burst_and_an_idle_feeder_is_not_starvation():
 def test_input_starved_without_a_watched_process_is_less_sure_and_says_so():
     hosts = [{"cpu_pct": 7.0, "cpu_per_core_pct": [100.0] + [2.0] * 15}] * 20
     v = classify(bursty(), H200, PEAKS, host=hosts)
-    assert v.cls == "input-starved" and v.confidence <= T.NO_FEEDER_CONFIDENCE
+    assert v.cls == "input-starved" and v.confidence <= input_starved.NO_FEEDER_CONFIDENCE
     assert any("process tree" in m for m in v.missing)
 
 
@@ -306,13 +307,14 @@ def test_timeline_merges_equal_windows_into_segments():
     starved = ticks_of(samples, host(99.0, n=60))
     compute = ticks_of(window(n=60, t0=6.0, **MATMUL), host(100.0, n=60))
     segs = timeline(starved + compute, 0, H200, PEAKS, watched_pid="4242")
-    assert [s["class"] for s in segs] == ["input-starved", "compute-bound"]
-    assert segs[0]["t_start"] == 0.0 and segs[0]["t_end"] == pytest.approx(6.0)
-    assert segs[1]["t_end"] == pytest.approx(12.0) and segs[1]["windows"] == 3
-    assert segs[1]["verdict"]["evidence"]["samples"] == 60
+    assert [s.cls for s in segs] == ["input-starved", "compute-bound"]
+    assert segs[0].t_start == 0.0 and segs[0].t_end == pytest.approx(6.0)
+    assert segs[1].t_end == pytest.approx(12.0) and segs[1].windows == 3
+    assert segs[1].verdict.evidence["samples"] == 60
     lines = format_timeline(segs)
     assert "input-starved" in lines[0] and "compute-bound (tensor cores)" in lines[1]
-    ov = overall(segs)
+    assert format_timeline([s.to_dict() for s in segs]) == lines  # a document's timeline reads the same
+    ov = overall(segs).to_dict()
     assert ov["class"] in ("input-starved", "compute-bound") and ov["share"] == 0.5
     assert set(ov["time_by_class_s"]) == {"input-starved", "compute-bound"}
     other = {"input-starved", "compute-bound"} - {ov["class"]}
@@ -322,17 +324,17 @@ def test_timeline_merges_equal_windows_into_segments():
 def test_timeline_startup_segment_and_overall_ignores_it():
     ticks = ticks_of(window(n=30)) + ticks_of(window(n=40, t0=3.0, **COPY))
     segs = timeline(ticks, 0, H200, PEAKS, t_on_gpu=3.0)
-    assert segs[0]["subclass"] == "startup" and segs[0]["t_end"] == pytest.approx(3.0)
-    assert segs[1]["class"] == "memory-bound"
-    ov = overall(segs)
+    assert segs[0].subclass == "startup" and segs[0].t_end == pytest.approx(3.0)
+    assert segs[1].cls == "memory-bound"
+    ov = overall(segs).to_dict()
     assert ov["class"] == "memory-bound" and ov["share"] == 1.0
 
 
 def test_mostly_idle_run_is_idle_and_short_work_still_wins_otherwise():
     ticks = ticks_of(window(n=100)) + ticks_of(window(n=20, t0=10.0, **COPY))
-    assert overall(timeline(ticks, 0, H200, PEAKS))["class"] == "idle"  # 83% idle
+    assert overall(timeline(ticks, 0, H200, PEAKS)).cls == "idle"  # 83% idle
     ticks = ticks_of(window(n=40)) + ticks_of(window(n=40, t0=4.0, **COPY))
-    assert overall(timeline(ticks, 0, H200, PEAKS))["class"] == "memory-bound"
+    assert overall(timeline(ticks, 0, H200, PEAKS)).cls == "memory-bound"
 
 
 def test_an_idle_gap_between_input_starved_windows_is_part_of_the_starvation():
@@ -340,13 +342,13 @@ def test_an_idle_gap_between_input_starved_windows_is_part_of_the_starvation():
     gap = ticks_of(window(n=20, t0=2.0), host(99.0))
     b = ticks_of([dict(s, t=s["t"] + 4.0) for s in bursty(20)], host(99.0))
     segs = timeline(a + gap + b, 0, H200, PEAKS, watched_pid="4242")
-    assert [s["class"] for s in segs] == ["input-starved"]
+    assert [s.cls for s in segs] == ["input-starved"]
 
 
 def test_timeline_hints_by_time():
     ticks = ticks_of(window(n=40))
     segs = timeline(ticks, 0, H200, PEAKS, hints=lambda a, b: {"oom": a <= 3.0 < b})
-    assert [s["class"] for s in segs] == ["idle", "memory-capacity"]
+    assert [s.cls for s in segs] == ["idle", "memory-capacity"]
 
 
 def test_merge_weights_evidence_by_duration():
@@ -395,8 +397,8 @@ def every_kind_of_verdict() -> dict:
     }
     ticks = ticks_of(window(n=30)) + ticks_of(window(n=40, t0=3.0, **COPY))
     segs = timeline(ticks, 0, H200, PEAKS, t_on_gpu=3.0)
-    out["startup"] = Verdict.from_dict(segs[0]["verdict"])
-    out["merged"] = Verdict.from_dict(segs[1]["verdict"])
+    out["startup"] = Verdict.from_dict(segs[0].to_dict()["verdict"])
+    out["merged"] = Verdict.from_dict(segs[1].to_dict()["verdict"])
     return out
 
 
@@ -437,7 +439,7 @@ def test_display_name_is_the_label_and_the_subclass_label():
     assert display_name({"class": "latency-bound", "subclass": "launch overhead"}) == \
         "latency/launch-bound (launch overhead)"
     segs = timeline(ticks_of(window(n=40, **MATMUL)), 0, H200, PEAKS)
-    assert display_name(segs[0]) == display_name(segs[0]["verdict"]) == "compute-bound (tensor cores)"
+    assert display_name(segs[0].to_dict()) == display_name(segs[0].verdict) == "compute-bound (tensor cores)"
     assert "compute-bound (tensor cores)" in format_timeline(segs)[0]
 
 
@@ -463,10 +465,10 @@ def test_a_verdict_knows_the_window_it_judged():
     ticks = ticks_of(window(n=30, t0=t0)) + ticks_of(window(n=60, t0=t0 + 3.0, **COPY))
     segs = timeline(ticks, 0, H200, PEAKS, t_on_gpu=t0 + 3.0)
     for seg in segs:  # the segment's times are since the first tick; its verdict's are the ticks' own
-        w = seg["verdict"]["window"]
-        assert (w["t_start"] - t0, w["t_end"] - t0) == (pytest.approx(seg["t_start"]), pytest.approx(seg["t_end"]))
-        assert w["seconds"] == pytest.approx(seg["t_end"] - seg["t_start"])
-    ov = overall(segs)
+        w = seg.verdict.window
+        assert (w["t_start"] - t0, w["t_end"] - t0) == (pytest.approx(seg.t_start), pytest.approx(seg.t_end))
+        assert w["seconds"] == pytest.approx(seg.t_end - seg.t_start)
+    ov = overall(segs).to_dict()
     assert ov["window"]["t_start"] == pytest.approx(t0 + 3.0) and ov["window"]["t_end"] == pytest.approx(t0 + 9.0)
 
 

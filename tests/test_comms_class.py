@@ -15,6 +15,7 @@ import pytest
 from gputop.analysis.classify import classify
 from gputop.analysis.comms import group_comms
 from gputop.analysis.peaks import compute_peaks
+from gputop.analysis.verdict import Verdict
 from gputop.lessons.allreduce import fit_latency_bandwidth, link_peak, step_verdict, sweep_verdicts
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.sample import GpuReader
@@ -227,13 +228,16 @@ def test_a_gpu_without_nvlink_counters_is_not_asked_again():
 
 
 def test_a_documents_gpu_verdicts_are_judged_together_too():
-    a = classify(window(**COMMS), NVLINK_H200, NVLINK_PEAKS).to_dict()
+    """A document's verdicts, read back as Verdicts (the analysis edits no document dict)."""
+    a = Verdict.from_dict(classify(window(**COMMS), NVLINK_H200, NVLINK_PEAKS).to_dict())
     half = dict(COMMS, nvlink_rx_bps=1.5e11, nvlink_tx_bps=1.5e11)
-    b = classify(window(**half), NVLINK_H200, NVLINK_PEAKS).to_dict()
+    b = Verdict.from_dict(classify(window(**half), NVLINK_H200, NVLINK_PEAKS).to_dict())
     group_comms([a, b, None])
+    a, b = a.to_dict(), b.to_dict()
     assert a["evidence"]["group_gpus"] == 2
     assert a["evidence"]["group_link_fraction_min"] == b["evidence"]["nvlink_link_fraction"]
     assert a["evidence_text"].endswith(f"2 GPUs of this process group, the least busy link at "
                                        f"{100 * b['evidence']['nvlink_link_fraction']:.0f}%")
-    group_comms([a, b])  # twice: said once
-    assert a["evidence_text"].count("process group") == 1
+    again = [Verdict.from_dict(a), Verdict.from_dict(b)]
+    group_comms(again)  # twice: said once
+    assert again[0].evidence_text.count("process group") == 1

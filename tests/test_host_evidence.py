@@ -118,16 +118,16 @@ def test_set_up_before_the_first_gpu_work_and_teardown_after_the_last_are_not_th
     hosts = host(99.0, n=410)
     ticks = [{"t": smp["t"], "gpus": [smp], "host": h} for smp, h in zip(compile_ + work, hosts)]
     segs = timeline(ticks, 0, H200, PEAKS, watched_pid="4242")
-    assert [s["class"] for s in segs] == ["host-bound", "compute-bound"], [s["class"] for s in segs]
-    assert overall(segs)["class"] == "compute-bound"
+    assert [s.cls for s in segs] == ["host-bound", "compute-bound"], [s.cls for s in segs]
+    assert overall(segs).cls == "compute-bound"
     ticks += [{"t": smp["t"], "gpus": [smp], "host": h} for smp, h in zip(after, hosts)]
     late = timeline(ticks, 0, H200, PEAKS, watched_pid="4242")
-    assert [s["class"] for s in late][-1] == "host-bound"
-    assert "host-bound" not in overall(late)["time_by_class_s"]  # after the last work: teardown
+    assert [s.cls for s in late][-1] == "host-bound"
+    assert "host-bound" not in overall(late).time_by_class_s  # after the last work: teardown
     ticks += [{"t": smp["t"], "gpus": [smp], "host": h} for smp, h in zip(more, hosts[330:])]
     between = timeline(ticks, 0, H200, PEAKS, watched_pid="4242")
-    assert overall(between)["time_by_class_s"].get("host-bound", 0) > 4.0  # between two stretches: the host's time
-    assert overall(between)["class"] == "compute-bound"
+    assert overall(between).time_by_class_s.get("host-bound", 0) > 4.0  # between two stretches: the host's time
+    assert overall(between).cls == "compute-bound"
 
 
 def test_a_launchers_ranks_hold_the_gpu_its_tree_is_host_bound_and_a_gpu_they_left_is_idle():

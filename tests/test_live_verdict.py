@@ -22,7 +22,8 @@ from gputop.analysis import thresholds as T
 from gputop.analysis.evidence import is_busy, measure
 from gputop.analysis.live import LiveNode
 from gputop.analysis.peaks import compute_peaks
-from gputop.analysis.scoring import best_pipe
+from gputop.analysis.rules import compute_bound, idle, input_starved, latency_bound, memory_bound, pcie_bound
+from gputop.analysis.rules.compute_bound import best_pipe
 from gputop.analysis.segments import segment_starts
 from gputop.telemetry.trace import demo_trace_path, read_trace
 from gputop.tui.monitor.verdict import Diagnosis
@@ -84,29 +85,29 @@ def contradictions(v, ticks, static, peaks, watched_pid=None) -> list[str]:
     util, sm = e.get("util_gpu_pct") or 0.0, e.get("sm_active_pct") or 0.0
     link = e.get("pcie_link_fraction") or 0.0
     if v.cls == "compute-bound" and gpm:
-        if pipe < T.PIPE_BUSY_PCT[0]:
+        if pipe < compute_bound.PIPE_BUSY_PCT[0]:
             bad.append(f"compute-bound with its busiest pipe at {pipe:.0f}%")
-        if v.subclass == "tensor" and (e.get("tensor_pct") or 0.0) < T.PIPE_BUSY_PCT[0]:
+        if v.subclass == "tensor" and (e.get("tensor_pct") or 0.0) < compute_bound.PIPE_BUSY_PCT[0]:
             bad.append(f"tensor-bound with tensor at {e.get('tensor_pct')}%")
     if v.cls == "memory-bound" and gpm and v.subclass == "kernel mix":  # a busy GPU, DRAM the busiest unit
-        if dram < T.MIX_DRAM_PCT[0] or dram < pipe or util < T.BUSY_NOTHING_PEAK_UTIL_PCT[0]:
+        if dram < memory_bound.MIX_DRAM_PCT[0] or dram < pipe or util < T.BUSY_NOTHING_PEAK_UTIL_PCT[0]:
             bad.append(f"memory-bound (kernel mix) with DRAM {dram:.0f}%, pipe {pipe:.0f}%, duty {util:.0f}%")
     elif v.cls == "memory-bound" and gpm and v.subclass != "cache":
-        if dram < T.DRAM_BUSY_PCT[0] or dram < pipe:
+        if dram < memory_bound.DRAM_BUSY_PCT[0] or dram < pipe:
             bad.append(f"memory-bound with DRAM {dram:.0f}% (busiest pipe {pipe:.0f}%)")
     if v.cls == "latency-bound" and gpm:
-        if max(dram, pipe) >= T.DRAM_BUSY_PCT[1]:
+        if max(dram, pipe) >= memory_bound.DRAM_BUSY_PCT[1]:
             bad.append(f"latency-bound with a unit near its peak (DRAM {dram:.0f}%, pipe {pipe:.0f}%)")
-        if v.subclass == "launch" and sm > T.LAUNCH_SM_PER_UTIL[1] * max(util, 1.0):
+        if v.subclass == "launch" and sm > latency_bound.LAUNCH_SM_PER_UTIL[1] * max(util, 1.0):
             bad.append(f"launch-bound with SMs {sm:.1f}% busy of {util:.0f}% duty")
     if v.cls == "idle" and v.subclass != "startup":
-        if util > T.IDLE_UTIL_PCT[1] * 2 or sm > T.IDLE_SM_ACTIVE_PCT[1] * 2 or link >= T.PCIE_LINK_FRACTION[1]:
+        if util > idle.IDLE_UTIL_PCT[1] * 2 or sm > idle.IDLE_SM_ACTIVE_PCT[1] * 2 or link >= pcie_bound.PCIE_LINK_FRACTION[1]:
             bad.append(f"idle with duty {util:.0f}%, SMs {sm:.1f}%, PCIe {100 * link:.0f}% of the link")
-    if v.cls == "pcie-bound" and link < T.PCIE_LINK_FRACTION[0]:
+    if v.cls == "pcie-bound" and link < pcie_bound.PCIE_LINK_FRACTION[0]:
         bad.append(f"PCIe-bound with the link {100 * link:.1f}% busy")
-    if v.cls in ("input-starved", "host-bound") and util >= T.STARVED_UTIL_PCT[1]:
+    if v.cls in ("input-starved", "host-bound") and util >= input_starved.STARVED_UTIL_PCT[1]:
         bad.append(f"{v.cls} with kernels active {util:.0f}% of the time")
-    if v.cls == "host-bound" and (e.get("feeder_cpu_pct") or 0.0) < T.FEEDER_CPU_PCT[0]:
+    if v.cls == "host-bound" and (e.get("feeder_cpu_pct") or 0.0) < input_starved.FEEDER_CPU_PCT[0]:
         bad.append(f"host-bound with the process tree at {e.get('feeder_cpu_pct')}% CPU")
     return bad
 

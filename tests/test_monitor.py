@@ -373,7 +373,7 @@ def test_a_run_timeline_from_the_store_still_sees_the_cuda_context():
     for smp in window(n=40, util_gpu_pct=1.0, sm_active_pct=0.1, processes=[{"pid": 4242, "name": "python3"}]):
         s({"t": smp["t"], "gpus": [smp], "host": {"procs": {"4242": {"cpu_pct": 99.0, "children_cpu_pct": 0.0}}}})
     segs = timeline(s.snapshot(), 0, H200, PEAKS, watched_pid="4242")
-    assert [g["class"] for g in segs] == ["host-bound"], [(g["class"], g["verdict"]["evidence_text"]) for g in segs]
+    assert [g.cls for g in segs] == ["host-bound"], [(g.cls, g.evidence_text) for g in segs]
 
 
 # -- the live path, through the thin pynvml fake ------------------------------------------------------------

@@ -232,20 +232,21 @@ def test_a_long_run_that_ends_in_a_stall_says_the_stall_first():
     import copy
 
     from gputop.analysis.collectives import judge_job
-    from gputop.analysis.timeline import overall
+    from gputop.analysis.timeline import Segment, overall
 
     gpus = copy.deepcopy(doc_of("hang_exit")["gpus"])
     for g in gpus:  # the healthy stretch made 600 s long, what follows shifted after it
+        g["timeline"] = [Segment.from_dict(s) for s in g["timeline"]]
         shift = 0.0
         for s in g["timeline"]:
-            s["t_start"] += shift
-            if s["class"] == "compute-bound":
-                shift = 600.0 - (s["t_end"] - s["t_start"] + shift)
-            s["t_end"] += shift
+            s.t_start += shift
+            if s.cls == "compute-bound":
+                shift = 600.0 - (s.t_end - s.t_start + shift)
+            s.t_end += shift
         g["verdict"] = overall(g["timeline"])
     judge_job([g["verdict"] for g in gpus], [g["index"] for g in gpus], [g["timeline"] for g in gpus])
     for g in gpus:
-        v = g["verdict"]
+        v = g["verdict"].to_dict()
         if g["index"] == 1:
             assert v["notes"][0].startswith("this GPU left the job")
             continue

@@ -26,7 +26,8 @@ from __future__ import annotations
 import re
 
 from gputop.analysis.idle import window_idle
-from gputop.analysis.vocabulary import LABELS
+from gputop.analysis.verdict import Verdict
+from gputop.analysis.vocabulary import Cls
 
 CATEGORIES = ("communication", "memcpy/memset", "optimizer", "attention", "GEMM/conv", "normalisation",
               "reduction", "elementwise", "other")
@@ -159,7 +160,7 @@ def window_finding(a: dict, trust_idle: bool = True) -> dict | None:
     hta = (f" (host wait {100 * split['shares']['host_wait']:.0f}% of the idle time between kernels)"
            if split.get("shares") else "")
     if waits and feeder:
-        return {"class": "input-starved",
+        return {"class": Cls.INPUT_STARVED,
                 "text": f"the GPU idles {100 * idle:.0f}% of the profiled window waiting on the host{hta}: "
                         f"the DataLoader ({feeder})", "advice": "more DataLoader workers, pin_memory and prefetching"}
     # many tiny kernels a step: the host's time between them is their launches (GPT-2 decoding on an H100: kernels
@@ -168,31 +169,31 @@ def window_finding(a: dict, trust_idle: bool = True) -> dict | None:
     if kps and mean is not None and kps >= MANY_KERNELS_PER_STEP and mean < SMALL_KERNEL_US:
         kind = "forward pass (a token when decoding)" if a.get("step_kind") == "forward pass" else "step"
         gaps = f", the GPU idle {100 * idle:.0f}% of the window between them" if idle is not None else ""
-        return {"class": "latency-bound",
+        return {"class": Cls.LATENCY_BOUND,
                 "text": f"{kps:.0f} kernels a {kind}, {mean:.1f} us each on average{gaps}",
                 "advice": "CUDA graphs / torch.compile(mode='reduce-overhead') launch them as one"}
     if waits:
-        return {"class": "host-bound",
+        return {"class": Cls.HOST_BOUND,
                 "text": f"the GPU idles {100 * idle:.0f}% of the profiled window waiting on the host{hta}: "
                         "the host code between kernels",
                 "advice": "move the host work off the step's path (CUDA graphs, torch.compile, async input)"}
     comms = _share(a, ("communication",))
     if comms >= COMMS_SHARE:
-        return {"class": "comms-bound", "text": f"{100 * comms:.0f}% of kernel time in NCCL communication kernels",
+        return {"class": Cls.COMMS_BOUND, "text": f"{100 * comms:.0f}% of kernel time in NCCL communication kernels",
                 "advice": "overlap the collectives with compute (DDP buckets, FSDP prefetch) or send less"}
     copies = _share(a, ("memcpy/memset",))
     if copies >= COPY_SHARE:
-        return {"class": "pcie-bound", "text": f"{100 * copies:.0f}% of kernel time in memcpy/memset",
+        return {"class": Cls.PCIE_BOUND, "text": f"{100 * copies:.0f}% of kernel time in memcpy/memset",
                 "advice": "keep tensors on the GPU; pinned memory and non_blocking copies for what must move"}
     heavy = _share(a, MEMORY_HEAVY)
     if heavy >= HEAVY_SHARE:
         names = [c["category"] for c in a["categories"] if c["category"] in MEMORY_HEAVY and c["share"] >= 0.05]
-        return {"class": "memory-bound",
+        return {"class": Cls.MEMORY_BOUND,
                 "text": f"{100 * heavy:.0f}% of kernel time in {'/'.join(names) or 'elementwise'} kernels",
                 "advice": "torch.compile fuses them (fewer trips through DRAM); a fused optimizer (fused=True)"}
     gemm = _share(a, COMPUTE_HEAVY)
     if gemm >= HEAVY_SHARE:
-        return {"class": "compute-bound", "text": f"{100 * gemm:.0f}% of kernel time in GEMM/conv/attention kernels",
+        return {"class": Cls.COMPUTE_BOUND, "text": f"{100 * gemm:.0f}% of kernel time in GEMM/conv/attention kernels",
                 "advice": "bf16 or TF32 on the tensor cores; larger batches keep them fed"}
     return None
 
@@ -210,15 +211,15 @@ def headline(a: dict) -> str:
 BUSY_OUTSIDE_UTIL_PCT = 70.0  # NVML's duty cycle outside the windows at or over this: the GPU was not waiting
 
 
-def discount_profiler_idle(a: dict, verdict: dict | None) -> dict:
+def discount_profiler_idle(a: dict, verdict: Verdict | None) -> dict:
     """A window whose finding is the GPU idling on the host while NVML, outside the windows, saw kernels active
     ``BUSY_OUTSIDE_UTIL_PCT`` or more of the time: the idle time is the profiler's (it slows the program's host
     side 2-4x: GPT-2 training on an H100 ran at a quarter of its pace in a window and "idled 59% on the host",
     while its run outside the window is memory-bound with kernels active 95%). The finding is made again without
     the idle share, and the window says why."""
     f = a.get("finding")
-    util = ((verdict or {}).get("evidence") or {}).get("util_gpu_pct")
-    if not f or f["class"] not in ("host-bound", "input-starved") or util is None or util < BUSY_OUTSIDE_UTIL_PCT:
+    util = verdict.evidence.get("util_gpu_pct") if verdict is not None else None
+    if not f or f["class"] not in (Cls.HOST_BOUND, Cls.INPUT_STARVED) or util is None or util < BUSY_OUTSIDE_UTIL_PCT:
         return a
     out = dict(a, finding=window_finding(a, trust_idle=False))
     out["idle_discounted"] = (f"the window's idle time ({100 * (a.get('gpu_idle_share') or 0):.0f}%) is the "
@@ -226,54 +227,47 @@ def discount_profiler_idle(a: dict, verdict: dict | None) -> dict:
     return out
 
 
-def apply_window(verdict: dict, a: dict | None) -> dict:
-    """The run's verdict with a window's finding: the advice names the ops; a finding of the same class raises the
-    confidence, another class is added to ``mixed`` and lowers it. No finding: the verdict unchanged. A comms-bound
-    verdict whose window shows NCCL's kernels under ``COMMS_REFUTED_SHARE`` of the kernel time, on its own rank and
-    on every rank of its job (``job_comms_share``, :func:`window_for_gpu`), is refuted (:func:`_refuted`)."""
+def apply_window(verdict: Verdict | None, a: dict | None) -> Verdict | None:
+    """The run's verdict with a window's finding (a new :class:`Verdict`): the advice names the ops; a finding of the
+    same class raises the confidence, another class is added to ``mixed`` and lowers it. No finding: the verdict
+    unchanged. A comms-bound verdict whose window shows NCCL's kernels under ``COMMS_REFUTED_SHARE`` of the kernel
+    time, on its own rank and on every rank of its job (``job_comms_share``, :func:`window_for_gpu`), is refuted
+    (:func:`_refuted`)."""
     f = a.get("finding") if a else None
-    if (verdict and a and verdict.get("class") == "comms-bound" and a.get("basis") == "kernels"
+    if (verdict and a and verdict.cls == Cls.COMMS_BOUND and a.get("basis") == "kernels"
             and a.get("kernel_count") and _share(a, ("communication",)) < COMMS_REFUTED_SHARE
             and (a.get("job_comms_share") or 0.0) < COMMS_REFUTED_SHARE):
         return _refuted(verdict, a, f)
     if not verdict or not f:
         return verdict
-    out = dict(verdict)
-    out["advice"] = f"{f['text']}: {f['advice']}. " + (verdict.get("advice") or "")
-    out["evidence_text"] = (verdict.get("evidence_text") or "") + f"; the profiler window: {f['text']}"
-    conf = float(verdict.get("confidence") or 0.0)
-    if f["class"] == verdict.get("class"):
-        out["confidence"] = round(min(0.99, conf + 0.1), 2)
-    else:
-        out["mixed"] = list(verdict.get("mixed") or []) + ([f["class"]] if f["class"] not in (verdict.get("mixed") or [])
-                                                           else [])
-        out["confidence"] = round(conf * 0.8, 2)
-    out["notes"] = list(verdict.get("notes") or []) + [f"profiler window: {f['text']}"]
-    return out
+    conf = float(verdict.confidence or 0.0)
+    same = f["class"] == verdict.cls
+    return verdict.copy(
+        advice=f"{f['text']}: {f['advice']}. " + (verdict.advice or ""),
+        evidence_text=(verdict.evidence_text or "") + f"; the profiler window: {f['text']}",
+        confidence=round(min(0.99, conf + 0.1), 2) if same else round(conf * 0.8, 2),
+        mixed=list(verdict.mixed) + ([f["class"]] if not same and f["class"] not in verdict.mixed else []),
+        notes=list(verdict.notes) + [f"profiler window: {f['text']}"])
 
 
-def _refuted(verdict: dict, a: dict, f: dict | None) -> dict:
+def _refuted(verdict: Verdict, a: dict, f: dict | None) -> Verdict:
     """A comms-bound verdict the window contradicts: a GPU that waits in collectives spends its kernel time in NCCL's
     kernels (it waits inside them), and this one's window shows them under ``COMMS_REFUTED_SHARE``. NVML and GPM
     cannot tell NCCL's resident kernels from the step's own (Lightning's DDP on 2 H100s read comms-bound
     (collectives) while torch.profiler put NCCL at 2% of its kernel time: tests/data/traces/heldout_multi_h100x2).
     The window's finding takes the verdict's place (without one the verdict stays, unconfident), comms in ``mixed``."""
     comms = _share(a, ("communication",))
-    out = dict(verdict)
     text = f"the profiler window: NCCL's kernels {100 * comms:.0f}% of kernel time, so not waiting in collectives"
-    out["mixed"] = ["comms-bound"] + [c for c in verdict.get("mixed") or [] if c not in ("comms-bound",)]
-    out["notes"] = list(verdict.get("notes") or []) + [text]
-    out["evidence_text"] = (verdict.get("evidence_text") or "") + f"; {text}"
-    conf = float(verdict.get("confidence") or 0.0)
-    if f and f["class"] != "comms-bound":
-        out.update({"class": f["class"], "subclass": None, "label": LABELS.get(f["class"], f["class"]),
-                    "confidence": round(max(0.5, min(0.8, conf)), 2),
-                    "advice": f"{f['text']}: {f['advice']}",
-                    "evidence_text": out["evidence_text"] + f"; {f['text']}"})
-        out["mixed"] = [c for c in out["mixed"] if c != f["class"]]
-    else:
-        out["confidence"] = round(conf * 0.5, 2)
-    return out
+    mixed = [Cls.COMMS_BOUND] + [c for c in verdict.mixed if c != Cls.COMMS_BOUND]
+    conf = float(verdict.confidence or 0.0)
+    changes = {"mixed": mixed, "notes": list(verdict.notes) + [text],
+               "evidence_text": (verdict.evidence_text or "") + f"; {text}", "confidence": round(conf * 0.5, 2)}
+    if f and f["class"] != Cls.COMMS_BOUND:
+        changes.update({"cls": f["class"], "subclass": None, "confidence": round(max(0.5, min(0.8, conf)), 2),
+                        "advice": f"{f['text']}: {f['advice']}",
+                        "evidence_text": changes["evidence_text"] + f"; {f['text']}",
+                        "mixed": [c for c in mixed if c != f["class"]]})
+    return verdict.copy(**changes)
 
 
 def window_for_gpu(windows: list[dict], pids: set[int]) -> dict | None:

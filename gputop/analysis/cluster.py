@@ -25,13 +25,13 @@ from dataclasses import asdict, dataclass, field
 
 from gputop.analysis.classify import classify
 from gputop.analysis.verdict import Verdict
-from gputop.analysis.vocabulary import CLASSES
+from gputop.analysis.vocabulary import CLASSES, Cls
 from gputop.telemetry.dcgm_fields import LABEL_GPU, LABELS_HOSTNAME
 
 EXPORTED, JUDGED = "gputop --export", "gputop"  # ClusterGpu.judged_by
 # Classes in which the GPU does the work it was given at the pace of its own hardware; every other class (idle,
 # input-starved, host-bound, latency-bound, PCIe- and comms-bound, a stalled collective) is a GPU waiting.
-WORKING = ("compute-bound", "memory-bound", "memory-capacity", "throttled")
+WORKING = (Cls.COMPUTE_BOUND, Cls.MEMORY_BOUND, Cls.MEMORY_CAPACITY, Cls.THROTTLED)
 WAITING = tuple(c for c in CLASSES if c not in WORKING)
 NODE_LABELS = (*LABELS_HOSTNAME, "instance")
 NOT_WHOLE = frozenset(("GPU_I_PROFILE", "GPU_I_ID", "nvlink", "nvswitch"))  # labels of a part of a GPU  # the labels that name a series' node, the first present

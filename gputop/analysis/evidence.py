@@ -2,12 +2,82 @@
 
 :func:`measure` turns a window of samples of one GPU (and the host dicts of the same ticks) into a flat
 dict of named numbers, ``None`` where n/a. Pure: no NVML, no Textual.
+
+Every name is declared once (:class:`Key`: name, unit, meaning; :func:`declare`): here for the numbers
+:func:`measure` gives, in a rule's module (gputop/analysis/rules/) for those the rule adds, and in the module that
+adds any other (a job's straggler: gputop/analysis/collectives.py; a run that used no GPU:
+gputop/session/monitor.py). :class:`Evidence`, the classifier's evidence, refuses a name that is not declared, as a
+misspelt sample field fails (gputop.telemetry.sample.fields).
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from gputop.analysis import thresholds as T
 from gputop.telemetry.sample import GPM_ACTIVITY_FIELDS, POWER_CAP_REASON, THERMAL_REASONS
+
+
+class Key(NamedTuple):
+    """One evidence number: its name (the unit in its suffix), its unit, and what it means."""
+
+    name: str
+    unit: str
+    meaning: str
+
+
+KEYS: dict[str, Key] = {}  # every declared evidence name -> its Key
+
+
+def declare(*keys: Key) -> tuple[Key, ...]:
+    """Declare evidence names (each once: a second declaration of a name raises ValueError); returns them."""
+    for k in keys:
+        if k.name in KEYS and KEYS[k.name] != k:
+            raise ValueError(f"evidence {k.name!r} is declared twice")
+        KEYS[k.name] = k
+    return keys
+
+
+def undeclared(names) -> list[str]:
+    """The names among ``names`` that no module declared."""
+    return [n for n in names if n not in KEYS]
+
+
+class Evidence(dict):
+    """A verdict's numbers by declared name (:data:`KEYS`): setting a name no module declared raises KeyError,
+    so a misspelt key fails where it is written, not as a number missing from a verdict."""
+
+    __slots__ = ()
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        _check(self)
+
+    def __setitem__(self, key, value):
+        _check((key,))
+        super().__setitem__(key, value)
+
+    def update(self, *args, **kw):
+        more = dict(*args, **kw)
+        _check(more)
+        super().update(more)
+
+    def setdefault(self, key, default=None):
+        _check((key,))
+        return super().setdefault(key, default)
+
+    def copy(self) -> "Evidence":
+        return Evidence(self)
+
+    def __reduce__(self):
+        return Evidence, (dict(self),)
+
+
+def _check(names) -> None:
+    bad = undeclared(names)
+    if bad:
+        raise KeyError(f"undeclared evidence {', '.join(map(repr, bad))}: declare it "
+                       "(gputop.analysis.evidence.declare) in the module that adds it")
 
 
 def mean(values) -> float | None:
@@ -223,3 +293,53 @@ def measure(samples: list[dict], static: dict, peaks: dict, hosts: list[dict] | 
 def thermal_reasons_seen(ev: dict) -> list[str]:
     """The thermal clock reasons with a share of busy samples in ``ev``, in CLOCK_REASONS' words."""
     return [r for r in THERMAL_REASONS if (ev.get(reason_key(r)) or 0) > 0]
+
+
+_GPM_MEANING = {
+    "sm_active_pct": "GPM: share of the SMs busy (SM activity)",
+    "sm_occupancy_pct": "GPM: resident warps vs the maximum",
+    "int_pct": "GPM: integer pipe busy", "tensor_pct": "GPM: any tensor pipe busy (DMMA included)",
+    "dfma_pct": "GPM: FP64 tensor (DMMA) busy", "hmma_pct": "GPM: FP16/BF16/TF32 tensor busy",
+    "imma_pct": "GPM: INT8 tensor busy", "dram_bw_pct": "GPM: DRAM bandwidth, % of its theoretical peak",
+    "fp64_pct": "GPM: FP64 pipe busy (not tensor)", "fp32_pct": "GPM: FP32 pipe busy (not tensor)",
+    "fp16_pct": "GPM: FP16 pipe busy (not tensor)",
+}
+declare(
+    Key("samples", "count", "samples judged (lost ones left out; a merged verdict: summed)"),
+    Key("duration_s", "s", "from the window's first sample to its last"),
+    Key("util_gpu_pct", "%", "NVML's kernel duty cycle: share of the time a kernel ran"),
+    Key("util_mem_pct", "%", "NVML's memory-controller duty cycle"),
+    *(Key(name, "%", _GPM_MEANING[name] + " (mean over the window)") for name in GPM_ACTIVITY_FIELDS),
+    Key("sm_active_per_util", "ratio", "SM activity per kernel duty cycle: how busy the SMs were while kernels ran"),
+    Key("busy_sample_pct", "%", "share of the samples in which the GPU did work (is_busy)"),
+    Key("bursts", "count", "runs of busy samples in the window"),
+    Key("dram_peak_bytes_per_s", "B/s", "the GPU's DRAM peak bandwidth (gputop.analysis.peaks)"),
+    Key("dram_bytes_per_s", "B/s", "DRAM bandwidth used (dram_bw_pct of the peak)"),
+    Key("pcie_rx_bps", "B/s", "PCIe host-to-device traffic (GPM)"),
+    Key("pcie_tx_bps", "B/s", "PCIe device-to-host traffic (GPM)"),
+    Key("pcie_link_bytes_per_s", "B/s", "the PCIe link's peak per direction"),
+    Key("pcie_link_fraction", "fraction", "the busier PCIe direction's share of the link's peak"),
+    Key("sm_clock_mhz", "MHz", "SM clock, mean over the busy samples (all samples if none is busy)"),
+    Key("max_sm_clock_mhz", "MHz", "the GPU's highest SM clock"),
+    Key("sm_clock_ratio", "fraction", "SM clock over its maximum"),
+    Key("busy_samples_with_reasons", "count", "busy samples that carry NVML's clock event reasons"),
+    Key("thermal_sample_fraction", "fraction", "share of those with a thermal or hardware slowdown reason"),
+    Key("power_cap_sample_fraction", "fraction", "share of those at the software power cap"),
+    *(Key(reason_key(r), "fraction", f"share of those with the clock reason '{r}'") for r in THERMAL_REASONS),
+    Key("power_w", "W", "board power, mean"),
+    Key("power_limit_w", "W", "the board's power limit"),
+    Key("power_fraction", "fraction", "board power over its limit"),
+    Key("mem_total_bytes", "B", "device memory"),
+    Key("mem_used_fraction", "fraction", "device memory used, mean share"),
+    Key("mem_used_max_fraction", "fraction", "device memory used, highest share in the window"),
+    Key("feeder_cpu_pct", "% of a core", "CPU of the watched process tree, children included (100 = one core)"),
+    Key("gpu_idle_pct", "%", "100 - util_gpu_pct"),
+    Key("feeder_on_gpu_fraction", "fraction", "share of the process lists in which the watched process is on this GPU"),
+    Key("gpu_held_fraction", "fraction", "share of the process lists in which some process is on this GPU"),
+    Key("feeder_thread_pct", "% of a core", "the watched process's busiest thread"),
+    Key("feeder_children_cpu_pct", "% of a core", "CPU of the watched process's children (its workers)"),
+    Key("feeder_sm_pct", "%", "SM use of the watched process's own kernels (NVML's per-process samples)"),
+    Key("host_busiest_core_pct", "%", "the busiest host core, mean"),
+    Key("feeder_busy_elsewhere_fraction", "fraction",
+        "share of the ticks in which another GPU the watched process holds is busy (busy_elsewhere)"),
+)

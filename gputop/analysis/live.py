@@ -29,10 +29,11 @@ from dataclasses import dataclass, replace
 
 from gputop.analysis import thresholds as T
 from gputop.analysis.classify import classify
-from gputop.analysis.collectives import describe_stall
 from gputop.analysis.comms import judge_node
+from gputop.analysis.rules.stalled import describe as describe_stall
 from gputop.analysis.segments import ChangeDetector
 from gputop.analysis.verdict import Verdict
+from gputop.analysis.vocabulary import Cls
 
 
 class LiveVerdict:
@@ -95,7 +96,7 @@ class LiveVerdict:
             ticks = ticks[1:]  # the first sample of a change straddles it (its counters average both regimes)
         prefer = self.verdict.cls if self.verdict is not None and start == self.segment_start else None
         self.verdict = classify(ticks, static, peaks, gpu=gpu_pos, watched_pid=watched_pid, prefer=prefer)
-        if self.verdict.cls == "stalled":  # since the regime began, however long ago (the window is at most 30 s)
+        if self.verdict.cls == Cls.STALLED:  # since the regime began, however long ago (the window is at most 30 s)
             self.verdict.evidence["stalled_for_s"] = round(now - start, 1)
             self.verdict.evidence_text = describe_stall(self.verdict.subclass, self.verdict.evidence, self.verdict.job)
         self.judged_t, self.segment_start, self.previous = now, start, False

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gputop.analysis.vocabulary import Cls
+
 ABOVE_TOLERANCE = 0.05  # a point more than 5% above a roof is flagged
 BELOW_FRACTION = 0.10  # a point under 10% of what its roofs allow is "below both roofs"
 
-MEMORY_BOUND = "memory-bound"
-COMPUTE_BOUND = "compute-bound"
+MEMORY_BOUND = Cls.MEMORY_BOUND
+COMPUTE_BOUND = Cls.COMPUTE_BOUND
 BELOW_BOTH = "below both roofs"
 
 HINTS = {

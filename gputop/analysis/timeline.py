@@ -1,24 +1,66 @@
 """A run's verdicts over time: consecutive windows classified and merged into segments, and one verdict
 for the whole run.
 
-:func:`timeline` classifies consecutive windows of a run and merges equal neighbours into segments
-(:func:`merge`: duration-weighted evidence and confidence); :func:`overall` turns a timeline into one
-verdict for the whole run; :func:`format_timeline` writes a timeline as readable lines.
+:func:`timeline` classifies consecutive windows of a run and merges equal neighbours into :class:`Segment`s
+(:func:`merge`: duration-weighted evidence and confidence), each holding its :class:`Verdict` until a document is
+built (``Segment.to_dict``); :func:`overall` turns a timeline into one :class:`RunVerdict` for the whole run;
+:func:`format_timeline` writes a timeline (its segments, or a document's) as readable lines.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+from dataclasses import dataclass
 
 from gputop.analysis import thresholds as T
+from gputop.analysis.arbitration import rank
 from gputop.analysis.classify import classify
-from gputop.analysis.evidence import rounded
-from gputop.analysis.scoring import ramp
+from gputop.analysis.evidence import Evidence, rounded
+from gputop.analysis.rules import advise, describe
+from gputop.analysis.rules.base import ramp
+from gputop.analysis.rules.input_starved import FEEDER_CPU_PCT
 from gputop.analysis.segments import segment_starts, split
-from gputop.analysis.verdict import Verdict, display_name
-from gputop.analysis.vocabulary import CLASSES, PRIORITY
-from gputop.analysis.wording import advise, describe
+from gputop.analysis.verdict import RunVerdict, Verdict, display_name
+from gputop.analysis.vocabulary import CLASSES, Cls, Sub
+
+
+@dataclass
+class Segment:
+    """A stretch of a run in one class: its span (seconds since the run's start, rounded to the millisecond), how
+    many windows it merged, and its :class:`Verdict` (whose window is in the ticks' own clock)."""
+
+    t_start: float
+    t_end: float
+    windows: int
+    verdict: Verdict
+
+    @property
+    def cls(self) -> Cls:
+        return self.verdict.cls
+
+    @property
+    def subclass(self):
+        return self.verdict.subclass
+
+    @property
+    def confidence(self):
+        return self.verdict.confidence
+
+    @property
+    def evidence_text(self) -> str:
+        return self.verdict.evidence_text
+
+    def to_dict(self) -> dict:
+        v = self.verdict
+        return {"class": v.cls, "label": v.label, "subclass": v.subclass, "t_start": self.t_start,
+                "t_end": self.t_end, "windows": self.windows, "confidence": v.confidence,
+                "evidence_text": v.evidence_text, "verdict": v.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Segment:
+        """A document's segment (its verdict as a :class:`Verdict`)."""
+        return cls(d["t_start"], d["t_end"], d["windows"], Verdict.from_dict(d["verdict"]))
 
 
 def _segments(ticks: list[dict], gpu_pos: int, peaks: dict, watched_pid, window_s: float) -> list[list[dict]]:
@@ -74,14 +116,14 @@ def _span(ticks: list[dict], nxt: dict | None) -> tuple[float, float]:
 
 
 def _startup_verdict(ticks: list[dict], t_end: float) -> Verdict:
-    ev = {"samples": len(ticks)}
-    return Verdict("idle", "startup", 1.0, ev, describe("idle", "startup", ev), advise("idle", "startup"),
+    ev = Evidence(samples=len(ticks))
+    return Verdict(Cls.IDLE, Sub.STARTUP, 1.0, ev, describe(Cls.IDLE, Sub.STARTUP, ev), advise(Cls.IDLE, Sub.STARTUP),
                    t_start=ticks[0]["t"], t_end=t_end)
 
 
 def timeline(ticks: list[dict], gpu_pos: int, static: dict, peaks: dict, window_s: float = T.WINDOW_S,
              watched_pid=None, hints=None, t_on_gpu: float | None = None, t0: float | None = None,
-             fixed: bool = False) -> list[dict]:
+             fixed: bool = False) -> list[Segment]:
     """Classify ``ticks`` (GPU position ``gpu_pos``) piece by piece into segments: the pieces begin where
     the work changed (:mod:`.segments`, the same detector as the live verdict's), or with ``fixed``
     every ``window_s``. Equal neighbours are merged.
@@ -113,32 +155,26 @@ def timeline(ticks: list[dict], gpu_pos: int, static: dict, peaks: dict, window_
     segs: list[list] = []
     for a, b, v in items:
         prev = segs[-1][2][-1] if segs else None
-        if prev is not None and prev.cls == v.cls and (prev.subclass == "startup") == (v.subclass == "startup"):
+        if prev is not None and prev.cls == v.cls and (prev.subclass == Sub.STARTUP) == (v.subclass == Sub.STARTUP):
             segs[-1][1] = b
             segs[-1][2].append(v)
             segs[-1][3].append(b - a)
         else:
             segs.append([a, b, [v], [b - a]])
-    out = []
-    for a, b, vs, ds in segs:
-        v = merge(vs, ds)
-        out.append({"class": v.cls, "label": v.label, "subclass": v.subclass,
-                    "t_start": round(a - t0, 3), "t_end": round(b - t0, 3), "windows": len(vs),
-                    "confidence": v.confidence, "evidence_text": v.evidence_text, "verdict": v.to_dict()})
-    return out
+    return [Segment(round(a - t0, 3), round(b - t0, 3), len(vs), merge(vs, ds)) for a, b, vs, ds in segs]
 
 
 def _smooth(items: list) -> None:
     """An idle window with a busy feeder between two input-starved windows is an input gap, not idleness."""
     for i in range(1, len(items) - 1):
         v = items[i][2]
-        busy_feeder = ramp(v.evidence.get("feeder_cpu_pct"), T.FEEDER_CPU_PCT) >= 0.5
-        if (v.cls == "idle" and v.subclass != "startup" and items[i - 1][2].cls == "input-starved"
-                and items[i + 1][2].cls == "input-starved" and busy_feeder):
-            ev = dict(v.evidence)
+        busy_feeder = ramp(v.evidence.get("feeder_cpu_pct"), FEEDER_CPU_PCT) >= 0.5
+        if (v.cls == Cls.IDLE and v.subclass != Sub.STARTUP and items[i - 1][2].cls == Cls.INPUT_STARVED
+                and items[i + 1][2].cls == Cls.INPUT_STARVED and busy_feeder):
+            ev = v.evidence.copy()
             items[i] = (items[i][0], items[i][1], dataclasses.replace(
-                v, cls="input-starved", subclass=None, confidence=round(v.confidence * 0.7, 2), evidence=ev,
-                evidence_text=describe("input-starved", None, ev), advice=advise("input-starved", None), mixed=[],
+                v, cls=Cls.INPUT_STARVED, subclass=None, confidence=round(v.confidence * 0.7, 2), evidence=ev,
+                evidence_text=describe(Cls.INPUT_STARVED, None, ev), advice=advise(Cls.INPUT_STARVED, None), mixed=[],
                 notes=v.notes + ["an idle gap between input-starved windows while the process was busy on the CPU"]))
 
 
@@ -154,7 +190,7 @@ def merge(verdicts: list[Verdict], weights: list[float]) -> Verdict:
     for v, w in zip(verdicts, weights):
         subs[v.subclass] = subs.get(v.subclass, 0.0) + w
     sub = max(subs, key=subs.get)
-    ev: dict = {}
+    ev = Evidence()
     keys = [k for k in verdicts[0].evidence]
     for k in keys:
         vals = [(v.evidence.get(k), w) for v, w in zip(verdicts, weights)]
@@ -191,63 +227,65 @@ def merge(verdicts: list[Verdict], weights: list[float]) -> Verdict:
                    notes[:6], scores, t_start=min(starts, default=None), t_end=max(ends, default=None))
 
 
-def _setup(seg: dict) -> bool:
+def _setup(seg: Segment) -> bool:
     """Does the segment look like a process setting up on the CPU: its GPU idle, host-bound, or input-starved
     with (next to) no kernels (not the bursts of a starved loop)?"""
-    if seg["class"] in ("idle", "host-bound"):
+    if seg.cls in (Cls.IDLE, Cls.HOST_BOUND):
         return True
-    util = ((seg.get("verdict") or {}).get("evidence") or {}).get("util_gpu_pct")
-    return seg["class"] == "input-starved" and util is not None and util < T.SETUP_UTIL_PCT
+    util = seg.verdict.evidence.get("util_gpu_pct")
+    return seg.cls == Cls.INPUT_STARVED and util is not None and util < T.SETUP_UTIL_PCT
 
 
-def overall(segments: list[dict]) -> dict | None:
+def overall(segments: list[Segment]) -> RunVerdict | None:
     """One verdict for a whole run from its timeline (startup segments left out, and the set-up on the CPU
     before the GPU's first work: host-bound segments, or input-starved ones with kernels active under
     ``SETUP_UTIL_PCT``, before the first segment of any other class
     but idle, such as imports, model building, DDP's set-up, torch.compile or XLA compilation, are not the work's
     bottleneck: a GPU that has done no work yet is not starved of input; likewise the teardown after its last
-    work: results written, process groups destroyed, the interpreter exiting)."""
-    segs = [s for s in segments if s.get("subclass") != "startup"]
+    work: results written, process groups destroyed, the interpreter exiting). It shares nothing with the
+    segments' verdicts."""
+    segs = [s for s in segments if s.subclass != Sub.STARTUP]
     work = [s for s in segs if not _setup(s)]
     if work:
-        first, last = min(s["t_start"] for s in work), max(s["t_end"] for s in work)
-        segs = [s for s in segs if not (_setup(s) and s["class"] != "idle"
-                                        and (s["t_end"] <= first or s["t_start"] >= last))]
+        first, last = min(s.t_start for s in work), max(s.t_end for s in work)
+        segs = [s for s in segs if not (_setup(s) and s.cls != Cls.IDLE
+                                        and (s.t_end <= first or s.t_start >= last))]
     if not segs:
         return None
-    time_by: dict[str, float] = {}
+    time_by: dict[Cls, float] = {}
     for s in segs:
-        time_by[s["class"]] = time_by.get(s["class"], 0.0) + max(0.0, s["t_end"] - s["t_start"])
+        time_by[s.cls] = time_by.get(s.cls, 0.0) + max(0.0, s.t_end - s.t_start)
     total = sum(time_by.values()) or 1.0
-    busy = {c: d for c, d in time_by.items() if c != "idle"}
+    busy = {c: d for c, d in time_by.items() if c != Cls.IDLE}
     busy_total = sum(busy.values())
-    if not busy or time_by.get("idle", 0.0) / total > T.OVERALL_IDLE_FRACTION:
-        main = "idle"
+    if not busy or time_by.get(Cls.IDLE, 0.0) / total > T.OVERALL_IDLE_FRACTION:
+        main = Cls.IDLE
     else:
-        main = max(busy, key=lambda c: (busy[c], -PRIORITY[c]))
-    chosen = [s for s in segs if s["class"] == main]
-    v = merge([Verdict.from_dict(s["verdict"]) for s in chosen], [s["t_end"] - s["t_start"] for s in chosen])
-    run = [Verdict.from_dict(s["verdict"]) for s in segs]  # the window judged: the whole run after startup
-    starts = [r.t_start for r in run if r.t_start is not None]
-    ends = [r.t_end for r in run if r.t_end is not None]
-    if starts and ends:
-        v = dataclasses.replace(v, t_start=min(starts), t_end=max(ends), window_s=None)
-    share = time_by[main] / (total if main == "idle" else busy_total)
-    mixed = [c for c in CLASSES if c != main and c != "idle" and busy_total
+        main = max(busy, key=lambda c: (busy[c], -rank(c)))
+    chosen = [s for s in segs if s.cls == main]
+    v = merge([s.verdict for s in chosen], [s.t_end - s.t_start for s in chosen])
+    starts = [s.verdict.t_start for s in segs if s.verdict.t_start is not None]  # the window judged: the whole
+    ends = [s.verdict.t_end for s in segs if s.verdict.t_end is not None]  # run after startup
+    window = {"t_start": min(starts), "t_end": max(ends), "window_s": None} if starts and ends else {}
+    share = time_by[main] / (total if main == Cls.IDLE else busy_total)
+    mixed = [c for c in CLASSES if c != main and c != Cls.IDLE and busy_total
              and busy.get(c, 0.0) / busy_total >= T.OVERALL_MIXED_FRACTION]
     mixed += [c for c in v.mixed if c not in mixed and c != main]
-    out = v.to_dict()
-    out["confidence"] = round(v.confidence * share ** 0.5, 2)
-    out["mixed"] = mixed
-    out["share"] = round(share, 3)
-    out["time_by_class_s"] = {c: round(d, 2) for c, d in sorted(time_by.items(), key=lambda x: -x[1])}
-    return out
+    run = v.copy(**window)
+    return RunVerdict(**{f: getattr(run, f) for f in _FIELDS}, confidence=round(v.confidence * share ** 0.5, 2),
+                      mixed=mixed, share=round(share, 3),
+                      time_by_class_s={c: round(d, 2) for c, d in sorted(time_by.items(), key=lambda x: -x[1])})
 
 
-def format_timeline(segments: list[dict]) -> list[str]:
-    """Readable lines: '  0.0-  3.1 s  compute-bound (tensor)  0.90  tensor 94% busy, ...'."""
+_FIELDS = [f.name for f in dataclasses.fields(Verdict) if f.name not in ("confidence", "mixed")]
+
+
+def format_timeline(segments: list) -> list[str]:
+    """Readable lines: '  0.0-  3.1 s  compute-bound (tensor)  0.90  tensor 94% busy, ...', of a timeline's
+    :class:`Segment`s or a document's segments."""
     lines = []
     for s in segments:
+        s = s.to_dict() if isinstance(s, Segment) else s
         name = display_name(s)
         lines.append(f"  {s['t_start']:6.1f}-{s['t_end']:6.1f} s  {name:<44} {s['confidence']:.2f}  {s['evidence_text']}")
     return lines

@@ -24,7 +24,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gputop.analysis.live import LiveNode
-from gputop.analysis.vocabulary import CLASSES
+from gputop.analysis.vocabulary import CLASSES, Cls
 from gputop.export.attribution_series import attribution_families
 from gputop.export.dcgm_names import GPU_LABELS, JOB_LABEL, SERIES, value
 
@@ -188,8 +188,8 @@ class GputopCollector(Collector):
                     conf.add_metric(labels + [v.cls], float(v.confidence))
                 if v.t_start is not None and v.t_end is not None:
                     span.add_metric(labels + [v.cls], float(v.t_end - v.t_start))
-                stalled = v.evidence.get("stalled_for_s") if v.cls == "stalled" else 0.0
-                stall.add_metric(labels + [(v.subclass or "") if v.cls == "stalled" else ""], float(stalled or 0.0))
+                stalled = v.evidence.get("stalled_for_s") if v.cls == Cls.STALLED else 0.0
+                stall.add_metric(labels + [(v.subclass or "") if v.cls == Cls.STALLED else ""], float(stalled or 0.0))
         yield bott
         yield conf
         yield span

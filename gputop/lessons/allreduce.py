@@ -9,15 +9,15 @@ classifier sees) is :mod:`gputop.analysis.comms`.
 
 from __future__ import annotations
 
-from gputop.analysis import thresholds as T
-from gputop.analysis.comms import ADVICE
+from gputop.analysis.rules import comms_bound
+from gputop.analysis.rules.comms_bound import ADVICE
 from gputop.analysis.links import link_peak
 from gputop.analysis.verdict import Verdict
 from gputop.format import si
 from gputop.lessons.docs import is_number, phase_points, points_with, throttle_warnings
 from gputop.lessons.figures import Curves
 
-LATENCY_SHARE = T.COMMS_LATENCY_SHARE
+LATENCY_SHARE = comms_bound.COMMS_LATENCY_SHARE
 
 
 def fit_latency_bandwidth(points: list[dict]) -> dict:
@@ -60,7 +60,7 @@ def sweep_verdicts(points: list[dict], fit: dict, link: dict | None) -> list[Ver
             ev["best_busbw_pct"] = 100.0 * q["busbw_gbps"] / best if best else None
             ref = f"{ev['best_busbw_pct']:.0f}% of the best measured busbw (no link peak from NVML)"
         text = f"{size}: bandwidth-bound, busbw {q['busbw_gbps']:.2f} GB/s = {ref}"
-        sub = "link" if peak and ev["link_pct"] >= 100 * T.NVLINK_NEAR_LINK_FRACTION else None
+        sub = "link" if peak and ev["link_pct"] >= 100 * comms_bound.NVLINK_NEAR_LINK_FRACTION else None
         out.append(Verdict("comms-bound", sub, None, ev, text, ADVICE[sub]))
     return out
 
@@ -82,7 +82,7 @@ def step_verdict(points: list[dict]) -> Verdict | None:
         ev.update({"overlap_step_ms": on["step_ms"], "overlap_exposed_ms": on["exposed_comm_ms"],
                    "overlap_hidden_pct": on.get("hidden_pct")})
         text += f"; DDP's overlap: {on['step_ms']:.2f} ms, {on['exposed_comm_ms']:.2f} ms exposed"
-    if off["exposed_share"] >= T.COMMS_EXPOSED_SHARE:
+    if off["exposed_share"] >= comms_bound.COMMS_EXPOSED_SHARE:
         return Verdict("comms-bound", "exposed", None, ev, text, ADVICE["exposed"])
     text += "; communication is a small part of this step"
     return Verdict("compute-bound", "comms hidden", None, ev, text,

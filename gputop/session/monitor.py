@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from dataclasses import dataclass
 
 from gputop import exitcodes
 from gputop.analysis import thresholds as T
 from gputop.analysis.comms import group_comms
-from gputop.analysis.timeline import overall, timeline
-from gputop.analysis.verdict import Verdict, display_name
-from gputop.analysis.wording import advise
+from gputop.analysis.evidence import Evidence, Key, declare
 from gputop.analysis.peaks import compute_peaks
+from gputop.analysis.rules import advise
 from gputop.analysis.summary import summarize
+from gputop.analysis.timeline import Segment, overall, timeline
+from gputop.analysis.verdict import RunVerdict, Verdict, display_name
+from gputop.analysis.vocabulary import Cls, Sub
 from gputop.session.finder import GpuFinder, TickStore
 from gputop.telemetry.errors import SourceError
 from gputop.telemetry.sampler import DEFAULT_RATE_HZ, Sampler
@@ -28,6 +31,43 @@ from gputop.telemetry.trace import Recorder
 # the command first shows up on a GPU ends its "startup" segment, so it should not lag by a second.
 PROCESS_EVERY = 2
 OOM_MARK = "oom: the command reported out of memory"
+declare(Key("gpus_watched", "count", "GPUs gputop watched while the command ran (its verdict when it used none)"))
+
+
+@dataclass
+class GpuDiagnosis:
+    """One GPU of a monitored run: its timeline (segments) and verdict over the run (None: nothing to judge)."""
+
+    index: int
+    name: str | None
+    used: bool
+    first_seen_s: float | None
+    timeline: list[Segment]
+    verdict: RunVerdict | None
+    summary: dict
+
+    def to_dict(self) -> dict:
+        return {"index": self.index, "name": self.name, "used": self.used, "first_seen_s": self.first_seen_s,
+                "timeline": [s.to_dict() for s in self.timeline],
+                "verdict": self.verdict.to_dict() if self.verdict else None, "summary": self.summary}
+
+
+@dataclass
+class Diagnosis:
+    """A monitored run diagnosed: each GPU's, the run's verdict (of the used GPU with the most busy time), how its
+    GPUs were found, notes and the sampling's facts: the "diagnosis" part of its document (``to_dict``)."""
+
+    gpus_used: list[int]
+    gpu_detection: str
+    gpus: list[GpuDiagnosis]
+    verdict: Verdict
+    notes: list[str]
+    sampling: dict
+
+    def to_dict(self) -> dict:
+        return {"gpus_used": self.gpus_used, "gpu_detection": self.gpu_detection,
+                "gpus": [g.to_dict() for g in self.gpus], "verdict": self.verdict.to_dict(), "notes": self.notes,
+                "sampling": self.sampling}
 
 
 def check_live_args(spec: SourceSpec, what: str) -> None:
@@ -133,8 +173,12 @@ class Monitor:
         return out
 
     def analyze(self, exclude: list[tuple[float, float]] | None = None) -> dict:
-        """Per-GPU timelines and verdicts, and the run's overall verdict (the "diagnosis" part). ``exclude``: spans
-        of the monitor's clock left out (a profiler window and the stop after it: the program slowed by gputop)."""
+        """:meth:`diagnose` as its document's part."""
+        return self.diagnose(exclude).to_dict()
+
+    def diagnose(self, exclude: list[tuple[float, float]] | None = None) -> Diagnosis:
+        """Per-GPU timelines and verdicts, and the run's overall verdict. ``exclude``: spans of the monitor's
+        clock left out (a profiler window and the stop after it: the program slowed by gputop)."""
         ticks = self.store.snapshot()
         t0 = self.t0 if self.t0 is not None else (ticks[0]["t"] if ticks else 0.0)
         ticks = [t for t in ticks if t["t"] >= t0 and not any(a <= t["t"] <= b for a, b in exclude or ())]
@@ -146,15 +190,13 @@ class Monitor:
             segs = timeline(ticks, pos, self.static[pos], self.peaks[pos], window_s=self.window_s,
                             watched_pid=self.pid, hints=self._hints, t_on_gpu=first.get(pos), t0=t0)
             ov = overall(segs)
-            if self.oom_times and ov is not None and ov["class"] != "memory-capacity":
+            if self.oom_times and ov is not None and ov.cls != Cls.MEMORY_CAPACITY:
                 ov = _oom_overall(ov)
-            gpus.append({
-                "index": self.static[pos].get("index", pos), "name": self.static[pos].get("name"),
-                "used": pos in first, "first_seen_s": round(first[pos] - t0, 3) if pos in first else None,
-                "timeline": segs, "verdict": ov, "summary": summarize(ticks, pos, self.pid),
-            })
-        job = [g for g in gpus if g["used"]]  # one job's GPUs: comms, a stalled collective, a straggler, together
-        group_comms([g["verdict"] for g in job], [g["index"] for g in job], [g["timeline"] for g in job])
+            gpus.append(GpuDiagnosis(self.static[pos].get("index", pos), self.static[pos].get("name"), pos in first,
+                                     round(first[pos] - t0, 3) if pos in first else None, segs, ov,
+                                     summarize(ticks, pos, self.pid)))
+        job = [g for g in gpus if g.used]  # one job's GPUs: comms, a stalled collective, a straggler, together
+        group_comms([g.verdict for g in job], [g.index for g in job], [g.timeline for g in job])
         notes = []
         if how == "memory/activity rise":
             notes.append("the command's pids are not in NVML's process list (another PID namespace?); its GPUs "
@@ -164,35 +206,29 @@ class Monitor:
                          "no rise in memory use or activity)")
         if self.oom_times:
             notes.append("the command reported an out-of-memory error on its stderr")
-        return {"gpus_used": [self.static[p].get("index", p) for p in used], "gpu_detection": how,
-                "gpus": gpus, "verdict": _run_verdict(gpus, how), "notes": notes,
-                "sampling": {"rate_hz": self.sampler.rate_hz, "ticks": len(ticks), "stride": self.store.stride,
-                             "sampler_errors": self.sampler.errors}}
+        return Diagnosis([self.static[p].get("index", p) for p in used], how, gpus, _run_verdict(gpus, how), notes,
+                         {"rate_hz": self.sampler.rate_hz, "ticks": len(ticks), "stride": self.store.stride,
+                          "sampler_errors": self.sampler.errors})
 
 
-def _oom_overall(ov: dict) -> dict:
-    out = dict(ov)
-    out["mixed"] = [ov["class"]] + [c for c in ov.get("mixed", []) if c != "memory-capacity"]
-    out.update({"class": "memory-capacity", "label": "memory-capacity pressure", "subclass": "oom",
-                "advice": advise("memory-capacity", "oom"),
-                "evidence_text": f"the command reported an out-of-memory error; before it, {display_name(ov)}: "
-                                 + ov.get("evidence_text", "")})
-    return out
+def _oom_overall(ov: RunVerdict) -> RunVerdict:
+    return ov.copy(cls=Cls.MEMORY_CAPACITY, subclass=Sub.OOM, advice=advise(Cls.MEMORY_CAPACITY, Sub.OOM),
+                   mixed=[ov.cls] + [c for c in ov.mixed if c != Cls.MEMORY_CAPACITY],
+                   evidence_text=f"the command reported an out-of-memory error; before it, {display_name(ov)}: "
+                                 + ov.evidence_text)
 
 
-def _run_verdict(gpus: list[dict], how: str) -> dict:
+def _run_verdict(gpus: list[GpuDiagnosis], how: str) -> Verdict:
     """The run's verdict: that of the used GPU with the most non-idle time; idle when none was used."""
-    used = [g for g in gpus if g["used"] and g["verdict"]]
+    used = [g for g in gpus if g.used and g.verdict]
     if not used:
-        ev = {"gpus_watched": len(gpus)}
+        ev = Evidence(gpus_watched=len(gpus))
         text = ("the command used no GPU gputop could see" if how == "none"
                 else "no samples while the command ran on its GPU")
-        return Verdict("idle", None, 0.9 if how == "none" else 0.3, ev, text, advise("idle", None)).to_dict()
+        return Verdict(Cls.IDLE, None, 0.9 if how == "none" else 0.3, ev, text, advise(Cls.IDLE, None))
 
     def busy_time(g):
-        return sum(d for c, d in (g["verdict"].get("time_by_class_s") or {}).items() if c != "idle")
+        return sum(d for c, d in g.verdict.time_by_class_s.items() if c != Cls.IDLE)
 
     best = max(used, key=busy_time)
-    out = dict(best["verdict"])
-    out["gpu"] = best["index"]
-    return out
+    return best.verdict.copy(gpu=best.index)

@@ -14,6 +14,7 @@ from gputop.analysis.attribution import apply_window, discount_profiler_idle, wi
 from gputop.analysis.idle import idle_line
 from gputop.analysis.timeline import format_timeline
 from gputop.analysis.verdict import display_name
+from gputop.analysis.vocabulary import Cls
 from gputop.documents import header, signal_fields
 from gputop.format import gb, pct
 
@@ -25,22 +26,22 @@ def build_document(mode: str, monitor, facts: dict, command: list[str] | None, s
     ``attribution``: the profiler windows of ``--profile`` (:meth:`gputop.session.profiling.ProfileWindows.result`),
     whose last finding the run's verdict takes in (:func:`gputop.analysis.attribution.apply_window`).
     ``exclude``: the spans (the monitor's clock) the profiler held the program: left out of the timelines."""
-    analysis = monitor.analyze(exclude=exclude)
+    diag = monitor.diagnose(exclude=exclude)
     if attribution:
-        attribution = dict(attribution, windows=[discount_profiler_idle(w, analysis["verdict"]) if w.get("finding")
+        attribution = dict(attribution, windows=[discount_profiler_idle(w, diag.verdict) if w.get("finding")
                                                  else w for w in attribution.get("windows", [])])
     found = [w for w in (attribution or {}).get("windows", []) if w.get("status") == "ok" and w.get("finding")]
     pids = monitor.pids_by_gpu() if attribution and attribution.get("windows") else {}
     if found:
-        w, gpu = found[-1], analysis["verdict"].get("gpu")
+        w, gpu = found[-1], getattr(diag.verdict, "gpu", None)
         if w.get("per_process") and gpu is not None:  # a job: the window of the rank on the run verdict's GPU
-            w = discount_profiler_idle(window_for_gpu([w], pids.get(gpu, set())) or w, analysis["verdict"])
-        analysis["verdict"] = apply_window(analysis["verdict"], w)
+            w = discount_profiler_idle(window_for_gpu([w], pids.get(gpu, set())) or w, diag.verdict)
+        diag.verdict = apply_window(diag.verdict, w)
     if pids:  # each GPU with the window of a process that held it
-        for g in analysis["gpus"]:
-            w = window_for_gpu(attribution["windows"], pids.get(g["index"], set()))
-            if w is not None and g["verdict"]:
-                g["verdict"] = apply_window(g["verdict"], discount_profiler_idle(w, g["verdict"]))
+        for g in diag.gpus:
+            w = window_for_gpu(attribution["windows"], pids.get(g.index, set()))
+            if w is not None and g.verdict:
+                g.verdict = apply_window(g.verdict, discount_profiler_idle(w, g.verdict))
     src = monitor.source
     return {
         **header("monitor"),
@@ -58,7 +59,7 @@ def build_document(mode: str, monitor, facts: dict, command: list[str] | None, s
         "source": {"kind": src.kind, "path": src.path},
         "host": {"hostname": platform.node()},
         "errors": facts.get("errors") or [],
-        **analysis,
+        **diag.to_dict(),
         "attribution": attribution,
     }
 
@@ -143,7 +144,7 @@ def _is_mixed(v: dict) -> bool:
 
 
 def _shares(v: dict) -> str:
-    busy = {c: d for c, d in (v.get("time_by_class_s") or {}).items() if c != "idle"}
+    busy = {c: d for c, d in (v.get("time_by_class_s") or {}).items() if c != Cls.IDLE}
     total = sum(busy.values()) or 1.0
     return ", ".join(f"{c} {pct(100 * d / total)}" for c, d in sorted(busy.items(), key=lambda x: -x[1]))
 
@@ -161,7 +162,7 @@ def _ended(doc):
 def _verdict_lines(v: dict, ind: str) -> list[str]:
     share = ""
     if v.get("share") is not None:
-        share = f", {pct(100 * v['share'])} of the {'run' if v['class'] == 'idle' else 'busy time'}"
+        share = f", {pct(100 * v['share'])} of the {'run' if v['class'] == Cls.IDLE else 'busy time'}"
     out = [f"{ind}verdict: {display_name(v)}, confidence {v['confidence']:.2f}{share}",
            f"{ind}  evidence: {v['evidence_text']}",
            f"{ind}  advice: {v['advice']}"]

@@ -1,0 +1,205 @@
+"""Who holds a job up: every rank's Python stack and its GPU's state, grouped, and the culprit named.
+
+Pure (no py-spy, no NVML): the stacks come from :mod:`gputop.session.stacks`, the GPUs' states from their
+verdicts. :func:`place_of` says where one rank is — inside a ``torch.distributed`` collective (which one, at which
+line of the program), or outside any (the innermost frame of the program's own code: function, file, line and the
+line's source). :func:`judge` groups the ranks by place and names the culprit, in that order of evidence:
+
+1. **a rank that is gone** (its process exited, or is a zombie) while its peers wait: it left the job;
+2. **ranks outside any collective while others are inside one** (gloo, or a blocking NCCL call in Python): the
+   ranks outside are the culprits ("rank 0 is not in a collective: in ``time.sleep(60)`` at train.py:16");
+3. **ranks in different collectives** (another op, or the same op at another line of the program): a mismatched
+   order — the group with the fewest ranks is named;
+4. **with NCCL's asynchronous collectives** a waiting rank's Python has moved on to its next sync point (an
+   ``.item()``, a ``synchronize``) and is in no collective frame: the GPUs say who waits. GPUs in the stalled
+   collective (their verdict "stalled") wait; a rank of the job whose GPU is not in the stall (idle, working, or
+   left) is the culprit, and its stack says where it is.
+
+Where no stack could be read, the reason stands in the place of the stack and the telemetry's verdict stands.
+The culprit's record (:meth:`Culprit.to_dict`) is what the run document, the TUI's stack view, ``--export``'s
+info series and a recorded trace carry.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# torch.distributed's collectives and point-to-point calls, as their Python functions are named
+# (torch/distributed/distributed_c10d.py); a frame of one of these in torch/distributed/ is "in a collective".
+COLLECTIVES = frozenset({
+    "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor", "all_gather_object",
+    "all_gather_coalesced", "_all_gather_base", "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base",
+    "broadcast", "broadcast_object_list", "reduce", "gather", "gather_object", "scatter", "scatter_object_list",
+    "all_to_all", "all_to_all_single", "barrier", "monitored_barrier", "send", "recv", "isend", "irecv",
+    "batch_isend_irecv", "send_object_list", "recv_object_list", "new_group", "init_process_group",
+})
+LIBRARY_MARKS = ("/site-packages/", "/dist-packages/")
+STDLIB = re.compile(r"/lib/python3\.\d+/")  # the interpreter's own library (not its site-packages)
+# GPU classes of a rank whose GPU is in the stalled collective (it waits), and of ranks that did something else
+WAITING_CLASSES = ("stalled",)
+
+
+@dataclass
+class Place:
+    """Where one rank is: in a collective (``op``), outside any, or unknown (``why``)."""
+
+    kind: str  # "collective", "outside", "gone", "unknown"
+    op: str | None = None  # the collective's function name
+    frame: dict | None = None  # the program's own innermost frame (Frame.to_dict())
+    chain: list[dict] = field(default_factory=list)  # the program's frames, innermost first (at most 4)
+    why: str | None = None
+
+    def key(self) -> tuple:
+        """Ranks with equal keys are at the same place."""
+        where = (self.frame or {}).get("short"), (self.frame or {}).get("line")
+        return self.kind, self.op, where if self.kind != "gone" else None
+
+    def words(self) -> str:
+        f = self.frame or {}
+        at = f"{f.get('short')}:{f.get('line')}" if f.get("line") else (f.get("short") or "")
+        code = f" (`{f['code']}`)" if f.get("code") else ""
+        if self.kind == "collective":
+            return f"in {self.op}" + (f" at {at}{code}" if at else "")
+        if self.kind == "outside":
+            caller = next((c for c in self.chain[1:2]), None)
+            called = f", called from {caller['name']} at {caller['short']}:{caller['line']}" if caller else ""
+            return f"not in a collective: in {f.get('name')} at {at}{code}{called}"
+        if self.kind == "gone":
+            return self.why or "its process is gone"
+        return f"stack unknown: {self.why}" if self.why else "stack unknown"
+
+
+@dataclass
+class Rank:
+    """One rank of a job: its process, its GPU, its GPU's class (the telemetry verdict) and its stack."""
+
+    pid: int
+    rank: int | None = None
+    gpu: int | None = None
+    gpu_class: str | None = None
+    stack: dict | None = None  # Stack.to_dict(): frames innermost first, or why
+    place: Place | None = None
+
+    def name(self) -> str:
+        who = f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
+        extra = [f"pid {self.pid}"] if self.rank is not None else []
+        if self.gpu is not None:
+            extra.append(f"GPU {self.gpu}")
+        return f"{who} ({', '.join(extra)})" if extra else who
+
+
+@dataclass
+class Culprit:
+    kind: str  # "left", "outside", "mismatch", "gpu", "none", "unreadable"
+    culprits: list[int]  # indices into ranks
+    ranks: list[Rank]
+    sentence: str
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "sentence": self.sentence,
+                "culprit_pids": [self.ranks[i].pid for i in self.culprits],
+                "culprit_ranks": [self.ranks[i].rank for i in self.culprits],
+                "culprit_gpus": [self.ranks[i].gpu for i in self.culprits],
+                "ranks": [{"pid": r.pid, "rank": r.rank, "gpu": r.gpu, "gpu_class": r.gpu_class,
+                           "place": r.place.kind if r.place else None, "op": r.place.op if r.place else None,
+                           "where": r.place.words() if r.place else None,
+                           "frame": r.place.frame if r.place else None,
+                           "stack": r.stack} for r in self.ranks]}
+
+
+def is_library(frame: dict) -> bool:
+    path = frame.get("file") or ""
+    short = frame.get("short") or ""
+    return (any(m in path for m in LIBRARY_MARKS) or bool(STDLIB.search(path)) or short.startswith("<")
+            or short.startswith(("torch/", "multiprocessing/", "threading.py", "runpy.py", "concurrent/")))
+
+
+def place_of(stack: dict | None) -> Place:
+    """Where a rank is, from its stack (``Stack.to_dict()``: frames innermost first)."""
+    if not stack:
+        return Place("unknown", why="no stack")
+    why = stack.get("why")
+    if why:
+        gone = "exited" in why or "zombie" in why or "not running" in why
+        return Place("gone" if gone else "unknown", why=why)
+    frames = stack.get("frames") or []
+    own = [f for f in frames if not is_library(f)]
+    op = next((f["name"].rsplit(".", 1)[-1] for f in frames
+               if "torch/distributed/" in (f.get("short") or f.get("file") or "")
+               and f.get("name", "").rsplit(".", 1)[-1] in COLLECTIVES), None)
+    if op is not None:
+        return Place("collective", op, own[0] if own else None, own[:4])
+    return Place("outside", None, own[0] if own else (frames[0] if frames else None), own[:4])
+
+
+def _names(ranks: list[Rank], idx: list[int]) -> str:
+    got = [ranks[i] for i in idx]
+    if all(r.rank is not None for r in got) and len(got) > 2:
+        nums = sorted(r.rank for r in got)
+        if nums == list(range(nums[0], nums[-1] + 1)):
+            return f"ranks {nums[0]}-{nums[-1]}"
+    if len(got) == 1:
+        return got[0].name()
+    if all(r.rank is not None for r in got):
+        return "ranks " + ", ".join(str(r.rank) for r in sorted(got, key=lambda r: r.rank))
+    return ", ".join(r.name() for r in got)
+
+
+def _groups(ranks: list[Rank], idx: list[int]) -> list[list[int]]:
+    groups: dict[tuple, list[int]] = {}
+    for i in idx:
+        groups.setdefault(ranks[i].place.key(), []).append(i)
+    return sorted(groups.values(), key=lambda g: (len(g), g))
+
+
+def _wait_words(ranks: list[Rank], idx: list[int]) -> str:
+    parts = []
+    for g in sorted(_groups(ranks, idx), key=lambda g: -len(g)):
+        p = ranks[g[0]].place
+        verb = "wait" if len(g) > 1 or (ranks[g[0]].rank is None and len(g) > 1) else "waits"
+        parts.append(f"{_names(ranks, g)} {verb} " + (p.words() if p.kind == "collective"
+                                                      else f"on their GPU ({p.words().replace('not in a collective: ', '')})"))
+    return "; ".join(parts)
+
+
+def judge(ranks: list[Rank]) -> Culprit:
+    """Name the culprit of a stalled job from its ranks (their stacks and GPUs' classes): module doc."""
+    for r in ranks:
+        r.place = place_of(r.stack)
+    everyone = list(range(len(ranks)))
+    gone = [i for i in everyone if ranks[i].place.kind == "gone"]
+    known = [i for i in everyone if ranks[i].place.kind in ("collective", "outside")]
+    inside = [i for i in known if ranks[i].place.kind == "collective"]
+    outside = [i for i in known if ranks[i].place.kind == "outside"]
+    if gone and len(gone) < len(ranks):
+        rest = [i for i in everyone if i not in gone]
+        text = f"{_names(ranks, gone)} left the job ({ranks[gone[0]].place.words()})"
+        if rest:
+            text += f"; {_wait_words(ranks, [i for i in rest if i in known]) or _names(ranks, rest) + ' wait'}"
+        return Culprit("left", gone, ranks, text)
+    if inside and outside:
+        text = "; ".join(f"{_names(ranks, g)} {'is' if len(g) == 1 else 'are'} {ranks[g[0]].place.words()}"
+                         for g in _groups(ranks, outside))
+        return Culprit("outside", outside, ranks, f"{text}; {_wait_words(ranks, inside)}")
+    if inside and len(_groups(ranks, inside)) > 1:
+        groups = _groups(ranks, inside)
+        odd = groups[0]
+        text = (f"the ranks are in different collectives (a mismatched order or a skipped call): "
+                + "; ".join(f"{_names(ranks, g)} {ranks[g[0]].place.words()}" for g in sorted(groups, key=len)))
+        return Culprit("mismatch", odd, ranks, text)
+    if not known:
+        why = "; ".join(f"{ranks[i].name()}: {ranks[i].place.words()}" for i in everyone)
+        return Culprit("unreadable", [], ranks, f"no rank's stack could be read ({why})")
+    # NCCL's collectives are asynchronous: the GPUs say who waits in the stalled collective
+    waiting = [i for i in everyone if ranks[i].gpu_class in WAITING_CLASSES]
+    apart = [i for i in known if i not in waiting and ranks[i].gpu_class is not None]
+    if waiting and apart:
+        text = "; ".join(f"{_names(ranks, g)} {'is' if len(g) == 1 else 'are'} not in the collective its peers wait "
+                         f"in (its GPU: {ranks[g[0]].gpu_class}); {'it is' if len(g) == 1 else 'they are'} "
+                         + ranks[g[0]].place.words().replace("not in a collective: ", "")
+                         for g in _groups(ranks, apart))
+        return Culprit("gpu", apart, ranks, f"{text}; {_wait_words(ranks, [i for i in waiting if i in known])}")
+    return Culprit("none", [], ranks, "every rank is at the same kind of place ("
+                   + _wait_words(ranks, known) + "): no rank of this node holds the others up (a peer on another "
+                   "node, or the network)")

@@ -1,0 +1,210 @@
+"""Who holds a job up: real ranks (torch.distributed over gloo on the CPU, started with mp.spawn) whose fault is
+written down before gputop reads them, their stacks read with the real py-spy, and the culprit named
+(gputop/session/stacks.py, gputop/analysis/culprit.py). The NCCL/GPU cases run in bench/gpu (GPU machines)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gputop.analysis.culprit import Rank, judge, place_of
+from gputop.session.stacks import Stack, read_stack, read_stacks, rank_of
+
+JOB = Path(__file__).parent / "fault_jobs" / "gloo_job.py"
+torch = pytest.importorskip("torch")
+needs_pyspy = pytest.mark.skipif(
+    subprocess.run([sys.executable, "-c", "from gputop.session.stacks import py_spy; assert py_spy()"]).returncode,
+    reason="py-spy is not installed")
+
+
+def free_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+class Job:
+    """A gloo job in its own session; its ranks' pids once both said READY; killed as a group at the end."""
+
+    def __init__(self, fault: str):
+        self.proc = subprocess.Popen([sys.executable, str(JOB), fault, free_port(), "60"], stdout=subprocess.PIPE,
+                                     text=True, start_new_session=True)
+        self.pids: dict[int, int] = {}
+        deadline = time.monotonic() + 120
+        while len(self.pids) < 2:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise AssertionError(f"the job ended before its ranks were ready (exit {self.proc.wait()})")
+            if line.startswith("READY"):
+                _, rank, pid = line.split()
+                self.pids[int(rank)] = int(pid)
+            assert time.monotonic() < deadline, "the ranks never got ready"
+
+    def close(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+
+@pytest.fixture
+def job(request):
+    made = []
+
+    def start(fault):
+        made.append(Job(fault))
+        return made[-1]
+
+    yield start
+    for j in made:
+        j.close()
+
+
+def ranks_of(j: Job, waiting_for: dict[int, str]) -> list[Rank]:
+    """Each rank with its stack, once every rank's innermost program frame is the one the fault puts it in."""
+    deadline = time.monotonic() + 30
+    while True:
+        stacks = read_stacks(list(j.pids.values()))
+        places = {r: place_of(stacks[p].to_dict()) for r, p in j.pids.items()}
+        if all(waiting_for[r] in (places[r].frame or {}).get("code", "") for r in j.pids):
+            break
+        assert time.monotonic() < deadline, f"the ranks never reached their places: {places}"
+        time.sleep(0.2)
+    return [Rank(p, rank_of(p) if rank_of(p) is not None else stacks[p].spawn_index, r, None, stacks[p].to_dict())
+            for r, p in sorted(j.pids.items())]
+
+
+@pytest.mark.slow
+@needs_pyspy
+def test_a_rank_that_sleeps_outside_the_loop_is_named_with_its_line(job):
+    j = job("sleep")
+    ranks = ranks_of(j, {0: "time.sleep", 1: "dist.all_reduce"})
+    assert [r.rank for r in ranks] == [0, 1]  # mp.spawn's index (os.environ set in the rank is not /proc's)
+    c = judge(ranks)
+    assert c.kind == "outside" and c.culprits == [0]
+    assert c.sentence.startswith(f"rank 0 (pid {j.pids[0]}, GPU 0) is not in a collective: in rank_main at "
+                                 "gloo_job.py:")
+    assert "(`time.sleep(seconds)  # the culprit: out of the loop`)" in c.sentence
+    assert f"rank 1 (pid {j.pids[1]}, GPU 1) waits in all_reduce at gloo_job.py:" in c.sentence
+    d = c.to_dict()
+    assert d["culprit_ranks"] == [0] and d["culprit_pids"] == [j.pids[0]] and d["ranks"][1]["op"] == "all_reduce"
+
+
+@pytest.mark.slow
+@needs_pyspy
+def test_ranks_in_different_collectives_are_a_mismatch(job):
+    j = job("mismatch")
+    c = judge(ranks_of(j, {0: "dist.broadcast", 1: "dist.all_reduce"}))
+    assert c.kind == "mismatch"
+    assert "rank 0" in c.sentence and "in broadcast at gloo_job.py:" in c.sentence
+    assert "in all_reduce at gloo_job.py:" in c.sentence
+
+
+@needs_pyspy
+def test_a_stack_that_cannot_be_read_says_why_in_one_line(tmp_path):
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        got = read_stack(sleeper.pid)
+        assert not got.ok and got.why == f"pid {sleeper.pid} is not a Python process py-spy can read"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    gone = read_stack(sleeper.pid)
+    assert gone.why == f"pid {sleeper.pid} is not running"
+    # a zombie: exited, not reaped
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    try:
+        deadline = time.monotonic() + 10
+        while open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        z = read_stack(pid)
+        assert "zombie" in z.why and "\n" not in z.why
+    finally:
+        os.waitpid(pid, 0)
+
+
+def test_a_py_spy_that_hangs_is_killed_after_its_timeout(tmp_path):
+    hang = tmp_path / "py-spy"
+    hang.write_text("#!/bin/sh\nexec sleep 60\n")
+    hang.chmod(0o755)
+    me = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        t0 = time.monotonic()
+        got = read_stack(me.pid, timeout_s=0.5, program=str(hang))
+        assert got.why == f"py-spy did not answer for pid {me.pid} within 0.5 s (killed)"
+        assert time.monotonic() - t0 < 10  # bounded by the timeout, not by the hung program's 60 s
+    finally:
+        me.kill()
+        me.wait()
+    left = subprocess.run(["pgrep", "-f", "exec sleep 60|^sleep 60$"], capture_output=True, text=True).stdout.split()
+    assert not left, f"the hung py-spy outlived its timeout: {left}"
+
+
+@needs_pyspy
+def test_sixty_four_ranks_are_read_at_once(tmp_path):
+    procs = [subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.5)"])
+             for _ in range(64)]
+    try:
+        time.sleep(0.5)  # not a wait for a result: the interpreters must be past start-up for a stack to exist
+        got = read_stacks([p.pid for p in procs])
+        readable = [s for s in got.values() if s.ok]
+        assert len(got) == 64
+        assert len(readable) >= 60, [s.why for s in got.values() if not s.ok][:3]
+        assert all(s.frames and s.frames[0].line == 2 for s in readable)
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+
+
+def stack(pid, frames=None, why=None) -> dict:
+    return Stack(pid, frames=[], why=why).to_dict() | ({"frames": frames} if frames else {})
+
+
+def frame(name, short, line, code=None, file=None):
+    return {"name": name, "short": short, "file": file or f"/job/{short}", "line": line, "code": code}
+
+
+def test_a_rank_that_exited_is_the_culprit_whatever_the_others_do():
+    ranks = [Rank(10, 0, 0, "idle", stack(10, why="pid 10 exited before its stack was read")),
+             Rank(11, 1, 1, "stalled", stack(11, [frame("item", "train.py", 30, "loss.item()")]))]
+    c = judge(ranks)
+    assert c.kind == "left" and c.culprits == [0]
+    assert c.sentence.startswith("rank 0 (pid 10, GPU 0) left the job (pid 10 exited before its stack was read)")
+
+
+def test_with_nccl_the_gpus_say_who_waits():
+    """NCCL's collectives return at once: the waiting rank's Python is at its next sync point, in no collective.
+    The rank whose GPU is not in the stalled collective is the culprit."""
+    lib = "/usr/lib/python3.12/site-packages/torch/_tensor.py"
+    ranks = [Rank(20, 0, 0, "host-bound", stack(20, [frame("load", "data.py", 16, "time.sleep(5)"),
+                                                      frame("main", "train.py", 40, "batch = load()")])),
+             Rank(21, 1, 1, "stalled", stack(21, [frame("item", "torch/_tensor.py", 10, file=lib),
+                                                   frame("main", "train.py", 44, "loss.item()")])),
+             Rank(22, 2, 2, "stalled", stack(22, [frame("main", "train.py", 44, "loss.item()")]))]
+    c = judge(ranks)
+    assert c.kind == "gpu" and c.culprits == [0]
+    assert c.sentence.startswith("rank 0 (pid 20, GPU 0) is not in the collective its peers wait in (its GPU: "
+                                 "host-bound); it is in load at data.py:16 (`time.sleep(5)`), called from main at "
+                                 "train.py:40")
+    assert "ranks 1, 2 wait on their GPU (in main at train.py:44 (`loss.item()`))" in c.sentence
+
+
+def test_ranks_all_at_one_place_name_no_culprit_here():
+    ranks = [Rank(30 + i, i, i, "stalled", stack(30 + i, [frame("main", "train.py", 44, "loss.item()")]))
+             for i in range(4)]
+    c = judge(ranks)
+    assert c.kind == "none" and c.culprits == []
+    assert "ranks 0-3 wait on their GPU" in c.sentence and "another node" in c.sentence
