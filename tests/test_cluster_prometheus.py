@@ -278,3 +278,37 @@ def test_the_client_reads_series_instant_and_range_answers(cluster):
     t = float(up["value"][0])
     (matrix,) = client.query_range('up{job="dcgm-a"}', t - 4, t, 1)
     assert [float(v) for _, v in matrix["values"]] == [1.0] * len(matrix["values"]) and len(matrix["values"]) >= 4
+
+
+# -- the filters, checked (issue 35) ------------------------------------------------------------------------------
+@pytest.mark.parametrize("flag, value, names", [("--node", "nosuch", "nodes"), ("--job", "nosuch", "jobs")])
+def test_a_node_or_job_the_cluster_does_not_have_is_one_line_and_exit_2(cluster, flag, value, names):
+    """A --node or --job that matches nothing (a job: neither now nor in --range's accounting) is a usage error, as
+    --gpu N of a GPU that is not there: one line naming what there is, exit 2, and --json's one document says so;
+    the cluster page says the same before it starts."""
+    r = gputop("--source", f"prometheus={cluster['url']}", "--once", flag, value)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and r.stdout == "" and len(lines) == 1, r.stderr
+    assert f"{flag} {value}: no such" in lines[0] and f"{names}:" in lines[0]
+    assert ("node-bf16" if flag == "--node" else "1003") in lines[0]
+    r = gputop("--source", f"prometheus={cluster['url']}", "--once", "--json", flag, value)
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, json.loads((ROOT / "gputop/schema/cluster.schema.json").read_text()))
+    assert r.returncode == 2 and doc["exit_code"] == 2 and doc["gpus"] == [] and f"{flag} {value}" in \
+        doc["errors"][0]["message"]
+    r = gputop("--source", f"prometheus={cluster['url']}", flag, value)  # the page: before it needs a terminal
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and f"{flag} {value}: no such" in r.stderr
+
+
+def test_the_accounting_follows_the_filters(cluster):
+    """The accounting below the rows is that of the jobs whose GPUs are shown (and of --job's job), as on the page."""
+    def accounted(*args):
+        return {j["job"] for j in cluster_json(cluster["url"], "--range", "2m", *args)["accounting"]["jobs"]}
+    everything = accounted()
+    assert {"1001", "1002", "1003", "1004", "7001", "ml/trainer-0", None} <= everything
+    assert accounted("--node", "dcgm-b") == {"ml/trainer-0"}
+    assert accounted("--job", "1002") == {"1002"}
+    compute = {g["job"] for g in cluster_json(cluster["url"], "--class", "compute-bound")["gpus"]}
+    assert accounted("--class", "compute-bound") == compute and len(compute) >= 2
+    r = gputop("--source", f"prometheus={cluster['url']}", "--once", "--range", "2m", "--node", "dcgm-b")
+    assert r.returncode == 0 and re.findall(r"^job (\S+):", r.stdout, re.M) == ["ml/trainer-0"], r.stdout
