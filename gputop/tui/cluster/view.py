@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from gputop.analysis import cluster as C
 from gputop.analysis.cluster_text import class_text, duration_text, job_line, job_parts
-from gputop.format import NA, gb, pct
+from gputop.format import NA, count, gb, pct
 from gputop.tui.cluster.model import ClusterState
 
 INDENT = "  "  # a GPU's row under its group's heading
@@ -139,7 +139,7 @@ def groups(rows: list[C.ClusterGpu], by: str) -> list[tuple[str | None, list[C.C
 def heading(by: str, name: str | None, members: list[C.ClusterGpu], jobs: dict[str | None, C.JobHours]) -> str:
     label = (f"job {name}" if name is not None else "no job") if by == "job" else f"node {name}"
     wastes = [r.waste for r in members if r.waste is not None]
-    text = f"{label} · {len(members)} GPU{'s' * (len(members) != 1)}"
+    text = f"{label} · {count(len(members), 'GPU')}"
     if wastes:
         text += f" · waste {100 * sum(wastes) / len(wastes):.0f}%"
     if by == "job" and name in jobs:
@@ -161,10 +161,10 @@ def head_lines(state: ClusterState, width: int, now: float | None = None) -> lis
     """The page's top lines: the server and what it holds, the grouping and filters, and, while Prometheus does
     not answer, "stale N s: why"."""
     rows, shown = state.rows, state.shown()
-    count = f"{len(shown)} of {len(rows)} GPUs" if len(shown) != len(rows) else f"{len(rows)} GPUs"
+    gpus = f"{len(shown)} of {count(len(rows), 'GPU')}" if len(shown) != len(rows) else count(len(rows), "GPU")
     nodes, jobs = len({r.node for r in shown}), len({j for r in shown for j in r.jobs})
     when = time.strftime("%H:%M:%S UTC", time.gmtime(state.t)) if state.t is not None else ""
-    first = f"{count} on {nodes} node{'s' * (nodes != 1)}, {jobs} job{'s' * (jobs != 1)} · {state.url}"
+    first = f"{gpus} on {count(nodes, 'node')}, {count(jobs, 'job')} · {state.url}"
     first = cut(first, max(0, width - len(when) - 1))
     lines = [(first + " " * max(1, width - len(first) - len(when)) + when, "bold")]
     f = state.filters
@@ -197,7 +197,7 @@ def accounting_lines(state: ClusterState, width: int, most: int) -> list[tuple]:
         rest = len(wrapped) - i
         room = most - 1 - len(body) - (rest > 1)  # a last row for "… N more jobs" while jobs remain after this one
         if len(rows) > room:
-            body.append(cut(f"… {rest} more job{'s' * (rest != 1)} (j: one job)", width))
+            body.append(cut(f"… {count(rest, 'more job')} (j: one job)", width))
             break
         body += rows
     return lines + [(b, "") for b in body]
