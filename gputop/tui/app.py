@@ -9,12 +9,13 @@ terminal gone; a command's run under ``--tui --run``) is the lifecycle's (gputop
 from __future__ import annotations
 
 from textual import on
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher
 
 from gputop.tui.config import TuiConfig, config_from_args
+from gputop.tui.crash import LoggedApp
 from gputop.tui.header import GpuSummary, InfoBar
 from gputop.tui.help import HelpScreen
 from gputop.tui.lifecycle import Lifecycle
@@ -36,7 +37,7 @@ def make_app(args_or_config) -> "GputopApp":
     return GputopApp(config)
 
 
-class GputopApp(App):
+class GputopApp(LoggedApp):
     CSS_PATH = "gputop.tcss"
     TITLE = "gputop"
     ENABLE_COMMAND_PALETTE = False
