@@ -28,9 +28,10 @@ from typing import Callable
 import gputop
 from gputop import exitcodes
 
-SCHEMA_VERSIONS = {"run": 2, "monitor": 3, "once": 2, "cluster": 1, "doctor": 1}  # run, monitor 2: the one verdict shape,
+SCHEMA_VERSIONS = {"run": 2, "monitor": 3, "once": 2, "cluster": 2, "doctor": 1}  # run, monitor 2: the one verdict shape,
 # signal, errors; monitor 3: attribution (the profiler windows of --profile); once 2: exit_code and errors (an
-# error document where no snapshot was taken)
+# error document where no snapshot was taken); cluster 2: a GPU is its UUID through its scrape target (instance,
+# flags, reporting), the jobs judged whole, what a fix would win back, notes
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 
 

@@ -22,10 +22,14 @@ import pytest
 from export_util import free_port
 from gputop import exitcodes
 from gputop.analysis import cluster as C
+from gputop.analysis import cluster_accounting as A
+from gputop.analysis.cluster_identity import gpu_id
 from gputop.analysis.cluster_text import hours_text, job_line
 from gputop.cli import parse, parse_duration
 from gputop.headless.cluster import cluster_document
-from gputop.fleet.reader import ClusterReader, _slices, _values_regex, range_step
+from gputop.fleet.accounting import range_step, slices
+from gputop.fleet.reader import ClusterReader
+from gputop.fleet.series import values_regex
 from gputop.telemetry.errors import BadSource, NoGpu, QueryFailed, SourceUnreachable
 from gputop.telemetry.prometheus import PrometheusClient, auth_header, url_of
 
@@ -39,9 +43,13 @@ def test_a_gpus_job_is_hpc_job_else_namespace_and_pod():
     assert C.job_of({"pod": "trainer-0", "namespace": "ml"}) == "ml/trainer-0"
     assert C.job_of({"pod": "trainer-0"}) == "trainer-0"
     assert C.job_of({"hpc_job": "", "gpu": "0"}) is None
-    assert C.gpu_key({"Hostname": "a", "gpu": "3", "instance": "x:1"}) == ("a", "3")
-    assert C.gpu_key({"hostname": "b", "gpu": "1"}) == ("b", "1")  # dcgm-exporter after #655
-    assert C.gpu_key({"instance": "10.0.0.5:9400", "gpu": "0"}) == ("10.0.0.5:9400", "0")
+    # a GPU is its UUID through its scrape target; without a UUID, its target's GPU of that index
+    assert gpu_id({"Hostname": "a", "gpu": "3", "UUID": "GPU-1", "instance": "x:1", "job": "j"}) == (
+        "uuid", "GPU-1", "x:1", "j")
+    assert gpu_id({"hostname": "b", "gpu": "1", "uuid": "GPU-2"}) == ("uuid", "GPU-2", "", "")  # old names
+    assert gpu_id({"Hostname": "a", "gpu": "3", "instance": "x:1"}) == ("index", "x:1", "", "3")
+    assert gpu_id({"hostname": "b", "gpu": "1"}) == ("index", "b", "", "1")  # dcgm-exporter after #655
+    assert gpu_id({"instance": "10.0.0.5:9400", "gpu": "0"}) == ("index", "10.0.0.5:9400", "", "0")
     assert not C.whole_gpu({"gpu": "0", "GPU_I_ID": "1"}) and not C.whole_gpu({"nvlink": "0"})
 
 
@@ -62,17 +70,28 @@ def test_rows_come_most_wasted_first_and_filter_by_job_node_and_class():
     assert d["class"] == "input-starved" and d["job"] == "2" and d["waste"] == 0.7 and "cls" not in d
 
 
-def test_accounting_sums_gpu_hours_by_class_most_wasted_job_first():
-    jobs = C.account([("1234", "input-starved", None, 39.0), ("1234", "compute-bound", "tensor", 12.8),
-                      ("1234", "idle", "", 12.2), ("99", "compute-bound", "tensor", 100.0),
-                      ("1234", "input-starved", None, 0.0)])
-    assert [j.job for j in jobs] == ["1234", "99"]
-    j = jobs[0]
+def test_accounting_sums_gpu_hours_by_class_and_orders_jobs_by_what_a_fix_would_win_back():
+    entries = [("1234", "input-starved", None, 39.0), ("1234", "compute-bound", "tensor", 12.8),
+               ("1234", "idle", "", 12.2), ("99", "compute-bound", "tensor", 100.0),
+               ("1234", "input-starved", None, 0.0), ("55", "throttled", "power", 80.0), ("55", "stalled", None, 2.0)]
+    recovered = [("1234", "input-starved", 30.0), ("1234", "compute-bound", 5.0), ("55", "throttled", 90.0),
+                 ("55", "stalled", 0.5), ("gone", "idle", 3.0)]
+    jobs = A.account(entries, recovered)
+    assert [j.job for j in jobs] == ["55", "1234", "99"]  # 82 GPU-h won back, 42.2, 0
+    j = jobs[1]
     assert j.gpu_hours == pytest.approx(64.0) and j.wasted_gpu_hours == pytest.approx(51.2)
+    # stalled and idle: all of it, whatever was summed; a working class: nothing; the others as summed, never more
+    # than the class's hours
+    assert jobs[0].recoverable == {"throttled": 80.0, "stalled": 2.0}
+    assert j.recoverable == {"input-starved": 30.0, "idle": 12.2}
     doc = j.to_dict()
     assert [(c["class"], c["subclass"]) for c in doc["classes"]] == [("input-starved", None),
                                                                      ("compute-bound", "tensor"), ("idle", None)]
-    assert job_line(doc) == "job 1234: 64 GPU-h, 61% input-starved, 20% compute-bound (tensor), 19% idle"
+    assert [w["class"] for w in doc["win_back"]] == ["input-starved", "idle"]
+    assert doc["win_back"][0]["method"].startswith("the SMs' idle share")
+    assert job_line(doc) == ("job 1234: 64 GPU-h, 61% input-starved, 20% compute-bound (tensor), 19% idle; a fix "
+                             "would win back 42 GPU-h (66%)")
+    assert job_line(jobs[2].to_dict()) == "job 99: 100 GPU-h, 100% compute-bound (tensor)"
     assert hours_text(3.46) == "3.5" and hours_text(0.00417) == "0.0042"
 
 
@@ -84,9 +103,10 @@ def test_a_dcgm_exporter_gpu_is_judged_window_by_window():
     idle = {**busy, "DCGM_FI_PROF_SM_ACTIVE": 0.0, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": 0.0,
             "DCGM_FI_PROF_DRAM_ACTIVE": 0.0, "DCGM_FI_DEV_GPU_UTIL": 0.0}
     samples = [to_sample(0, float(t), busy if t < 60 else idle) for t in range(0, 120, 2)]
-    got = list(C.judged_hours(samples, {"index": 0, "gpm_supported": True}, 2.0, 60.0))
-    assert [(c, s) for c, s, _ in got] == [("compute-bound", "tensor"), ("idle", None)]
-    assert [h for _, _, h in got] == pytest.approx([60 / 3600, 60 / 3600])
+    got = list(A.judged_hours(samples, {"index": 0, "gpm_supported": True}, 2.0, 60.0))
+    assert [(c, s) for c, s, _, _ in got] == [("compute-bound", "tensor"), ("idle", None)]
+    assert [h for _, _, h, _ in got] == pytest.approx([60 / 3600, 60 / 3600])
+    assert [back for _, _, _, back in got] == pytest.approx([0.0, 60 / 3600])  # working: nothing; idle: all of it
     verdict, missing = C.judge(samples[:30], {"index": 0}, set(busy))
     assert verdict.cls == "compute-bound" and "DCGM_FI_PROF_PIPE_FP32_ACTIVE (not exported)" in missing
     assert "DCGM_FI_PROF_SM_ACTIVE (not exported)" not in missing
@@ -95,17 +115,17 @@ def test_a_dcgm_exporter_gpu_is_judged_window_by_window():
 def test_exported_hours_sum_the_slices_and_take_the_subclasses_out_of_their_class():
     classes = [("7", "compute-bound", 300.0), ("7", "compute-bound", 420.0), ("7", "idle", 30.0), (None, "idle", 60)]
     subclasses = [("7", "compute-bound", "tensor", 600.0)]
-    got = {(j, c, s): round(h, 6) for j, c, s, h in C.exported_hours(classes, subclasses, 120.0)}
+    got = {(j, c, s): round(h, 6) for j, c, s, h in A.exported_hours(classes, subclasses, 120.0)}
     assert got == {("7", "compute-bound", "tensor"): 20.0, ("7", "compute-bound", None): 4.0, ("7", "idle", None): 1.0,
                    (None, "idle", None): 2.0}
 
 
 def test_the_range_is_cut_in_slices_of_whole_steps_that_cover_it_once():
     for range_s, step in ((86400, 120), (120, 1), (100, 3), (3600, 5)):
-        slices = _slices(range_s, step)
-        assert 1 < len(slices) <= 4 and slices[0][0] == 0 and sum(w for _, w in slices) == range_s
-        assert all(o % step == 0 and b[0] == o + w for (o, w), b in zip(slices, slices[1:]))
-    assert _values_regex(["node-1", 'a.b"c']) == '"a\\\\.b\\"c|node\\\\-1"'
+        cut = slices(range_s, step)
+        assert 1 < len(cut) <= 4 and cut[0][0] == 0 and sum(w for _, w in cut) == range_s
+        assert all(o % step == 0 and b[0] == o + w for (o, w), b in zip(cut, cut[1:]))
+    assert values_regex(["node-1", 'a.b"c']) == '"a\\\\.b\\"c|node\\\\-1"'
 
 
 def test_the_accounting_step_keeps_a_range_to_about_720_points():
@@ -270,8 +290,9 @@ def test_a_document_from_made_up_answers_follows_its_schema(stub):
                 return [{"metric": {**labels, "class": "idle", "subclass": ""}, "value": [at, "1"]}]
             if promql.startswith("gputop_verdict_confidence"):
                 return [{"metric": {**labels, "class": "idle"}, "value": [at, "0.9"]}]
-            if promql.startswith("sum by"):  # the steps of each class: all 720 of the range in its newest slice
-                if "subclass!=" in promql or at != 1.8e9:
+            if promql.startswith("sum by") or promql.startswith("max by"):
+                # the steps of each class: all 720 of the range in its newest slice; nothing else
+                if "count_over_time(gputop_verdict_confidence" not in promql or at != 1.8e9:
                     return []
                 return [{"metric": {"hpc_job": "1234", "class": "idle"}, "value": [at, "720"]}]
             return [{"metric": {"__name__": "DCGM_FI_PROF_SM_ACTIVE", **labels}, "value": [at, "0.0"]},
@@ -290,8 +311,11 @@ def test_a_document_from_made_up_answers_follows_its_schema(stub):
     (row,) = doc["gpus"]
     assert (row["class"], row["confidence"], row["job"], row["waste"]) == ("idle", 0.9, "1234", 1.0)
     assert row["mem_total_bytes"] == 4096 * 2**20 and row["mem_used_bytes"] == 1024 * 2**20
-    assert doc["accounting"]["jobs"] == [{"job": "1234", "gpu_hours": 1.0, "wasted_gpu_hours": 1.0, "classes": [
-        {"class": "idle", "subclass": None, "gpu_hours": 1.0, "share": 1.0}]}]
+    assert doc["accounting"]["jobs"] == [{"job": "1234", "gpu_hours": 1.0, "wasted_gpu_hours": 1.0,
+                                          "win_back_gpu_hours": 1.0, "win_back_share": 1.0, "classes": [
+        {"class": "idle", "subclass": None, "gpu_hours": 1.0, "share": 1.0}], "win_back": [
+        {"class": "idle", "gpu_hours": 1.0, "of_class_gpu_hours": 1.0, "method": "all of it"}]}]
+    assert row["reporting"] and not row["duplicate"] and row["flags"] == [] and doc["notes"] == []
     with pytest.raises(NoGpu, match="is it scraping the exporters"):
         ClusterReader(PrometheusClient(url, env={})).snapshot()
     Stub.series = [{"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": f"n{i}", "gpu": "0"} for i in range(3)]

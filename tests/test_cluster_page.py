@@ -26,6 +26,7 @@ from export_util import free_port, stop
 from export_util import wait_for as wait_for_history
 from gputop import exitcodes
 from gputop.analysis import cluster as C
+from gputop.analysis.cluster_accounting import JobHours, account
 from gputop.analysis.cluster_text import class_text
 from gputop.tui.cluster import view as V
 from gputop.tui.cluster.detail import DetailScreen
@@ -42,13 +43,13 @@ live = pytest.mark.skipif(PROMETHEUS is None, reason="no prometheus binary on PA
 
 # -- the stored document as the page's state ----------------------------------------------------------------------
 def rows_of(doc: dict) -> list[C.ClusterGpu]:
-    fields = set(C.ClusterGpu.__dataclass_fields__) - {"cls"}
+    fields = set(C.ClusterGpu.__dataclass_fields__) - {"cls", "key"}
     return [C.ClusterGpu(cls=g["class"], **{k: v for k, v in g.items() if k in fields}) for g in doc["gpus"]]
 
 
-def jobs_of(doc: dict) -> list[C.JobHours]:
-    return [C.JobHours(j["job"], {(c["class"], c["subclass"]): c["gpu_hours"] for c in j["classes"]})
-            for j in doc["accounting"]["jobs"]]
+def jobs_of(doc: dict) -> list[JobHours]:
+    return [JobHours(j["job"], {(c["class"], c["subclass"]): c["gpu_hours"] for c in j["classes"]},
+                     {w["class"]: w["gpu_hours"] for w in j["win_back"]}) for j in doc["accounting"]["jobs"]]
 
 
 def stored_state(**kwargs) -> ClusterState:
@@ -88,9 +89,10 @@ def stored_detail_app(size_note: str = "") -> ClusterApp:
 
     gpu = json.loads(STORED_GPU.read_text())
     state = stored_state()
-    state.selected = (None, gpu["node"], gpu["gpu"])  # (its group: any)
-    return ClusterApp(state, reader=None, refresh_s=0, read_gpu=lambda node, index: read_gpu(
-        StoredAnswers(gpu["answers"]), node, index, now=gpu["now"]))
+    (row,) = rows_of({"gpus": [gpu["row"]]})
+    state.selected = (None, row.key)  # (its group: any)
+    return ClusterApp(state, reader=None, refresh_s=0, read_gpu=lambda r: read_gpu(
+        StoredAnswers(gpu["answers"]), r, now=gpu["now"]))
 
 
 async def open_detail(pilot) -> None:
@@ -174,13 +176,14 @@ async def test_the_cursor_walks_every_row_even_a_gpu_two_jobs_share_and_keeps_it
             await pilot.press("down")
             walked.append(state.selected)
         assert len(set(walked)) == len(walked) == len(state.rows) + 1  # every row once, the shared GPU twice
-        assert [k[1] for k in walked].count(shared.node) == 2
+        assert [k[1] for k in walked].count(shared.key) == 2
         await pilot.press("end")
         last = state.selected
+        node = table.selected_gpu().node
         await pilot.press("g")  # by node: the same GPU under its node
-        assert state.selected == (last[1], last[1], last[2]) and table.selected_gpu().node == last[1]
+        assert state.selected == (node, last[1]) and table.selected_gpu().key == last[1]
         await pilot.press("home")
-        assert state.selected[1:] == (state.rows[0].node, state.rows[0].gpu)  # the most wasted GPU comes first
+        assert state.selected[1] == state.rows[0].key  # the most wasted GPU comes first
 
 
 def test_the_refresher_reads_rows_each_time_the_accounting_when_due_and_says_why_a_read_failed():
@@ -193,6 +196,8 @@ def test_the_refresher_reads_rows_each_time_the_accounting_when_due_and_says_why
     class Reader:  # answers with the stored rows and accounting, or fails as the client does
         down = False
         calls: list[str] = []
+        notes: list[str] = []
+        accounting_notes: list[str] = []
 
         def snapshot(self, now):
             self.calls.append("rows")
@@ -234,19 +239,20 @@ def test_the_stored_page_data_is_what_a_live_prometheus_gives(cluster):
                                                         time.time(), 3)[0]["values"]) >= 10, 60, "30 s of dcgm-a")
     doc = cluster_json(cluster["url"], "--range", "2m")
     recording, now = Recording(client), time.time()
-    history = read_gpu(recording, "dcgm-a", "0", now=now)  # dcgm-exporter's: judged here
+    (row,) = [g for g in doc["gpus"] if g["node"] == "dcgm-a"]
+    history = read_gpu(recording, rows_of({"gpus": [row]})[0], now=now)  # dcgm-exporter's: judged here
     if write:
         STORED.parent.mkdir(parents=True, exist_ok=True)
         STORED.write_text(json.dumps(doc, indent=1) + "\n")
-        STORED_GPU.write_text(json.dumps({"node": "dcgm-a", "gpu": "0", "now": now,
-                                          "answers": recording.answers}) + "\n")
+        STORED_GPU.write_text(json.dumps({"row": row, "now": now, "answers": recording.answers}) + "\n")
     gpu = json.loads(STORED_GPU.read_text())
-    stored = read_gpu(StoredAnswers(gpu["answers"]), gpu["node"], gpu["gpu"], now=gpu["now"])
+    stored = read_gpu(StoredAnswers(gpu["answers"]), rows_of({"gpus": [gpu["row"]]})[0], now=gpu["now"])
     for h in (stored, history):
         assert h.samples and (h.verdict.cls, h.verdict.subclass) == ("compute-bound", "tensor") and h.classes == []
 
     def verdicts(d):
-        return {(g["node"], g["gpu"], g["class"], g["subclass"], g["judged_by"], g["job"]) for g in d["gpus"]}
+        return {(g["node"], g["gpu"], g["class"], g["subclass"], g["judged_by"], g["job"], g["duplicate"])
+                for g in d["gpus"]}
     stored = json.loads(STORED.read_text())
     assert verdicts(stored) == verdicts(doc)
     assert {j["job"] for j in stored["accounting"]["jobs"]} == {j["job"] for j in doc["accounting"]["jobs"]}
@@ -288,7 +294,7 @@ async def test_the_page_reads_filters_opens_a_gpu_goes_stale_and_recovers(cluste
 
     client = PrometheusClient(cluster["url"], env={}, timeout=2.0)
     state = ClusterState(cluster["url"], 120.0)
-    app = ClusterApp(state, ClusterReader(client), read_gpu=lambda node, gpu: read_gpu(client, node, gpu),
+    app = ClusterApp(state, ClusterReader(client), read_gpu=lambda row: read_gpu(client, row),
                      refresh_s=0.3, account_s=1.0, first_wait=0.0)
     nodes = set(EXPORTERS) | set(DCGM_NODES)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -368,12 +374,12 @@ def test_gputop_in_a_terminal_opens_the_page_and_quits_on_q_or_a_signal(cluster)
             t.close()
 
 
-# -- a row that holds two GPUs (two exporters under one node and GPU label) --------------------------------------
-def merged_answers() -> tuple[dict, list]:
-    """The stored GPU's ``query_range`` answers as Prometheus gives them for a row that two exporters fill (the
-    same node and ``gpu`` labels from two instances): every series twice, and its class over the window from both
-    gputop exporters: compute-bound at every step, one with the subclass ``tensor``, the other without one (an
-    empty label: absent from Prometheus' answer)."""
+# -- two GPUs that share a node and an index (two exporters, one host name) ----------------------------------------
+def shared_answers() -> tuple[dict, list]:
+    """The stored GPU's ``query_range`` answers as Prometheus gives them where two exporters (instances) export a
+    GPU under the same node, index and UUID (a replay of one machine beside another): every series twice, and its
+    class over the window from both gputop exporters: compute-bound at every step, one with the subclass
+    ``tensor``, the other without one (an empty label: absent from Prometheus' answer)."""
     gpu = json.loads(STORED_GPU.read_text())
     series = []
     for inst in ("10.0.0.1:9400", "10.0.0.2:9400"):
@@ -386,32 +392,35 @@ def merged_answers() -> tuple[dict, list]:
     return gpu, [series, classes]
 
 
-def test_the_history_of_a_row_two_gpus_fill_reads_without_a_crash():
-    """(issue 35: Enter over such a row raised TypeError: '<' not supported between 'NoneType' and 'str'.)"""
+@pytest.mark.parametrize("instance,sub", [("10.0.0.1:9400", "tensor"), ("10.0.0.2:9400", None)])
+def test_the_history_of_a_gpu_keeps_its_own_series_where_another_shares_its_node_and_index(instance, sub):
+    """(issue 35: a row two GPUs filled raised TypeError on Enter; issue 38: they are two rows, each its own.)"""
     from gputop.fleet.gpu_history import read_gpu
 
-    gpu, answers = merged_answers()
-    history = read_gpu(StoredAnswers(answers), gpu["node"], gpu["gpu"], now=gpu["now"])
+    gpu, answers = shared_answers()
+    (row,) = rows_of({"gpus": [dict(gpu["row"], instance=instance)]})
+    history = read_gpu(StoredAnswers(answers), row, now=gpu["now"])
     steps = len(answers[1][0]["values"])
-    assert len(history.classes) == 2 * steps
-    assert [t for t, _, _ in history.classes] == sorted(t for t, _, _ in history.classes)
-    assert set(history.class_shares()) == {("compute-bound", None, 0.5), ("compute-bound", "tensor", 0.5)}
+    assert len(history.classes) == steps and len(history.samples) == len(answers[0][0]["values"])
+    assert history.class_shares() == [("compute-bound", sub, 1.0)]
 
 
 @sync
-async def test_enter_over_a_row_two_gpus_fill_opens_its_detail():
+async def test_enter_over_one_of_two_gpus_that_share_a_node_opens_its_own_detail():
     from gputop.fleet.gpu_history import read_gpu
 
-    gpu, answers = merged_answers()
+    gpu, answers = shared_answers()
     state = stored_state()
-    state.selected = (None, gpu["node"], gpu["gpu"])
-    app = ClusterApp(state, reader=None, refresh_s=0, read_gpu=lambda node, index: read_gpu(
-        StoredAnswers(answers), node, index, now=gpu["now"]))
+    (row,) = rows_of({"gpus": [dict(gpu["row"], instance="10.0.0.1:9400")]})
+    state.took_rows(state.rows + [row], state.t)
+    state.selected = (None, row.key)
+    app = ClusterApp(state, reader=None, refresh_s=0, read_gpu=lambda r: read_gpu(
+        StoredAnswers(answers), r, now=gpu["now"]))
     async with app.run_test(size=(160, 48)) as pilot:
         await open_detail(pilot)
-        assert app.screen.error is None
-        text = await wait_screen(pilot, "50% compute-bound (tensor)")
-        assert "50% compute-bound" in text.replace("50% compute-bound (tensor)", "")
+        assert app.screen.error is None and app.screen.row.instance == "10.0.0.1:9400"
+        text = await wait_screen(pilot, "100% compute-bound (tensor)")
+        assert "50%" not in text
 
 
 # -- the accounting of a job that changed class many times ------------------------------------------------------
@@ -424,7 +433,7 @@ def many_classes_state() -> ClusterState:
               ("idle", None, 0.02)]
     entries = [(j.job, c, s, h) for j in state.jobs if j.job != "1004" for (c, s), h in j.hours.items()]
     entries += [("1004", c, s, 0.5 * share) for c, s, share in shares]
-    state.took_accounting(C.account(entries), state.step_s)  # (the most wasted job first, as the reader gives them)
+    state.took_accounting(account(entries), state.step_s)  # (the most wasted job first, as the reader gives them)
     return state
 
 

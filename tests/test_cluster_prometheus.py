@@ -11,6 +11,7 @@ CLI and check every row against what its exporter serves.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import http.server
 import json
 import os
@@ -58,13 +59,14 @@ DCGM_NODES = {
 def held_trace(src: Path, dest: Path, hostname: str, stretch: tuple[float, float]) -> Path:
     """A trace of ``src``'s recorded ticks within ``stretch`` (every ``HOLD_EVERY``-th), played again and again for
     ``HOLD_S`` seconds (times shifted on), under a header that names another recording machine (the exporter's
-    Hostname label)."""
+    Hostname label) and gives its GPUs UUIDs of their own (as another machine's; the recordings share GPUs)."""
     with gzip.open(src, "rt") as f:
         rows = [json.loads(line) for line in f]
     lo, hi = stretch
     ticks = [r for r in rows[1:] if r.get("type") == "tick" and lo <= r["t"] < hi][::HOLD_EVERY]
+    devices = [dict(d, uuid=node_uuid(hostname, d.get("index", i))) for i, d in enumerate(rows[0]["devices"])]
     with gzip.open(dest, "wt") as f:
-        f.write(json.dumps(dict(rows[0], hostname=hostname)) + "\n")
+        f.write(json.dumps(dict(rows[0], hostname=hostname, devices=devices)) + "\n")
         for k in range(int(HOLD_S // (hi - lo)) + 1):
             for r in ticks:
                 t = r["t"] - lo + k * (hi - lo)
@@ -72,9 +74,15 @@ def held_trace(src: Path, dest: Path, hostname: str, stretch: tuple[float, float
     return dest
 
 
+def node_uuid(node: str, index: int) -> str:
+    """A GPU UUID of the node's own (the shipped recordings were made on one machine: they share theirs)."""
+    h = hashlib.sha1(f"{node}/{index}".encode()).hexdigest()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
 def dcgm_text(name: str, node: str, extra: str) -> bytes:
     text = (DCGM / name).read_text().replace('Hostname="vm"', f'Hostname="{node}"' + (f",{extra}" if extra else ""))
-    return text.encode()
+    return re.sub(r'UUID="[^"]*"', f'UUID="{node_uuid(node, 0)}"', text).encode()
 
 
 class _Dcgm(http.server.BaseHTTPRequestHandler):

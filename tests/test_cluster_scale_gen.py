@@ -15,7 +15,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from gputop.analysis.vocabulary import CLASSES
 from gputop.evaluate import synthetic_fleet as S
 from gputop.export.dcgm_names import GPU_LABELS
-from gputop.fleet.reader import NAMES
+from gputop.fleet.series import NAMES
 
 END = 1_800_000_000  # a 2 h block boundary
 START = END - 5 * 3600 - 600  # three 2 h blocks, the first partial
@@ -44,7 +44,7 @@ def test_the_fleet_is_openmetrics_in_the_readers_series_and_labels(tmp_path):
                 assert 0 <= s.value <= 1
     assert len(current) == 3 * 8 * len(times)  # every gputop GPU, every scrape: one class at 1
     assert all(len(c) == 1 for c in current.values())
-    day = {cls for node_plan in plan.values() for _, _, _, phases in node_plan for _, _, cls, _ in phases}
+    day = {cls for node_plan in plan.values() for _, _, _, phases, _ in node_plan for _, _, cls, _ in phases}
     assert len(day) >= 4  # the classes change over the day
     jobs = {m.group(1) for m in re.finditer(r'hpc_job="(\d+)"', text.read_text())}
     assert jobs

@@ -7,10 +7,13 @@ and judges the GPUs no gputop exported a verdict for (dcgm-exporter's nodes) wit
 
 Words used throughout:
 
-* a GPU is keyed by its node (the ``Hostname`` label, ``hostname`` after dcgm-exporter #655, else the scrape's
-  ``instance``) and its ``gpu`` index label;
-* its job is dcgm-exporter's ``hpc_job`` label (gputop --export writes the same), else Kubernetes'
-  ``namespace/pod`` (dcgm-exporter's pod mapping); a GPU shared by two jobs is counted in full for each;
+* a GPU is its UUID seen through one scrape target (``analysis/cluster_identity.py``: never merged with another GPU
+  by host name or index; two targets that claim one UUID are both shown and flagged, a dcgm-exporter beside the
+  node's own gputop excepted); it is shown under its node (the ``Hostname`` label, ``hostname`` after dcgm-exporter
+  #655, else the scrape's ``instance``) and its ``gpu`` index label;
+* its job is dcgm-exporter's ``hpc_job`` label (gputop --export writes the same: the job its processes belong to),
+  else Kubernetes' ``namespace/pod`` (dcgm-exporter's pod mapping); a GPU shared by two jobs is counted in full for
+  each;
 * ``judged_by`` says who named the class: ``"gputop --export"`` (the node's own gputop, its ``gputop_bottleneck``
   series) or ``"gputop"`` (this process, from the node's dcgm-exporter series; ``missing`` then lists what the
   classifier had to do without);
@@ -20,46 +23,25 @@ Words used throughout:
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from gputop.analysis.classify import classify
 from gputop.analysis.cluster_text import duration_text
 from gputop.analysis.verdict import Verdict
 from gputop.analysis.vocabulary import CLASSES, Cls
-from gputop.telemetry.dcgm_fields import LABEL_GPU, LABELS_HOSTNAME
+from gputop.telemetry.dcgm_fields import LABEL_GPU
 
 EXPORTED, JUDGED = "gputop --export", "gputop"  # ClusterGpu.judged_by
 # Classes in which the GPU does the work it was given at the pace of its own hardware; every other class (idle,
 # input-starved, host-bound, latency-bound, PCIe- and comms-bound, a stalled collective) is a GPU waiting.
 WORKING = (Cls.COMPUTE_BOUND, Cls.MEMORY_BOUND, Cls.MEMORY_CAPACITY, Cls.THROTTLED)
 WAITING = tuple(c for c in CLASSES if c not in WORKING)
-NODE_LABELS = (*LABELS_HOSTNAME, "instance")
-NOT_WHOLE = frozenset(("GPU_I_PROFILE", "GPU_I_ID", "nvlink", "nvswitch"))  # labels of a part of a GPU  # the labels that name a series' node, the first present
+NOT_WHOLE = frozenset(("GPU_I_PROFILE", "GPU_I_ID", "nvlink", "nvswitch"))  # labels of a part of a GPU
 # The classifier's inputs from a dcgm-exporter that decide a class: a GPU without one is judged with less.
 KEY_FIELDS = ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
               "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "DCGM_FI_PROF_PIPE_FP64_ACTIVE", "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
               "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES", "DCGM_FI_DEV_GPU_UTIL",
               "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE")
-
-
-def node_label(labels: dict) -> str | None:
-    """The label that names a series' node: a host label, else ``instance``; None for neither."""
-    for name in NODE_LABELS:
-        if labels.get(name):
-            return name
-    return None
-
-
-def node_of(labels: dict) -> str:
-    """The node a series comes from: its host label, else the scrape's ``instance``."""
-    name = node_label(labels)
-    return labels[name] if name else "?"
-
-
-def gpu_key(labels: dict) -> tuple[str, str]:
-    """(node, gpu index label): one GPU of the cluster."""
-    return node_of(labels), labels.get(LABEL_GPU, "?")
 
 
 def job_of(labels: dict) -> str | None:
@@ -79,7 +61,9 @@ def whole_gpu(labels: dict) -> bool:
 
 @dataclass
 class ClusterGpu:
-    """One GPU of the cluster, as the cluster page and ``--once --json`` show it (None: not exported)."""
+    """One GPU of the cluster, as the cluster page and ``--once --json`` show it (None: not exported). ``key``: its
+    identity (``cluster_identity.gpu_id``); ``flags``: what is odd about its row, one line each (another target
+    claims its UUID; its newest sample is old; it stopped reporting)."""
 
     node: str
     gpu: str  # dcgm-exporter's ``gpu`` label: the node's NVML index
@@ -96,6 +80,23 @@ class ClusterGpu:
     tensor_pct: float | None = None
     mem_used_bytes: int | None = None
     mem_total_bytes: int | None = None
+    util_pct: float | None = None  # NVML's kernel duty cycle (DCGM_FI_DEV_GPU_UTIL)
+    sm_clock_mhz: float | None = None
+    pcie_tx_bps: float | None = None
+    pcie_rx_bps: float | None = None
+    nvlink_bps: float | None = None  # tx + rx, where exported (DCGM_FI_PROF_NVLINK_*_BYTES)
+    instance: str | None = None  # the scrape target (Prometheus' ``instance``) ...
+    scrape_job: str | None = None  # ... and its scrape job (Prometheus' ``job``): with the UUID, the GPU's identity
+    age_s: float | None = None  # how old its newest sample is, where that is older than a scrape or two
+    reporting: bool = True  # False: seen within the last minutes, not now
+    flags: list[str] = field(default_factory=list)
+    key: tuple = ()
+
+    def __post_init__(self):
+        if not self.key:  # as cluster_identity.gpu_id makes it of the labels
+            job = self.scrape_job or ""
+            self.key = ("uuid", self.uuid, self.instance or "", job) if self.uuid else \
+                ("index", self.instance or self.node, job, self.gpu)
 
     @property
     def waste(self) -> float | None:
@@ -106,11 +107,21 @@ class ClusterGpu:
             return None
         return 1.0 if self.cls in WAITING else 0.0
 
+    @property
+    def duplicate(self) -> bool:
+        return any(f.startswith("UUID ") for f in self.flags)
+
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["class"] = d.pop("cls")
+        d = {k: getattr(self, k) for k in ("node", "gpu", "uuid", "instance", "scrape_job", "model", "jobs")}
         d["job"] = ", ".join(self.jobs) or None
+        d.update({"class": self.cls, "subclass": self.subclass, "confidence": self.confidence,
+                  "judged_by": self.judged_by, "missing": list(self.missing)})
+        for k in ("sm_pct", "dram_pct", "tensor_pct", "mem_used_bytes", "mem_total_bytes", "util_pct",
+                  "sm_clock_mhz", "pcie_tx_bps", "pcie_rx_bps", "nvlink_bps"):
+            d[k] = getattr(self, k)
         d["waste"] = None if self.waste is None else round(self.waste, 3)
+        d.update({"duplicate": self.duplicate, "reporting": self.reporting, "age_s": self.age_s,
+                  "flags": list(self.flags)})
         return d
 
 
@@ -118,7 +129,8 @@ def order(rows: list[ClusterGpu]) -> list[ClusterGpu]:
     """Most wasted GPU-time first; among equals, GPUs a job holds first, then by node and index."""
     def key(r: ClusterGpu):
         w = r.waste
-        return (w is None, -(w or 0.0), not r.jobs, r.node, int(r.gpu) if r.gpu.isdigit() else 1 << 30, r.gpu)
+        return (w is None, -(w or 0.0), not r.jobs, r.node, int(r.gpu) if r.gpu.isdigit() else 1 << 30, r.gpu,
+                r.instance or "")
     return sorted(rows, key=key)
 
 
@@ -173,70 +185,3 @@ def judge(samples: list[dict], static: dict, exported: set[str]) -> tuple[Verdic
     verdict = classify(samples, static, {})
     absent = [f"{name} (not exported)" for name in KEY_FIELDS if name not in exported]
     return verdict, absent + list(verdict.missing)
-
-
-# -- job accounting ------------------------------------------------------------------------------------------------
-@dataclass
-class JobHours:
-    """One job's GPU-hours over the range, by (class, subclass)."""
-
-    job: str | None  # None: GPUs no job held
-    hours: dict[tuple[str, str | None], float] = field(default_factory=dict)
-
-    @property
-    def gpu_hours(self) -> float:
-        return sum(self.hours.values())
-
-    @property
-    def wasted_gpu_hours(self) -> float:
-        return sum(h for (c, _), h in self.hours.items() if c in WAITING)
-
-    def shares(self) -> list[tuple[str, str | None, float, float]]:
-        """(class, subclass, GPU-hours, share 0-1), the largest first."""
-        total = self.gpu_hours or 1.0
-        return [(c, s, h, h / total) for (c, s), h in sorted(self.hours.items(), key=lambda kv: (-kv[1], kv[0][0]))]
-
-    def to_dict(self) -> dict:
-        return {"job": self.job, "gpu_hours": self.gpu_hours, "wasted_gpu_hours": self.wasted_gpu_hours,
-                "classes": [{"class": c, "subclass": s, "gpu_hours": h, "share": share}
-                            for c, s, h, share in self.shares()]}
-
-
-def account(entries) -> list[JobHours]:
-    """``(job, class, subclass, GPU-hours)`` entries -> one :class:`JobHours` per job, the most wasted GPU-hours
-    first (then the most GPU-hours)."""
-    jobs: dict[str | None, JobHours] = {}
-    for job, cls, sub, hours in entries:
-        if hours <= 0:
-            continue
-        j = jobs.setdefault(job, JobHours(job))
-        j.hours[(cls, sub or None)] = j.hours.get((cls, sub or None), 0.0) + hours
-    return sorted(jobs.values(), key=lambda j: (-j.wasted_gpu_hours, -j.gpu_hours, j.job is None, j.job or ""))
-
-
-def exported_hours(classes, subclasses, step_s: float):
-    """The GPU-hours of the verdicts the nodes' gputop exported, from counts of steps (``step_s`` apart) per job:
-    ``classes`` ``(job, class, steps)`` (a verdict of that class at each step; a job and class may come more than
-    once: the counts of the range's slices) and ``subclasses`` ``(job, class, subclass, steps)`` (of those, the
-    steps that named a subclass). Yields ``(job, class, subclass, GPU-hours)``, a class's steps without a
-    subclass as subclass None."""
-    rest: dict[tuple, float] = defaultdict(float)
-    for job, cls, steps in classes:
-        rest[(job, cls)] += steps
-    for job, cls, sub, steps in subclasses:
-        rest[(job, cls)] -= steps
-        yield job, cls, sub or None, steps * step_s / 3600.0
-    for (job, cls), steps in rest.items():
-        if steps > 0:
-            yield job, cls, None, steps * step_s / 3600.0
-
-
-def judged_hours(samples: list[dict], static: dict, step_s: float, window_s: float):
-    """A GPU's samples (one every ``step_s``, oldest first, gaps where it was not exported) cut into windows of
-    ``window_s``, each judged by the classifier: ``(class, subclass, GPU-hours)`` per window."""
-    by_window: dict[int, list[dict]] = defaultdict(list)
-    for s in samples:
-        by_window[int(s["t"] // window_s)].append(s)
-    for _, window in sorted(by_window.items()):
-        v = classify(window, static, {})
-        yield v.cls, v.subclass, len(window) * step_s / 3600.0

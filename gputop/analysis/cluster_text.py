@@ -1,6 +1,7 @@
 """The cluster's words, shared by ``--once``'s text (``headless/cluster.py``) and the TUI's cluster page
 (``tui/cluster/``): GPU-hours, a range, a class with its subclass, and a job's accounting line
-("job 1234: 64 GPU-h, 61% input-starved, 20% compute-bound (tensor)"). Pure; no I/O."""
+("job 1234: 64 GPU-h, 61% input-starved, 20% compute-bound (tensor); a fix would win back 38 GPU-h (59%)"). Pure;
+no I/O."""
 
 from __future__ import annotations
 
@@ -33,7 +34,17 @@ def job_parts(j: dict) -> tuple[str, str, list[str]]:
     return name, f"{hours_text(j['gpu_hours'])} GPU-h", parts
 
 
+def win_back_text(j: dict) -> str:
+    """'a fix would win back 38 GPU-h (59%)' of ``JobHours.to_dict()``; '' where it would win nothing back."""
+    h = j.get("win_back_gpu_hours") or 0.0
+    if h <= 0:
+        return ""
+    return f"a fix would win back {hours_text(h)} GPU-h ({round(100 * j['win_back_share'])}%)"
+
+
 def job_line(j: dict) -> str:
-    """'job 1234: 64 GPU-h, 61% input-starved, 20% compute-bound (tensor)' (``JobHours.to_dict()``)."""
+    """'job 1234: 64 GPU-h, 61% input-starved, 20% compute-bound (tensor); a fix would win back 38 GPU-h (59%)'
+    (``JobHours.to_dict()``)."""
     name, hours, parts = job_parts(j)
-    return f"{name}: " + ", ".join([hours, *parts])
+    win = win_back_text(j)
+    return f"{name}: " + ", ".join([hours, *parts]) + (f"; {win}" if win else "")

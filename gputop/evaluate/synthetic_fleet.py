@@ -3,14 +3,16 @@ queries, as ``gputop --export`` and dcgm-exporter expose them: for the scale ben
 docs/benchmarks.md "Cluster scale (issue 26)") and its test (tests/test_cluster_scale_gen.py).
 
 The history (:func:`backfill`): ``DCGM_FI_*`` with ``gpu``/``UUID``/``pci_bus_id``/``device``/``modelName``/
-``Hostname``(/``hpc_job``) labels on every node; ``gputop_bottleneck{class,subclass}`` (1 for the current class, 0 for
-the ten others) and ``gputop_verdict_confidence{class}`` on the gputop nodes. The mix: 3 of every 4 nodes run
+``Hostname``(/``hpc_job``) labels on every node, and the scrape's ``instance`` and ``job``;
+``gputop_bottleneck{class,subclass}`` (1 for the current class, 0 for the others) and
+``gputop_verdict_confidence{class}`` on the gputop nodes. The mix: 3 of every 4 nodes run
 ``gputop --export`` (its 17 queried DCGM series), the 4th only dcgm-exporter (its default counters plus the DCP
 fields: 18 queried series, and ``DCGM_FI_DRIVER_VERSION`` as a label); nodes are scheduled in groups of 4
 (:func:`schedule`), each group running a sequence of jobs of 1-6 h (one job over the 4 nodes, two over 2 nodes each,
 or one per node, so most jobs span gputop and dcgm-exporter nodes) with idle gaps without a job; a job goes through
 phases of 20-90 min whose class changes (compute-bound (tensor), memory-bound, input-starved, idle, host-bound,
-memory-capacity, pcie-bound), one GPU in 16 lagging in its own class. Series the reader never queries (peaks, window
+memory-capacity, pcie-bound, comms-bound (collectives), throttled (power), stalled (collective): then the job's first
+node idles, its culprit), one GPU in 16 lagging in its own class. Series the reader never queries (peaks, window
 seconds, per-process memory, dcgm-exporter's XID/energy/ECC counters) are not generated. Each 2 h block is written
 as OpenMetrics text (:func:`write_block`) and backfilled with ``promtool tsdb create-blocks-from openmetrics`` while
 the next one is written (so no file holds the whole day and the blocks do not overlap).
@@ -61,16 +63,27 @@ PROFILES = {
                                     power=420, pcie=1.2e10, used=81000),
     ("pcie-bound", None): dict(sm=.12, occ=.05, tensor=0, dram=.05, fp16=0, fp32=.02, fp64=0, util=30, power=180,
                                pcie=2.4e10, used=20000),
+    # a job's GPUs waiting in collectives across nodes (their NIC traffic crosses PCIe both ways)
+    ("comms-bound", "collectives"): dict(sm=.18, occ=.04, tensor=.05, dram=.1, fp16=0, fp32=.02, fp64=0, util=96,
+                                         power=230, pcie=1.6e10, used=60000, both_ways=True),
+    ("throttled", "power"): dict(sm=.92, occ=.45, tensor=.55, dram=.35, fp16=.02, fp32=.08, fp64=0, util=100,
+                                 power=700, pcie=4e8, used=52000, clock=1410),
+    # a collective that never completes: kernels resident, nothing moves (the job's first node left: idle)
+    ("stalled", "collective"): dict(sm=.99, occ=.02, tensor=0, dram=0, fp16=0, fp32=0, fp64=0, util=100, power=120,
+                                    pcie=1e5, used=60000),
 }
-PHASE_WEIGHTS = ((("compute-bound", "tensor"), 40), (("memory-bound", None), 15), (("input-starved", None), 20),
-                 (("idle", None), 8), (("host-bound", None), 7), (("memory-capacity", None), 5),
-                 (("pcie-bound", None), 5))
+PHASE_WEIGHTS = ((("compute-bound", "tensor"), 36), (("memory-bound", None), 13), (("input-starved", None), 18),
+                 (("idle", None), 7), (("host-bound", None), 6), (("memory-capacity", None), 5),
+                 (("pcie-bound", None), 4), (("comms-bound", "collectives"), 6), (("throttled", "power"), 3),
+                 (("stalled", "collective"), 2))
 NO_JOB = ("idle", None)
 
 
 # -- the fleet's day ----------------------------------------------------------------------------------------------
-def schedule(nodes: int, start: int, end: int, seed: int = 26) -> dict[int, list[tuple[int, int, str | None, list]]]:
-    """node -> [(t0, t1, job or None, [(t0, t1, class, subclass), ...]), ...] covering [start, end)."""
+def schedule(nodes: int, start: int, end: int, seed: int = 26) -> dict[int, list[tuple[int, int, str | None, list, int]]]:
+    """node -> [(t0, t1, job or None, [(t0, t1, class, subclass), ...], the job's first node), ...] covering
+    [start, end). In a stalled phase of a job over several nodes, its first node's GPUs idle (its ranks left the
+    collective the others wait in: the culprit node)."""
     rng = random.Random(seed)
     out: dict[int, list] = {n: [] for n in range(nodes)}
     job_id = 100000
@@ -83,7 +96,7 @@ def schedule(nodes: int, start: int, end: int, seed: int = 26) -> dict[int, list
             gap = rng.choice((0, 0, 600, 1800, 3600))  # no job: the GPUs idle
             if gap:
                 for n in members:
-                    out[n].append((t, t + gap, None, [(t, t + gap, *NO_JOB)]))
+                    out[n].append((t, t + gap, None, [(t, t + gap, *NO_JOB)], n))
                 t += gap
             length = rng.randrange(3600, 6 * 3600)
             split = rng.choice((1, 1, 2, 4))  # one job on the 4 nodes, two of 2 nodes, or one per node
@@ -94,22 +107,26 @@ def schedule(nodes: int, start: int, end: int, seed: int = 26) -> dict[int, list
                     d = min(rng.randrange(1200, 5400), t + length - p)
                     phases.append((p, p + d, *rng.choices(phases_of, weights)[0]))
                     p += d
-                for n in members[part * len(members) // split:(part + 1) * len(members) // split]:
-                    out[n].append((t, t + length, str(job_id), phases))
+                held = members[part * len(members) // split:(part + 1) * len(members) // split]
+                for n in held:
+                    out[n].append((t, t + length, str(job_id), phases, held[0] if len(held) > 1 else -1))
             t += length
     return out
 
 
-def gpu_states(node_plan: list, times: list[int], lagging: bool) -> list[tuple[str | None, str, str | None]]:
-    """(job, class, subclass) of one GPU at each time (a lagging GPU is input-starved where its job computes)."""
+def gpu_states(node_plan: list, times: list[int], lagging: bool, node: int = -2) -> list[tuple[str | None, str, str | None]]:
+    """(job, class, subclass) of one GPU of ``node`` at each time (a lagging GPU is input-starved where its job
+    computes; the culprit node of a stalled job idles)."""
     out, i = [], 0
     for t in times:
         while i < len(node_plan) - 1 and node_plan[i][1] <= t:
             i += 1
-        t0, t1, job, phases = node_plan[i]
+        t0, t1, job, phases, culprit = node_plan[i]
         cls, sub = next(((c, s) for p0, p1, c, s in phases if p0 <= t < p1), NO_JOB)
         if lagging and job and cls == "compute-bound":
             cls, sub = "input-starved", None
+        if cls == "stalled" and node == culprit:
+            cls, sub = NO_JOB
         out.append((job, cls, sub))
     return out
 
@@ -137,7 +154,7 @@ def dcgm_values(name: str, cls_sub: tuple, rng: random.Random, k: int) -> str:
     if name == "DCGM_FI_DEV_POWER_USAGE":
         return f"{p['power'] * (1 + noise):.3f}"
     if name == "DCGM_FI_DEV_SM_CLOCK":
-        return "1980" if p["util"] else "345"
+        return str(p.get("clock", 1980)) if p["util"] else "345"
     if name == "DCGM_FI_DEV_MEM_CLOCK":
         return "2619"
     if name == "DCGM_FI_DEV_GPU_TEMP":
@@ -149,14 +166,19 @@ def dcgm_values(name: str, cls_sub: tuple, rng: random.Random, k: int) -> str:
     if name == "DCGM_FI_DEV_FB_RESERVED":
         return "590"
     if name in ("DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES"):
-        return str(round(p["pcie"] * (1 + noise) * (0.3 if name.endswith("TX_BYTES") else 1)))
+        tx = 1.0 if p.get("both_ways") else 0.3
+        return str(round(p["pcie"] * (1 + noise) * (tx if name.endswith("TX_BYTES") else 1)))
     raise KeyError(name)
 
 
 def gpu_labels(node: int, gpu: int, dcgm_only: bool) -> str:
+    """A GPU's labels as Prometheus stores them: the exporter's (dcgm-exporter's names) and the scrape's
+    (``instance``: the exporter's address, dcgm-exporter's port 9400 or gputop's 9401; ``job``: the scrape job)."""
     uuid = f"GPU-{node:08x}-{gpu:04x}-4c1e-9b2a-{(node * 8 + gpu) * 2654435761 % (1 << 48):012x}"
+    scrape = f'instance="node-{node:04d}:9400",job="dcgm-exporter"' if dcgm_only else \
+        f'instance="node-{node:04d}:9401",job="gputop"'
     text = (f'gpu="{gpu}",UUID="{uuid}",pci_bus_id="00000000:{0x18 + 0x10 * gpu:02X}:00.0",device="nvidia{gpu}",'
-            f'modelName="{MODEL}",Hostname="node-{node:04d}"')
+            f'modelName="{MODEL}",Hostname="node-{node:04d}",{scrape}')
     return text + (f',DCGM_FI_DRIVER_VERSION="{DRIVER}"' if dcgm_only else "")
 
 
@@ -174,7 +196,7 @@ def write_block(path: Path, plan: dict, times: list[int], seed: int) -> int:
             names = DCGM_SERIES if dcgm_only else GPUTOP_SERIES
             for gpu in range(GPUS_PER_NODE):
                 rng = random.Random(seed * 1000003 + node * 64 + gpu + times[0])
-                states = gpu_states(node_plan, times, lagging=(node * 8 + gpu) % 16 == 5)
+                states = gpu_states(node_plan, times, lagging=(node * 8 + gpu) % 16 == 5, node=node)
                 base = gpu_labels(node, gpu, dcgm_only)
                 runs, lo = [], 0  # stretches of one (job, class, subclass)
                 for i in range(1, len(states) + 1):

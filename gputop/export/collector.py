@@ -28,6 +28,7 @@ from gputop.analysis.vocabulary import CLASSES, Cls
 from gputop.export.attribution_series import attribution_families
 from gputop.export.dcgm_names import GPU_LABELS, JOB_LABEL, SERIES, value
 from gputop.export.doctor_series import doctor_families
+from gputop.export.jobs import GpuJobs
 from gputop.telemetry.doctor_state import LastDoctor
 
 CMDLINE_MAX = 200  # characters of a command line kept in a label
@@ -59,7 +60,7 @@ class ExportedGpu:
 class ExportOptions:
     cmdline: bool = False  # per-process command lines as a label (may hold secrets)
     job_map: str | None = None  # a dcgm-exporter-style HPC job mapping directory
-    slurm_job: str | None = None  # SLURM_JOB_ID: the job of every exported GPU
+    slurm_job: str | None = None  # the exporter's own SLURM_JOB_ID: its GPUs' job where their processes name none
     live: bool = True  # False for a replay: its pids are another machine's
 
 
@@ -104,6 +105,9 @@ class GputopCollector(Collector):
                              [g.static.get("index", g.pos) for g in gpus]).attach(sampler)
         self.scrapes = 0
         self.doctor = LastDoctor()  # each GPU's last gputop --doctor (gputop_doctor_* series)
+        hostname = gpus[0].labels["Hostname"] if gpus else ""
+        self.jobs = GpuJobs(hostname, options.live, options.slurm_job)  # each GPU's job (export/jobs.py)
+        self._resolved: dict = {}
         sampler.listeners.append(self._remember_processes)
 
     def _remember_processes(self, tick: dict) -> None:  # processes are listed on every n-th tick only
@@ -118,11 +122,9 @@ class GputopCollector(Collector):
 
     # -- a scrape -------------------------------------------------------------------------------------
     def _jobs(self) -> dict[str, list[str]]:
-        jobs = read_job_map(self.options.job_map)
-        if self.options.slurm_job:
-            for g in self.gpus:
-                jobs.setdefault(g.labels["gpu"], [self.options.slurm_job])
-        return jobs
+        """{gpu label: its jobs' ids} (export/jobs.GpuJobs: the job map, the processes, the exporter's own)."""
+        self._resolved = self.jobs.resolve(self.gpus, dict(self.procs), read_job_map(self.options.job_map))
+        return {gpu: [j.job for j in jobs] for gpu, jobs in self._resolved.items()}
 
     def collect(self):
         self.scrapes += 1
@@ -155,6 +157,7 @@ class GputopCollector(Collector):
         yield from self._peak_families(rows, names)
         yield self._process_family()
         yield from doctor_families(self.doctor, self.gpus, rows, names)
+        yield from self.jobs.families(self.gpus, self._resolved, list(GPU_LABELS))
         if self.attribution is not None:
             yield from attribution_families(self.attribution())
 

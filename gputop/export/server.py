@@ -11,7 +11,9 @@ normal end, as for ``--record``.
 
 Live, only the GPUs CUDA_VISIBLE_DEVICES names (by index or UUID) are exported, and of those only ``--gpu``'s;
 a replay's GPUs are the recording machine's, so there only ``--gpu`` picks. A replay's ``Hostname`` label is
-the recording machine's too (the trace header's).
+the recording machine's too (the trace header's); a live one's is ``$NODE_NAME`` where set (Kubernetes: the
+DaemonSet sets it from the pod's node, as dcgm-exporter's does, so the cluster pairs the two exporters of one node),
+else this machine's name. Each GPU's ``hpc_job`` is its work's job (:mod:`.jobs`).
 """
 
 from __future__ import annotations
@@ -122,6 +124,8 @@ def _say_if_ended(src) -> bool:
 
 def _collector(args, sampler, static: list[dict], positions, hostname: str | None, live: bool,
                attribution=None) -> GputopCollector:
+    if live and os.environ.get("NODE_NAME"):  # Kubernetes' node name (the DaemonSet's), as dcgm-exporter labels it
+        hostname = os.environ["NODE_NAME"]
     hostname = hostname or platform.node()
     gpus = [ExportedGpu(pos, static[pos], compute_peaks(static[pos]), gpu_labels(static[pos], hostname))
             for pos in positions]

@@ -3,10 +3,11 @@
 :func:`read_gpu` asks Prometheus (``query_range``) for one GPU's ``DCGM_FI_*`` series over the last ``window_s``
 (its charts) and, where its node runs ``gputop --export``, for the class it exported at each step (its verdict over
 time). The verdict's evidence and advice come from the one classifier (``analysis/cluster.judge``) over the last
-``JUDGE_WINDOW_S`` of those series, as ``fleet/reader.py`` judges a dcgm-exporter GPU. The GPU is named as the
-cluster's rows name it (``analysis/cluster.gpu_key``: node, ``gpu`` label); its node label may be ``Hostname``,
-``hostname`` or the scrape's ``instance``, so the selector asks for each and keeps the series whose key matches.
-Raises what the client raises (:mod:`gputop.telemetry.errors`).
+``JUDGE_WINDOW_S`` of those series, as ``fleet/reader.py`` judges a dcgm-exporter GPU. The GPU is the row's
+(``ClusterGpu.key``, ``analysis/cluster_identity.gpu_id``): its UUID through its scrape target, else its target's
+GPU of that index; the selector asks for that (either spelling of the UUID label; a row without a target by its
+node's labels) and keeps only the series of that GPU: another GPU that shares its host name or index is never
+drawn in. Raises what the client raises (:mod:`gputop.telemetry.errors`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import time
 from dataclasses import dataclass, field
 
 from gputop.analysis import cluster as C
+from gputop.analysis.cluster_identity import gpu_id
 from gputop.analysis.verdict import Verdict
-from gputop.fleet.reader import JUDGE_WINDOW_S, SELECTOR, _groups, _samples, _static
-from gputop.telemetry.dcgm_fields import LABEL_GPU, LABELS_HOSTNAME
+from gputop.fleet import series as S
+from gputop.fleet.reader import JUDGE_WINDOW_S
+from gputop.telemetry.dcgm_fields import LABEL_GPU, LABELS_HOSTNAME, LABELS_UUID
 from gputop.telemetry.prometheus import PrometheusClient
 
 WINDOW_S = 900.0  # the detail's charts: the last 15 minutes ...
@@ -51,41 +54,40 @@ class GpuHistory:
         return [(c, s, n / total) for (c, s), n in order]
 
 
-def escape(value: str) -> str:
-    """A label value inside PromQL's double quotes."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def one_gpu(selector: str, node: str, gpu: str) -> str:
-    """``selector`` (``{...}`` or ``name{...}``, without matchers of its own beyond ``__name__``) kept to one GPU,
-    whichever label names its node."""
+def one_gpu(selector: str, key: tuple) -> str:
+    """``selector`` (``{...}`` or ``name{...}``, without matchers of its own beyond ``__name__``) kept to the GPU
+    ``key`` (``cluster_identity.gpu_id``)."""
     head, _, inner = selector.partition("{")
     inner = inner.rstrip("}")
-    parts = [f'{head}{{{inner + "," if inner else ""}{name}="{escape(node)}",{LABEL_GPU}="{escape(gpu)}"}}'
-             for name in (*LABELS_HOSTNAME, "instance")]
-    return " or ".join(parts)
+    lead = f"{head}{{{inner + ',' if inner else ''}"
+    if key[0] == "uuid":
+        _, uuid, instance, job = key
+        where = "".join(f',{n}="{S.escape(v)}"' for n, v in (("instance", instance), ("job", job)) if v)
+        return " or ".join(f'{lead}{name}="{S.escape(uuid)}"{where}}}' for name in LABELS_UUID)
+    _, node, job, gpu = key
+    where = f',{LABEL_GPU}="{S.escape(gpu)}"' + (f',job="{S.escape(job)}"' if job else "")
+    return " or ".join(f'{lead}{name}="{S.escape(node)}"{where}}}' for name in ("instance", *LABELS_HOSTNAME))
 
 
 def step_for(window_s: float) -> float:
     return float(max(1, round(window_s / POINTS)))
 
 
-def read_gpu(client: PrometheusClient, node: str, gpu: str, window_s: float = WINDOW_S,
+def read_gpu(client: PrometheusClient, row: C.ClusterGpu, window_s: float = WINDOW_S,
              now: float | None = None) -> GpuHistory:
-    """``node``'s GPU ``gpu`` over the last ``window_s`` (see the module's text). A GPU with no series over the
+    """The GPU of a cluster row over the last ``window_s`` (see the module's text). A GPU with no series over the
     window has no samples and no verdict."""
     now = time.time() if now is None else now
     step = step_for(window_s)
-    out = GpuHistory(node, gpu, now, window_s, step)
-    groups = _groups(client.query_range(one_gpu(SELECTOR, node, gpu), now - window_s, now, step))
-    g = groups.get((node, gpu))
+    out = GpuHistory(row.node, row.gpu, now, window_s, step)
+    g = S.groups(client.query_range(one_gpu(S.SELECTOR, row.key), now - window_s, now, step)).get(row.key)
     if g is not None:
-        out.samples, out.static = _samples(g), _static(g)
+        out.samples, out.static = S.samples(g), S.static(g)
         recent = [s for s in out.samples if s["t"] >= now - JUDGE_WINDOW_S]
         if recent:
             out.verdict, out.missing = C.judge(recent, out.static, set(g["series"]))
-    for r in client.query_range(f"({one_gpu('gputop_bottleneck', node, gpu)}) == 1", now - window_s, now, step):
-        if C.whole_gpu(r["metric"]) and C.gpu_key(r["metric"]) == (node, gpu):
+    for r in client.query_range(f"({one_gpu('gputop_bottleneck', row.key)}) == 1", now - window_s, now, step):
+        if C.whole_gpu(r["metric"]) and gpu_id(r["metric"]) == row.key:
             cls, sub = r["metric"].get("class", "?"), r["metric"].get("subclass") or None
             out.classes += [(float(t), cls, sub) for t, _ in r["values"]]
     out.classes.sort(key=lambda c: (c[0], c[1], c[2] or ""))  # (a row two GPUs fill: a subclass beside none)

@@ -1,8 +1,12 @@
 """``gputop --source prometheus=URL --once [--json]``: the cluster's document, as JSON or as text.
 
-The document (``gputop/schema/cluster.schema.json``): every GPU the server knows, most wasted GPU-time first
-(``--job``, ``--node``, ``--class`` keep some), who judged each one, and every job's GPU-hours by class over
-``--range`` (default 1 h). The reading is ``fleet/reader.py``'s; this module words and prints it.
+The document (``gputop/schema/cluster.schema.json``): every GPU the server knows, each apart by its identity (a UUID
+through one scrape target; duplicates and GPUs that stopped reporting are rows, flagged), most wasted GPU-time first
+(``--job``, ``--node``, ``--class`` keep some), who judged each one; every job judged whole over its nodes (a stall
+and its culprit node, a straggler node, comms-bound across nodes: ``analysis/cluster_jobs.py``), ordered by what a
+fix would win back; every job's GPU-hours by class over ``--range`` (default 1 h) with the GPU-hours a fix would
+win back and how that is estimated; and ``notes``, one line for each part of the cluster that could not be read
+(the rows that were are there). The reading is ``fleet/reader.py``'s; this module words and prints it.
 A source that cannot be read is one line on stderr and its exit code (``exitcodes.code_for``), and with ``--json``
 an error document (``exit_code``, ``errors``; no rows).
 """
@@ -13,11 +17,14 @@ import time
 
 from gputop import exitcodes
 from gputop.analysis import cluster as C
+from gputop.analysis.cluster_jobs import judge_jobs
 from gputop.analysis.cluster_text import class_text, duration_text, job_line
+from gputop.analysis.cluster_winback import METHOD_TEXT
 from gputop.documents import check_writable, emit, error, header
 from gputop.exitcodes import fail
 from gputop.format import count, gb, pct
-from gputop.fleet.reader import ClusterReader, range_step
+from gputop.fleet.accounting import range_step
+from gputop.fleet.reader import ClusterReader
 from gputop.telemetry.errors import BadSource, NoGpu, SourceError
 from gputop.telemetry.prometheus import PrometheusClient
 from gputop.telemetry.source import SourceSpec
@@ -33,8 +40,10 @@ def cluster_document(reader: ClusterReader, range_s: float, job: str | None = No
     (every job's without a filter). Raises SourceError (NoMatch: a node or job it does not have)."""
     now = time.time() if now is None else now
     everything = reader.snapshot(now)
+    notes = list(reader.notes)
     rows = C.select(everything, job=job, node=node, cls=cls)
     jobs, step = reader.accounting(range_s, now)
+    notes += reader.accounting_notes
     why = C.unmatched(everything, jobs, range_s, job=job, node=node)
     if why:
         raise NoMatch(why)
@@ -43,18 +52,33 @@ def cluster_document(reader: ClusterReader, range_s: float, job: str | None = No
     for r in rows:
         if r.cls:
             by_class[r.cls] = by_class.get(r.cls, 0) + 1
+    whole = judge_jobs(everything)  # a job is judged on all its GPUs, whatever the filters keep
+    held = {j for r in rows for j in r.jobs}
+    won = {j.job: j for j in jobs}
+    order = [j.job for j in jobs if j.job in held] + sorted(held - won.keys())  # most won back first
     return {
         **header("cluster"),
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
         "source": {"kind": "prometheus", "url": reader.client.url},
         "filters": {"job": job, "node": node, "class": cls},
         "summary": {"gpus": len(rows), "gpus_in_cluster": len(everything), "nodes": len({r.node for r in rows}),
-                    "jobs": len({j for r in rows for j in r.jobs}), "by_class": by_class,
-                    "judged_by_gputop": sum(r.judged_by == C.JUDGED for r in rows)},
+                    "jobs": len(held), "by_class": by_class,
+                    "judged_by_gputop": sum(r.judged_by == C.JUDGED for r in rows),
+                    "gpus_reporting": sum(r.reporting for r in rows),
+                    "gpus_duplicate": sum(r.duplicate for r in rows)},
         "gpus": [r.to_dict() for r in rows],
-        "accounting": {"range_s": range_s, "step_s": step, "jobs": [j.to_dict() for j in jobs]},
+        "jobs": [dict(whole[name].to_dict(), **_won(won.get(name))) for name in order],
+        "accounting": {"range_s": range_s, "step_s": step, "method": METHOD_TEXT,
+                       "jobs": [j.to_dict() for j in jobs]},
+        "notes": notes,
         "exit_code": exitcodes.OK, "errors": [],
     }
+
+
+def _won(j) -> dict:
+    """A job's win-back over the range (its accounting), for its entry among the jobs judged whole."""
+    return {"win_back_gpu_hours": j.win_back_gpu_hours if j else 0.0,
+            "win_back_share": round(j.win_back_share, 4) if j else 0.0}
 
 
 def error_document(url: str, range_s: float, filters: dict, code: int, kind: str, message: str) -> dict:
@@ -62,8 +86,11 @@ def error_document(url: str, range_s: float, filters: dict, code: int, kind: str
     return {
         **header("cluster"), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "source": {"kind": "prometheus", "url": url}, "filters": filters,
-        "summary": {"gpus": 0, "gpus_in_cluster": 0, "nodes": 0, "jobs": 0, "by_class": {}, "judged_by_gputop": 0},
-        "gpus": [], "accounting": {"range_s": range_s, "step_s": range_step(range_s), "jobs": []},
+        "summary": {"gpus": 0, "gpus_in_cluster": 0, "nodes": 0, "jobs": 0, "by_class": {}, "judged_by_gputop": 0,
+                    "gpus_reporting": 0, "gpus_duplicate": 0},
+        "gpus": [], "jobs": [],
+        "accounting": {"range_s": range_s, "step_s": range_step(range_s), "method": METHOD_TEXT, "jobs": []},
+        "notes": [],
         "exit_code": code, "errors": [error(kind, message)],
     }
 
@@ -115,19 +142,35 @@ def render_text(doc: dict) -> str:
     lines += ["", head]
     for g in doc["gpus"]:
         conf = "" if g["confidence"] is None else f"{g['confidence']:.2f}"
+        if not g["reporting"]:
+            conf = "gone"
         mem = f"{gb(g['mem_used_bytes'])}/{gb(g['mem_total_bytes'])}"
         waste = "n/a" if g["waste"] is None else f"{100 * g['waste']:.0f}%"
         by = "export" if g["judged_by"] == C.EXPORTED else "gputop"
         lines.append(f"{g['node'][:16]:<16} {g['gpu']:>3}  {(g['job'] or '-')[:14]:<14} "
                      f"{class_text(g['class'], g['subclass'])[:30]:<30} {conf:>4} {pct(g['sm_pct']):>4} "
                      f"{pct(g['dram_pct']):>4} {pct(g['tensor_pct']):>4} {mem:>11} {waste:>5}  {by}")
-    judged = [g for g in doc["gpus"] if g["judged_by"] == C.JUDGED]
+    flagged = [g for g in doc["gpus"] if g["flags"]]
+    if flagged:
+        lines += ["", "flagged:"]
+        lines += [f"  {g['node']} GPU {g['gpu']} ({g['instance'] or 'no scrape target'}): {flag}"
+                  for g in flagged for flag in g["flags"]]
+    judged = [g for g in doc["gpus"] if g["judged_by"] == C.JUDGED and g["reporting"]]
     if judged:
         lines += ["", "judged here from dcgm-exporter's series (by: gputop); evidence missing:"]
         for g in judged:
             lines.append(f"  {g['node']} GPU {g['gpu']}: " + ("; ".join(g["missing"]) or "none"))
+    findings = [j for j in doc["jobs"] if j["finding"]]
+    if findings:
+        lines += ["", "jobs judged whole, over their nodes:"]
+        lines += [f"  job {j['job']} ({count(j['gpus'], 'GPU')} on {count(len(j['nodes']), 'node')}): "
+                  f"{j['sentence']}" for j in findings]
     acc = doc["accounting"]
     lines += ["", f"GPU-hours by class over the last {duration_text(acc['range_s'])} (counted every "
-                  f"{acc['step_s']:g} s):"]
+                  f"{acc['step_s']:g} s), most won back by a fix first:"]
     lines += [job_line(j) for j in acc["jobs"]] or ["no GPU-hours in this range"]
+    if any(j["win_back_gpu_hours"] for j in acc["jobs"]):
+        lines.append(f"({acc['method']})")
+    if doc["notes"]:
+        lines += ["", "not read (the rows above are those that were):"] + [f"  {n}" for n in doc["notes"]]
     return "\n".join(lines) + "\n"

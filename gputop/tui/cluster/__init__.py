@@ -42,8 +42,8 @@ def main_cluster_tui(args) -> int:
     from gputop.tui import crash
 
     state = ClusterState(spec.path, spec.range_s, job=args.job, node=args.node, cls=args.cls)
-    state.took_rows(rows, time.time())
-    app = ClusterApp(state, reader, read_gpu=lambda node, gpu: read_gpu(client, node, gpu), first_wait=0.0)
+    state.took_rows(rows, time.time(), reader.notes)
+    app = ClusterApp(state, reader, read_gpu=lambda row: read_gpu(client, row), first_wait=0.0)
     code = crash.run(app)
     crashed = crash.crash_code(app)  # an exception: logged, one line
     if crashed is not None:

@@ -33,7 +33,7 @@ CHARTS = (("SM activity", "sm_active_pct", "%", "green"), ("DRAM bandwidth", "dr
 
 def head_lines(row: C.ClusterGpu, history: GpuHistory | None, error: str | None, width: int) -> list[tuple]:
     job = f"job {', '.join(row.jobs)}" if row.jobs else "no job"
-    who = f"{row.node} GPU {row.gpu} · {row.model or NA} · {job}"
+    who = f"{row.node} GPU {row.gpu} · {row.model or NA} · {job}" + (f" · {row.instance}" if row.instance else "")
     if error is not None:
         when = f"cannot read it: {error}"
     elif history is None:
@@ -42,7 +42,8 @@ def head_lines(row: C.ClusterGpu, history: GpuHistory | None, error: str | None,
         span = span_of(history)
         asked = f"; {span_text(history.window_s)} asked, exported for less" if span < history.window_s else ""
         when = f"the last {span_text(span)} (a point every {history.step_s:g} s{asked})"
-    return [(who[:width], "bold"), (when[:width], "bold red" if error else "dim")]
+    lines = [(who[:width], "bold"), (when[:width], "bold red" if error else "dim")]
+    return lines + [(flag[:width], "bold yellow") for flag in row.flags[:1]]  # (the flag that matters most)
 
 
 def verdict_lines(row: C.ClusterGpu, history: GpuHistory | None, width: int, most: int) -> list[tuple]:
@@ -91,7 +92,7 @@ def span_of(h: GpuHistory) -> float:
 
 
 class DetailScreen(Screen):
-    """One GPU's detail (see the module's text). ``read_gpu(node, gpu)`` -> ``GpuHistory`` (runs on a thread)."""
+    """One GPU's detail (see the module's text). ``read_gpu(row)`` -> ``GpuHistory`` (runs on a thread)."""
 
     BINDINGS = [Binding("escape", "app.pop_screen", "back"), Binding("r", "read", "read again"),
                 Binding("q", "app.quit_page", "quit")]
@@ -101,7 +102,7 @@ class DetailScreen(Screen):
     DetailScreen #detail-charts { height: 1fr; }
     """
 
-    def __init__(self, row: C.ClusterGpu, read_gpu: Callable[[str, str], GpuHistory]):
+    def __init__(self, row: C.ClusterGpu, read_gpu: Callable[[C.ClusterGpu], GpuHistory]):
         super().__init__()
         self.row, self.read_gpu = row, read_gpu
         self.history: GpuHistory | None = None
@@ -128,7 +129,7 @@ class DetailScreen(Screen):
 
     def _read(self) -> None:
         try:
-            history, error = self.read_gpu(self.row.node, self.row.gpu), None
+            history, error = self.read_gpu(self.row), None
         except SourceError as exc:
             history, error = None, str(exc)
         try:

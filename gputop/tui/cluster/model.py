@@ -15,6 +15,8 @@ import time
 from typing import Callable
 
 from gputop.analysis import cluster as C
+from gputop.analysis.cluster_accounting import JobHours
+from gputop.analysis.cluster_jobs import JobNow, judge_jobs
 from gputop.telemetry.errors import SourceError
 
 REFRESH_S = 5.0  # the rows, read again every 5 s
@@ -34,18 +36,24 @@ class ClusterState:
         self.filters: dict[str, str | None] = {"job": job, "node": node, "class": cls}
         self.rows: list[C.ClusterGpu] = []
         self.t: float | None = None
-        self.jobs: list[C.JobHours] | None = None  # None: not read yet
+        self.jobs: list[JobHours] | None = None  # None: not read yet
         self.step_s: float | None = None
         self.error: str | None = None  # why the last read failed (the data shown is stale); None: fresh
-        self.selected: tuple | None = None  # (group, node, gpu) under the cursor
+        self.notes: list[str] = []  # what the last read could not read (its rows are the rest)
+        self.jobs_now: dict[str, JobNow] = {}  # each job judged whole over its nodes (analysis/cluster_jobs.py)
+        self.accounting_notes: list[str] = []
+        self.selected: tuple | None = None  # (group, the GPU's key) under the cursor
 
     # -- what the reads bring ----------------------------------------------------------------------------------
-    def took_rows(self, rows: list[C.ClusterGpu], t: float) -> None:
-        """A read's rows (kept most wasted first: ``analysis/cluster.order``), read at wall time ``t``."""
-        self.rows, self.t, self.error = C.order(rows), t, None
+    def took_rows(self, rows: list[C.ClusterGpu], t: float, notes: list[str] | tuple = ()) -> None:
+        """A read's rows (kept most wasted first: ``analysis/cluster.order``), read at wall time ``t``, and what it
+        could not read (``notes``); each job is judged whole on them."""
+        self.rows, self.t, self.error, self.notes = C.order(rows), t, None, list(notes)
+        self.jobs_now = judge_jobs(self.rows)
 
-    def took_accounting(self, jobs: list[C.JobHours], step_s: float) -> None:
-        self.jobs, self.step_s = jobs, step_s
+    def took_accounting(self, jobs: list[JobHours], step_s: float, notes: list[str] | tuple = ()) -> None:
+        """The accounting over ``--range`` (the most a fix would win back first) and what it could not count."""
+        self.jobs, self.step_s, self.accounting_notes = jobs, step_s, list(notes)
 
     def failed(self, reason: str) -> None:
         self.error = reason
@@ -61,7 +69,7 @@ class ClusterState:
         f = self.filters
         return C.select(self.rows, job=f["job"], node=f["node"], cls=f["class"])
 
-    def shown_jobs(self) -> list[C.JobHours]:
+    def shown_jobs(self) -> list[JobHours]:
         """The accounting of the jobs whose GPUs are shown (every job's, without a filter), as ``--once`` has it."""
         return C.accounted(self.jobs or [], self.shown(), any(self.filters.values()), self.filters["job"])
 
@@ -93,8 +101,9 @@ class ClusterState:
 
 
 class Refresher:
-    """A thread that reads the cluster (see the module's text). ``deliver(kind, payload)``: ``("rows", (rows, t))``,
-    ``("accounting", (jobs, step_s))`` or ``("error", reason)``; ``wake()`` reads now; ``stop()`` ends it."""
+    """A thread that reads the cluster (see the module's text). ``deliver(kind, payload)``: ``("rows", (rows, t,
+    notes))``, ``("accounting", (jobs, step_s, notes))`` or ``("error", reason)`` (``notes``: what the read could not
+    read, ``reader.notes`` / ``reader.accounting_notes``); ``wake()`` reads now; ``stop()`` ends it."""
 
     def __init__(self, reader, range_s: float, deliver: Callable[[str, object], None], refresh_s: float = REFRESH_S,
                  account_s: float = ACCOUNT_S, clock: Callable[[], float] = time.time):
@@ -129,12 +138,12 @@ class Refresher:
             rows = self.reader.snapshot(now)
             if self._stop.is_set():
                 return
-            self.deliver("rows", (rows, now))
+            self.deliver("rows", (rows, now, list(self.reader.notes)))
             if self._accounted is None or time.monotonic() - self._accounted >= self.account_s:
                 jobs, step = self.reader.accounting(self.range_s, now)
                 self._accounted = time.monotonic()
                 if not self._stop.is_set():
-                    self.deliver("accounting", (jobs, step))
+                    self.deliver("accounting", (jobs, step, list(self.reader.accounting_notes)))
         except SourceError as exc:
             if not self._stop.is_set():
                 self.deliver("error", str(exc))

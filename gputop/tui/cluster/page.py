@@ -58,8 +58,8 @@ class ClusterTable(Lines):
 
     @staticmethod
     def key(e: V.Entry) -> tuple | None:
-        """(group, node, gpu): a GPU under two jobs' headings is two places for the cursor."""
-        return None if e.gpu is None else (e.group, e.gpu.node, e.gpu.gpu)
+        """(group, the GPU's key): a GPU under two jobs' headings is two places for the cursor."""
+        return None if e.gpu is None else (e.group, e.gpu.key)
 
     def cursor(self) -> int | None:
         """The entry under the cursor: the selected GPU in its group, else in another (the grouping changed), else
@@ -112,7 +112,7 @@ class ClusterTable(Lines):
 
 class ClusterApp(LoggedApp):
     """The cluster page (see the module's text). ``reader``: ``fleet/reader.ClusterReader`` (or what answers as
-    one); ``read_gpu(node, gpu)``: a GPU's history for the detail; ``refresh_s`` / ``account_s``: the cadences
+    one); ``read_gpu(row)``: a GPU's history for the detail; ``refresh_s`` / ``account_s``: the cadences
     (0: no thread; the tests hand it data with ``took``)."""
 
     TITLE = "gputop cluster"

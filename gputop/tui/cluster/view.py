@@ -12,7 +12,9 @@ import time
 from dataclasses import dataclass
 
 from gputop.analysis import cluster as C
-from gputop.analysis.cluster_text import class_text, duration_text, job_line, job_parts
+from gputop.analysis.cluster_accounting import JobHours
+from gputop.analysis.cluster_jobs import JobNow
+from gputop.analysis.cluster_text import class_text, duration_text, job_parts, win_back_text
 from gputop.format import NA, count, gb, pct
 from gputop.tui.cluster.model import ClusterState
 
@@ -55,8 +57,15 @@ def cut(text: str, width: int) -> str:
 
 
 def fit_heading(text: str, width: int) -> str:
-    """A group's heading in ``width``: whole, else its job's classes that fit (the most GPU-hours first) and how
-    many it left out ("…, +3 more"; the accounting below has them all)."""
+    """A group's heading in ``width``: whole, else without its waste now (each row has its own), else without what a
+    fix would win back (the accounting below says it), else its job's classes that fit (the most GPU-hours first)
+    and how many it left out ("…, +3 more"; the accounting below has them all)."""
+    if len(text) <= width:
+        return text
+    text = re.sub(r" · waste \d+%", "", text)  # the rows below have each GPU's waste
+    if len(text) <= width:
+        return text
+    text = re.sub(r" · wins back \d+%", "", text)  # the accounting below has it
     if len(text) <= width:
         return text
     first, *parts = text.split(", ")
@@ -84,9 +93,10 @@ def wrap_parts(head: str, parts: list[str], width: int) -> list[str]:
 
 def cells(r: C.ClusterGpu) -> dict[str, str]:
     waste = r.waste
+    what = class_text(r.cls, r.subclass) if r.reporting else f"not reporting ({r.age_s or 0:.0f} s)"
     return {
-        "node": r.node, "gpu": r.gpu, "model": (r.model or NA).removeprefix("NVIDIA "),
-        "job": ", ".join(r.jobs) or "-", "class": class_text(r.cls, r.subclass),
+        "node": (r.node + " (dup)") if r.duplicate else r.node, "gpu": r.gpu,
+        "model": (r.model or NA).removeprefix("NVIDIA "), "job": ", ".join(r.jobs) or "-", "class": what,
         "conf": "" if r.confidence is None else f"{r.confidence:.2f}", "sm": pct(r.sm_pct),
         "dram": pct(r.dram_pct), "tensor": pct(r.tensor_pct),
         "mem": f"{gb(r.mem_used_bytes)}/{gb(r.mem_total_bytes)}",
@@ -126,24 +136,49 @@ class Entry:
     group: str | None = None  # the job or node it is under (a GPU two jobs hold is under each)
 
 
-def groups(rows: list[C.ClusterGpu], by: str) -> list[tuple[str | None, list[C.ClusterGpu]]]:
+def groups(rows: list[C.ClusterGpu], by: str, first: list | None = None) -> list[tuple[str | None, list[C.ClusterGpu]]]:
     """``rows`` (most wasted first) by job (a GPU two jobs hold is under each; "no job" holds the others) or by
-    node; the groups in the order of their most wasted GPU."""
+    node; the jobs in the order of ``first`` (the accounting's: the most a fix would win back first), then the
+    groups in the order of their most wasted GPU."""
     out: dict[str | None, list[C.ClusterGpu]] = {}
     for r in rows:
         for name in (r.jobs or [None]) if by == "job" else [r.node]:
             out.setdefault(name, []).append(r)
-    return list(out.items())
+    rank = {name: i for i, name in enumerate(first or []) if name is not None}
+    return sorted(out.items(), key=lambda kv: rank.get(kv[0], len(rank)))
 
 
-def heading(by: str, name: str | None, members: list[C.ClusterGpu], jobs: dict[str | None, C.JobHours]) -> str:
+FINDING_WORDS = {"stall": "stalled, culprit {culprit}", "straggler": "straggler {straggler}",
+                 "comms across nodes": "comms-bound across nodes"}
+
+
+def finding_text(j: JobNow) -> str:
+    """A job's finding in a heading's few words: 'stalled, culprit node-b', 'straggler node-c'."""
+    if not j.finding:
+        return ""
+    if j.finding == "stall" and not j.culprit_nodes:
+        return "stalled"
+    return FINDING_WORDS[j.finding].format(culprit=", ".join(j.culprit_nodes), straggler=j.straggler_node)
+
+
+def heading(by: str, name: str | None, members: list[C.ClusterGpu], jobs: dict[str | None, JobHours],
+            now: dict[str, JobNow] | None = None) -> str:
     label = (f"job {name}" if name is not None else "no job") if by == "job" else f"node {name}"
     wastes = [r.waste for r in members if r.waste is not None]
     text = f"{label} · {count(len(members), 'GPU')}"
+    whole = (now or {}).get(name) if by == "job" else None
+    if whole is not None and len(whole.nodes) > 1:
+        text += f" on {count(len(whole.nodes), 'node')}"
+    if whole is not None and whole.finding:
+        text += f" · {finding_text(whole)}"
     if wastes:
         text += f" · waste {100 * sum(wastes) / len(wastes):.0f}%"
     if by == "job" and name in jobs:
-        text += " · " + job_line(jobs[name].to_dict()).split(": ", 1)[1]
+        j = jobs[name].to_dict()
+        if j["win_back_gpu_hours"] > 0:
+            text += f" · wins back {round(100 * j['win_back_share'])}%"
+        _, hours, parts = job_parts(j)
+        text += " · " + ", ".join([hours, *parts])
     return text
 
 
@@ -151,8 +186,8 @@ def entries(state: ClusterState) -> list[Entry]:
     """The table's lines: each group's heading, then its GPUs."""
     jobs = {j.job: j for j in state.jobs or []}
     out = []
-    for name, members in groups(state.shown(), state.group):
-        out.append(Entry(heading=heading(state.group, name, members, jobs)))
+    for name, members in groups(state.shown(), state.group, [j.job for j in state.jobs or []]):
+        out.append(Entry(heading=heading(state.group, name, members, jobs, state.jobs_now)))
         out += [Entry(gpu=r, group=name) for r in members]
     return out
 
@@ -175,6 +210,14 @@ def head_lines(state: ClusterState, width: int, now: float | None = None) -> lis
     if age is not None:
         reason = re.sub(rf"^{re.escape(state.url)}(/api/v1/\w+)?: ", "", state.error)  # the URL is on top
         lines.append((cut(f"stale {age:.0f} s: {reason}", width), "bold red"))
+    odd = [r for r in rows if r.duplicate or not r.reporting]
+    notes = state.notes + state.accounting_notes
+    if odd or notes:
+        said = [f"{count(sum(r.duplicate for r in rows), 'GPU')} claim a UUID another target claims too (dup)"
+                if any(r.duplicate for r in rows) else "",
+                f"{count(sum(not r.reporting for r in rows), 'GPU')} stopped reporting"
+                if any(not r.reporting for r in rows) else "", *notes]
+        lines.append((cut(" · ".join(x for x in said if x), width), "bold yellow"))
     return lines
 
 
@@ -184,12 +227,18 @@ def accounting_lines(state: ClusterState, width: int, most: int) -> list[tuple]:
     if state.jobs is None:
         return [(cut(f"GPU-hours by class over the last {span}: reading…", width), "bold")]
     jobs = state.shown_jobs()
-    title = f"GPU-hours by class over the last {span} (counted every {state.step_s:g} s)"
+    title = f"GPU-hours by class over the last {span} (counted every {state.step_s:g} s), most won back first"
     lines = [(cut(title, width), "bold")]
-    wrapped = []  # each job's rows: its line wrapped between its classes, never cut
+    wrapped = []  # each job's rows: its line wrapped between its classes, never cut; then its finding now
     for j in jobs:
-        name, hours, parts = job_parts(j.to_dict())
-        wrapped.append(wrap_parts(f"{name}:", [hours, *parts], width))
+        d = j.to_dict()
+        name, hours, parts = job_parts(d)
+        win = win_back_text(d)
+        rows = wrap_parts(f"{name}:", [hours, *parts] + ([win] if win else []), width)
+        whole = state.jobs_now.get(j.job) if j.job is not None else None
+        if whole is not None and whole.finding:
+            rows += wrap_parts(WRAP_INDENT[:-1], whole.sentence.split(", "), width)
+        wrapped.append(rows)
     if not wrapped:
         return lines + [(cut("no GPU-hours in this range", width), "")]
     body: list[str] = []

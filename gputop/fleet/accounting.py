@@ -1,0 +1,161 @@
+"""Each job's GPU-hours by class over a range, and the GPU-hours a fix would win back, read from Prometheus.
+
+:func:`account` asks (its queries ``PARALLEL`` at a time: Prometheus evaluates a query on one core):
+
+* the exported verdicts with subqueries at the range's step (the range cut in ``PARALLEL`` slices), summed by job
+  and class (``count_over_time(gputop_verdict_confidence[range:step])``: one series per GPU, where
+  ``gputop_bottleneck`` has one per class; every verdict of ``gputop --export`` has a confidence) and by subclass
+  (``gputop_bottleneck{subclass!=""}``: only the current class carries one);
+* what a fix would win back of those (``analysis/cluster_winback.py``'s rules): for the waiting classes the SMs'
+  idle share at each step, summed by job and class (``RECOVER``: each GPU's verdict joined to its own
+  ``1 - DCGM_FI_PROF_SM_ACTIVE``, else ``1 - DCGM_FI_DEV_GPU_UTIL / 100``, on the GPU's labels); for throttled GPUs
+  their mean SM clock by job and model (``CLOCKS``), against the model's maximum; stalled, culprit and idle hours
+  count whole;
+* the dcgm-exporter GPUs judged here window by window, at most ``ACCOUNT_JUDGE_POINTS`` samples of each over the
+  range (the GPUs of the nodes that exported no verdict in the range: a node whose gputop exported at any time of it
+  is counted from its verdicts alone; their nodes in ``PARALLEL`` shares), each window's recoverable share from its
+  samples.
+
+A query that fails (a timeout at scale) costs its own part: the rest is counted and a note says what is missing
+(``account``'s third value). The sums are ``analysis/cluster_accounting.py``'s.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gputop.analysis import cluster as C
+from gputop.analysis import cluster_accounting as A
+from gputop.analysis.cluster_winback import IDLE_SHARE, max_sm_clock
+from gputop.analysis.vocabulary import Cls
+from gputop.fleet import series as S
+from gputop.format import count
+from gputop.telemetry import dcgm_fields as F
+from gputop.telemetry.errors import SourceError
+
+RANGE_POINTS = 720  # accounting: about this many steps over the range (24 h: one every 2 min) ...
+MIN_STEP_S, MAX_STEP_S = 1.0, 300.0
+ACCOUNT_WINDOWS = 8  # ... and a dcgm-exporter GPU judged in at most this many windows over it ...
+ACCOUNT_JUDGE_POINTS = 16  # ... on at most this many samples (24 h: one every 90 min, 2 a window)
+BY = "sum by (hpc_job, namespace, pod, class, subclass) "
+BY_JOB_CLASS = "sum by (hpc_job, namespace, pod, class) "
+# a GPU's verdict (one series per GPU and class) times its own idle share: one series per GPU on the right (its
+# labels are the verdict's but the class), many verdicts to one share where a class changed within the look-back
+IDLE = "((1 - DCGM_FI_PROF_SM_ACTIVE) or (1 - DCGM_FI_DEV_GPU_UTIL / 100))"
+WAITING_CLASSES = "|".join(IDLE_SHARE)
+RECOVER = f'(gputop_verdict_confidence{{class=~"{WAITING_CLASSES}"}} * 0 + ignoring(class) group_left() {IDLE})'
+CLOCKS = (f'(gputop_verdict_confidence{{class="{Cls.THROTTLED}"}} * 0 + ignoring(class) group_left() '
+          'DCGM_FI_DEV_SM_CLOCK)')
+
+
+def range_step(range_s: float) -> float:
+    """The accounting's step for a range: ``RANGE_POINTS`` steps, whole seconds, within [1 s, 5 min]."""
+    return float(min(MAX_STEP_S, max(MIN_STEP_S, round(range_s / RANGE_POINTS))))
+
+
+def slices(range_s: float, step: float) -> list[tuple[float, float]]:
+    """The range cut into ``PARALLEL`` slices of whole steps, newest first: ``(offset from now, length)`` pairs.
+    A slice is asked for as ``[length - 1 s:step]`` (a subquery holds both its ends: one mark per step) at
+    ``now - offset``."""
+    size = step * math.ceil(range_s / step / S.PARALLEL)
+    out, offset = [], 0.0
+    while offset < range_s:
+        span = min(size, range_s - offset)
+        out.append((offset, span))
+        offset += size
+    return out
+
+
+def account(client, range_s: float, now: float) -> tuple[list[A.JobHours], float, list[str]]:
+    """Each job's GPU-hours by class over the last ``range_s`` seconds with what a fix would win back, the step it
+    was counted at, and what could not be counted (one line each)."""
+    step = range_step(range_s)
+    judge_step = max(step, float(round(range_s / ACCOUNT_JUDGE_POINTS)))
+    notes: list[str] = []
+    try:
+        selectors = not_exported(client, now - range_s, now)
+    except SourceError as exc:
+        selectors = []
+        notes.append(f"dcgm-exporter's GPUs not counted: which nodes export no verdict could not be read ({exc})")
+    calls = {}
+    for i, q in enumerate(selectors):  # the largest answers first
+        calls[("judged", i)] = lambda q=q: client.query_range(q, now - range_s, now, judge_step)
+    for o, w in slices(range_s, step):
+        window = f"[{int(w) - 1}s:{int(step)}s]"
+        calls[("classes", o)] = lambda o=o, w=window: client.query(
+            f"{BY}(count_over_time(gputop_verdict_confidence{w}))", at=now - o)
+        calls[("recover", o)] = lambda o=o, w=window: client.query(
+            f"{BY_JOB_CLASS}(sum_over_time({RECOVER}{w}))", at=now - o)
+    whole = f"[{int(range_s) - 1}s:{int(step)}s]"
+    calls["subclasses"] = lambda: client.query(
+        f'{BY}(count_over_time(gputop_bottleneck{{subclass!=""}}{whole}))', at=now)
+    calls["clocks"] = lambda: client.query(
+        f"sum by (hpc_job, namespace, pod, modelName) (sum_over_time({CLOCKS}{whole})) / "
+        f"sum by (hpc_job, namespace, pod, modelName) (count_over_time({CLOCKS}{whole}))", at=now)
+    answers, failed = S.each(calls)
+    notes += _failures(failed, range_s)
+    got = lambda kind: [r for k, a in answers.items() if isinstance(k, tuple) and k[0] == kind for r in a]  # noqa: E731
+    classes = [(C.job_of(r["metric"]), r["metric"].get("class", "?"), float(r["value"][1])) for r in got("classes")]
+    subclasses = [(C.job_of(r["metric"]), r["metric"].get("class", "?"), r["metric"].get("subclass"),
+                   float(r["value"][1])) for r in answers.get("subclasses", [])]
+    entries = list(A.exported_hours(classes, subclasses if "subclasses" in answers else [], step))
+    recovered = [(C.job_of(r["metric"]), r["metric"].get("class", "?"), float(r["value"][1]) * step / 3600.0)
+                 for r in got("recover")]
+    recovered += _throttled(answers.get("clocks", []), entries)
+    history = S.groups(got("judged"), with_job=True)
+    window_s = max(range_s / ACCOUNT_WINDOWS, 2 * judge_step)
+    for key, g in history.items():
+        for cls, sub, hours, back in A.judged_hours(S.samples(g), S.static(g), judge_step, window_s):
+            entries.append((key[-1], cls, sub, hours))
+            recovered.append((key[-1], cls, back))
+    return A.account(entries, recovered), step, notes
+
+
+def _throttled(answer: list[dict], entries: list) -> list[tuple]:
+    """The throttled hours' clock deficit by job: each job's mean SM clock while throttled (by model) against the
+    model's maximum, times its throttled hours."""
+    hours: dict = {}
+    for job, cls, _, h in entries:
+        if cls == Cls.THROTTLED:
+            hours[job] = hours.get(job, 0.0) + h
+    out = []
+    for r in answer:
+        job, top = C.job_of(r["metric"]), max_sm_clock(r["metric"].get(F.LABEL_MODEL_NAME))
+        mean = S.number(r["value"][1])
+        if top and mean is not None and job in hours:
+            out.append((job, Cls.THROTTLED, hours[job] * max(0.0, 1.0 - mean / top)))
+    return out
+
+
+def _failures(failed: dict, range_s: float) -> list[str]:
+    """One line per kind of query that failed, saying what the accounting lacks."""
+    lines = []
+    kinds = {k[0] if isinstance(k, tuple) else k: exc for k, exc in failed.items()}
+    n = {kind: sum(1 for k in failed if (k[0] if isinstance(k, tuple) else k) == kind) for kind in kinds}
+    words = {"classes": "of the exported verdicts' GPU-hours ({n} of the range's slices)",
+             "recover": "of what a fix would win back ({n} of the range's slices)",
+             "judged": "of dcgm-exporter's GPUs ({n} of their node shares)",
+             "subclasses": "of the subclasses", "clocks": "of the throttled GPUs' clocks"}
+    for kind, exc in kinds.items():
+        lines.append(f"accounting incomplete: the part {words[kind].format(n=count(n[kind], 'part'))} not read "
+                     f"({exc})")
+    return lines
+
+
+def not_exported(client, start: float, end: float) -> list[str]:
+    """Selectors of the DCGM series of the nodes that exported no gputop verdict over [start, end] (the nodes
+    named by the label index: a node whose gputop exported verdicts at any time of the range is counted from
+    those alone), and of series without a host label where no verdict was exported (``unless``, matched by
+    GPU). Each is asked for apart, the nodes in ``PARALLEL`` shares: ``or`` would match every series against the
+    others at every step, and a query's series are read on one core."""
+    parts = []
+    for label in F.LABELS_HOSTNAME:
+        dcgm = set(client.label_values(label, S.SELECTOR, start=start, end=end))
+        if dcgm:
+            dcgm -= set(client.label_values(label, "gputop_bottleneck", start=start, end=end))
+            nodes = sorted(dcgm)
+            parts += [S.on_nodes({label: set(nodes[i::S.PARALLEL])}) for i in range(S.PARALLEL)]
+    # series without a host label: by the scrape's instance, as a row's node
+    parts.append(f'{S.JUDGE_SELECTOR[:-1]},Hostname="",hostname=""}} unless on(instance, gpu) '
+                 'gputop_bottleneck{Hostname="",hostname=""}')
+    return [p for p in parts if p]

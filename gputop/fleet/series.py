@@ -1,0 +1,127 @@
+"""Prometheus' answers turned into GPUs: the series of each GPU (by the cluster's identity,
+``analysis/cluster_identity.gpu_id``), their newest values, samples and static facts, and the few query helpers the
+readers share (``reader.py``, ``accounting.py``, ``gpu_history.py``). No HTTP here beyond the calls handed in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+
+from gputop.analysis import cluster as C
+from gputop.analysis.cluster_identity import gpu_id
+from gputop.telemetry import dcgm_fields as F
+from gputop.telemetry.dcgm import to_sample, to_static
+from gputop.telemetry.errors import SourceError
+
+PARALLEL = 4  # queries in flight at once (Prometheus evaluates a query on one core; here threads wait on sockets)
+NAMES = tuple(dict.fromkeys([row[0] for row in F.FIELDS] + list(F.MEM_TOTAL_PARTS)))  # the DCGM series read
+SELECTOR = '{__name__=~"%s"}' % "|".join(NAMES)
+# the series a GPU is judged on: all but those the classifier never reads (so many fewer series to ask for)
+JUDGE_NAMES = tuple(n for n in NAMES if n not in ("DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_GPU_TEMP"))
+JUDGE_SELECTOR = '{__name__=~"%s"}' % "|".join(JUDGE_NAMES)
+
+
+def groups(result: list[dict], with_job: bool = False) -> dict[tuple, dict]:
+    """Series of whole GPUs grouped by GPU (and by job too: ``with_job``): ``{key: {"labels", "series": {name:
+    [(t, v), ...]}, "jobs"}}``; an instant vector's one value is a one-point series. Where a GPU has two series of
+    one name (a job that changed within the look-back), the first is kept."""
+    out: dict[tuple, dict] = {}
+    for r in result:
+        labels = r["metric"]
+        if not C.whole_gpu(labels):
+            continue
+        job = C.job_of(labels)
+        key = gpu_id(labels) + ((job,) if with_job else ())
+        g = out.get(key)
+        if g is None:
+            g = out[key] = {"labels": labels, "series": {}, "jobs": []}
+        if job and job not in g["jobs"]:
+            g["jobs"].append(job)
+        name = labels.get("__name__")
+        if name and name not in g["series"]:
+            points = r["values"] if "values" in r else [r["value"]]
+            g["series"][name] = [(float(t), number(v)) for t, v in points]
+    return out
+
+
+def merge(into: dict, other: dict) -> None:
+    """``other``'s series (another exporter of the same GPU) where ``into`` has none of that name, and its jobs."""
+    for name, points in other["series"].items():
+        into["series"].setdefault(name, points)
+    into["jobs"] += [j for j in other["jobs"] if j not in into["jobs"]]
+
+
+def number(v: str) -> float | None:
+    x = float(v)
+    return None if x != x or abs(x) >= F.FP64_BLANK else x
+
+
+def index(g: dict) -> int:
+    gpu = str(g["labels"].get(F.LABEL_GPU, ""))
+    return int(gpu) if gpu.isdigit() else 0
+
+
+def latest(g: dict) -> dict:
+    """Each series' newest value: ``{DCGM name: value}``."""
+    return {name: points[-1][1] for name, points in g["series"].items() if points}
+
+
+def samples(g: dict) -> list[dict]:
+    """A GPU's series as gputop samples, one per timestamp (``telemetry.dcgm.to_sample``: the one conversion)."""
+    at: dict[float, dict] = defaultdict(dict)
+    for name, points in g["series"].items():
+        for t, v in points:
+            at[t][name] = v
+    return [to_sample(index(g), t, values) for t, values in sorted(at.items())]
+
+
+def static(g: dict) -> dict:
+    return to_static(index(g), g["labels"], latest(g))
+
+
+def concurrently(calls: list) -> list:
+    """Each zero-argument call's result, in order, the calls made ``PARALLEL`` at a time. The first failure is
+    raised."""
+    if len(calls) <= 1:
+        return [c() for c in calls]
+    with ThreadPoolExecutor(min(PARALLEL, len(calls))) as pool:
+        return [f.result() for f in [pool.submit(c) for c in calls]]
+
+
+def each(calls: dict) -> tuple[dict, dict]:
+    """Each named zero-argument call made, ``PARALLEL`` at a time: ``({name: result}, {name: SourceError})``, a
+    failed call's error kept beside the others' results (a query that timed out costs its own part of a read)."""
+    def kept(call):
+        try:
+            return True, call()
+        except SourceError as exc:
+            return False, exc
+    names = list(calls)
+    results = concurrently([lambda c=calls[n]: kept(c) for n in names])
+    ok = {n: r for n, (good, r) in zip(names, results) if good}
+    failed = {n: r for n, (good, r) in zip(names, results) if not good}
+    return ok, failed
+
+
+def values_regex(values) -> str:
+    """A PromQL string holding an RE2 alternation that matches exactly ``values``."""
+    rx = "|".join(re.sub(r"([\\.^$*+?()\[\]{}|-])", r"\\\1", v) for v in sorted(values))
+    return '"' + rx.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def escape(value: str) -> str:
+    """A label value inside PromQL's double quotes."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def on_nodes(nodes: dict[str, set[str]]) -> str:
+    """Every DCGM series gputop judges of the given nodes, ``{node label: {values}}`` (``instance``: of series
+    without a host label); one selector per label, joined with ``or``."""
+    parts = []
+    for label, values in nodes.items():
+        if values:
+            rest = ',Hostname="",hostname=""' if label not in F.LABELS_HOSTNAME else ""
+            parts.append(f'{{__name__=~"{"|".join(JUDGE_NAMES)}",{label}=~{values_regex(values)}{rest}}}')
+    return " or ".join(parts)
