@@ -23,7 +23,7 @@ from export_util import free_port
 from gputop import exitcodes
 from gputop.analysis import cluster as C
 from gputop.analysis import cluster_accounting as A
-from gputop.analysis.cluster_identity import gpu_id
+from gputop.analysis.cluster_identity import gpu_id, resolve
 from gputop.analysis.cluster_text import hours_text, job_line
 from gputop.cli import parse, parse_duration
 from gputop.headless.cluster import cluster_document
@@ -51,6 +51,23 @@ def test_a_gpus_job_is_hpc_job_else_namespace_and_pod():
     assert gpu_id({"hostname": "b", "gpu": "1"}) == ("index", "b", "", "1")  # dcgm-exporter after #655
     assert gpu_id({"instance": "10.0.0.5:9400", "gpu": "0"}) == ("index", "10.0.0.5:9400", "", "0")
     assert not C.whole_gpu({"gpu": "0", "GPU_I_ID": "1"}) and not C.whole_gpu({"nvlink": "0"})
+
+
+def test_resolve_pairs_a_dcgm_exporter_with_the_gputop_on_its_machine_only():
+    """The rule alone: one UUID claimed by a gputop and a dcgm-exporter of the same machine is one GPU; by two
+    gputops, or by a dcgm-exporter of another machine, it is claimed twice."""
+    def labels(instance, host, job):
+        return {"UUID": "GPU-1", "gpu": "0", "instance": instance, "Hostname": host, "job": job}
+    g1, d1 = labels("10.0.0.1:9401", "n1", "gputop"), labels("10.0.0.1:9400", "n1", "dcgm")
+    g2, d2 = labels("10.0.0.2:9401", "n1", "gputop"), labels("10.0.0.9:9400", "n9", "dcgm")
+    ids = {gpu_id(x): x for x in (g1, d1)}
+    assert resolve(ids, {gpu_id(g1)}) == ({gpu_id(d1): gpu_id(g1)}, {})
+    ids = {gpu_id(x): x for x in (g1, d1, g2)}  # two gputops on machines named alike: which one? neither
+    merged, dups = resolve(ids, {gpu_id(g1), gpu_id(g2)})
+    assert merged == {} and set(dups) == set(ids)
+    ids = {gpu_id(x): x for x in (g1, d2)}
+    merged, dups = resolve(ids, {gpu_id(g1)})
+    assert merged == {} and set(dups) == set(ids) and dups[gpu_id(d2)] == [g1]
 
 
 def test_rows_come_most_wasted_first_and_filter_by_job_node_and_class():

@@ -125,9 +125,14 @@ def _stall(out: JobNow, nodes: dict, names: dict) -> bool:
     for n in sorted(culprits, key=lambda n: names[n]):
         rs = others[n]
         gone = [r for r in rs if not r.reporting]
-        what = ("stopped reporting (its exporter or the node is gone)" if len(gone) == len(rs) else
-                ", ".join(sorted({_cls(r) or 'no verdict' for r in rs if r.reporting})))
-        parts.append(f"{names[n]}'s {count(len(rs), 'GPU')} {what}")
+        here = [r for r in rs if r.reporting]
+        said = []
+        if here:
+            classes = ", ".join(sorted({_cls(r) or "no verdict" for r in here}))
+            said.append(f"{count(len(here), 'GPU')} {'is' if len(here) == 1 else 'are'} {classes}")
+        if gone:
+            said.append(f"{count(len(gone), 'GPU')} stopped reporting (its exporter or the node is gone)")
+        parts.append(f"on {names[n]} the job's " + " and ".join(said))
     where = ", ".join(names[n] for n in sorted(waiting, key=lambda n: names[n]))
     out.evidence["gpus_outside"] = sum(len(rs) for rs in others.values())
     out.sentence = (f"stalled: {count(waits, 'GPU')} on {where} wait in a collective while "
@@ -179,7 +184,8 @@ def _name_straggler(out: JobNow, n: str, waiting, names: dict, why: list[str]) -
     out.finding, out.straggler_node = "straggler", names[n]
     out.evidence = {"nodes_waiting": len(waiting)}
     who = ", ".join(sorted(names[w] for w in waiting))
-    out.sentence = f"straggler: {names[n]} is the job's slowest node, {who} wait for it ({'; '.join(why)})"
+    out.sentence = (f"straggler: {names[n]} is the job's slowest node, its peers on {who} wait for it "
+                    f"({'; '.join(why)})")
 
 
 def _pct(v: float | None) -> str:
@@ -206,7 +212,7 @@ def _across(out: JobNow, nodes: dict, names: dict) -> bool:
     out.evidence = {"gpus_comms": len(comms), "pcie_rx_bps": rx, "pcie_tx_bps": tx,
                     "nvlink_bps": max(nvlink) if nvlink else None}
     link = "NVLink idle" if nvlink else "no NVLink traffic exported"
-    out.sentence = (f"comms-bound across nodes: {count(len(comms), 'GPU')} of {count(len(rows), 'GPU')} on "
+    out.sentence = (f"comms-bound across nodes: {len(comms)} of {count(len(rows), 'GPU')} on "
                     f"{count(len(nodes), 'node')} wait for each other's data, {link}, PCIe busy both ways (rx "
                     f"{si(rx, 'B/s')}, tx {si(tx, 'B/s')}: the NIC's traffic): the network between the nodes sets the "
                     "pace (fewer, larger collectives; overlap them with compute; the job on fewer nodes)")
