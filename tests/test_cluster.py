@@ -91,10 +91,10 @@ def test_accounting_sums_gpu_hours_by_class_and_orders_jobs_by_what_a_fix_would_
     entries = [("1234", "input-starved", None, 39.0), ("1234", "compute-bound", "tensor", 12.8),
                ("1234", "idle", "", 12.2), ("99", "compute-bound", "tensor", 100.0),
                ("1234", "input-starved", None, 0.0), ("55", "throttled", "power", 80.0), ("55", "stalled", None, 2.0)]
-    recovered = [("1234", "input-starved", 30.0), ("1234", "compute-bound", 5.0), ("55", "throttled", 90.0),
-                 ("55", "stalled", 0.5), ("gone", "idle", 3.0)]
+    recovered = [("1234", "input-starved", 30.0), ("1234", "memory-capacity", 5.0), ("55", "throttled", 90.0),
+                 ("55", "stalled", 0.5), ("gone", "idle", 3.0), ("99", "compute-bound", 10.0)]
     jobs = A.account(entries, recovered)
-    assert [j.job for j in jobs] == ["55", "1234", "99"]  # 82 GPU-h won back, 42.2, 0
+    assert [j.job for j in jobs] == ["55", "1234", "99"]  # 82 GPU-h won back, 42.2, 10 (its FP32 pipe's part)
     j = jobs[1]
     assert j.gpu_hours == pytest.approx(64.0) and j.wasted_gpu_hours == pytest.approx(51.2)
     # stalled and idle: all of it, whatever was summed; a working class: nothing; the others as summed, never more
@@ -105,10 +105,11 @@ def test_accounting_sums_gpu_hours_by_class_and_orders_jobs_by_what_a_fix_would_
     assert [(c["class"], c["subclass"]) for c in doc["classes"]] == [("input-starved", None),
                                                                      ("compute-bound", "tensor"), ("idle", None)]
     assert [w["class"] for w in doc["win_back"]] == ["input-starved", "idle"]
-    assert doc["win_back"][0]["method"].startswith("the SMs' idle share")
+    assert doc["win_back"][0]["method"].startswith("the GPU's idle share")
     assert job_line(doc) == ("job 1234: 64 GPU-h, 61% input-starved, 20% compute-bound (tensor), 19% idle; a fix "
                              "would win back 42 GPU-h (66%)")
-    assert job_line(jobs[2].to_dict()) == "job 99: 100 GPU-h, 100% compute-bound (tensor)"
+    assert job_line(jobs[2].to_dict()) == ("job 99: 100 GPU-h, 100% compute-bound (tensor); a fix would win back 10 "
+                                          "GPU-h (10%)")
     assert hours_text(3.46) == "3.5" and hours_text(0.00417) == "0.0042"
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from gputop.analysis import cluster as C
 from gputop.analysis.cluster_jobs import judge_jobs
-from gputop.analysis.cluster_winback import max_sm_clock, share, window_share
+from gputop.analysis.cluster_winback import fp32_to_tensor, max_sm_clock, share, window_share
 
 
 def gpu(node: str, i: int, cls: str | None, job: str = "j", **numbers) -> C.ClusterGpu:
@@ -76,13 +76,20 @@ def test_a_gpu_two_jobs_hold_is_judged_in_each():
 
 
 def test_what_a_fix_wins_back_by_class():
-    assert share("input-starved", sm_pct=30.0, util_pct=60.0) == pytest.approx(0.7)  # the SMs' idle share
-    assert share("host-bound", util_pct=25.0) == pytest.approx(0.75)  # no SM activity exported: kernel-idle
-    assert share("comms-bound", sm_pct=18.0) == pytest.approx(0.82)
+    assert share("input-starved", sm_pct=30.0, util_pct=60.0) == pytest.approx(0.4)  # the GPU's idle share
+    assert share("host-bound", sm_pct=25.0) == pytest.approx(0.75)  # no utilisation exported: the SMs'
+    assert share("comms-bound", sm_pct=18.0, util_pct=100.0) == pytest.approx(0.82)  # the SMs' idle share
+    assert share("latency-bound", util_pct=40.0) == pytest.approx(0.6)  # no SM activity exported: the GPU's
     assert share("stalled") == share("culprit") == share("idle") == 1.0
     assert share("throttled", sm_clock_mhz=1485.0, max_clock_mhz=1980.0) == pytest.approx(0.25)
     assert share("throttled", sm_clock_mhz=1485.0) is None  # no maximum known
     assert share("compute-bound", sm_pct=10.0) == share("memory-capacity") == 0.0
+    assert share("compute-bound", sm_pct=95.0, subclass="tensor") == 0.0
+    h100 = {"name": "NVIDIA H100 80GB HBM3"}  # FP32 66.9 TFLOP/s, BF16 dense 989 TFLOP/s: published figures
+    assert fp32_to_tensor(h100) == pytest.approx(66.9 / 989.4, rel=1e-3)
+    assert window_share("compute-bound", [{"sm_active_pct": 95.0}], h100, "fp32") == pytest.approx(
+        0.95 * (1 - 66.9 / 989.4), rel=1e-3)
     assert max_sm_clock("NVIDIA H100 80GB HBM3") == 1980 and max_sm_clock("a GPU nobody knows") is None
     window = [{"sm_active_pct": 20.0, "util_gpu_pct": 50.0}, {"sm_active_pct": None, "util_gpu_pct": 40.0}]
     assert window_share("latency-bound", window) == pytest.approx((0.8 + 0.6) / 2)
+    assert window_share("throttled", [{"sm_clock_mhz": 990.0}], h100) == pytest.approx(0.5)

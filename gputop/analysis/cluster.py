@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gputop.analysis.classify import classify
+from gputop.analysis.peaks import compute_peaks
 from gputop.analysis.cluster_text import duration_text
 from gputop.analysis.verdict import Verdict
 from gputop.analysis.vocabulary import CLASSES, Cls
@@ -182,6 +183,6 @@ def accounted(jobs: list["JobHours"], shown: list[ClusterGpu], filtered: bool,
 def judge(samples: list[dict], static: dict, exported: set[str]) -> tuple[Verdict, list[str]]:
     """A GPU's verdict from samples made of its dcgm-exporter series (oldest first), and what it missed: the
     key DCGM fields not in ``exported`` (the series names the GPU has), then the classifier's own list."""
-    verdict = classify(samples, static, {})
+    verdict = classify(samples, static, compute_peaks(static))  # (the model's published figures: links too)
     absent = [f"{name} (not exported)" for name in KEY_FIELDS if name not in exported]
     return verdict, absent + list(verdict.missing)

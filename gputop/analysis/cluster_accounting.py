@@ -12,8 +12,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from gputop.analysis.classify import classify
+from gputop.analysis.peaks import compute_peaks
 from gputop.analysis.cluster import WAITING
-from gputop.analysis.cluster_winback import ALL_OF_IT, METHOD, max_sm_clock, window_share
+from gputop.analysis.cluster_winback import ALL_OF_IT, METHOD, window_share
 
 
 @dataclass
@@ -109,9 +110,9 @@ def judged_hours(samples: list[dict], static: dict, step_s: float, window_s: flo
     by_window: dict[int, list[dict]] = defaultdict(list)
     for s in samples:
         by_window[int(s["t"] // window_s)].append(s)
-    top = max_sm_clock(static.get("name"))
+    peaks = compute_peaks(static)
     for _, window in sorted(by_window.items()):
-        v = classify(window, static, {})
+        v = classify(window, static, peaks)
         hours = len(window) * step_s / 3600.0
-        yield v.cls, v.subclass, hours, hours * (window_share(v.cls, window, top) or 0.0)
+        yield v.cls, v.subclass, hours, hours * (window_share(v.cls, window, static, v.subclass) or 0.0)
 

@@ -6,11 +6,12 @@
   and class (``count_over_time(gputop_verdict_confidence[range:step])``: one series per GPU, where
   ``gputop_bottleneck`` has one per class; every verdict of ``gputop --export`` has a confidence) and by subclass
   (``gputop_bottleneck{subclass!=""}``: only the current class carries one);
-* what a fix would win back of those (``analysis/cluster_winback.py``'s rules): for the waiting classes the SMs'
-  idle share at each step, summed by job and class (``RECOVER``: each GPU's verdict joined to its own
-  ``1 - DCGM_FI_PROF_SM_ACTIVE``, else ``1 - DCGM_FI_DEV_GPU_UTIL / 100``, on the GPU's labels); for throttled GPUs
-  their mean SM clock by job and model (``CLOCKS``), against the model's maximum; stalled, culprit and idle hours
-  count whole;
+* what a fix would win back of those (``analysis/cluster_winback.py``'s rules): for the waiting classes the GPU's or
+  the SMs' idle share at each step, summed by job and class (``RECOVER``: each GPU's verdict joined to its own
+  ``1 - DCGM_FI_DEV_GPU_UTIL / 100`` or ``1 - DCGM_FI_PROF_SM_ACTIVE``, on the GPU's labels); for throttled GPUs
+  their mean SM clock by job and model (``CLOCKS``), against the model's maximum; for GPUs compute-bound on the FP32
+  pipe their mean SM activity by job and model (``FP32``), against the model's FP32 and BF16 tensor peaks; stalled,
+  culprit and idle hours count whole;
 * the dcgm-exporter GPUs judged here window by window, at most ``ACCOUNT_JUDGE_POINTS`` samples of each over the
   range (the GPUs of the nodes that exported no verdict in the range: a node whose gputop exported at any time of it
   is counted from its verdicts alone; their nodes in ``PARALLEL`` shares), each window's recoverable share from its
@@ -26,8 +27,8 @@ import math
 
 from gputop.analysis import cluster as C
 from gputop.analysis import cluster_accounting as A
-from gputop.analysis.cluster_winback import IDLE_SHARE, max_sm_clock
-from gputop.analysis.vocabulary import Cls
+from gputop.analysis.cluster_winback import IDLE_GPU, IDLE_SMS, fp32_to_tensor, max_sm_clock
+from gputop.analysis.vocabulary import Cls, Sub
 from gputop.fleet import series as S
 from gputop.format import count
 from gputop.telemetry import dcgm_fields as F
@@ -41,11 +42,20 @@ BY = "sum by (hpc_job, namespace, pod, class, subclass) "
 BY_JOB_CLASS = "sum by (hpc_job, namespace, pod, class) "
 # a GPU's verdict (one series per GPU and class) times its own idle share: one series per GPU on the right (its
 # labels are the verdict's but the class), many verdicts to one share where a class changed within the look-back
-IDLE = "((1 - DCGM_FI_PROF_SM_ACTIVE) or (1 - DCGM_FI_DEV_GPU_UTIL / 100))"
-WAITING_CLASSES = "|".join(IDLE_SHARE)
-RECOVER = f'(gputop_verdict_confidence{{class=~"{WAITING_CLASSES}"}} * 0 + ignoring(class) group_left() {IDLE})'
-CLOCKS = (f'(gputop_verdict_confidence{{class="{Cls.THROTTLED}"}} * 0 + ignoring(class) group_left() '
-          'DCGM_FI_DEV_SM_CLOCK)')
+IDLE_GPU_SHARE = "((1 - DCGM_FI_DEV_GPU_UTIL / 100) or (1 - DCGM_FI_PROF_SM_ACTIVE))"
+IDLE_SMS_SHARE = "((1 - DCGM_FI_PROF_SM_ACTIVE) or (1 - DCGM_FI_DEV_GPU_UTIL / 100))"
+
+
+def _joined(selector: str, value: str, ignoring: str = "class") -> str:
+    return f"({selector} * 0 + ignoring({ignoring}) group_left() {value})"
+
+
+RECOVER = (_joined(f'gputop_verdict_confidence{{class=~"{"|".join(IDLE_GPU)}"}}', IDLE_GPU_SHARE) + " or "
+           + _joined(f'gputop_verdict_confidence{{class=~"{"|".join(IDLE_SMS)}"}}', IDLE_SMS_SHARE))
+CLOCKS = _joined(f'gputop_verdict_confidence{{class="{Cls.THROTTLED}"}}', "DCGM_FI_DEV_SM_CLOCK")
+FP32 = _joined(f'(gputop_bottleneck{{class="{Cls.COMPUTE_BOUND}",subclass="{Sub.FP32}"}} == 1)',
+               "DCGM_FI_PROF_SM_ACTIVE", "class, subclass")
+BY_MODEL = "sum by (hpc_job, namespace, pod, modelName) "
 
 
 def range_step(range_s: float) -> float:
@@ -89,9 +99,9 @@ def account(client, range_s: float, now: float) -> tuple[list[A.JobHours], float
     whole = f"[{int(range_s) - 1}s:{int(step)}s]"
     calls["subclasses"] = lambda: client.query(
         f'{BY}(count_over_time(gputop_bottleneck{{subclass!=""}}{whole}))', at=now)
-    calls["clocks"] = lambda: client.query(
-        f"sum by (hpc_job, namespace, pod, modelName) (sum_over_time({CLOCKS}{whole})) / "
-        f"sum by (hpc_job, namespace, pod, modelName) (count_over_time({CLOCKS}{whole}))", at=now)
+    for name, joined in (("clocks", CLOCKS), ("fp32", FP32)):  # a mean by job and model over the range
+        calls[name] = lambda j=joined: client.query(
+            f"{BY_MODEL}(sum_over_time({j}{whole})) / {BY_MODEL}(count_over_time({j}{whole}))", at=now)
     answers, failed = S.each(calls)
     notes += _failures(failed, range_s)
     got = lambda kind: [r for k, a in answers.items() if isinstance(k, tuple) and k[0] == kind for r in a]  # noqa: E731
@@ -101,7 +111,8 @@ def account(client, range_s: float, now: float) -> tuple[list[A.JobHours], float
     entries = list(A.exported_hours(classes, subclasses if "subclasses" in answers else [], step))
     recovered = [(C.job_of(r["metric"]), r["metric"].get("class", "?"), float(r["value"][1]) * step / 3600.0)
                  for r in got("recover")]
-    recovered += _throttled(answers.get("clocks", []), entries)
+    recovered += _by_model(answers.get("clocks", []), entries, Cls.THROTTLED, None, _clock_deficit)
+    recovered += _by_model(answers.get("fp32", []), entries, Cls.COMPUTE_BOUND, Sub.FP32, _mixed_precision)
     history = S.groups(got("judged"), with_job=True)
     window_s = max(range_s / ACCOUNT_WINDOWS, 2 * judge_step)
     for key, g in history.items():
@@ -111,19 +122,29 @@ def account(client, range_s: float, now: float) -> tuple[list[A.JobHours], float
     return A.account(entries, recovered), step, notes
 
 
-def _throttled(answer: list[dict], entries: list) -> list[tuple]:
-    """The throttled hours' clock deficit by job: each job's mean SM clock while throttled (by model) against the
-    model's maximum, times its throttled hours."""
+def _clock_deficit(mean: float, model: str | None) -> float | None:
+    top = max_sm_clock(model)
+    return max(0.0, 1.0 - mean / top) if top else None
+
+
+def _mixed_precision(mean: float, model: str | None) -> float | None:
+    ratio = fp32_to_tensor({"name": model})
+    return min(1.0, mean * (1.0 - ratio)) if ratio else None  # (SM activity: a ratio in DCGM's units)
+
+
+def _by_model(answer: list[dict], entries: list, cls: str, sub: str | None, rule) -> list[tuple]:
+    """A class's recoverable hours by job from each job's mean reading over its hours of that class (by model):
+    ``rule(mean, model)`` is the share (the clock deficit, mixed precision's share) times the job's hours."""
     hours: dict = {}
-    for job, cls, _, h in entries:
-        if cls == Cls.THROTTLED:
+    for job, c, s, h in entries:
+        if c == cls and (sub is None or s == sub):
             hours[job] = hours.get(job, 0.0) + h
     out = []
     for r in answer:
-        job, top = C.job_of(r["metric"]), max_sm_clock(r["metric"].get(F.LABEL_MODEL_NAME))
-        mean = S.number(r["value"][1])
-        if top and mean is not None and job in hours:
-            out.append((job, Cls.THROTTLED, hours[job] * max(0.0, 1.0 - mean / top)))
+        job, mean = C.job_of(r["metric"]), S.number(r["value"][1])
+        got = rule(mean, r["metric"].get(F.LABEL_MODEL_NAME)) if mean is not None else None
+        if got is not None and job in hours:
+            out.append((job, cls, hours[job] * got))
     return out
 
 
@@ -135,7 +156,8 @@ def _failures(failed: dict, range_s: float) -> list[str]:
     words = {"classes": "of the exported verdicts' GPU-hours ({n} of the range's slices)",
              "recover": "of what a fix would win back ({n} of the range's slices)",
              "judged": "of dcgm-exporter's GPUs ({n} of their node shares)",
-             "subclasses": "of the subclasses", "clocks": "of the throttled GPUs' clocks"}
+             "subclasses": "of the subclasses", "clocks": "of the throttled GPUs' clocks",
+             "fp32": "of the FP32-pipe-bound GPUs' activity"}
     for kind, exc in kinds.items():
         lines.append(f"accounting incomplete: the part {words[kind].format(n=count(n[kind], 'part'))} not read "
                      f"({exc})")
