@@ -63,8 +63,9 @@ def jobs(tmp_path_factory):
             stop(p)
 
 
-def judged(url: str, job: str, finding: str) -> dict:
-    """The job's entry of the cluster document once it has ``finding`` (each read checked: no other finding)."""
+def judged(url: str, job: str, finding: str, words: str = "") -> dict:
+    """The job's entry of the cluster document once it has ``finding`` and says ``words`` (a held stretch changes
+    regime where it starts again: each read checked, no other finding)."""
     seen = []
 
     def read():
@@ -72,7 +73,7 @@ def judged(url: str, job: str, finding: str) -> dict:
         entry = next(j for j in doc["jobs"] if j["job"] == job)
         seen.append(entry["finding"])
         assert entry["finding"] in (None, finding), (entry, seen)
-        return (entry, doc) if entry["finding"] == finding else None
+        return (entry, doc) if entry["finding"] == finding and words in entry["sentence"] else None
     return wait_for(read, 40, f"job {job} judged {finding!r} (seen: {seen})", step=0.5)
 
 
@@ -89,7 +90,7 @@ def test_a_stall_on_one_node_names_the_node_whose_gpu_is_outside_it(jobs):
 
 
 def test_a_straggler_node_is_named_with_why(jobs):
-    entry, _ = judged(jobs["url"], "5002", "straggler")
+    entry, _ = judged(jobs["url"], "5002", "straggler", "more work")
     assert entry["straggler_node"] == "node-b" and entry["nodes"] == ["node-a", "node-b"]
     assert "more work" in entry["sentence"] and "its peers on node-a wait for it" in entry["sentence"]
 
@@ -108,7 +109,10 @@ def test_the_text_and_the_accounting_say_what_a_fix_would_win_back(jobs):
     assert "jobs judged whole, over their nodes:" in r.stdout
     assert "job 5001 (4 GPUs on 2 nodes): stalled:" in r.stdout
     doc = cluster_json(jobs["url"], "--range", "2m")
+    assert doc["notes"] == []  # every query answered: the accounting's joins too
     acc = {j["job"]: j for j in doc["accounting"]["jobs"]}
+    waiting = acc["5002"]  # the straggler's peers: comms-bound, their SMs' idle share
+    assert [w["class"] for w in waiting["win_back"]] == ["comms-bound"] and 0.3 < waiting["win_back_share"] < 0.9
     stall = acc["5001"]  # stalled and idle GPUs: all of their time
     assert stall["win_back_share"] == pytest.approx(
         sum(c["share"] for c in stall["classes"] if c["class"] in ("stalled", "idle", "culprit")), abs=0.02)

@@ -200,6 +200,7 @@ def cluster_json(url: str, *extra: str) -> dict:
 def test_every_gpu_comes_out_on_its_row_with_the_class_that_went_in(cluster):
     doc = cluster_json(cluster["url"], "--range", "2m")
     rows = {g["node"]: g for g in doc["gpus"]}
+    assert doc["notes"] == [] and not any(g["flags"] for g in doc["gpus"])  # everything read, nothing odd
     assert set(rows) == set(EXPORTERS) | set(DCGM_NODES)
     assert doc["summary"]["gpus"] == len(rows) == doc["summary"]["gpus_in_cluster"]
     assert len({cls for cls, _ in cluster["expected"].values()}) >= 3, cluster["expected"]  # the test means something

@@ -50,8 +50,8 @@ def _joined(selector: str, value: str, ignoring: str = "class") -> str:
     return f"({selector} * 0 + ignoring({ignoring}) group_left() {value})"
 
 
-RECOVER = (_joined(f'gputop_verdict_confidence{{class=~"{"|".join(IDLE_GPU)}"}}', IDLE_GPU_SHARE) + " or "
-           + _joined(f'gputop_verdict_confidence{{class=~"{"|".join(IDLE_SMS)}"}}', IDLE_SMS_SHARE))
+RECOVER = ("(" + _joined(f'gputop_verdict_confidence{{class=~"{"|".join(IDLE_GPU)}"}}', IDLE_GPU_SHARE) + " or "
+           + _joined(f'gputop_verdict_confidence{{class=~"{"|".join(IDLE_SMS)}"}}', IDLE_SMS_SHARE) + ")")
 CLOCKS = _joined(f'gputop_verdict_confidence{{class="{Cls.THROTTLED}"}}', "DCGM_FI_DEV_SM_CLOCK")
 FP32 = _joined(f'(gputop_bottleneck{{class="{Cls.COMPUTE_BOUND}",subclass="{Sub.FP32}"}} == 1)',
                "DCGM_FI_PROF_SM_ACTIVE", "class, subclass")
@@ -119,6 +119,7 @@ def account(client, range_s: float, now: float) -> tuple[list[A.JobHours], float
         for cls, sub, hours, back in A.judged_hours(S.samples(g), S.static(g), judge_step, window_s):
             entries.append((key[-1], cls, sub, hours))
             recovered.append((key[-1], cls, back))
+    notes += [f"Prometheus said its accounting answer is partial: {w}" for w in client.take_warnings()]
     return A.account(entries, recovered), step, notes
 
 

@@ -109,7 +109,7 @@ class ClusterReader:
         rows_answer = answers.get("rows", [])
         skipped = sum(1 for r in rows_answer if F.LABEL_GPU not in r["metric"])
         if skipped:
-            notes.append(f"{count(skipped, 'series')} without a gpu label skipped (not a GPU's: an exporter "
+            notes.append(f"{count(skipped, 'series', 'series')} without a gpu label skipped (not a GPU's: an exporter "
                          "relabelled, or not a GPU exporter)")
         gpus = S.groups(rows_answer)
         verdict_labels: dict[tuple, dict] = {}  # GPU -> the labels of its exported class
@@ -177,12 +177,8 @@ class ClusterReader:
             row.judged_by = C.JUDGED
             row.cls, row.subclass, row.confidence, missing = judged.get(key, (None, None, None, ()))
             row.missing = list(missing)
-        self.notes = notes + [f"Prometheus said its answer is partial: {w}" for w in self._warnings()]
+        self.notes = notes + [f"Prometheus said its answer is partial: {w}" for w in self.client.take_warnings()]
         return C.order(list(rows.values()))
-
-    def _warnings(self) -> list[str]:
-        take = getattr(self.client, "take_warnings", None)
-        return take() if take else []
 
     def _history_for(self, todo, labels_of, meanwhile, now: float, notes: list[str]) -> dict[tuple, dict]:
         """The judging window of the GPUs ``todo``: what was asked for meanwhile, and their nodes it missed."""

@@ -13,6 +13,10 @@ environment or a file named there (:data:`ENV`): a bearer token (``GPUTOP_PROMET
 or ``GPUTOP_PROMETHEUS_PASSWORD_FILE``). TLS is verified against the system's CAs, or the bundle in
 ``GPUTOP_PROMETHEUS_CA_FILE``; there is no switch that turns verification off.
 
+An answer Prometheus marks partial (its ``warnings``: a remote store or a federated peer that did not answer, a
+query that hit a limit) is data still; the warnings are kept, printable and cut, for the caller to say
+(:meth:`PrometheusClient.take_warnings`).
+
 Errors (each one line; ``gputop.exitcodes.code_for`` maps them): nothing answers, an HTTP error, refused
 credentials -> :class:`SourceUnreachable` (3); an answer that is not Prometheus' JSON envelope ->
 :class:`BadSource` (2); Prometheus answers ``"status": "error"`` -> :class:`QueryFailed` (3).
@@ -24,6 +28,7 @@ import base64
 import json
 import os
 import ssl
+import threading
 import urllib.parse
 
 from gputop.telemetry.errors import BadSource, QueryFailed, SourceUnreachable
@@ -120,6 +125,14 @@ class PrometheusClient:
         self.url, self.timeout = url.rstrip("/"), timeout
         self._auth = auth_header(env)
         self._tls = tls_context(env) if self.url.startswith("https:") else None
+        self._warnings: list[str] = []  # the warnings of partial answers since take_warnings (calls run in threads)
+        self._lock = threading.Lock()
+
+    def take_warnings(self) -> list[str]:
+        """The distinct warnings Prometheus sent with its answers since the last call (each printable, cut)."""
+        with self._lock:
+            got, self._warnings = list(dict.fromkeys(self._warnings)), []
+        return got
 
     def _get(self, endpoint: str, params: list[tuple[str, str]], method: str = "POST") -> object:
         where = f"{self.url}{endpoint}"
@@ -150,6 +163,9 @@ class PrometheusClient:
             raise BadSource(f"{where}: the answer is not Prometheus' HTTP API (is {self.url} a Prometheus server?)")
         if answer["status"] == "error":
             raise QueryFailed(f"{where}: the query failed ({_said(answer)})")
+        if isinstance(answer.get("warnings"), list) and answer["warnings"]:
+            with self._lock:
+                self._warnings += [printable(str(w)) for w in answer["warnings"][:5]]
         return _clean(answer["data"])
 
     def _vector(self, data, endpoint: str, kind: str) -> list[dict]:
