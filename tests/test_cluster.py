@@ -308,7 +308,9 @@ def test_a_document_from_made_up_answers_follows_its_schema(stub):
                 return [{"metric": {**labels, "class": "idle", "subclass": ""}, "value": [at, "1"]}]
             if promql.startswith("gputop_verdict_confidence"):
                 return [{"metric": {**labels, "class": "idle"}, "value": [at, "0.9"]}]
-            if promql.startswith("sum by") or promql.startswith("max by"):
+            if promql.startswith("group by"):  # each GPU's model and jobs
+                return [{"metric": labels, "value": [at, "1"]}]
+            if promql.startswith("sum by") or (promql.startswith("max by") and "max_over_time" in promql):
                 # the steps of each class: all 720 of the range in its newest slice; nothing else
                 if "count_over_time(gputop_verdict_confidence" not in promql or at != 1.8e9:
                     return []

@@ -4,7 +4,8 @@ One :class:`ClusterReader` per server (``telemetry/prometheus.PrometheusClient``
 
 1. every whole GPU's row series now (``ROW_NAMES``: SM, DRAM and tensor activity, GPU utilisation, memory, SM
    clock, PCIe and NVLink traffic; one instant query, whoever exported them: ``gputop --export`` and dcgm-exporter
-   use the same names and labels);
+   use the same names and labels), with the labels that say which GPU it is only (``series.by_gpu``), and each
+   GPU's model and jobs from one series a GPU (``META_SELECTOR``);
 2. the verdicts the nodes' own gputop exported now: the class from ``gputop_verdict_confidence{class}`` (one series
    per GPU, where ``gputop_bottleneck`` has one per class: every verdict of ``gputop --export`` has a confidence),
    the subclass from ``gputop_bottleneck{subclass!=""}`` (only the current class carries one);
@@ -59,6 +60,7 @@ ROW_NAMES = ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF
              "DCGM_FI_PROF_PCIE_RX_BYTES", "DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_NVLINK_RX_BYTES",
              *F.MEM_TOTAL_PARTS)
 ROW_SELECTOR = '{__name__=~"%s"}' % "|".join(ROW_NAMES)
+META_SELECTOR = "DCGM_FI_DEV_FB_USED"  # a GPU's model and jobs, from one series every exporter has
 PRESENCE = "DCGM_FI_DEV_GPU_UTIL"  # the series whose newest sample says a GPU reports (every exporter has it)
 JUDGE_WINDOW_S = 60.0  # a dcgm-exporter GPU is judged on its last minute ...
 JUDGE_STEP_S = 30.0  # ... one sample every 30 s (dcgm-exporter collects every 30 s by default: a finer step only
@@ -94,7 +96,8 @@ class ClusterReader:
         now = time.time() if now is None else now
         slot = now - now % JUDGE_STEP_S  # the refreshes within one step of the grid reuse the first one's verdicts
         fresh = slot != self._judged_at
-        calls = {"rows": lambda: self.client.query(ROW_SELECTOR, at=now),
+        calls = {"rows": lambda: self.client.query(S.by_gpu(ROW_SELECTOR), at=now),
+                 "meta": lambda: self.client.query(S.by_gpu(META_SELECTOR, S.META_LABELS, keep_name=False), at=now),
                  "verdicts": lambda: self.client.query("gputop_verdict_confidence", at=now),
                  "subclasses": lambda: self.client.query('gputop_bottleneck{subclass!=""}', at=now),
                  "aged": lambda: self.client.query(AGED, at=now)}
@@ -102,7 +105,7 @@ class ClusterReader:
             calls["history"] = lambda: self._history_meanwhile(now)
         answers, failed = S.each(calls)
         notes = [f"{what} not read: {failed[part]}" for part, what in (
-            ("rows", "the GPUs' numbers"), ("verdicts", "the exported verdicts"),
+            ("rows", "the GPUs' numbers"), ("meta", "the GPUs' models and jobs"), ("verdicts", "the exported verdicts"),
             ("subclasses", "the exported subclasses"), ("aged", "which GPUs stopped reporting")) if part in failed]
         if "rows" in failed and "verdicts" in failed:
             raise failed["rows"]
@@ -112,6 +115,7 @@ class ClusterReader:
             notes.append(f"{count(skipped, 'series', 'series')} without a gpu label skipped (not a GPU's: an exporter "
                          "relabelled, or not a GPU exporter)")
         gpus = S.groups(rows_answer)
+        S.add_meta(gpus, answers.get("meta", []))
         verdict_labels: dict[tuple, dict] = {}  # GPU -> the labels of its exported class
         verdict_jobs: dict[tuple, list[str]] = defaultdict(list)
         confidence = {}
@@ -219,7 +223,8 @@ class ClusterReader:
         asked = {(label, v) for label, values in nodes.items() for v in values}
         if not asked:
             return asked, {}
-        return asked, S.groups(self.client.query_range(S.on_nodes(nodes), end - JUDGE_WINDOW_S, end, JUDGE_STEP_S))
+        return asked, S.groups(self.client.query_range(S.by_gpu(S.on_nodes(nodes), S.ID_LABELS + ("modelName",)),
+                                                       end - JUDGE_WINDOW_S, end, JUDGE_STEP_S))
 
     @staticmethod
     def _verdicts(keys: list[tuple], history: dict[tuple, dict]) -> dict[tuple, tuple]:

@@ -21,6 +21,18 @@ SELECTOR = '{__name__=~"%s"}' % "|".join(NAMES)
 # the series a GPU is judged on: all but those the classifier never reads (so many fewer series to ask for)
 JUDGE_NAMES = tuple(n for n in NAMES if n not in ("DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_GPU_TEMP"))
 JUDGE_SELECTOR = '{__name__=~"%s"}' % "|".join(JUDGE_NAMES)
+# The labels a GPU's numbers are asked for with (``max by``): who it is (cluster_identity), where, what part of a GPU
+# (whole_gpu); the rest of an exporter's labels (PCI bus, device, driver version, ...) is a third of a fleet's answer
+# and read once a GPU (``META``), its model and jobs with it.
+ID_LABELS = ("UUID", "uuid", "instance", "job", "gpu", "Hostname", "hostname", "GPU_I_PROFILE", "GPU_I_ID", "nvlink",
+             "nvswitch")
+META_LABELS = ID_LABELS + ("modelName", "hpc_job", "namespace", "pod")
+
+
+def by_gpu(selector: str, labels: tuple[str, ...] = ID_LABELS, keep_name: bool = True) -> str:
+    """``selector``'s series with only ``labels`` (and their name), one per GPU and name."""
+    return f"max by (__name__, {', '.join(labels)}) ({selector})" if keep_name else \
+        f"group by ({', '.join(labels)}) ({selector})"
 
 
 def groups(result: list[dict], with_job: bool = False) -> dict[tuple, dict]:
@@ -44,6 +56,20 @@ def groups(result: list[dict], with_job: bool = False) -> dict[tuple, dict]:
             points = r["values"] if "values" in r else [r["value"]]
             g["series"][name] = [(float(t), number(v)) for t, v in points]
     return out
+
+
+def add_meta(gpus: dict[tuple, dict], meta: list[dict]) -> None:
+    """Each GPU's model and jobs (``META_LABELS`` of one of its series a job) into its group (by ``gpu_id``)."""
+    for r in meta:
+        labels = r["metric"]
+        g = gpus.get(gpu_id(labels))
+        if g is None:
+            continue
+        g["labels"] = {**labels, **{k: v for k, v in g["labels"].items() if k != "hpc_job"}} if \
+            "modelName" not in g["labels"] else g["labels"]
+        job = C.job_of(labels)
+        if job and job not in g["jobs"]:
+            g["jobs"].append(job)
 
 
 def merge(into: dict, other: dict) -> None:

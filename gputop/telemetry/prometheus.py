@@ -152,6 +152,9 @@ class PrometheusClient:
             parsed = json.loads(answer.body)
         except ValueError:
             parsed = None
+        # JSON's strings hold no raw control character (DEL aside), and an ASCII body without a backslash escapes
+        # none: every string in it is printable as it is (a fleet's answer: tens of MB, not walked string by string)
+        plain = answer.body.isascii() and b"\\" not in answer.body and b"\x7f" not in answer.body
         if answer.status >= 300:  # Prometheus answers a failed query with 400/422/503 and its JSON
             if isinstance(parsed, dict) and parsed.get("status") == "error":
                 raise QueryFailed(f"{where}: Prometheus refused the query ({_said(parsed)})")
@@ -166,7 +169,7 @@ class PrometheusClient:
         if isinstance(answer.get("warnings"), list) and answer["warnings"]:
             with self._lock:
                 self._warnings += [printable(str(w)) for w in answer["warnings"][:5]]
-        return _clean(answer["data"])
+        return answer["data"] if plain else _clean(answer["data"])
 
     def _vector(self, data, endpoint: str, kind: str) -> list[dict]:
         if not isinstance(data, dict) or data.get("resultType") != kind or not isinstance(data.get("result"), list):
