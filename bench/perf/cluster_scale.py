@@ -46,8 +46,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -110,37 +108,14 @@ class Timed:
 
     def install(self) -> None:
         import gputop.telemetry.prometheus as P
-        timed, real_urlopen, real_loads = self, urllib.request.urlopen, json.loads  # (the modules, never patched)
+        timed, real_request, real_loads = self, P.request, json.loads  # (the modules, never patched)
 
-        class _Answer:  # the response: its body's last byte ends the span
-            def __init__(self, resp, t0):
-                self.resp, self.t0 = resp, t0
-
-            def __enter__(self):
-                return self
-
-            def __exit__(self, *exc):
-                self.resp.close()
-
-            def read(self):
-                try:
-                    return self.resp.read()
-                finally:
-                    timed.spans.append((self.t0, time.perf_counter()))
-
-        class _Request:  # the client's urllib.request: urlopen timed
-            def __getattr__(self, name):
-                return getattr(urllib.request, name)
-
-            @staticmethod
-            def urlopen(*a, **k):
-                t0 = time.perf_counter()
-                return _Answer(real_urlopen(*a, **k), t0)
-
-        class _Urllib:
-            request = _Request()
-            error = urllib.error
-            parse = urllib.parse
+        def request(*a, **k):  # the client's whole request (telemetry/urls.request): sent to its body's last byte
+            t0 = time.perf_counter()
+            try:
+                return real_request(*a, **k)
+            finally:
+                timed.spans.append((t0, time.perf_counter()))
 
         class _Json:  # the client's json module: loads timed
             def __getattr__(self, name):
@@ -154,7 +129,7 @@ class Timed:
                 finally:
                     timed.json_s += time.thread_time() - t
 
-        P.urllib, P.json = _Urllib(), _Json()
+        P.request, P.json = request, _Json()
 
     def reset(self) -> None:
         self.spans, self.json_s = [], 0.0
@@ -194,6 +169,7 @@ def measure(url: str, end: float, cadence: float, cpu_seconds: float, prom_pid: 
             account_every: float, accountings: int) -> dict:
     """The page's reads against Prometheus at ``url``; "now" is the data's ``end`` plus the time since this began
     (the wall clock's now, as if the data had been scraped until this moment)."""
+    from gputop.analysis.cluster_jobs import judge_jobs
     from gputop.fleet.reader import ClusterReader
     from gputop.telemetry.prometheus import PrometheusClient
     t_start = time.monotonic()
@@ -215,18 +191,27 @@ def measure(url: str, end: float, cadence: float, cpu_seconds: float, prom_pid: 
                         "python_s": cpu - timed.json_s, "prometheus_cpu_s": proc_cpu_s(prom_pid) - p,
                         "queries": len(timed.spans)}
 
+    def refresh(reader):  # what the page does each refresh: the rows, each job judged whole over its nodes
+        rows = reader.snapshot(clock())
+        return rows, judge_jobs(rows), list(reader.notes)
+
     # a refresh with nothing cached (a new page; thereafter once per judging step): the worst case
-    rows, out["snapshot_cold"] = timed_call(lambda: ClusterReader(client).snapshot(clock()))
+    (rows, jobs_now, notes), out["snapshot_cold"] = timed_call(lambda: refresh(ClusterReader(client)))
     out["gpus_seen"] = len(rows)
+    out["gpus_duplicate"] = sum(r.duplicate for r in rows)
+    out["gpus_not_reporting"] = sum(not r.reporting for r in rows)
     out["judged_here"] = sum(r.judged_by == "gputop" for r in rows)
     out["classes_now"] = sorted({r.cls for r in rows if r.cls})
+    out["jobs_now"] = len(jobs_now)
+    out["job_findings"] = sorted({j.finding for j in jobs_now.values() if j.finding})
+    out["notes"] = notes  # what a read could not read: none, or the figures are not of a whole read
     # the page: one reader, a refresh every ``cadence`` for ``cpu_seconds``; this process' CPU and Prometheus'
     reader = ClusterReader(client)
     runs = []
     c0, p0, t0 = self_cpu_s(), proc_cpu_s(prom_pid), time.monotonic()
     while time.monotonic() - t0 < cpu_seconds:
         due = t0 + (len(runs) + 1) * cadence
-        runs.append(timed_call(lambda: reader.snapshot(clock()))[1])
+        runs.append(timed_call(lambda: refresh(reader))[1])
         time.sleep(max(0.0, due - time.monotonic()))
     wall = time.monotonic() - t0
     out["cadence_s"] = cadence
@@ -243,6 +228,8 @@ def measure(url: str, end: float, cadence: float, cpu_seconds: float, prom_pid: 
     out["accounting_step_s"] = step
     out["accounting_jobs"] = len(jobs)
     out["accounting_gpu_hours"] = round(sum(j.gpu_hours for j in jobs), 1)
+    out["accounting_win_back_gpu_hours"] = round(sum(j.win_back_gpu_hours for j in jobs), 1)
+    out["accounting_notes"] = list(reader.accounting_notes)
     out["accounting_first"] = runs[0]
     out["accounting"] = median_run(runs)
     out["accounting_worst_s"] = max(r["wall_s"] for r in runs)

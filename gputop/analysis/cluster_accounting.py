@@ -65,7 +65,8 @@ class JobHours:
 def account(entries, recovered=()) -> list[JobHours]:
     """``(job, class, subclass, GPU-hours)`` entries and ``(job, class, recoverable GPU-hours)`` ``recovered`` ->
     one :class:`JobHours` per job, the most a fix would win back first (then the most wasted, the most GPU-hours).
-    Stalled, culprit and idle hours are won back whole; a working class's never; where a job's recovered hours of a
+    Stalled, culprit and idle hours are won back whole; a working class's never, nor those of GPUs no job holds (their
+    idle hours are the cluster's to place, not a job's to fix); where a job's recovered hours of a
     class exceed its hours of that class (the counts' steps and the recovered sums' steps round apart), they are
     its hours."""
     jobs: dict[str | None, JobHours] = {}
@@ -75,11 +76,11 @@ def account(entries, recovered=()) -> list[JobHours]:
         j = jobs.setdefault(job, JobHours(job))
         j.hours[(cls, sub or None)] = j.hours.get((cls, sub or None), 0.0) + hours
     for job, cls, hours in recovered:
-        if hours > 0 and job in jobs and cls in METHOD:  # a class a fix wins nothing back of: none
+        if hours > 0 and job in jobs and cls in METHOD and job is not None:  # (no job: no job's fix)
             jobs[job].recoverable[cls] = jobs[job].recoverable.get(cls, 0.0) + hours
     for j in jobs.values():
         for (cls, _), _h in list(j.hours.items()):
-            if cls in ALL_OF_IT:  # all of it: the hours themselves
+            if cls in ALL_OF_IT and j.job is not None:  # all of it: the hours themselves
                 j.recoverable[cls] = j.class_hours(cls)
         j.recoverable = {c: min(h, j.class_hours(c)) for c, h in j.recoverable.items() if j.class_hours(c) > 0}
     return sorted(jobs.values(), key=lambda j: (-j.win_back_gpu_hours, -j.wasted_gpu_hours, -j.gpu_hours,

@@ -7,11 +7,12 @@
   ``gputop_bottleneck`` has one per class; every verdict of ``gputop --export`` has a confidence) and by subclass
   (``gputop_bottleneck{subclass!=""}``: only the current class carries one);
 * what a fix would win back of those (``analysis/cluster_winback.py``'s rules): for the waiting classes the GPU's or
-  the SMs' idle share at each step, summed by job and class (``RECOVER``: each GPU's verdict joined to its own
-  ``1 - DCGM_FI_DEV_GPU_UTIL / 100`` or ``1 - DCGM_FI_PROF_SM_ACTIVE``, on the GPU's labels); for throttled GPUs
-  their mean SM clock by job and model (``CLOCKS``), against the model's maximum; for GPUs compute-bound on the FP32
-  pipe their mean SM activity by job and model (``FP32``), against the model's FP32 and BF16 tensor peaks; stalled,
-  culprit and idle hours count whole;
+  the SMs' idle share, from each GPU's verdict joined to its own ``DCGM_FI_DEV_GPU_UTIL`` or
+  ``DCGM_FI_PROF_SM_ACTIVE`` (``RECOVER_GPU``, ``RECOVER_SMS``: on the GPU's labels, the reading summed by job and
+  class over the range's steps; the class's steps less that sum are its idle steps: a GPU that does not export the
+  reading counts as idle); for throttled GPUs their SM clock summed by job and model (``CLOCKS``), its mean against
+  the model's maximum; for GPUs compute-bound on the FP32 pipe their SM activity (``FP32``), against the model's FP32
+  and BF16 tensor peaks; stalled, culprit and idle hours count whole;
 * the dcgm-exporter GPUs judged here window by window, at most ``ACCOUNT_JUDGE_POINTS`` samples of each over the
   range (the GPUs of the nodes that exported no verdict in the range: a node whose gputop exported at any time of it
   is counted from its verdicts alone; their nodes in ``PARALLEL`` shares), each window's recoverable share from its
@@ -40,21 +41,22 @@ ACCOUNT_WINDOWS = 8  # ... and a dcgm-exporter GPU judged in at most this many w
 ACCOUNT_JUDGE_POINTS = 16  # ... on at most this many samples (24 h: one every 90 min, 2 a window)
 BY = "sum by (hpc_job, namespace, pod, class, subclass) "
 BY_JOB_CLASS = "sum by (hpc_job, namespace, pod, class) "
-# a GPU's verdict (one series per GPU and class) times its own idle share: one series per GPU on the right (its
-# labels are the verdict's but the class), many verdicts to one share where a class changed within the look-back
-IDLE_GPU_SHARE = "((1 - DCGM_FI_DEV_GPU_UTIL / 100) or (1 - DCGM_FI_PROF_SM_ACTIVE))"
-IDLE_SMS_SHARE = "((1 - DCGM_FI_PROF_SM_ACTIVE) or (1 - DCGM_FI_DEV_GPU_UTIL / 100))"
+# A GPU's verdict (one series per GPU and class) joined to one of its own series (the same labels but the class:
+# one series a GPU on the right, many verdicts to it where a class changed within the look-back), the raw reading
+# summed over the range: arithmetic inside a subquery's join costs Prometheus several times the join, so the idle
+# share is made here, from the sum and the class's steps (``_idle_hours``).
+ON = "on(UUID, uuid, instance, job, gpu, hpc_job, namespace, pod)"
 
 
-def _joined(selector: str, value: str, ignoring: str = "class") -> str:
-    return f"({selector} * 0 + ignoring({ignoring}) group_left() {value})"
+def _joined(selector: str, value: str) -> str:
+    return f"({selector} * 0 + {ON} group_left() {value})"
 
 
-RECOVER = ("(" + _joined(f'gputop_verdict_confidence{{class=~"{"|".join(IDLE_GPU)}"}}', IDLE_GPU_SHARE) + " or "
-           + _joined(f'gputop_verdict_confidence{{class=~"{"|".join(IDLE_SMS)}"}}', IDLE_SMS_SHARE) + ")")
+RECOVER_GPU = _joined(f'gputop_verdict_confidence{{class=~"{"|".join(IDLE_GPU)}"}}', "DCGM_FI_DEV_GPU_UTIL")
+RECOVER_SMS = _joined(f'gputop_verdict_confidence{{class=~"{"|".join(IDLE_SMS)}"}}', "DCGM_FI_PROF_SM_ACTIVE")
 CLOCKS = _joined(f'gputop_verdict_confidence{{class="{Cls.THROTTLED}"}}', "DCGM_FI_DEV_SM_CLOCK")
 FP32 = _joined(f'(gputop_bottleneck{{class="{Cls.COMPUTE_BOUND}",subclass="{Sub.FP32}"}} == 1)',
-               "DCGM_FI_PROF_SM_ACTIVE", "class, subclass")
+               "DCGM_FI_PROF_SM_ACTIVE")
 BY_MODEL = "sum by (hpc_job, namespace, pod, modelName) "
 
 
@@ -94,14 +96,14 @@ def account(client, range_s: float, now: float) -> tuple[list[A.JobHours], float
         window = f"[{int(w) - 1}s:{int(step)}s]"
         calls[("classes", o)] = lambda o=o, w=window: client.query(
             f"{BY}(count_over_time(gputop_verdict_confidence{w}))", at=now - o)
-        calls[("recover", o)] = lambda o=o, w=window: client.query(
-            f"{BY_JOB_CLASS}(sum_over_time({RECOVER}{w}))", at=now - o)
+        for kind, joined in (("util", RECOVER_GPU), ("sm", RECOVER_SMS)):
+            calls[(kind, o)] = lambda o=o, w=window, j=joined: client.query(
+                f"{BY_JOB_CLASS}(sum_over_time({j}{w}))", at=now - o)
     whole = f"[{int(range_s) - 1}s:{int(step)}s]"
     calls["subclasses"] = lambda: client.query(
         f'{BY}(count_over_time(gputop_bottleneck{{subclass!=""}}{whole}))', at=now)
-    for name, joined in (("clocks", CLOCKS), ("fp32", FP32)):  # a mean by job and model over the range
-        calls[name] = lambda j=joined: client.query(
-            f"{BY_MODEL}(sum_over_time({j}{whole})) / {BY_MODEL}(count_over_time({j}{whole}))", at=now)
+    for name, joined in (("clocks", CLOCKS), ("fp32", FP32)):  # summed by job and model over the range
+        calls[name] = lambda j=joined: client.query(f"{BY_MODEL}(sum_over_time({j}{whole}))", at=now)
     answers, failed = S.each(calls)
     notes += _failures(failed, range_s)
     got = lambda kind: [r for k, a in answers.items() if isinstance(k, tuple) and k[0] == kind for r in a]  # noqa: E731
@@ -109,10 +111,17 @@ def account(client, range_s: float, now: float) -> tuple[list[A.JobHours], float
     subclasses = [(C.job_of(r["metric"]), r["metric"].get("class", "?"), r["metric"].get("subclass"),
                    float(r["value"][1])) for r in answers.get("subclasses", [])]
     entries = list(A.exported_hours(classes, subclasses if "subclasses" in answers else [], step))
-    recovered = [(C.job_of(r["metric"]), r["metric"].get("class", "?"), float(r["value"][1]) * step / 3600.0)
-                 for r in got("recover")]
-    recovered += _by_model(answers.get("clocks", []), entries, Cls.THROTTLED, None, _clock_deficit)
-    recovered += _by_model(answers.get("fp32", []), entries, Cls.COMPUTE_BOUND, Sub.FP32, _mixed_precision)
+    steps = {}  # (job, class) -> steps counted (each a GPU's verdict at a mark)
+    for job, cls, n in classes:
+        steps[(job, cls)] = steps.get((job, cls), 0.0) + n
+    recovered = _idle_hours(got("util"), steps, step, 100.0) + _idle_hours(got("sm"), steps, step, 1.0)
+    fp32_steps = {}
+    for job, cls, sub, n in subclasses:
+        if (cls, sub) == (Cls.COMPUTE_BOUND, Sub.FP32):
+            fp32_steps[job] = fp32_steps.get(job, 0.0) + n
+    recovered += _by_model(answers.get("clocks", []), {j: n for (j, c), n in steps.items() if c == Cls.THROTTLED},
+                           step, Cls.THROTTLED, _clock_deficit)
+    recovered += _by_model(answers.get("fp32", []), fp32_steps, step, Cls.COMPUTE_BOUND, _mixed_precision)
     history = S.groups(got("judged"), with_job=True)
     window_s = max(range_s / ACCOUNT_WINDOWS, 2 * judge_step)
     for key, g in history.items():
@@ -133,19 +142,27 @@ def _mixed_precision(mean: float, model: str | None) -> float | None:
     return min(1.0, mean * (1.0 - ratio)) if ratio else None  # (SM activity: a ratio in DCGM's units)
 
 
-def _by_model(answer: list[dict], entries: list, cls: str, sub: str | None, rule) -> list[tuple]:
-    """A class's recoverable hours by job from each job's mean reading over its hours of that class (by model):
-    ``rule(mean, model)`` is the share (the clock deficit, mixed precision's share) times the job's hours."""
-    hours: dict = {}
-    for job, c, s, h in entries:
-        if c == cls and (sub is None or s == sub):
-            hours[job] = hours.get(job, 0.0) + h
+def _idle_hours(answer: list[dict], steps: dict, step: float, full: float) -> list[tuple]:
+    """The idle share's GPU-hours by job and class from the sum of a reading (``full``: its value when busy all the
+    time) over the class's steps: ``steps - sum / full`` steps idle."""
+    sums: dict = {}
+    for r in answer:
+        key = (C.job_of(r["metric"]), r["metric"].get("class", "?"))
+        sums[key] = sums.get(key, 0.0) + float(r["value"][1])
+    return [(job, cls, max(0.0, steps.get((job, cls), 0.0) - total / full) * step / 3600.0)
+            for (job, cls), total in sums.items()]
+
+
+def _by_model(answer: list[dict], steps: dict, step: float, cls: str, rule) -> list[tuple]:
+    """A class's recoverable hours by job from the sum of a reading over the job's steps of that class (by model):
+    ``rule(mean, model)`` is the share (the clock deficit, mixed precision's share) of those steps."""
     out = []
     for r in answer:
-        job, mean = C.job_of(r["metric"]), S.number(r["value"][1])
-        got = rule(mean, r["metric"].get(F.LABEL_MODEL_NAME)) if mean is not None else None
-        if got is not None and job in hours:
-            out.append((job, cls, hours[job] * got))
+        job, total = C.job_of(r["metric"]), S.number(r["value"][1])
+        n = steps.get(job)
+        got = rule(total / n, r["metric"].get(F.LABEL_MODEL_NAME)) if total is not None and n else None
+        if got is not None:
+            out.append((job, cls, n * got * step / 3600.0))
     return out
 
 
@@ -155,7 +172,8 @@ def _failures(failed: dict, range_s: float) -> list[str]:
     kinds = {k[0] if isinstance(k, tuple) else k: exc for k, exc in failed.items()}
     n = {kind: sum(1 for k in failed if (k[0] if isinstance(k, tuple) else k) == kind) for kind in kinds}
     words = {"classes": "of the exported verdicts' GPU-hours ({n} of the range's slices)",
-             "recover": "of what a fix would win back ({n} of the range's slices)",
+             "util": "of what a fix would win back of waiting GPUs ({n} of the range's slices)",
+             "sm": "of what a fix would win back of waiting SMs ({n} of the range's slices)",
              "judged": "of dcgm-exporter's GPUs ({n} of their node shares)",
              "subclasses": "of the subclasses", "clocks": "of the throttled GPUs' clocks",
              "fp32": "of the FP32-pipe-bound GPUs' activity"}
