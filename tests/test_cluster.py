@@ -146,8 +146,8 @@ def test_the_range_is_cut_in_slices_of_whole_steps_that_cover_it_once():
     assert values_regex(["node-1", 'a.b"c']) == '"a\\\\.b\\"c|node\\\\-1"'
 
 
-def test_the_accounting_step_keeps_a_range_to_about_720_points():
-    assert range_step(120) == 1 and range_step(3600) == 5 and range_step(86400) == 120
+def test_the_accounting_step_keeps_a_range_to_about_288_points():
+    assert range_step(120) == 1 and range_step(3600) == 12 and range_step(86400) == 300
     assert range_step(30 * 86400) == 300
     assert parse_duration("24h", "--range") == 86400 and parse_duration("90s", "--range") == 90
     assert parse_duration("7d", "--range") == 7 * 86400 and parse_duration("1.5h", "--range") == 5400
@@ -308,13 +308,15 @@ def test_a_document_from_made_up_answers_follows_its_schema(stub):
                 return [{"metric": {**labels, "class": "idle", "subclass": ""}, "value": [at, "1"]}]
             if promql.startswith("gputop_verdict_confidence"):
                 return [{"metric": {**labels, "class": "idle"}, "value": [at, "0.9"]}]
+            if "last_over_time" in promql or promql.startswith("max by (UUID") or " and on(" in promql:
+                return []  # no GPU gone, none late; no class that reads the clocks or the links
             if promql.startswith("group by"):  # each GPU's model and jobs
                 return [{"metric": labels, "value": [at, "1"]}]
             if promql.startswith("sum by") or (promql.startswith("max by") and "max_over_time" in promql):
-                # the steps of each class: all 720 of the range in its newest slice; nothing else
+                # the steps of each class: all 300 of the range (12 s each) in its newest slice; nothing else
                 if "count_over_time(gputop_verdict_confidence" not in promql or at != 1.8e9:
                     return []
-                return [{"metric": {"hpc_job": "1234", "class": "idle"}, "value": [at, "720"]}]
+                return [{"metric": {"hpc_job": "1234", "class": "idle"}, "value": [at, "300"]}]
             return [{"metric": {"__name__": "DCGM_FI_PROF_SM_ACTIVE", **labels}, "value": [at, "0.0"]},
                     {"metric": {"__name__": "DCGM_FI_DEV_FB_USED", **labels}, "value": [at, "1024"]},
                     {"metric": {"__name__": "DCGM_FI_DEV_FB_FREE", **labels}, "value": [at, "3072"]}]

@@ -495,3 +495,30 @@ def test_scales_and_spans_read_as_people_write_them():
         ["0", "100", "700", "140", "79.6", "2.5", "0.25", "1000"]
     assert [span_text(s) for s in (60, 174, 900, 3600, 5400, 86400)] == \
         ["60 s", "2 min 54 s", "15 min", "60 min", "90 min", "24 h"]
+
+
+def test_a_read_that_costs_more_than_5_percent_of_a_core_spaces_the_next():
+    """(issue 38: 8,192 GPUs cost ~0.6 s of CPU a read.) The refresher waits refresh_s, or as long as keeps its reads'
+    CPU at CPU_SHARE of a core: a read that burns 40 ms of CPU is followed by a wait of 0.8 s at least."""
+    from gputop.tui.cluster.model import CPU_SHARE, Refresher
+
+    class Reader:
+        notes: list[str] = []
+        accounting_notes: list[str] = []
+
+        def __init__(self, burn_s):
+            self.burn_s = burn_s
+
+        def snapshot(self, now):
+            t = time.process_time()
+            while time.process_time() - t < self.burn_s:  # real CPU, not a sleep
+                pass
+            return []
+
+        def accounting(self, range_s, now):
+            return [], 1.0
+
+    cheap = Refresher(Reader(0.0), 60.0, lambda kind, payload: None, refresh_s=0.1)
+    assert 0.1 <= cheap.read_timed() < 0.04 / CPU_SHARE  # a read of a few ms: the page's cadence
+    dear = Refresher(Reader(0.04), 60.0, lambda kind, payload: None, refresh_s=0.1)
+    assert dear.read_timed() >= 0.04 / CPU_SHARE == pytest.approx(0.8)

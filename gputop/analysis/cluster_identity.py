@@ -25,7 +25,7 @@ GpuId = tuple  # ("uuid", UUID, instance, scrape job) or ("index", instance or n
 
 
 def uuid_of(labels: dict) -> str | None:
-    return next((labels[n] for n in LABELS_UUID if labels.get(n)), None)
+    return labels.get("UUID") or labels.get("uuid") or None  # (LABELS_UUID: a fleet's answer has 100,000 series)
 
 
 def node_label(labels: dict) -> str | None:
@@ -42,7 +42,7 @@ def node_of(labels: dict) -> str:
 def gpu_id(labels: dict) -> GpuId:
     """The GPU a series is of (see the module's text)."""
     instance, job = labels.get("instance") or "", labels.get("job") or ""
-    uuid = uuid_of(labels)
+    uuid = labels.get("UUID") or labels.get("uuid")
     if uuid:
         return ("uuid", uuid, instance, job)
     return ("index", instance or node_of(labels), job, labels.get(LABEL_GPU, "?"))

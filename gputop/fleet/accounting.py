@@ -2,7 +2,8 @@
 
 :func:`account` asks (its queries ``PARALLEL`` at a time: Prometheus evaluates a query on one core):
 
-* the exported verdicts with subqueries at the range's step (the range cut in ``PARALLEL`` slices), summed by job
+* everything below but dcgm-exporter's GPUs with subqueries at the range's step (the range cut in ``PARALLEL``
+  slices, each asked for apart: Prometheus evaluates a query on one core); the exported verdicts summed by job
   and class (``count_over_time(gputop_verdict_confidence[range:step])``: one series per GPU, where
   ``gputop_bottleneck`` has one per class; every verdict of ``gputop --export`` has a confidence) and by subclass
   (``gputop_bottleneck{subclass!=""}``: only the current class carries one);
@@ -35,10 +36,12 @@ from gputop.format import count
 from gputop.telemetry import dcgm_fields as F
 from gputop.telemetry.errors import SourceError
 
-RANGE_POINTS = 720  # accounting: about this many steps over the range (24 h: one every 2 min) ...
+RANGE_POINTS = 288  # accounting: about this many steps over the range (24 h: one every 5 min; a class lasts
+# tens of minutes: docs/benchmarks.md "Cluster scale" has what 720 steps counted on the same day) ...
 MIN_STEP_S, MAX_STEP_S = 1.0, 300.0
-ACCOUNT_WINDOWS = 8  # ... and a dcgm-exporter GPU judged in at most this many windows over it ...
-ACCOUNT_JUDGE_POINTS = 16  # ... on at most this many samples (24 h: one every 90 min, 2 a window)
+ACCOUNT_WINDOWS = 4  # ... and a dcgm-exporter GPU judged in at most this many windows over it (the classifier
+# costs this process ~0.5 ms a call: 2,048 such GPUs of jobs that change through the day are ~10^4 calls) ...
+ACCOUNT_JUDGE_POINTS = 8  # ... on at most this many samples (24 h: one every 3 h, 2 a window)
 BY = "sum by (hpc_job, namespace, pod, class, subclass) "
 BY_JOB_CLASS = "sum by (hpc_job, namespace, pod, class) "
 # A GPU's verdict (one series per GPU and class) joined to one of its own series (the same labels but the class:
@@ -96,21 +99,21 @@ def account(client, range_s: float, now: float) -> tuple[list[A.JobHours], float
         window = f"[{int(w) - 1}s:{int(step)}s]"
         calls[("classes", o)] = lambda o=o, w=window: client.query(
             f"{BY}(count_over_time(gputop_verdict_confidence{w}))", at=now - o)
+        calls[("subclasses", o)] = lambda o=o, w=window: client.query(
+            f'{BY}(count_over_time(gputop_bottleneck{{subclass!=""}}{w}))', at=now - o)
         for kind, joined in (("util", RECOVER_GPU), ("sm", RECOVER_SMS)):
             calls[(kind, o)] = lambda o=o, w=window, j=joined: client.query(
                 f"{BY_JOB_CLASS}(sum_over_time({j}{w}))", at=now - o)
-    whole = f"[{int(range_s) - 1}s:{int(step)}s]"
-    calls["subclasses"] = lambda: client.query(
-        f'{BY}(count_over_time(gputop_bottleneck{{subclass!=""}}{whole}))', at=now)
-    for name, joined in (("clocks", CLOCKS), ("fp32", FP32)):  # summed by job and model over the range
-        calls[name] = lambda j=joined: client.query(f"{BY_MODEL}(sum_over_time({j}{whole}))", at=now)
+        for kind, joined in (("clocks", CLOCKS), ("fp32", FP32)):  # summed by job and model
+            calls[(kind, o)] = lambda o=o, w=window, j=joined: client.query(
+                f"{BY_MODEL}(sum_over_time({j}{w}))", at=now - o)
     answers, failed = S.each(calls)
     notes += _failures(failed, range_s)
     got = lambda kind: [r for k, a in answers.items() if isinstance(k, tuple) and k[0] == kind for r in a]  # noqa: E731
     classes = [(C.job_of(r["metric"]), r["metric"].get("class", "?"), float(r["value"][1])) for r in got("classes")]
     subclasses = [(C.job_of(r["metric"]), r["metric"].get("class", "?"), r["metric"].get("subclass"),
-                   float(r["value"][1])) for r in answers.get("subclasses", [])]
-    entries = list(A.exported_hours(classes, subclasses if "subclasses" in answers else [], step))
+                   float(r["value"][1])) for r in got("subclasses")]
+    entries = list(A.exported_hours(classes, subclasses, step))
     steps = {}  # (job, class) -> steps counted (each a GPU's verdict at a mark)
     for job, cls, n in classes:
         steps[(job, cls)] = steps.get((job, cls), 0.0) + n
@@ -119,9 +122,9 @@ def account(client, range_s: float, now: float) -> tuple[list[A.JobHours], float
     for job, cls, sub, n in subclasses:
         if (cls, sub) == (Cls.COMPUTE_BOUND, Sub.FP32):
             fp32_steps[job] = fp32_steps.get(job, 0.0) + n
-    recovered += _by_model(answers.get("clocks", []), {j: n for (j, c), n in steps.items() if c == Cls.THROTTLED},
+    recovered += _by_model(got("clocks"), {j: n for (j, c), n in steps.items() if c == Cls.THROTTLED},
                            step, Cls.THROTTLED, _clock_deficit)
-    recovered += _by_model(answers.get("fp32", []), fp32_steps, step, Cls.COMPUTE_BOUND, _mixed_precision)
+    recovered += _by_model(got("fp32"), fp32_steps, step, Cls.COMPUTE_BOUND, _mixed_precision)
     history = S.groups(got("judged"), with_job=True)
     window_s = max(range_s / ACCOUNT_WINDOWS, 2 * judge_step)
     for key, g in history.items():
@@ -154,13 +157,19 @@ def _idle_hours(answer: list[dict], steps: dict, step: float, full: float) -> li
 
 
 def _by_model(answer: list[dict], steps: dict, step: float, cls: str, rule) -> list[tuple]:
-    """A class's recoverable hours by job from the sum of a reading over the job's steps of that class (by model):
-    ``rule(mean, model)`` is the share (the clock deficit, mixed precision's share) of those steps."""
-    out = []
+    """A class's recoverable hours by job from the sum of a reading over the job's steps of that class (by model; the
+    range's slices summed): ``rule(mean, model)`` is the share (the clock deficit, mixed precision's share) of those
+    steps."""
+    sums: dict = {}
     for r in answer:
-        job, total = C.job_of(r["metric"]), S.number(r["value"][1])
+        key = (C.job_of(r["metric"]), r["metric"].get(F.LABEL_MODEL_NAME))
+        v = S.number(r["value"][1])
+        if v is not None:
+            sums[key] = sums.get(key, 0.0) + v
+    out = []
+    for (job, model), total in sums.items():
         n = steps.get(job)
-        got = rule(total / n, r["metric"].get(F.LABEL_MODEL_NAME)) if total is not None and n else None
+        got = rule(total / n, model) if n else None
         if got is not None:
             out.append((job, cls, n * got * step / 3600.0))
     return out

@@ -56,10 +56,19 @@ from gputop.telemetry.prometheus import PrometheusClient
 # what a row shows and a job is judged on (GPU utilisation: every dcgm-exporter has it; a GPU exporting none of
 # these is not seen)
 ROW_NAMES = ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-             "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_PROF_PCIE_TX_BYTES",
-             "DCGM_FI_PROF_PCIE_RX_BYTES", "DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_NVLINK_RX_BYTES",
-             *F.MEM_TOTAL_PARTS)
+             "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED")
 ROW_SELECTOR = '{__name__=~"%s"}' % "|".join(ROW_NAMES)
+# a GPU's memory total (used + free + reserved): it does not change; asked for again every TOTAL_S
+TOTAL_SELECTOR = '{__name__=~"%s"}' % "|".join(F.MEM_TOTAL_PARTS)
+TOTAL_S = 60.0
+# what a job is judged whole on beyond the rows (analysis/cluster_jobs.py), asked for only of the GPUs whose node's
+# gputop says they are in a class that reads it (the SM clock of working or waiting GPUs: a straggler; PCIe and
+# NVLink of comms- and PCIe-bound ones: across nodes); dcgm-exporter's GPUs have theirs in the window judged here
+EXTRAS = (("DCGM_FI_DEV_SM_CLOCK", ("compute-bound", "memory-bound", "throttled", "comms-bound")),
+          ("DCGM_FI_PROF_PCIE_TX_BYTES|DCGM_FI_PROF_PCIE_RX_BYTES|DCGM_FI_PROF_NVLINK_TX_BYTES|"
+           "DCGM_FI_PROF_NVLINK_RX_BYTES", ("comms-bound", "pcie-bound")))
+ON_GPU = "on(UUID, uuid, instance, job, gpu)"
+ROW_PARALLEL = 8  # a refresh's queries in flight at once: small ones, Prometheus answers them on all its cores
 META_SELECTOR = "DCGM_FI_DEV_FB_USED"  # a GPU's model and jobs, from one series every exporter has
 PRESENCE = "DCGM_FI_DEV_GPU_UTIL"  # the series whose newest sample says a GPU reports (every exporter has it)
 JUDGE_WINDOW_S = 60.0  # a dcgm-exporter GPU is judged on its last minute ...
@@ -68,10 +77,14 @@ JUDGE_STEP_S = 30.0  # ... one sample every 30 s (dcgm-exporter collects every 3
 OLD_S = 120.0  # a GPU whose newest sample is older than this is flagged (scrapes every 15-60 s)
 RECENT_S = 900.0  # ... and one Prometheus held within this long, but not now, is a row that stopped reporting
 EMPTY_LOOKBACK_S = 3600.0  # an empty fleet: were there GPUs this long ago (``series``)?
-# the newest sample time of every GPU seen within RECENT_S whose newest is older than OLD_S
-# (per GPU: a job that changed leaves its old series behind for the look-back, not a GPU that stopped)
-AGED = (f"max by (UUID, uuid, instance, job, gpu, Hostname, hostname, modelName, GPU_I_ID, GPU_I_PROFILE) "
-        f"(max_over_time(timestamp({PRESENCE})[{RECENT_S:.0f}s:{JUDGE_STEP_S:.0f}s])) < time() - {OLD_S:.0f}")
+# the GPUs whose newest sample is older than OLD_S (per GPU: a job that changed leaves its old series behind for
+# the look-back, not a GPU that stopped) ...
+OLD = f"max by ({', '.join(S.META_LABELS)}) (timestamp({PRESENCE})) < time() - {OLD_S:.0f}"
+# ... and those Prometheus held within RECENT_S but not now (a raw range: cheaper than the sample times of a
+# subquery; their ages are asked for apart, of them alone: AGE)
+GONE = (f"group by ({', '.join(S.META_LABELS)}) (last_over_time({PRESENCE}[{RECENT_S:.0f}s])) unless {ON_GPU} "
+        f"{PRESENCE}")
+AGE = "max by ({labels}) (max_over_time(timestamp({presence}{{UUID=~{uuids}}})[{recent:.0f}s:{step:.0f}s]))"
 
 
 class ClusterReader:
@@ -81,6 +94,8 @@ class ClusterReader:
     def __init__(self, client: PrometheusClient):
         self.client = client
         self.notes: list[str] = []
+        self._totals: dict[tuple, dict] = {}  # each GPU's memory total's parts, as last asked for ...
+        self._totals_at: float | None = None  # ... at this time
         self._judged: dict[tuple, tuple] = {}  # the last window's verdicts of the GPUs judged here ...
         self._judged_at: float | None = None  # ... and the step of the grid they were judged in
 
@@ -96,26 +111,55 @@ class ClusterReader:
         now = time.time() if now is None else now
         slot = now - now % JUDGE_STEP_S  # the refreshes within one step of the grid reuse the first one's verdicts
         fresh = slot != self._judged_at
-        calls = {"rows": lambda: self.client.query(S.by_gpu(ROW_SELECTOR), at=now),
+        def grouped(promql: str):  # an answer made GPUs in its own thread, beside the others' waiting on Prometheus
+            answer = self.client.query(promql, at=now)
+            return S.groups(answer), S.skipped(answer)
+        calls = {("rows", n): lambda n=n: grouped(S.by_gpu(n)) for n in ROW_NAMES}  # side by side: one a name
+        calls.update({
                  "meta": lambda: self.client.query(S.by_gpu(META_SELECTOR, S.META_LABELS, keep_name=False), at=now),
                  "verdicts": lambda: self.client.query("gputop_verdict_confidence", at=now),
                  "subclasses": lambda: self.client.query('gputop_bottleneck{subclass!=""}', at=now),
-                 "aged": lambda: self.client.query(AGED, at=now)}
+                 "old": lambda: self.client.query(OLD, at=now), "gone": lambda: self.client.query(GONE, at=now)})
+        for i, (names, classes) in enumerate(EXTRAS):
+            calls[("extra", i)] = lambda n=names, c=classes: grouped(S.by_gpu(
+                f'{{__name__=~"{n}"}} and {ON_GPU} gputop_verdict_confidence{{class=~"{"|".join(c)}"}}'))
+        if self._totals_at is None or now - self._totals_at >= TOTAL_S:
+            calls["totals"] = lambda: grouped(S.by_gpu(TOTAL_SELECTOR))
         if fresh:  # the last minute of the nodes that export no verdict (the label index names them), meanwhile
             calls["history"] = lambda: self._history_meanwhile(now)
-        answers, failed = S.each(calls)
+        answers, failed = S.each(calls, parallel=ROW_PARALLEL)
+        rows_failed = [k for k in failed if isinstance(k, tuple) and k[0] == "rows"]
+        if len(rows_failed) == len(ROW_NAMES):
+            failed["rows"] = failed[rows_failed[0]]
+        else:
+            notes_rows = [f"the GPUs' {k[1]} not read: {failed[k]}" for k in rows_failed]
         notes = [f"{what} not read: {failed[part]}" for part, what in (
             ("rows", "the GPUs' numbers"), ("meta", "the GPUs' models and jobs"), ("verdicts", "the exported verdicts"),
-            ("subclasses", "the exported subclasses"), ("aged", "which GPUs stopped reporting")) if part in failed]
+            ("subclasses", "the exported subclasses"), ("old", "which GPUs report late"),
+            ("gone", "which GPUs stopped reporting"), (("extra", 0), "the SM clocks a job is judged on"),
+            (("extra", 1), "the PCIe and NVLink traffic a job is judged on"),
+            ("totals", "the GPUs' memory totals")) if part in failed]
+        if len(rows_failed) != len(ROW_NAMES):
+            notes += notes_rows
         if "rows" in failed and "verdicts" in failed:
             raise failed["rows"]
-        rows_answer = answers.get("rows", [])
-        skipped = sum(1 for r in rows_answer if F.LABEL_GPU not in r["metric"])
+        gpus, skipped = {}, 0
+        for name in ROW_NAMES:
+            if ("rows", name) in answers:
+                S.add_series(gpus, answers[("rows", name)][0], new=True)
+                skipped += answers[("rows", name)][1]
         if skipped:
             notes.append(f"{count(skipped, 'series', 'series')} without a gpu label skipped (not a GPU's: an exporter "
                          "relabelled, or not a GPU exporter)")
-        gpus = S.groups(rows_answer)
+        for extra in (a for k, a in answers.items() if isinstance(k, tuple) and k[0] == "extra"):
+            S.add_series(gpus, extra[0])
         S.add_meta(gpus, answers.get("meta", []))
+        if "totals" in answers:
+            self._totals = {k: g["series"] for k, g in answers["totals"][0].items()}
+            self._totals_at = now
+        for key, g in gpus.items():  # the memory total's parts as last asked for
+            for name, points in self._totals.get(key, {}).items():
+                g["series"].setdefault(name, points)
         verdict_labels: dict[tuple, dict] = {}  # GPU -> the labels of its exported class
         verdict_jobs: dict[tuple, list[str]] = defaultdict(list)
         confidence = {}
@@ -131,9 +175,13 @@ class ClusterReader:
             if C.whole_gpu(r["metric"]):
                 subclass.setdefault((I.gpu_id(r["metric"]), r["metric"].get("class")), r["metric"]["subclass"])
         aged = {}  # GPU -> (labels, its newest sample time)
-        for r in answers.get("aged", []):
+        for r in answers.get("old", []):
             if C.whole_gpu(r["metric"]):
                 aged.setdefault(I.gpu_id(r["metric"]), (r["metric"], float(r["value"][1])))
+        gone_labels = {I.gpu_id(r["metric"]): r["metric"] for r in answers.get("gone", []) if C.whole_gpu(r["metric"])}
+        gone_labels = {k: v for k, v in gone_labels.items() if k not in gpus and k not in aged}
+        if gone_labels:
+            aged.update(self._ages(gone_labels, now, notes))
         # one GPU seen through two targets: a dcgm-exporter beside the node's gputop is the same GPU; the others
         # claiming one UUID are rows of their own, flagged
         ids = {k: g["labels"] for k, g in gpus.items()}
@@ -179,10 +227,26 @@ class ClusterReader:
         for key in unjudged:
             row = rows[key]
             row.judged_by = C.JUDGED
-            row.cls, row.subclass, row.confidence, missing = judged.get(key, (None, None, None, ()))
+            row.cls, row.subclass, row.confidence, missing, extras = judged.get(key, (None, None, None, (), {}))
             row.missing = list(missing)
+            for name, v in extras.items():
+                if getattr(row, name) is None:
+                    setattr(row, name, v)
         self.notes = notes + [f"Prometheus said its answer is partial: {w}" for w in self.client.take_warnings()]
         return C.order(list(rows.values()))
+
+    def _ages(self, gone: dict[tuple, dict], now: float, notes: list[str]) -> dict[tuple, tuple]:
+        """The newest sample time of the GPUs that stopped reporting (asked for of them alone: few)."""
+        uuids = {I.uuid_of(labels) for labels in gone.values()} - {None}
+        try:
+            got = self.client.query(AGE.format(labels=", ".join(S.META_LABELS), presence=PRESENCE,
+                                               uuids=S.values_regex(uuids), recent=RECENT_S, step=JUDGE_STEP_S),
+                                    at=now) if uuids else []
+        except SourceError as exc:
+            notes.append(f"when the GPUs that stopped reporting last did not read: {exc}")
+            got = []
+        times = {I.gpu_id(r["metric"]): float(r["value"][1]) for r in got}
+        return {k: (labels, times.get(k, now - RECENT_S)) for k, labels in gone.items()}
 
     def _history_for(self, todo, labels_of, meanwhile, now: float, notes: list[str]) -> dict[tuple, dict]:
         """The judging window of the GPUs ``todo``: what was asked for meanwhile, and their nodes it missed."""
@@ -229,15 +293,22 @@ class ClusterReader:
     @staticmethod
     def _verdicts(keys: list[tuple], history: dict[tuple, dict]) -> dict[tuple, tuple]:
         """GPUs without an exported verdict judged here on their window of series: ``{key: (class, subclass,
-        confidence, missing)}`` (the nodes' GPUs with a verdict may be in ``history`` too: not judged here)."""
+        confidence, missing, the last sample's numbers a job is judged on)}`` (the nodes' GPUs with a verdict may be in
+        ``history`` too: not judged here)."""
         out = {}
         for key in keys:
             g = history.get(key)
             if g is None:  # series now, none over the last minute at the step's marks: nothing to judge
-                out[key] = (None, None, None, (f"no DCGM_FI_* series over the last {JUDGE_WINDOW_S:g} s to judge",))
+                out[key] = (None, None, None, (f"no DCGM_FI_* series over the last {JUDGE_WINDOW_S:g} s to judge",),
+                            {})
                 continue
-            verdict, missing = C.judge(S.samples(g), S.static(g), set(g["series"]))
-            out[key] = (verdict.cls, verdict.subclass, verdict.confidence, tuple(missing))
+            samples = S.samples(g)
+            verdict, missing = C.judge(samples, S.static(g), set(g["series"]))
+            last = samples[-1]  # what a job is judged on that the rows do not ask for (EXTRAS)
+            nvlink = [last.get("nvlink_tx_bps"), last.get("nvlink_rx_bps")]
+            extras = {"sm_clock_mhz": last.get("sm_clock_mhz"), "pcie_tx_bps": last.get("pcie_tx_bps"),
+                      "pcie_rx_bps": last.get("pcie_rx_bps"), "nvlink_bps": None if None in nvlink else sum(nvlink)}
+            out[key] = (verdict.cls, verdict.subclass, verdict.confidence, tuple(missing), extras)
         return out
 
     def _empty(self, now: float) -> str:

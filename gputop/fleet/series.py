@@ -38,14 +38,18 @@ def by_gpu(selector: str, labels: tuple[str, ...] = ID_LABELS, keep_name: bool =
 def groups(result: list[dict], with_job: bool = False) -> dict[tuple, dict]:
     """Series of whole GPUs grouped by GPU (and by job too: ``with_job``): ``{key: {"labels", "series": {name:
     [(t, v), ...]}, "jobs"}}``; an instant vector's one value is a one-point series. Where a GPU has two series of
-    one name (a job that changed within the look-back), the first is kept."""
+    one name (a job that changed within the look-back), the first is kept. (A fleet's answer holds 10^5 series:
+    this loop is written for that.)"""
     out: dict[tuple, dict] = {}
+    part = C.NOT_WHOLE
     for r in result:
         labels = r["metric"]
-        if not C.whole_gpu(labels):
+        if "gpu" not in labels or not part.isdisjoint(labels):
             continue
-        job = C.job_of(labels)
-        key = gpu_id(labels) + ((job,) if with_job else ())
+        job = labels.get("hpc_job") or (C.job_of(labels) if "pod" in labels else None)
+        key = gpu_id(labels)
+        if with_job:
+            key += (job,)
         g = out.get(key)
         if g is None:
             g = out[key] = {"labels": labels, "series": {}, "jobs": []}
@@ -53,9 +57,30 @@ def groups(result: list[dict], with_job: bool = False) -> dict[tuple, dict]:
             g["jobs"].append(job)
         name = labels.get("__name__")
         if name and name not in g["series"]:
-            points = r["values"] if "values" in r else [r["value"]]
-            g["series"][name] = [(float(t), number(v)) for t, v in points]
+            if "value" in r:
+                t, v = r["value"]
+                g["series"][name] = [(float(t), number(v))]
+            else:
+                g["series"][name] = [(float(t), number(v)) for t, v in r["values"]]
     return out
+
+
+def skipped(result: list[dict]) -> int:
+    """The series of an answer without a ``gpu`` label (not a GPU's)."""
+    return sum(1 for r in result if "gpu" not in r["metric"])
+
+
+def add_series(gpus: dict[tuple, dict], other: dict[tuple, dict], new: bool = False) -> None:
+    """``other``'s series (more of the same GPUs' numbers) into ``gpus``, where a GPU has none of that name; ``new``:
+    a GPU ``gpus`` does not have yet is added (its numbers read apart)."""
+    for key, g in other.items():
+        if key in gpus:
+            mine = gpus[key]
+            for name, points in g["series"].items():
+                mine["series"].setdefault(name, points)
+            mine["jobs"] += [j for j in g["jobs"] if j not in mine["jobs"]]
+        elif new:
+            gpus[key] = g
 
 
 def add_meta(gpus: dict[tuple, dict], meta: list[dict]) -> None:
@@ -107,16 +132,16 @@ def static(g: dict) -> dict:
     return to_static(index(g), g["labels"], latest(g))
 
 
-def concurrently(calls: list) -> list:
-    """Each zero-argument call's result, in order, the calls made ``PARALLEL`` at a time. The first failure is
+def concurrently(calls: list, parallel: int = PARALLEL) -> list:
+    """Each zero-argument call's result, in order, the calls made ``parallel`` at a time. The first failure is
     raised."""
     if len(calls) <= 1:
         return [c() for c in calls]
-    with ThreadPoolExecutor(min(PARALLEL, len(calls))) as pool:
+    with ThreadPoolExecutor(min(parallel, len(calls))) as pool:
         return [f.result() for f in [pool.submit(c) for c in calls]]
 
 
-def each(calls: dict) -> tuple[dict, dict]:
+def each(calls: dict, parallel: int = PARALLEL) -> tuple[dict, dict]:
     """Each named zero-argument call made, ``PARALLEL`` at a time: ``({name: result}, {name: SourceError})``, a
     failed call's error kept beside the others' results (a query that timed out costs its own part of a read)."""
     def kept(call):
@@ -125,7 +150,7 @@ def each(calls: dict) -> tuple[dict, dict]:
         except SourceError as exc:
             return False, exc
     names = list(calls)
-    results = concurrently([lambda c=calls[n]: kept(c) for n in names])
+    results = concurrently([lambda c=calls[n]: kept(c) for n in names], parallel)
     ok = {n: r for n, (good, r) in zip(names, results) if good}
     failed = {n: r for n, (good, r) in zip(names, results) if not good}
     return ok, failed

@@ -4,8 +4,9 @@
 most wasted first), the last job accounting over ``--range``, the filters (job, node, class: each exact or None),
 the grouping (by job or by node), the GPU under the cursor, and, while Prometheus does not answer, why (the rows
 stay, marked stale with their age). :class:`Refresher` reads on a thread so the UI never waits on HTTP: the rows
-every ``refresh_s``, the accounting every ``account_s`` (24 h of it costs more), and hands each result or error to
-``deliver`` (the app passes it to its own thread).
+every ``refresh_s``, or where a read costs this process more than ``CPU_SHARE`` of a core over that, as often as
+keeps it there (``cadence``), the accounting every ``account_s`` (24 h of it costs more), and hands each result or
+error to ``deliver`` (the app passes it to its own thread).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from gputop.analysis.cluster_accounting import JobHours
 from gputop.analysis.cluster_jobs import JobNow, judge_jobs
 from gputop.telemetry.errors import SourceError
 
-REFRESH_S = 5.0  # the rows, read again every 5 s
+REFRESH_S = 5.0  # the rows, read again every 5 s ...
+CPU_SHARE = 0.05  # ... or less often: a refresh's CPU at most this share of a core between two (a big fleet's read
+# costs more than 0.25 s: 8,192 GPUs about 0.6 s, read every 12 s; docs/benchmarks.md "Cluster scale")
 ACCOUNT_S = 300.0  # the job accounting over --range, every 5 min (2,048 GPUs, 24 h: 3 s of a read; 4.9% of a core
 # with the rows every 5 s, 7.2% with it every minute: docs/benchmarks.md, "Cluster scale"; r reads both now)
 GROUPS = ("job", "node")  # the page's groupings, in the order ``g`` cycles them
@@ -111,6 +114,7 @@ class Refresher:
         self.refresh_s, self.account_s, self.clock = refresh_s, account_s, clock
         self._stop, self._wake = threading.Event(), threading.Event()
         self._accounted: float | None = None  # monotonic time of the last accounting read
+        self.cadence_s = refresh_s  # the wait after the last refresh (CPU_SHARE)
         self._thread = threading.Thread(target=self._loop, name="gputop-cluster", daemon=True)
 
     def start(self, first_wait: float = 0.0) -> None:
@@ -128,17 +132,28 @@ class Refresher:
         self._wake.wait(self._first_wait)
         while not self._stop.is_set():
             self._wake.clear()
-            self.read_once()
-            self._wake.wait(self.refresh_s)
+            self._wake.wait(self.read_timed())
 
-    def read_once(self) -> None:
+    def read_timed(self) -> float:
+        """:meth:`read_once`, and the wait before the next: ``refresh_s``, or longer where the rows' read cost more
+        than ``CPU_SHARE`` of a core over it (the process's CPU: the reader's threads)."""
+        cpu = time.process_time()
+        self.read_once(rows_only=True)
+        self.cadence_s = max(self.refresh_s, (time.process_time() - cpu) / CPU_SHARE)
+        self.read_once(accounting_only=True)
+        return self.cadence_s
+
+    def read_once(self, rows_only: bool = False, accounting_only: bool = False) -> None:
         """One refresh: the rows, and the accounting when it is due (each read's failure delivered as one line)."""
         try:
             now = self.clock()
-            rows = self.reader.snapshot(now)
-            if self._stop.is_set():
+            if not accounting_only:
+                rows = self.reader.snapshot(now)
+                if self._stop.is_set():
+                    return
+                self.deliver("rows", (rows, now, list(self.reader.notes)))
+            if rows_only:
                 return
-            self.deliver("rows", (rows, now, list(self.reader.notes)))
             if self._accounted is None or time.monotonic() - self._accounted >= self.account_s:
                 jobs, step = self.reader.accounting(self.range_s, now)
                 self._accounted = time.monotonic()
