@@ -17,6 +17,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+import loader_util
 from gputop import cli
 from gputop.analysis.attribution import apply_window, attribute, category
 from gputop.analysis.verdict import Verdict
@@ -26,8 +27,15 @@ SCHEMA = json.loads((ROOT / "gputop" / "schema" / "monitor.schema.json").read_te
 PY = sys.executable
 FAKE_PYNVML = ROOT / "tests" / "fake_pynvml"
 
+# A program "on the GPU": under the fake NVML of gputop() it is in NVML's process list from here (as a process is once
+# it has made its CUDA context), so gputop asks it rather than waiting for one that is.
+HOLD = """import os
+if os.environ.get("GPUTOP_FAKE_NVML_HOLDERS"):
+    open(os.path.join(os.environ["GPUTOP_FAKE_NVML_HOLDERS"], str(os.getpid())), "w").close()
+"""
+
 # A small training loop: nn.Module calls and optimizer steps (where the loader starts and stops its window).
-TRAIN = """
+TRAIN = HOLD + """
 import os, sys, time, torch
 m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.LayerNorm(64), torch.nn.ReLU())
 opt = torch.optim.SGD(m.parameters(), lr=0.01)
@@ -39,15 +47,20 @@ print("trained")
 sys.exit(3)
 """
 
-# A program that never imports torch and ends once gputop has asked for a window (its loader answers at exit).
-WAIT_FOR_REQUEST = ("import glob, os, sys, time\nend = time.time() + 30\n"
-                    "while not glob.glob(os.environ['GPUTOP_PROFILE_DIR'] + '/request-*') and time.time() < end:\n"
-                    "    time.sleep(0.02)\n")
+# A program that never imports torch nor holds a GPU, running past gputop's first chance to ask (GPUTOP_PROFILE_AT=0):
+# it is never asked. It says whether a request ever reached its folder.
+NOT_ASKED = ("import glob, os, sys, time\ntime.sleep(2.0)\n"
+             "mine = os.path.join(os.environ['GPUTOP_PROFILE_DIR'], str(os.getpid()))\n"
+             "print('requests', len(glob.glob(mine + '/request-*')), 'loaded', os.path.exists(mine + '/loaded.json'))\n")
 
 
 def gputop(*args, cwd, env_extra=None, timeout=90):
+    """gputop (on the fake NVML) in ``cwd``; its command's loaders have their folders in ``cwd/pbase``, and NVML lists
+    the processes that made a file in ``cwd/holders`` (``hold_gpu()`` in a test's program)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_") and k != "PYTHONPATH"}
-    env.update(PYTHONPATH=os.pathsep.join([str(FAKE_PYNVML), str(ROOT)]), **(env_extra or {}))
+    (Path(cwd) / "holders").mkdir(exist_ok=True)
+    env.update(PYTHONPATH=os.pathsep.join([str(FAKE_PYNVML), str(ROOT)]), GPUTOP_PROFILE_DIR=str(Path(cwd) / "pbase"),
+               GPUTOP_FAKE_NVML_HOLDERS=str(Path(cwd) / "holders"), **(env_extra or {}))
     return subprocess.run([PY, "-m", "gputop", *args], capture_output=True, text=True, cwd=cwd, env=env,
                           timeout=timeout)
 
@@ -110,25 +123,30 @@ def test_user_sitecustomize_runs_under_the_loader(tmp_path):
     user = tmp_path / "site"
     user.mkdir()
     (user / "sitecustomize.py").write_text("import os\nos.environ['GPUTOP_TEST_USER_SC'] = 'ran'\n")
-    prog = WAIT_FOR_REQUEST + "print('marker', os.environ.get('GPUTOP_TEST_USER_SC')); sys.exit(4)"
+    prog = NOT_ASKED + "print('marker', os.environ.get('GPUTOP_TEST_USER_SC')); sys.exit(4)"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_")}
     env["PYTHONPATH"] = os.pathsep.join([str(FAKE_PYNVML), str(ROOT), str(user)])
+    env["GPUTOP_PROFILE_DIR"] = str(tmp_path / "pbase")
+    env["GPUTOP_FAKE_NVML_HOLDERS"] = str(tmp_path)  # (none)
     r = subprocess.run([PY, "-m", "gputop", "--run", "--profile", "--", PY, "-c", prog], capture_output=True,
                        text=True, cwd=tmp_path, env=dict(env, GPUTOP_PROFILE_AT="0"), timeout=60)
     assert r.returncode == 4, r.stderr
-    assert "marker ran" in r.stdout  # text mode: the command's stdout passes through
-    assert "profiler windows" in r.stdout and "has not imported torch" in r.stdout
+    assert "marker ran" in r.stdout and "loaded True" in r.stdout  # text mode: the command's stdout passes through
+    assert "profiler windows" in r.stdout and "has imported torch or a CUDA library" in r.stdout
 
 
-def test_a_program_without_torch_and_a_non_python_command_get_one_line(tmp_path):
-    r = gputop("--json", "--run", "--profile", "--", PY, "-c", WAIT_FOR_REQUEST + "print('ok')",
-               cwd=tmp_path, env_extra={"GPUTOP_PROFILE_AT": "0"})
+def test_a_python_process_without_torch_or_a_gpu_is_never_asked_and_a_non_python_command_gets_one_line(tmp_path):
+    """A Python process that holds no GPU and imported neither torch nor a CUDA library (a launcher, multiprocessing's
+    resource tracker) is never asked: the document says why there is no window, in one line."""
+    r = gputop("--json", "--run", "--profile", "--", PY, "-c", NOT_ASKED, cwd=tmp_path,
+               env_extra={"GPUTOP_PROFILE_AT": "0"})
     assert r.returncode == 0, r.stderr
+    assert "requests 0 loaded True" in r.stderr  # it carried the loader, and no request reached it
     doc = json.loads(r.stdout)
     jsonschema.validate(doc, SCHEMA)
-    w = doc["attribution"]["windows"][0]
-    assert w["status"] == "unavailable" and "has not imported torch" in w["why_none"]
-    assert doc["attribution"]["why_none"] == w["why_none"] and "\n" not in w["why_none"]
+    a = doc["attribution"]
+    assert a["windows"] == [] and "none of the command's Python processes holds a GPU" in a["why_none"]
+    assert "\n" not in a["why_none"]
 
     r = gputop("--json", "--run", "--profile", "--", "sh", "-c", "sleep 0.5; echo shell; exit 5", cwd=tmp_path,
                env_extra={"GPUTOP_PROFILE_AT": "0"})
@@ -138,18 +156,16 @@ def test_a_program_without_torch_and_a_non_python_command_get_one_line(tmp_path)
     assert "not a Python program" in doc["attribution"]["why_none"]
 
 
-def test_profile_refuses_watch_before_anything_runs(capsys):
-    with pytest.raises(SystemExit) as e:
-        cli.parse(["--profile", "--watch", str(os.getpid())])
-    assert e.value.code == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "cannot give a loader to a process it did not start" in err
+def test_profile_options_go_with_profile_and_a_command_or_a_watch(capsys):
     with pytest.raises(SystemExit) as e:
         cli.parse(["--profile", "--run", "matmul"])
     assert e.value.code == 2
-    with pytest.raises(SystemExit) as e:
-        cli.parse(["--profile-seconds", "2", "--run", "--", "true"])
-    assert e.value.code == 2
+    for argv in (["--profile-seconds", "2", "--run", "--", "true"], ["--profile-steps", "2", "--watch", "1"]):
+        with pytest.raises(SystemExit) as e:
+            cli.parse(argv)
+        assert e.value.code == 2, argv
+    args, _ = cli.parse(["--watch", "1", "--profile", "--profile-seconds", "2"])
+    assert args.profile and args.profile_seconds == 2.0
 
 
 def test_without_profile_the_document_has_no_attribution(tmp_path):
@@ -235,7 +251,7 @@ def test_many_tiny_kernels_a_forward_pass_are_launch_bound_even_while_the_gpu_id
     assert few["finding"]["class"] == "host-bound" and few["step_kind"] is None
 
 
-INFER = """
+INFER = HOLD + """
 import os, sys, time, torch
 m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Sequential(torch.nn.LayerNorm(64), torch.nn.ReLU()))
 x = torch.randn(32, 64)
@@ -267,7 +283,7 @@ def test_without_an_optimizer_a_step_is_a_top_level_forward_pass(tmp_path):
     assert w["ops_per_step"] > 3
 
 
-COMPILED = """
+COMPILED = HOLD + """
 import sys, time, warnings, torch
 m = torch.compile(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU()), backend="eager")
 x = torch.randn(8, 64)
@@ -360,7 +376,7 @@ def test_a_window_ends_after_its_steps_and_leaves_the_programs_environment_alone
         assert w["status"] == "ok" and w["steps"] == 3 and w["wall_s"] < 3  # 3 steps, not 30 s
 
 
-def test_windows_are_asked_when_the_live_verdict_holds_and_when_it_changes(tmp_path):
+def test_windows_are_asked_when_the_live_verdict_holds_and_when_it_changes(tmp_path, monkeypatch):
     """Frames of the real H200 demo trace, one a second as the session's loop sees them: the first window once a
     busy class has held HOLD_S, another at each change that holds, one at a time, at most MAX_WINDOWS."""
     import time
@@ -379,6 +395,7 @@ def test_windows_are_asked_when_the_live_verdict_holds_and_when_it_changes(tmp_p
     mon.stop()
     ticks = mon.store.snapshot()
     pw = ProfileWindows(first_at=None)
+    folder = loader_util.stand_in(monkeypatch, tmp_path, run=pw.token)  # the command's process, in the test's place
     try:
         t0, i = ticks[0]["t"], 0
         while i < len(ticks):
@@ -393,8 +410,8 @@ def test_windows_are_asked_when_the_live_verdict_holds_and_when_it_changes(tmp_p
                 assert pw.pending
                 pw.consider(now - t0 + 1, [], None, None, None, None)
                 assert len(pw.asked) == asked + 1  # one at a time: nothing more until it is answered
-                (Path(pw.folder) / f"window-{pw.asked[-1]['seq']}-1.json").write_text(
-                    json.dumps({"status": "unavailable", "reason": "answered by the test"}))
+                (seq,) = pw.asked[-1]["asked"].seqs.values()
+                loader_util.answer(folder, seq, {"status": "unavailable", "reason": "answered by the test"})
             i = j
         reasons = [a["reason"] for a in pw.asked]
         assert 2 <= len(reasons) <= MAX_WINDOWS
@@ -406,7 +423,7 @@ def test_windows_are_asked_when_the_live_verdict_holds_and_when_it_changes(tmp_p
         assert [w["why_none"] for w in res["windows"]] == ["answered by the test"] * len(reasons)
     finally:
         pw.close()
-    assert not Path(pw.folder).exists()
+    assert Path(folder).exists()  # its process runs on: its folder stays
 
 
 def test_the_loader_ships_in_the_package():
@@ -576,11 +593,13 @@ import glob, os, socket, sys, time, torch, torch.distributed as dist, torch.mult
 
 def rank(r, port):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=r, world_size=2)
+    open(os.path.join(os.environ["GPUTOP_FAKE_NVML_HOLDERS"], str(os.getpid())), "w").close()  # on the GPU
     m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU())
     opt = torch.optim.SGD(m.parameters(), lr=0.01)
     x = torch.randn(32, 64)
     end = time.time() + 60
-    while not glob.glob(os.environ["GPUTOP_PROFILE_DIR"] + "/request-*") and time.time() < end:
+    mine = os.path.join(os.environ["GPUTOP_PROFILE_DIR"], str(os.getpid()))
+    while not glob.glob(mine + "/request-*") and time.time() < end:
         time.sleep(0.02)  # the window is asked for while the ranks train (each loader reads it on its own clock)
     for step in range(int(sys.argv[1])):
         loss = m(x).square().mean(); opt.zero_grad(); loss.backward()
@@ -624,19 +643,35 @@ def test_a_window_starts_at_the_first_step_after_the_start_time_it_was_given(tmp
     import time
 
     from gputop.runner.profile_loader import LOADER_DIR
-    from gputop.runner.profile_loader.protocol import ANSWER_FIELDS, DIR_ENV
+    from gputop.runner.profile_loader import protocol as P
 
-    folder = tmp_path / "ipc"
-    folder.mkdir()
-    start_at = round(time.time() + 4.0, 3)  # as gputop writes it: to the millisecond
-    (folder / "request-1").write_text(f"30 3 {start_at:.3f}")
     (tmp_path / "train.py").write_text(TRAIN)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_")}
-    env.update({"PYTHONPATH": LOADER_DIR, DIR_ENV: str(folder)})
-    r = subprocess.run([PY, "train.py", "7"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 3, r.stderr
-    (answer,) = folder.glob("window-1-*.json")
-    w = json.loads(answer.read_text())
-    assert w["status"] == "ok" and w["steps"] == 3
-    assert set(w) <= set(ANSWER_FIELDS), set(w) - set(ANSWER_FIELDS)  # every field the protocol names
+    env.update({"PYTHONPATH": LOADER_DIR, P.BASE_ENV: str(tmp_path / "pbase")})
+    proc = subprocess.Popen([PY, "train.py", "7"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    folder = wait_for_loader(proc, env)
+    start_at = round(time.time() + 3.0, 3)  # as gputop writes it: to the millisecond
+    assert P.ask(folder, P.Request(30, 3, start_at, os.getpid())) == (1, False)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err
+    w = P.read_answer(folder, 1)
+    assert w["status"] == "ok" and w["steps"] == 3 and w["started_by"] == "step" and w["protocol"] == P.PROTOCOL
+    assert set(w) <= set(P.ANSWER_FIELDS), set(w) - set(P.ANSWER_FIELDS)  # every field the protocol names
     assert start_at <= w["started_at"] < start_at + 0.2  # the program's steps take ~1 ms here
+
+
+def wait_for_loader(proc, env, timeout=60):
+    """The folder of ``proc``'s loader once it has one (the process is asked nothing before)."""
+    import time
+
+    from gputop.runner.profile_loader import protocol as P
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        folder, loaded = P.folder_of(proc.pid, env)
+        if folder is not None:
+            return folder
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    raise AssertionError("no loader folder for pid %d" % proc.pid)
