@@ -47,7 +47,7 @@ from gputop.option_values import AddressError, opens_live_monitor, parse_address
 # The modes, in the order a command line is matched against them (the first it asks for runs; the TUI, last,
 # asks for nothing) and in which messages name them.
 MODES: tuple[Mode, ...] = (once.MODE, listing.MODE, record.MODE, command.RUN_COMMAND, workload.MODE,
-                           command.WATCH_PID, export.MODE, serve.MODE, replay.MODE, tui.MODE)
+                           command.WATCH_PID, command.PROFILE_ENV_MODE, export.MODE, serve.MODE, replay.MODE, tui.MODE)
 
 
 def build_parser() -> argparse.ArgumentParser:
