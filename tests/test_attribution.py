@@ -629,6 +629,8 @@ def test_the_ranks_of_a_job_start_their_windows_at_the_same_step(tmp_path):
     w = doc["attribution"]["windows"][0]
     per = [p for p in w["per_process"] if p.get("status", "ok") == "ok"]
     assert w["status"] == "ok" and len(per) == 2, w
+    # the ranks on the GPU were asked; mp.spawn's main process and multiprocessing's resource tracker never were
+    assert {p["pid"] for p in w["per_process"]} == {int(p.name) for p in (tmp_path / "holders").iterdir()}
     assert all(p["steps"] == 5 and p["step_kind"] == "optimizer step" for p in per)
     (a0, a1), (b0, b1) = [(p["started_at"], p["started_at"] + p["wall_s"]) for p in per]
     overlap = min(a1, b1) - max(a0, b0)

@@ -263,7 +263,8 @@ class ProfileWindows:
         if not self.asked and self.first_at is not None:
             if t_since_start >= self.first_at:
                 self.why_not_asked = self.ask(f"{AT_ENV}={self.first_at:g}" if self.watch is None
-                                              else "asked at the watch's start", t_since_start, wait=True)
+                                              else "asked at the watch's start", t_since_start,
+                                              wait=self.watch is None)
             return
         if pos is None or not window:
             return
@@ -275,7 +276,7 @@ class ProfileWindows:
         if cls is None or cls == "idle" or cls in self._asked_classes[-1:]:
             return
         why = "the live verdict held" if not self._asked_classes else "the live verdict changed to"
-        self.why_not_asked = self.ask(f"{why} {cls} for {HOLD_S:g} s", t_since_start, wait=True)
+        self.why_not_asked = self.ask(f"{why} {cls} for {HOLD_S:g} s", t_since_start, wait=self.watch is None)
         if self.why_not_asked is None:
             self._asked_classes.append(cls)
 

@@ -1,0 +1,324 @@
+"""Profiler windows for any Python program however it is launched, and on a process already running (issue 37): real
+child processes on the CPU (torch.profiler records host ops there; GPU windows are bench/gpu/attribution_anywhere_gpu.sh's),
+under a real gputop on the fake NVML (tests/fake_pynvml: NVML lists the processes that made their file in
+``holders/``, as a process appears in NVML's list once it has a CUDA context) or asked directly through the files of
+gputop/runner/profile_loader/protocol.py.
+
+Shapes: a plain tensor loop (no nn.Module, no optimizer: the window starts and ends on time from the loader's
+thread), a threaded server (forward passes on worker threads), a shell script that starts two Pythons, a prepared
+process watched with ``--watch PID --profile``. Bad input: an unprepared process, one that is not Python, a loader of
+another protocol, two gputops asking at once, a process that exits or is killed mid-window."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from gputop.runner.profile_loader import LOADER_DIR
+from gputop.runner.profile_loader import protocol as P
+from gputop.session import profile_target as PT
+from test_attribution import HOLD, PY, ROOT, SCHEMA, TRAIN, gputop, wait_for_loader
+
+# A loop of torch.matmul and additions: no nn.Module, no optimizer (a benchmark, a custom kernel loop).
+PLAIN = HOLD + """
+import sys, time, torch
+x = torch.randn(64, 64)
+t0, n = time.time(), 0
+while time.time() - t0 < float(sys.argv[1]):
+    y = torch.matmul(x, x) + 1.0
+    n += 1
+print("plain loop done", n > 0)
+sys.exit(5)
+"""
+
+# A server: requests served by two worker threads, each a forward pass without gradients; the main thread waits.
+SERVER = HOLD + """
+import queue, sys, threading, time, torch
+model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+requests = queue.Queue()
+
+def worker():
+    with torch.no_grad():
+        while True:
+            x = requests.get()
+            if x is None:
+                return
+            model(x)
+
+workers = [threading.Thread(target=worker) for _ in range(2)]
+for w in workers:
+    w.start()
+t0 = time.time()
+while time.time() - t0 < float(sys.argv[1]):
+    requests.put(torch.randn(16, 64))
+    time.sleep(0.002)
+for w in workers:
+    requests.put(None)
+for w in workers:
+    w.join()
+print("served")
+"""
+
+
+def prepared(tmp_path, prog: str, *args, name="prog.py", env_extra=None):
+    """A Python program started as a job script would after ``eval "$(gputop --profile-env)"`` (the line
+    gputop prints, run by a real shell), its loader's folder found."""
+    (tmp_path / name).write_text(prog)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_") and k != "PYTHONPATH"}
+    env.update({P.BASE_ENV: str(tmp_path / "pbase"), "PYTHONPATH": str(ROOT), **(env_extra or {})})
+    line = subprocess.run([PY, "-m", "gputop", "--profile-env"], capture_output=True, text=True, env=env,
+                          timeout=60).stdout
+    assert line.startswith("export PYTHONPATH=") and line.count("\n") == 1 and P.BASE_ENV in line
+    env.pop("PYTHONPATH")
+    proc = subprocess.Popen(["sh", "-c", f'{line.strip()}; exec "$0" "$@"', PY, name, *args], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return proc, wait_for_loader(proc, env)
+
+
+def answered(folder: str, seq: int, timeout: float = 90) -> dict:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = P.read_answer(folder, seq)
+        if got is not None:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"no answer to request {seq} in {folder}")
+
+
+def test_a_plain_tensor_loop_gets_a_window_on_time_from_the_loaders_thread(tmp_path):
+    """No module call, no optimizer step within the window's seconds: the loader's own thread starts the window at
+    the request's start time plus its seconds and ends it its seconds later; it holds every thread's ops (the
+    program's main thread's matmuls here) and the program's output is its own."""
+    proc, folder = prepared(tmp_path, PLAIN, "60")
+    try:
+        start_at = time.time() + 0.5
+        assert P.ask(folder, P.Request(0.5, 10, start_at, os.getpid())) == (1, False)
+        w = answered(folder, 1)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert w["status"] == "ok", w
+    assert w["started_by"] == "time" and w["ops_threads"] == "all" and w["steps"] == 0
+    assert start_at + 0.5 <= w["started_at"] < start_at + 3 and 0.5 <= w["wall_s"] < 2
+    ops = {o["name"]: o["count"] for o in w["ops"]}
+    assert ops.get("aten::matmul", 0) > 10 and ops.get("aten::add", 0) > 10
+    assert "External init callback" not in err and "profiler_start" not in err  # Kineto's lines are not the program's
+    assert set(w) <= set(P.ANSWER_FIELDS)
+
+
+@pytest.mark.slow
+def test_a_plain_loop_under_gputop_run_profile_gets_its_window(tmp_path):
+    (tmp_path / "plain.py").write_text(PLAIN)
+    r = gputop("--json", "--run", "--profile", "--profile-seconds", "0.5", "--", PY, "plain.py", "6", cwd=tmp_path,
+               env_extra={"GPUTOP_PROFILE_AT": "0.5"})
+    assert r.returncode == 5 and "plain loop done True" in r.stderr, r.stderr
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    w = doc["attribution"]["windows"][0]
+    assert w["status"] == "ok" and w["started_by"] == "time" and w["ops_threads"] == "all"
+    assert {o["name"] for o in w["top_ops"]} >= {"aten::matmul"}
+
+
+@pytest.mark.slow
+def test_a_threaded_server_gets_a_window_of_its_workers_forward_passes(tmp_path):
+    """Forward passes on two worker threads (the main thread feeds them): the window starts at a worker's forward
+    pass, counts the passes of both, and Kineto's line about a start off torch's thread stays out of the output."""
+    (tmp_path / "server.py").write_text(SERVER)
+    r = gputop("--json", "--run", "--profile", "--profile-seconds", "30", "--profile-steps", "3", "--", PY,
+               "server.py", "8", cwd=tmp_path, env_extra={"GPUTOP_PROFILE_AT": "0.5"})
+    assert r.returncode == 0 and "served" in r.stderr, r.stderr
+    assert "External init callback" not in r.stderr
+    w = json.loads(r.stdout)["attribution"]["windows"][0]
+    assert w["status"] == "ok" and w["started_by"] == "step" and w["ops_threads"] == "all"
+    assert (w["steps"], w["step_kind"]) == (30, "forward pass")
+    ops = {o["name"]: o["count"] for o in w["top_ops"]}
+    assert ops.get("aten::addmm", 0) >= 60  # two Linear layers a pass, 30 passes over both workers
+
+
+@pytest.mark.slow
+def test_a_shell_script_that_starts_two_pythons_has_both_asked_together(tmp_path):
+    """Two Python processes under one shell (not a Python launcher), both on the GPU: both answer the same window,
+    started at the same time; the shell is never asked."""
+    (tmp_path / "plain.py").write_text(PLAIN)
+    script = f"{PY} plain.py 10 & {PY} plain.py 10 & wait"
+    r = gputop("--json", "--run", "--profile", "--profile-seconds", "0.5", "--", "sh", "-c", script, cwd=tmp_path,
+               env_extra={"GPUTOP_PROFILE_AT": "1"}, timeout=120)
+    assert r.returncode == 0 and r.stderr.count("plain loop done True") == 2, r.stderr
+    w = json.loads(r.stdout)["attribution"]["windows"][0]
+    per = w["per_process"]
+    holders = {int(p.name) for p in (tmp_path / "holders").iterdir()}
+    assert {p["pid"] for p in per} == holders and len(holders) == 2
+    a, b = per
+    assert a["started_by"] == b["started_by"] == "time" and abs(a["started_at"] - b["started_at"]) < 0.3
+
+
+# A multiprocessing Pool of forked workers, each on the GPU with a plain loop (its loader started by os.fork's hook).
+POOL = """
+import multiprocessing, os, sys, time
+
+def work(seconds):
+""" + "\n".join("    " + line for line in HOLD.splitlines()) + """
+    import torch
+    x, t0 = torch.randn(64, 64), time.time()
+    while time.time() - t0 < seconds:
+        torch.matmul(x, x)
+    return os.getpid()
+
+if __name__ == "__main__":
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        print("workers", len(set(pool.map(work, [8, 8], chunksize=1))))
+"""
+
+
+@pytest.mark.slow
+def test_a_pool_of_forked_workers_each_on_the_gpu_answer(tmp_path):
+    (tmp_path / "pool.py").write_text(POOL)
+    r = gputop("--json", "--run", "--profile", "--profile-seconds", "0.5", "--", PY, "pool.py", cwd=tmp_path,
+               env_extra={"GPUTOP_PROFILE_AT": "1"}, timeout=120)
+    assert r.returncode == 0 and "workers 2" in r.stderr, r.stderr
+    w = json.loads(r.stdout)["attribution"]["windows"][0]
+    assert {p["pid"] for p in w["per_process"]} == {int(p.name) for p in (tmp_path / "holders").iterdir()}
+    assert all(p["started_by"] == "time" for p in w["per_process"])
+
+
+@pytest.mark.slow
+def test_watch_pid_profile_asks_a_prepared_process_and_leaves_it_as_it_was(tmp_path):
+    """A training program started prepared (the --profile-env line): ``gputop --watch PID --profile`` asks it for a
+    window at once and reports it; the program goes on and ends with its own output and exit code; its folder stays
+    for the next gputop."""
+    proc, folder = prepared(tmp_path, TRAIN.replace("float(sys.argv[1])", "60 if not os.path.exists('stop') else 0"),
+                            "60")
+    try:
+        r = gputop("--json", "--watch", str(proc.pid), "--profile", "--profile-seconds", "0.5", "--profile-steps", "0",
+                   "--seconds", "8", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        jsonschema.validate(doc, SCHEMA)
+        w = doc["attribution"]["windows"][0]
+        assert w["status"] == "ok" and w["pid"] == proc.pid and w["asked_because"] == "asked at the watch's start"
+        assert w["started_by"] == "step" and w["steps"] >= 1 and w["basis"] == "ops"
+        assert proc.poll() is None and Path(folder).is_dir()
+    finally:
+        (tmp_path / "stop").write_text("")
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3 and out.startswith("trained"), err
+
+
+def test_watch_profile_of_a_process_not_prepared_or_not_python_is_one_line(tmp_path):
+    sleeper = subprocess.Popen(["sleep", "60"])
+    (tmp_path / "idle.py").write_text("import time; time.sleep(60)\n")
+    plain_py = subprocess.Popen([PY, "-S", str(tmp_path / "idle.py")])
+    try:
+        for pid, said in ((plain_py.pid, "was not started with gputop's profile loader"),
+                          (sleeper.pid, "is not a Python program (")):
+            r = gputop("--watch", str(pid), "--profile", cwd=tmp_path, timeout=60)
+            assert r.returncode == 2, r.stderr
+            assert r.stderr.count("\n") == 1 and f"--watch {pid} --profile: pid {pid}" in r.stderr and said in r.stderr
+        assert 'eval "$(gputop --profile-env)"' in r.stderr or "profile-env" in gputop(
+            "--watch", str(plain_py.pid), "--profile", cwd=tmp_path).stderr
+        v = "%d.%d" % sys.version_info[:2]
+        why = PT.find(plain_py.pid)[1]
+        assert f"(Python {v})" in why and "Python 3.14+ can be attached to without it" in why
+        assert PT.find(99999999)[1] == "pid 99999999: no such process"
+    finally:
+        sleeper.kill()
+        plain_py.kill()
+        sleeper.wait()
+        plain_py.wait()
+
+
+def test_on_a_python_without_remote_exec_attaching_says_so_in_one_line(tmp_path, monkeypatch):
+    """The Python 3.14 path (sys.remote_exec, PEP 768) run as on 3.14, by the target's own interpreter: this one
+    (3.11/3.12) has no sys.remote_exec, and says so; nothing is left behind."""
+    monkeypatch.setenv(P.BASE_ENV, str(tmp_path / "pbase"))
+    (tmp_path / "idle.py").write_text("import time; time.sleep(60)\n")
+    proc = subprocess.Popen([PY, "-S", str(tmp_path / "idle.py")])
+    try:
+        why = PT.attach(proc.pid, sys.executable, wait_s=1.0)
+        if sys.version_info < (3, 14):
+            assert why == "this Python has no sys.remote_exec (3.14+ has)"
+        assert not [p for p in (tmp_path / "pbase").iterdir() if p.name.startswith(".attach")]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_loader_of_another_protocol_is_refused_in_one_line_both_ways(tmp_path, monkeypatch):
+    """gputop reads the loader's protocol before asking: another one is one line, nothing written. A loader sent a
+    request of another protocol answers it with one line and no window."""
+    import loader_util
+
+    folder = loader_util.stand_in(monkeypatch, tmp_path)
+    P.write_atomic(folder, P.LOADED, json.dumps({"pid": os.getpid(), "protocol": 1, "loader": "/old/gputop"}))
+    t, why = PT.find(os.getpid())
+    assert t is None and "protocol 1" in why and f"speaks protocol {P.PROTOCOL}" in why and "\n" not in why
+    assert P.requests(folder) == []
+
+    proc, folder = prepared(tmp_path, PLAIN, "60")
+    try:
+        P.write_atomic(folder, P.request_name(1), json.dumps({"protocol": 99, "seconds": 1}))
+        P.write_atomic(folder, P.request_name(2), "3 0 0.0")  # protocol 1's request line
+        a1, a2 = answered(folder, 1), answered(folder, 2)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    assert a1["status"] == "unavailable" and "speaks protocol 2 and the request is protocol 99" in a1["reason"]
+    assert a2["status"] == "unavailable" and "could not be read" in a2["reason"]
+
+
+def test_two_gputops_asking_one_process_share_one_window(tmp_path):
+    """Two askers at once (as two gputops on the node): the second joins the first's request and both read the
+    same window."""
+    proc, folder = prepared(tmp_path, PLAIN, "60")
+    try:
+        t = PT.Target(proc.pid, folder, P.read_json(os.path.join(folder, P.LOADED)))
+        request = P.Request(0.3, 0, time.time() + 0.5, os.getpid())
+        first, second = PT.Asked([t], request), PT.Asked([t], request._replace(asker=1))
+        assert first.seqs == second.seqs == {proc.pid: 1} and second.joined == {proc.pid}
+        end = time.monotonic() + 90
+        while not (first.done and second.done) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert first.answers() == second.answers() and first.answers()[proc.pid]["status"] == "ok"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+
+
+@pytest.mark.slow
+def test_a_process_that_exits_or_is_killed_mid_window_gets_one_line_and_keeps_its_exit_code(tmp_path):
+    """Ending by itself during a 30 s window: the window is stopped at its exit and written (``ended_by``), the
+    program's output and exit code its own. Killed (SIGKILL: no exit handler runs): the asker says so in one line
+    rather than waiting."""
+    proc, folder = prepared(tmp_path, TRAIN, "3")
+    t = PT.Target(proc.pid, folder, P.read_json(os.path.join(folder, P.LOADED)))
+    asked = PT.Asked([t], P.Request(30, 0, time.time() + 0.2, os.getpid()))
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 3 and out == "trained\n", err
+    w = asked.answers()[proc.pid]
+    assert w["status"] == "ok" and w["ended_by"] == "the program's exit" and w["wall_s"] < 10 and w["steps"] >= 1
+
+    proc, folder = prepared(tmp_path, PLAIN, "2")  # a window not started yet (no step: it would start in 30 s)
+    t = PT.Target(proc.pid, folder, P.read_json(os.path.join(folder, P.LOADED)))
+    asked = PT.Asked([t], P.Request(30, 0, time.time() + 0.2, os.getpid()))
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 5 and out == "plain loop done True\n", err
+    assert asked.answers()[proc.pid]["reason"] == "the program ended before the window started"
+
+    proc, folder = prepared(tmp_path, PLAIN, "60")
+    t = PT.Target(proc.pid, folder, P.read_json(os.path.join(folder, P.LOADED)))
+    asked = PT.Asked([t], P.Request(30, 0, time.time() + 0.2, os.getpid()))
+    proc.kill()
+    proc.communicate(timeout=60)
+    end = time.monotonic() + 30
+    while not asked.done and time.monotonic() < end:
+        time.sleep(0.05)
+    w = asked.answers()[proc.pid]
+    assert w["status"] == "unavailable" and w["reason"].startswith("the process ended before it answered")
