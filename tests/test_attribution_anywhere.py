@@ -322,3 +322,46 @@ def test_a_process_that_exits_or_is_killed_mid_window_gets_one_line_and_keeps_it
         time.sleep(0.05)
     w = asked.answers()[proc.pid]
     assert w["status"] == "unavailable" and w["reason"].startswith("the process ended before it answered")
+
+
+@pytest.mark.slow
+def test_a_post_on_exports_port_asks_a_running_process_and_its_window_is_served(tmp_path):
+    """``gputop --export`` (live, on the fake NVML): POST /profile?pid=N with the exporter's token asks the prepared
+    process for a window, which then shows in /metrics' gputop_attribution_* series under its pid; without the token,
+    with a bad pid, or of a process that cannot be asked: one line and the code that says so."""
+    import urllib.error
+    import urllib.request
+
+    from export_util import free_port, get, start_exporter, stop, wait_for, wait_for_metrics
+
+    proc, _folder = prepared(tmp_path, TRAIN, "60")
+    port = free_port()
+    exporter = start_exporter(f"127.0.0.1:{port}", fake_nvml=True, **{P.BASE_ENV: str(tmp_path / "pbase")})
+
+    def post(query, token=None):
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/profile?{query}", method="POST",
+                                     headers={"Authorization": f"Bearer {token}"} if token else {})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+    try:
+        wait_for_metrics(exporter, port)
+        token_file = tmp_path / "pbase" / f"export-{port}.token"
+        assert oct(token_file.stat().st_mode & 0o777) == "0o600"
+        token = token_file.read_text().strip()
+        assert post(f"pid={proc.pid}")[0] == 401 and post(f"pid={proc.pid}", "wrong")[0] == 401
+        assert post("pid=x", token)[0] == 400
+        code, said = post(f"pid={os.getpid() + 10**7}", token)
+        assert code == 404 and "no such process" in said["message"] and not said["asked"]
+        code, said = post(f"pid={proc.pid}&seconds=0.5", token)
+        assert code == 202 and said["asked"] and f"of pid {proc.pid}" in said["message"]
+        text = wait_for(lambda: (lambda t: t if f'gputop_attribution_window_seconds{{pid="{proc.pid}"}}' in t
+                                 else None)(get(f"http://127.0.0.1:{port}/metrics")), 90, "the window's series")
+        assert "gputop_attribution_window_age_seconds" in text
+    finally:
+        stop(exporter)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    assert not token_file.exists()  # gone with the exporter
