@@ -365,3 +365,43 @@ def test_a_post_on_exports_port_asks_a_running_process_and_its_window_is_served(
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=60)
     assert not token_file.exists()  # gone with the exporter
+
+
+@pytest.mark.slow
+def test_w_in_the_monitor_asks_the_selected_gpus_process_and_its_finding_comes_as_a_notice(tmp_path, monkeypatch):
+    """Plain gputop (the monitor) on a live GPU whose NVML lists a prepared training process: w asks it for a
+    window (the notice names its pid), and the window's finding comes as a notice once it is answered."""
+    import types
+
+    from fake_nvml import FakeNvml
+    from gputop.telemetry.live import LiveSource
+    from gputop.telemetry.nvml import Nvml
+    from gputop.tui.app import GputopApp, TuiConfig
+    from pilot_util import sync, wait_for as pilot_wait
+
+    proc, _folder = prepared(tmp_path, TRAIN, "60")
+    monkeypatch.setenv(P.BASE_ENV, str(tmp_path / "pbase"))
+    static = json.loads((ROOT / "tests/data/static/h200_recorded.json").read_text())["static"]
+
+    class OneProcess(FakeNvml):
+        def nvmlDeviceGetComputeRunningProcesses(self, h):
+            return [types.SimpleNamespace(pid=proc.pid, usedGpuMemory=1 << 30)]
+
+    @sync
+    async def run():
+        app = GputopApp(TuiConfig(LiveSource(Nvml(OneProcess(static)), process_every=1), hostname="t", specs=[],
+                                  device="cpu"))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot_wait(pilot, lambda: proc.pid in app.model.pids_on_selected(), timeout=30)
+            await pilot.press("w")
+            await pilot_wait(pilot, lambda: any(f"of pid {proc.pid}" in n for n in app.notes), timeout=30)
+            await pilot_wait(pilot, lambda: any(n.startswith("profiler window 1 (pid") for n in app.notes),
+                             timeout=90)
+            await pilot.press("q")
+        return app.notes
+    try:
+        notes = run()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    assert any("profiler window 1 (pid %d)" % proc.pid in n for n in notes), notes
