@@ -116,7 +116,7 @@ async def test_w_asks_for_a_window_and_a_shows_it(tmp_path):
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             assert ("w", "window") in app.key_items()
-            await wait_for(pilot, lambda: profile.targets(), timeout=60)
+            await wait_for(pilot, lambda: any(t.frameworks for t in profile.targets()), timeout=60)  # torch in
             await pilot.press("w")
             await wait_for(pilot, lambda: any(n.startswith("asked for window 1") for n in app.notes))
             await pilot.press("w")  # one at a time
