@@ -365,5 +365,7 @@ def window_from_answers(asked: dict, answers: list[dict], loaded: bool) -> dict:
 
 
 def _how(answer: dict) -> dict:
-    """How a window was taken: started at a step or on time, and whose host ops it holds."""
-    return {"started_by": answer.get("started_by"), "ops_threads": answer.get("ops_threads")}
+    """How a window was taken: started at a step or on time, whose host ops it holds, and when the process read the
+    request (Unix time: the request's lead, then the wait for a step, to ``started_at``)."""
+    return {"started_by": answer.get("started_by"), "ops_threads": answer.get("ops_threads"),
+            "request_read_at": answer.get("asked_at")}
