@@ -650,10 +650,13 @@ def test_a_window_starts_at_the_first_step_after_the_start_time_it_was_given(tmp
     (tmp_path / "train.py").write_text(TRAIN)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_")}
     env.update({"PYTHONPATH": LOADER_DIR, P.BASE_ENV: str(tmp_path / "pbase")})
-    proc = subprocess.Popen([PY, "train.py", "7"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([PY, "train.py", "12"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     folder = wait_for_loader(proc, env)
-    start_at = round(time.time() + 3.0, 3)  # as gputop writes it: to the millisecond
+    while "torch" not in (P.read_json(os.path.join(folder, P.LOADED)) or {}).get("frameworks", []):
+        assert proc.poll() is None
+        time.sleep(0.05)
+    start_at = round(time.time() + 5.0, 3)  # as gputop writes it: to the millisecond; the program trains by then
     assert P.ask(folder, P.Request(30, 3, start_at, os.getpid())) == (1, False)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 3, err
