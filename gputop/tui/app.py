@@ -1,9 +1,8 @@
 """The gputop Textual app: it composes two pages (monitor, workloads) over one model and routes keys and messages.
 
-State lives in the model (gputop/tui/model), whose changes announce themselves: the app then draws a frame (also
-from a timer at ``fps``, when a tick came), only the page shown. The pages own their work: each draws itself and
-carries out the keys routed to it (``BINDINGS``). How the session starts and ends (sampling, q, the stop signals, the
-terminal gone; a command's run under ``--tui --run``) is the lifecycle's (gputop/tui/lifecycle.py).
+State lives in the model (gputop/tui/model), whose changes announce themselves: the app then draws a frame of the page
+shown (also from a timer at ``fps``, when a tick came). The pages own their work: each draws itself and carries out
+the keys routed to it (``BINDINGS``). How a session starts and ends is the lifecycle's (gputop/tui/lifecycle.py).
 """
 
 from __future__ import annotations
