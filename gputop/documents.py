@@ -1,11 +1,17 @@
 """gputop's JSON documents, in one place: schema versions, cleaning, error documents, and emitting one.
 
-Kinds: ``run`` (``gputop --run NAME``), ``monitor`` (``--run -- CMD`` / ``--watch PID``) and ``once``
-(``--once``); each has a JSON Schema in ``gputop/schema/<kind>.schema.json``. ``--json`` always writes
-exactly one document on stdout, an error document too when the run could not start or go on.
+Kinds: ``run`` (``gputop --run NAME``), ``monitor`` (``--run -- CMD`` / ``--watch PID``), ``once``
+(``--once``), ``cluster`` and ``doctor`` (``--doctor``); each has a JSON Schema in
+``gputop/schema/<kind>.schema.json``. ``--json`` always writes exactly one document on stdout, an error document
+too when the run could not start or go on.
 
 :func:`emit` writes ``-o FILE`` first (so a closed terminal loses nothing), then stdout; a closed or
-full stdout is one line on stderr and exit code 1, never a traceback.
+full stdout is one line on stderr and exit code 1, never a traceback (:func:`standard_streams`, first thing at
+start: a stdout the shell closed reads as closed, and no file gputop opens takes its number).
+
+The output rule (:func:`check_outputs`, which the command line checks once over every file it names): every file
+gputop is asked to write can be written before anything runs, no two outputs name one file, none names an input or
+stdout under ``--json``; a file that then cannot be written whole is said in one line and exits 1.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -21,7 +28,7 @@ from typing import Callable
 import gputop
 from gputop import exitcodes
 
-SCHEMA_VERSIONS = {"run": 2, "monitor": 3, "once": 2, "cluster": 1}  # run, monitor 2: the one verdict shape,
+SCHEMA_VERSIONS = {"run": 2, "monitor": 3, "once": 2, "cluster": 1, "doctor": 1}  # run, monitor 2: the one verdict shape,
 # signal, errors; monitor 3: attribution (the profiler windows of --profile); once 2: exit_code and errors (an
 # error document where no snapshot was taken)
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
@@ -106,20 +113,46 @@ def once_error_document(kind: str, message: str, exit_code: int, source: dict | 
     }
 
 
-def usage_error_document(mode: str, message: str, workload: str | None = None,
-                         command: list[str] | None = None) -> dict | None:
+def doctor_error_document(kind: str, message: str, exit_code: int, mode: str = "full") -> dict:
+    """The ``--doctor`` document where no check could run (no NVML, a bad ``--gpu``, a missing dependency)."""
+    import platform
+    from datetime import datetime, timezone
+
+    return {**header("doctor"), "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "hostname": platform.node(), "mode": mode, "status": None, "exit_code": exit_code,
+            **signal_fields(None), "wall_s": 0.0, "counts": {}, "gpus": [], "pairs": [], "findings": [],
+            "xid_log": None, "fleet": None, "errors": [error(kind, message)]}
+
+
+def usage_error_document(mode: str, message: str, workload: str | None = None, command: list[str] | None = None,
+                         path: str | None = None) -> dict | None:
     """The error document of a command line that was refused (exit 2) in a mode that writes one with ``--json``:
-    ``once``, ``run`` (a workload), ``run-command`` (``--run -- CMD``) or ``watch``; None for any other mode."""
+    ``once``, ``run`` (a workload), ``run-command`` (``--run -- CMD``), ``watch``, ``replay`` (``--replay FILE
+    --json``: ``path``), ``list`` or ``doctor``; None for any other mode."""
     from gputop.exitcodes import USAGE
 
+    if mode == "doctor":
+        return doctor_error_document("bad_usage", message, USAGE)
     if mode == "once":
         return once_error_document("bad_usage", message, USAGE)
     if mode == "run":
         return run_error_document(workload or "", "bad_usage", message, USAGE)
-    if mode in ("run-command", "watch"):
-        return monitor_error_document("run" if mode == "run-command" else "watch", "bad_usage", message, USAGE,
-                                      command=command)
+    if mode in ("run-command", "watch", "replay"):
+        doc = monitor_error_document({"run-command": "run"}.get(mode, mode), "bad_usage", message, USAGE,
+                                     command=command)
+        if mode == "replay":
+            doc["source"] = {"kind": "replay", "path": path}
+        return doc
+    if mode == "list":
+        return list_error_document(message, USAGE)
     return None
+
+
+def list_error_document(message: str, exit_code: int) -> dict:
+    """What ``--list --json`` writes where it cannot list: an object, not the listing's array (nothing reads an
+    error as an empty listing), with its ``exit_code`` and ``errors``."""
+    return {"gputop_version": gputop.__version__, "workloads": None, "exit_code": exit_code,
+            "errors": [error("bad_usage", message)]}
 
 
 def check_writable(path: str | None, flag: str) -> None:
@@ -135,6 +168,48 @@ def check_writable(path: str | None, flag: str) -> None:
     target = full if os.path.exists(full) else folder
     if not os.access(target, os.W_OK):
         raise exitcodes.Failure(exitcodes.USAGE, f"{flag} {path}: not writable")
+
+
+def _identity(path: str):
+    """What a path names, to tell two names of one file apart from two files: the file's (device, inode) where it
+    exists (a link, ``/dev/stdout``), else its resolved absolute path."""
+    try:
+        st = os.stat(path)
+        return ("file", st.st_dev, st.st_ino), stat.S_ISCHR(st.st_mode)
+    except OSError:
+        return ("path", os.path.realpath(os.path.abspath(path))), False
+
+
+def check_outputs(outputs: list[tuple[str, str]], inputs: list[tuple[str, str]] = (),
+                  json_stdout: bool = False) -> None:
+    """The output rule, checked once over a whole command line before anything runs (``outputs``: (flag, path) of
+    every file gputop is asked to write; ``inputs``: of every file it reads): each can be written
+    (:func:`check_writable`); no two name one file (``--record-run X -o X`` would leave X holding only the
+    document), none names a file gputop reads (``--replay X -o X``), and with ``--json`` none is stdout itself,
+    where the one document goes. A device such as /dev/null may take several outputs. Raises a usage Failure."""
+    for flag, path in outputs:
+        if not path:
+            raise exitcodes.Failure(exitcodes.USAGE, f"{flag} needs a file name (got an empty one)")
+        check_writable(path, flag)
+    seen: dict = {}
+    stdout = None
+    if json_stdout:
+        try:
+            st = os.fstat(1)
+            stdout = ("file", st.st_dev, st.st_ino)
+        except OSError:
+            pass
+    for flag, path in list(inputs) + list(outputs):
+        ident, device = _identity(path)
+        if (flag, path) in outputs and stdout is not None and ident == stdout:
+            raise exitcodes.Failure(exitcodes.USAGE, f"{flag} {path} is stdout, where --json writes its document; "
+                                                     "give one")
+        if ident in seen and not device:
+            other_flag, other_path = seen[ident]
+            same = f"{other_flag} {other_path} and {flag} {path} name one file"
+            why = "gputop would overwrite what it reads" if (other_flag, other_path) in inputs else "give each its own"
+            raise exitcodes.Failure(exitcodes.USAGE, f"{same}: {why}")
+        seen.setdefault(ident, (flag, path))
 
 
 def writable(path: str | None) -> bool:
@@ -163,11 +238,54 @@ def write_stdout(text: str) -> bool:
         sys.stdout.write(text)
         sys.stdout.flush()
         return True
-    except (OSError, ValueError) as exc:
-        why = "closed" if isinstance(exc, BrokenPipeError) else (getattr(exc, "strerror", None) or str(exc))
+    except (OSError, ValueError, AttributeError) as exc:
+        why = "closed" if isinstance(exc, (BrokenPipeError, AttributeError)) else (getattr(exc, "strerror", None)
+                                                                                   or str(exc))
         exitcodes.say(f"cannot write to stdout ({why}); output lost")
         silence_stdout()
         return False
+
+
+class ClosedStdout:
+    """``sys.stdout`` where the shell closed it (``gputop >&-``): a write says so (as a closed pipe does), so that
+    :func:`write_stdout` reports the loss in one line; nothing else fails (flush at exit, isatty)."""
+
+    closed = False
+    encoding = "utf-8"
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "closed")
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return 1  # /dev/null, held there so that no file gputop opens takes the number
+
+
+def standard_streams() -> None:
+    """Descriptors 0, 1 and 2 open, on /dev/null where the shell closed one (``gputop >&- 2>&-``), so that no file
+    gputop opens takes their number (a trace opened as descriptor 1 would get the command's output); a closed
+    stdout becomes :class:`ClosedStdout` (its loss said in one line), a closed stderr is silent."""
+    closed = []
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            closed.append(fd)
+    if 1 in closed or sys.stdout is None:
+        sys.stdout = ClosedStdout()
+    if 2 in closed or sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")
+    if 0 in closed or sys.stdin is None:
+        sys.stdin = open(os.devnull)
 
 
 def silence_stdout() -> None:

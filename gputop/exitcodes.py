@@ -9,25 +9,34 @@ import signal
 import sys
 
 OK = 0
-FAILED = 1  # the workload failed (raised, or exited non-zero unfinished), or the output could not be written
-USAGE = 2  # bad flags, bad parameter, unknown workload, unreadable input, unwritable output path
+FAILED = 1  # the workload failed (raised, or exited non-zero unfinished), or an output could not be written whole
+USAGE = 2  # bad flags, bad parameter, unknown workload, unreadable input, unwritable output path, two outputs
+# naming one file (documents.check_outputs)
 NO_GPU = 3  # no NVML library, no driver, or no GPU, for a mode that needs live GPU data; or no dcgm-exporter
-# answering at --source dcgm-exporter=URL (unreachable, or an HTTP error). A misspelt URL, or an answer that is not
-# dcgm-exporter's text, is USAGE.
+# answering at --source dcgm-exporter=URL (unreachable, no whole answer within its deadline, or an HTTP error). A
+# misspelt URL, or an answer that is not HTTP or not dcgm-exporter's text, is USAGE.
 MISSING_DEPENDENCY = 4  # cupy or torch (or numpy) is needed but not installed; the message names the extra
 CRASHED = 5  # the workload's process died of a signal (segfault, SIGKILL, OOM kill) without finishing
 TIMEOUT = 6  # the run went past --timeout and was stopped
+DEGRADED = 7  # gputop --doctor: a GPU works but is slower or less safe than it should be (a finding "degraded")
+UNHEALTHY = 8  # gputop --doctor: a GPU failed a check (a finding "failed": lost, memory errors, a link down, a hang)
+INTERNAL_ERROR = 70  # gputop's TUI died of an exception (a bug): one line names the log that holds the traceback
+# (sysexits.h's EX_SOFTWARE)
 SIGNAL_BASE = 128  # gputop stopped by signal N exits 128+N: 130 SIGINT, 143 SIGTERM, 129 SIGHUP
 INTERRUPTED = SIGNAL_BASE + signal.SIGINT
 
 TABLE = {
     OK: "ok",
-    FAILED: "the workload (or your command) failed, or the output could not be written; partial results kept",
-    USAGE: "bad usage or input (unknown flag or workload, bad parameter, unreadable trace, unwritable output)",
+    FAILED: "the workload (or your command) failed, or an output could not be written whole; partial results kept",
+    USAGE: "bad usage or input (unknown flag or workload, bad parameter, unreadable trace, unwritable output, two "
+           "outputs naming one file)",
     NO_GPU: "no NVML library, no driver or no GPU, for a mode that needs live GPU data (or no dcgm-exporter at --source)",
     MISSING_DEPENDENCY: "a missing dependency; the message names the extra to install",
     CRASHED: "the workload's process crashed (signal, CUDA fault, OOM kill)",
     TIMEOUT: "the run went past --timeout and was stopped",
+    DEGRADED: "gputop --doctor: every GPU works, at least one is degraded (slower than it should be, or a warning)",
+    UNHEALTHY: "gputop --doctor: at least one GPU failed a check (drain the node)",
+    INTERNAL_ERROR: "the TUI stopped on an internal error (a bug in gputop); the traceback is in the log file it names",
 }
 
 

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
-import struct
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import psutil
 import pytest
+
+from pty_util import Pty, plain  # noqa: F401  (plain: the fault tests' too)
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
@@ -282,102 +281,38 @@ def stderr_lines(text: str) -> list[str]:
 
 
 # -- a pseudo-terminal ------------------------------------------------------------------------------------
-_CSI = re.compile(rb"\x1b\[[0-9;?<=>]*[ -/]*[@-~]"  # CSI (cursor moves, colours, modes)
-                  rb"|\x1b[()][0-9A-Za-z]|\x1b[=>78cDEHMNOZ]"  # charset, keypad and other short ones
-                  rb"|\x1b\][^\x07\x1b]*(\x07|\x1b\\)")  # OSC (title, clipboard)
-
-
-def plain(data: bytes) -> str:
-    """Terminal output without its escape sequences (the text that was drawn, in drawing order)."""
-    return _CSI.sub(b"", data).decode("utf-8", errors="replace")
-
-
-# Run as ``python -c CTTY -m gputop ARGS``: makes the pty (stdin) the controlling terminal of the new session,
-# as a terminal emulator, sshd or tmux does, then becomes gputop (same pid). Closing the master side then hangs
-# the tty up and the kernel itself sends gputop SIGHUP and SIGCONT.
-CTTY = ("import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
-        "os.execv(sys.executable, [sys.executable] + sys.argv[1:])")
-
-
 class Terminal(_Watched):
-    """gputop on a pseudo-terminal of ``cols`` x ``rows``; a thread reads everything it writes. With
-    ``controlling`` the pty is gputop's controlling terminal (what a real terminal gives it)."""
+    """gputop on a pseudo-terminal of ``cols`` x ``rows`` (pty_util.Pty: a thread reads everything it writes).
+    With ``controlling`` the pty is gputop's controlling terminal (what a real terminal gives it)."""
 
     def __init__(self, args: list[str], env: dict, cols: int = 100, rows: int = 30, controlling: bool = False):
-        import fcntl
-        import termios
-
         self.args = list(args)
-        master, slave = os.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        env = dict(env, TERM="xterm-256color", COLUMNS=str(cols), LINES=str(rows))
-        env.pop("TEXTUAL", None)
         self.env = env
-        argv = [PY, "-c", CTTY] if controlling else [PY]
-        try:
-            self.proc = subprocess.Popen([*argv, "-m", "gputop", *self.args], cwd=ROOT, env=env, stdin=slave,
-                                         stdout=slave, stderr=slave, start_new_session=True, close_fds=True)
-        finally:
-            os.close(slave)
+        self.pty = Pty(cols, rows)
+        self.proc = self.pty.spawn([PY, "-m", "gputop", *self.args], env=env, cwd=ROOT, controlling=controlling)
         self.pid = self.proc.pid
-        self.master = master
-        self.data = bytearray()
-        self._lock = threading.Lock()
-        self._stop_reading = threading.Event()
         self.seen: list[Proc] = []
-        self._reader = threading.Thread(target=self._read, daemon=True, name="pty-reader")
-        self._reader.start()
-
-    def _read(self) -> None:
-        import select
-
-        while not self._stop_reading.is_set():
-            try:
-                ready, _, _ = select.select([self.master], [], [], 0.05)
-                if not ready:
-                    continue
-                chunk = os.read(self.master, 65536)
-            except (OSError, ValueError):  # EIO: every slave end is closed
-                break
-            if not chunk:
-                break
-            with self._lock:
-                self.data += chunk
 
     def hang_up(self) -> None:
-        """Close the master side, as a terminal window closing, an SSH connection dropping or ``tmux
-        kill-session`` does: the reader stops first (a read in progress would hold the master open), then
-        the last reference to the master goes and the kernel hangs the tty up. No signal is sent here."""
+        """Close the master side (:meth:`Pty.hang_up`), having noted every process under gputop first."""
         self.snapshot()
-        self._stop_reading.set()
-        self._reader.join(10.0)
-        assert not self._reader.is_alive(), "the pty reader did not stop"
-        os.close(self.master)
-        self.master = -1
+        self.pty.hang_up()
 
     def output(self) -> bytes:
-        with self._lock:
-            return bytes(self.data)
+        return self.pty.output()
 
     def mark(self) -> int:
         """A position in the output; ``wait_text(..., since=mark)`` looks only at what came after it."""
-        return len(self.output())
+        return self.pty.mark()
 
     def wait_text(self, text: str, timeout: float = 30.0, since: int = 0) -> None:
-        wait_until(lambda: text in plain(self.output()[since:]), timeout, f"{text!r} on the screen", self.proc)
+        self.pty.wait_text(text, timeout, since)
 
     def press(self, keys: str | bytes) -> None:
-        os.write(self.master, keys.encode() if isinstance(keys, str) else keys)
+        self.pty.press(keys)
 
     def wait(self, timeout: float = 60.0) -> int:
-        try:
-            code = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"gputop {' '.join(self.args)} (TUI) still running after {timeout:g} s; "
-                                 f"screen text: {plain(self.output())[-1500:]!r}") from None
-        if self.master >= 0:
-            self._reader.join(5.0)  # the rest of the output (EIO once every slave end is closed)
-        return code
+        return self.pty.wait(timeout)
 
     def restored(self) -> bool:
         """The output ends by leaving the alternate screen: a 1049l after the last 1049h."""
@@ -398,14 +333,7 @@ class Terminal(_Watched):
 
     def close(self) -> None:
         self.kill()
-        self._stop_reading.set()
-        self._reader.join(5.0)
-        if self.master >= 0:
-            try:
-                os.close(self.master)
-            except OSError:
-                pass
-            self.master = -1
+        self.pty.close()
 
 
 # -- checking a cell --------------------------------------------------------------------------------------

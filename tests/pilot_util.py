@@ -1,14 +1,23 @@
-"""Helpers shared by the Textual pilot tests (no pytest-asyncio needed)."""
+"""Helpers shared by the Textual pilot tests (no pytest-asyncio needed).
+
+Waiting on a running app: :func:`wait_screen` waits until the screen's text shows what the test then asserts and
+returns that text (the test asserts on the frame it waited for); :func:`wait_for` waits for a state of the app's
+model. Both fail with the screen's text when they time out. :func:`screen_text` is the screen as the terminal
+shows it, read from Textual's compositor: the same strips ``App.export_screenshot`` renders, without the SVG."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import gzip
+import inspect
 import json
 import math
+import threading
 from pathlib import Path
+from typing import Callable, Iterable
 
+from gputop.runner.recording import RecordedRun
 from gputop.runner.registry import Registry
 from gputop.tui.widgets import charts
 
@@ -26,14 +35,71 @@ def sync(fn):
     return wrapper
 
 
-async def wait_for(pilot, cond, timeout: float = 30.0) -> None:
-    """Let the app run until ``cond()`` holds; fail after ``timeout`` seconds."""
+def screen_text(app) -> str:
+    """The screen's text now, one line a row, each row as wide as the screen (blanks included): the strips the
+    compositor draws, the screens under a translucent one included, as ``App.export_screenshot`` renders them
+    (that builds an SVG of the same strips, five times slower, which the tests then parsed back). It reads Textual's
+    private compositor: test_tui's test_the_tests_screen_text_is_the_screenshots says when an upgrade changes that."""
+    from textual._context import visible_screen_stack
+
+    token = visible_screen_stack.set(app._background_screens)
+    try:
+        strips = app.screen._compositor.render_strips()
+    finally:
+        visible_screen_stack.reset(token)
+    return "\n".join(strip.text for strip in strips)
+
+
+POLL_S = 0.05  # how often a wait looks again (the app runs meanwhile)
+
+
+def _what(cond) -> str:
+    if isinstance(cond, str):
+        return repr(cond)
+    try:
+        return inspect.getsource(cond).strip()
+    except (OSError, TypeError):
+        return repr(cond)
+
+
+def _timed_out(app, what: str, timeout: float) -> AssertionError:
+    return AssertionError(f"timed out after {timeout:g} s waiting for {what}; the screen was:\n{screen_text(app)}")
+
+
+async def wait_for(pilot, cond: Callable[[], object], timeout: float = 30.0) -> None:
+    """Let the app run until ``cond()`` holds (a state of its model, a process, a file); fail after ``timeout``
+    seconds with the screen's text. What the screen shows is :func:`wait_screen`'s to wait for."""
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
+    await pilot.pause()
     while not cond():
         if loop.time() > end:
-            raise AssertionError("timed out waiting")
-        await pilot.pause(0.05)
+            raise _timed_out(pilot.app, _what(cond), timeout)
+        await pilot.pause(POLL_S)
+
+
+async def wait_screen(pilot, shows: str | Iterable[str] | Callable[[str], object], timeout: float = 30.0) -> str:
+    """Let the app run until its screen shows ``shows``: a text, every text of a list, or what a predicate over the
+    screen's text accepts. Returns the text that did (assert on it: it is the frame that was waited for); fails after
+    ``timeout`` seconds with the screen's text."""
+    if isinstance(shows, str):
+        want = [shows]
+        ok = lambda text: shows in text  # noqa: E731
+    elif callable(shows):
+        want, ok = None, shows
+    else:
+        want = list(shows)
+        ok = lambda text: all(w in text for w in want)  # noqa: E731
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    await pilot.pause()
+    while True:
+        text = screen_text(pilot.app)
+        if ok(text):
+            return text
+        if loop.time() > end:
+            raise _timed_out(pilot.app, _what(shows) if want is None else " and ".join(map(repr, want)), timeout)
+        await pilot.pause(POLL_S)
 
 
 async def step(app, pilot, n: int) -> None:
@@ -42,6 +108,27 @@ async def step(app, pilot, n: int) -> None:
         app.model.sampler.step()
     app.frame(force=True)
     await pilot.pause()
+
+
+def hold_recorded_runs(monkeypatch) -> threading.Event:
+    """Recorded runs started from now on play their events at their pace, then wait for the test before they are
+    over (until the returned event is set, or the run is stopped): a test sees a run playing however slow the
+    machine (a short recording at 1x may otherwise end before the test looks)."""
+    release = threading.Event()
+    start = RecordedRun.start
+
+    def held_start(run):
+        class HeldEnd(threading.Event):
+            def set(self):
+                while not (release.wait(0.05) or run._stop.is_set()):
+                    pass
+                super().set()
+
+        run._finished = HeldEnd()
+        return start(run)
+
+    monkeypatch.setattr(RecordedRun, "start", held_start)
+    return release
 
 
 def notes(app) -> list[str]:

@@ -61,6 +61,7 @@ def doc(tmp_path_factory):
     return one_json(g.stdout, "gputop --run allreduce --json")
 
 
+@pytest.mark.slow
 def test_the_cpu_run_is_a_valid_run_document_of_two_gloo_ranks(doc):
     jsonschema.validate(doc, RUN_SCHEMA)
     assert doc["status"] == "ok" and doc["exit_code"] == 0
@@ -69,6 +70,7 @@ def test_the_cpu_run_is_a_valid_run_document_of_two_gloo_ranks(doc):
     assert [ph["name"] for ph in doc["phases"]] == ["bus bandwidth", "ddp step"]
 
 
+@pytest.mark.slow
 def test_busbw_follows_nccl_tests_definitions(doc):
     sweep = [q for q in doc["points"] if q["phase"] == "bus bandwidth"]
     assert [q["size_bytes"] for q in sweep] == [4096, 65536, 1048576]  # the CPU sizes, one point per size
@@ -80,6 +82,7 @@ def test_busbw_follows_nccl_tests_definitions(doc):
         assert q["bound"] == ("latency" if q["verdict"]["class"] == "latency-bound" else "bandwidth")
 
 
+@pytest.mark.slow
 def test_the_ddp_step_says_how_much_communication_was_exposed(doc):
     steps = {q["mode"]: q for q in doc["points"] if q["phase"] == "ddp step"}
     assert set(steps) == {"compute only", "overlap", "no overlap"}
@@ -93,13 +96,15 @@ def test_the_ddp_step_says_how_much_communication_was_exposed(doc):
     assert (v["class"] == "comms-bound") == (steps["no overlap"]["exposed_share"] >= 0.2)
 
 
+@pytest.mark.slow
 def test_the_tuis_results_view_draws_busbw_by_size_and_the_step_times(doc):
     from gputop.tui.results.view import bars_view
 
     lines = [t.plain for t in bars_view(doc, 100, 20)]
-    assert sum("busbw_gbps" in ln for ln in lines) == 3 and sum("step_ms" in ln for ln in lines) == 3
+    assert sum("GB/s busbw" in ln for ln in lines) == 3 and sum("ms step" in ln for ln in lines) == 3
 
 
+@pytest.mark.slow
 @fewer_than_two
 def test_on_a_machine_with_fewer_than_two_gpus_the_script_says_so_and_exits_2(tmp_path):
     out = subprocess.run([PY, str(WORKLOAD), "--device", "cuda"], capture_output=True, text=True, env=env(),
@@ -134,6 +139,7 @@ def _running(reaper, tmp_path) -> Gputop:
     return g
 
 
+@pytest.mark.slow
 def test_a_stop_in_the_ddp_phase_is_agreed_by_both_ranks_and_ends_in_time():
     """gputop's stop on its SIGINT (as ``gputop --run`` does it: SIGINT to torchrun, which passes it on to
     each rank) once the DDP phase runs: the ranks agree to stop at their next step, rank 0 says
@@ -171,6 +177,7 @@ def test_a_stop_in_the_ddp_phase_is_agreed_by_both_ranks_and_ends_in_time():
     assert_none_alive([p for p in pids if p], within=5.0, what="after the agreed stop")
 
 
+@pytest.mark.slow
 def test_sigkill_of_gputop_takes_torchrun_and_its_ranks_with_it(reaper, tmp_path):
     g = _running(reaper, tmp_path)
     ranks = [Proc.of(p.pid, "rank") for p in _ranks(g)]
@@ -214,6 +221,7 @@ def _launcher(reaper, tmp_path) -> tuple[Gputop, list]:
     return g, procs
 
 
+@pytest.mark.slow
 def test_a_stop_kills_the_workers_that_left_the_commands_session(reaper, tmp_path):
     g, worker = _launcher(reaper, tmp_path)
     g.send(signal.SIGINT)  # the launcher ignores it: SIGKILL after the grace period, to its group and its tree
@@ -228,6 +236,7 @@ def test_sigkill_of_gputop_kills_the_workers_that_left_the_commands_session(reap
     assert_none_alive(worker + g.seen, within=10.0, what="after SIGKILL of gputop")
 
 
+@pytest.mark.slow
 @fewer_than_two
 def test_gputop_on_a_machine_with_one_gpu_exits_2_with_the_reason(tmp_path):
     """The fake NVML shows one GPU (and torch here sees none): the workload refuses, gputop exits 2."""
@@ -278,6 +287,7 @@ def test_a_users_command_gets_nvlink_multicast_off(tmp_path):
     assert "multicast 0 1 1" in g.stderr  # the command's output goes to stderr beside --json
 
 
+@pytest.mark.slow
 def test_a_command_on_two_gpus_gets_a_diagnosis_of_each(tmp_path):
     """`gputop --run -- torchrun ...`: the fake NVML has two GPUs with the command's tree on both."""
     e = env(fake_nvml=True, GPUTOP_FAKE_NVML_GPUS="2")

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from gputop.evaluate import calibration as cal
 from gputop.telemetry.trace import demo_trace_path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_confident_verdicts_are_right_at_least_95_percent_of_the_time():
-
     paths = [demo_trace_path()] + sorted(str(p) for p in (ROOT / "tests" / "data" / "traces").glob("*.jsonl.gz"))
     cases = cal.collect(paths, cal.MULTI_DIRS)  # and every GPU of the multi-GPU corpus against its truth
     assert len(cases["window"]) >= 20 and len(cases["run"]) >= 8 and len(cases["live"]) >= 80

@@ -10,6 +10,7 @@ import pytest
 import json
 
 from gputop.analysis import thresholds as T
+from gputop.analysis.collectives import judge_job
 from gputop.analysis.classify import classify
 from gputop.analysis.peaks import compute_peaks
 from gputop.analysis.rules import input_starved, memory_bound
@@ -399,6 +400,12 @@ def every_kind_of_verdict() -> dict:
     segs = timeline(ticks, 0, H200, PEAKS, t_on_gpu=3.0)
     out["startup"] = Verdict.from_dict(segs[0].to_dict()["verdict"])
     out["merged"] = Verdict.from_dict(segs[1].to_dict()["verdict"])
+    # a job-level class: a job's GPU that runs nothing while its peer has been stalled for 30 s (the job judged together)
+    stalled = classify(window(**STALLED), NVLINK_H200, compute_peaks(NVLINK_H200))
+    stalled.evidence["stalled_for_s"] = 30.0
+    idle = classify(window(processes=[{"pid": 4242}]), H200, PEAKS, host=host(2.0), watched_pid="4242")
+    judge_job([stalled, idle])
+    out["culprit"] = idle
     return out
 
 

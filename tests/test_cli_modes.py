@@ -12,16 +12,16 @@ from gputop.cli.mode import MODES_GROUP, Mode, goes_with, option
 from gputop.cli.shared import JSON
 from gputop.telemetry.sampler import DEFAULT_RATE_HZ
 
-DOCTOR = option("--doctor", group=MODES_GROUP, action="store_true", help="check this machine for gputop")
+CHECK = option("--check", group=MODES_GROUP, action="store_true", help="check this machine for gputop")
 RAN = []
-DOCTOR_MODE = Mode("doctor", family="--doctor", usage="--doctor", flags=(DOCTOR,), options=(JSON,),
-                   entry=lambda args, command: RAN.append(args.json) or 0,
-                   usage_lines="  gputop --doctor [--json]        what this machine lacks for gputop\n")
-WITH_DOCTOR = cli.MODES[:-1] + (DOCTOR_MODE,) + cli.MODES[-1:]  # the one registry line
+CHECK_MODE = Mode("check", family="--check", usage="--check", flags=(CHECK,), options=(JSON,),
+                  entry=lambda args, command: RAN.append(args.json) or 0,
+                  usage_lines="  gputop --check [--json]         what this machine lacks for gputop\n")
+WITH_CHECK = cli.MODES[:-1] + (CHECK_MODE,) + cli.MODES[-1:]  # the one registry line
 
 
 def parse(argv: list[str]):
-    return parser.parse(argv, WITH_DOCTOR)
+    return parser.parse(argv, WITH_CHECK)
 
 
 def refused(argv: list[str], capsys) -> str:
@@ -33,26 +33,26 @@ def refused(argv: list[str], capsys) -> str:
 
 
 def test_a_mode_added_as_the_docstring_says_is_parsed_and_run():
-    args, command = parse(["--doctor", "--json"])
-    mode = parser.pick(args, command, WITH_DOCTOR)
-    assert mode is DOCTOR_MODE and mode.entry(args, command) == 0 and RAN[-1] is True
-    args, command = parse(["--doctor", "--demo"])  # the options every mode takes
-    assert parser.pick(args, command, WITH_DOCTOR) is DOCTOR_MODE and args.spec.kind == "demo"
+    args, command = parse(["--check", "--json"])
+    mode = parser.pick(args, command, WITH_CHECK)
+    assert mode is CHECK_MODE and mode.entry(args, command) == 0 and RAN[-1] is True
+    args, command = parse(["--check", "--demo"])  # the options every mode takes
+    assert parser.pick(args, command, WITH_CHECK) is CHECK_MODE and args.spec.kind == "demo"
     args, command = parse(["--once", "--json"])  # the others as they were
-    assert parser.pick(args, command, WITH_DOCTOR).name == "once"
+    assert parser.pick(args, command, WITH_CHECK).name == "once"
 
 
 def test_an_added_mode_is_refused_beside_another_and_its_options_elsewhere(capsys):
-    assert "--once and --doctor are two modes; give one" in refused(["--once", "--doctor"], capsys)
-    assert "--run and --doctor are two modes" in refused(["--doctor", "--run", "roofline"], capsys)
-    assert "--csv goes with --run NAME" in refused(["--doctor", "--csv", "x.csv"], capsys)
-    assert "--json goes with --once, --list, --run, --watch or --doctor" in refused(["--demo", "--json"], capsys)
-    assert goes_with(JSON, cli.MODES) == "--once, --list, --run or --watch"  # the registry itself is untouched
+    assert "--once and --check are two modes; give one" in refused(["--once", "--check"], capsys)
+    assert "--run and --check are two modes" in refused(["--check", "--run", "roofline"], capsys)
+    assert "--csv goes with --run NAME" in refused(["--check", "--csv", "x.csv"], capsys)
+    assert "--json goes with --once, --list, --run, --watch, --replay, --doctor or --check" in refused(["--demo", "--json"], capsys)
+    assert goes_with(JSON, cli.MODES) == "--once, --list, --run, --watch, --replay or --doctor"  # the registry untouched
 
 
 def test_an_added_mode_is_in_the_help():
-    text = parser.build_parser(WITH_DOCTOR).format_help()
-    assert "--doctor" in text.split("modes:")[1] and "gputop --doctor [--json]        what this machine" in text
+    text = parser.build_parser(WITH_CHECK).format_help()
+    assert "--check" in text.split("modes:")[1] and "gputop --check [--json]         what this machine" in text
 
 
 def test_every_mode_has_its_help_line_and_the_default_comes_first():

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import jsonschema
+import pytest
 
 from gputop.analysis.attribution import attribute
 from gputop.runner.profile_loader import cupti_window as cw
@@ -246,6 +247,7 @@ def test_a_cuda_program_without_torch_gets_a_cupti_window(tmp_path):
     assert doc["attribution"]["why_none"] is None
 
 
+@pytest.mark.slow
 def test_a_program_that_exits_during_its_cupti_window_still_gets_it(tmp_path):
     r = run_gputop(tmp_path, "--profile-seconds", "30", fake_cupti=True, env_extra={"EXIT_AFTER": "1.5"})
     assert r.returncode == 7, r.stderr
@@ -278,6 +280,7 @@ def test_without_cupti_python_the_line_says_what_to_install(tmp_path):
     assert "pip install cupti-python" in doc["attribution"]["why_none"]
 
 
+@pytest.mark.slow
 def test_a_command_that_is_not_python_says_profile_is_for_python_only(tmp_path):
     """No window asked for (no GPU verdict here) or one asked: the same one line, in the document and on stderr."""
     for extra in ({"GPUTOP_PROFILE_AT": "-1"}, {}):
@@ -289,6 +292,7 @@ def test_a_command_that_is_not_python_says_profile_is_for_python_only(tmp_path):
         assert "Python programs only" in NO_LOADER and f"gputop: --profile: {NO_LOADER}" in r.stderr
 
 
+@pytest.mark.slow
 def test_a_named_subscriber_refused_falls_back_to_an_unnamed_one(tmp_path):
     """CUPTI's named subscriber (cuptiSubscribe_v2) refused with another error than "busy" (ERROR_INVALID_PARAMETER:
     a CuPy program on driver 580 with CUPTI 13.5): the window is recorded through cuptiSubscribe; both refused:

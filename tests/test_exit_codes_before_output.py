@@ -99,13 +99,14 @@ def test_mode_combinations_that_mean_nothing_are_usage_errors(argv, needle, caps
 
 EXAMPLE = {"once": ["--once"], "list": ["--list"], "record": ["--record", "x.jsonl"], "run-command": ["--run"],
            "run": ["--run", "roofline"], "watch": ["--watch", "1"], "export": ["--export"], "serve": ["--serve"],
-           "replay": ["--replay", "t.jsonl", "--json"], "tui": [], "profile-env": ["--profile-env"]}  # each mode
+           "replay": ["--replay", "t.jsonl", "--json"], "doctor": ["--doctor"], "tui": [],
+           "profile-env": ["--profile-env"]}  # a command line of each mode
 SHIPPED = sorted((ROOT / "gputop" / "data" / "runs").glob("*.jsonl.gz"))
 VALUE = {"json": [], "output": ["x.json"], "seconds": ["3"], "csv": ["x.csv"], "param": ["n=1"], "log": ["x.log"],
          "recorded": [str(SHIPPED[0])], "quick": [], "timeout": ["3"], "grace": ["1"], "record": ["x.jsonl"],
          "record_run": ["r.jsonl"], "profile": [], "profile_seconds": ["2", "--profile"],
          "profile_steps": ["3", "--profile"], "tui": [], "export": [], "job_map": [str(ROOT), "--export"],
-         "export_cmdline": ["--export"], "tour": [], "serve_control": [], "served": [],
+         "export_cmdline": ["--export"], "tour": [], "serve_control": [], "served": [], "passive": [],
          "source": ["dcgm-exporter=http://127.0.0.1:9400/metrics"]}  # each option's words after its flag
 
 
@@ -115,6 +116,8 @@ def argv_of(mode, opt, alone: bool = False) -> list[str]:
     argv = EXAMPLE[mode.name] + [opt.flags[0], *(words if alone else VALUE[opt.dest])]
     if opt.dest == "serve_control" and mode.name == "tui":
         argv.append("--served")  # the TUI a browser session runs under --serve
+    if opt.dest == "source" and mode.name == "doctor":
+        argv[-1] = "prometheus=http://127.0.0.1:9090"  # the fleet's medians: the one source --doctor takes
     return argv + (["--", "true"] if mode.name == "run-command" else [])
 
 
@@ -144,9 +147,10 @@ def test_every_option_a_mode_does_not_take_is_refused_there(capsys):
 
 def test_where_an_option_goes_is_said_in_the_words_it_always_had():
     words = {o.dest: goes_with(o, MODES) for m in MODES for o in m.options}
-    assert words["json"] == "--once, --list, --run or --watch" and words["output"] == "--once, --run or --watch"
+    assert words["json"] == "--once, --list, --run, --watch, --replay or --doctor"
+    assert words["output"] == "--once, --run, --watch or --doctor" and words["passive"] == "--doctor"
     assert words["seconds"] == "--record FILE or --watch PID" and words["csv"] == words["param"] == "--run NAME"
-    assert words["log"] == "--run -- CMD" and words["recorded"] == "the TUI" and words["quick"] == "--run NAME or the TUI"
+    assert words["log"] == "--run -- CMD" and words["recorded"] == "the TUI" and words["quick"] == "--run, the TUI or --doctor"
     assert words["timeout"] == words["grace"] == "--run or the TUI" and words["tui"] == "--run -- CMD or --watch PID"
 
 

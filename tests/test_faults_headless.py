@@ -133,6 +133,7 @@ def test_run_name_signal_to_gputop(tmp_path, reaper, sig):
     rep.finish()
 
 
+@pytest.mark.slow
 def test_run_name_sigterm_with_a_stubborn_child(tmp_path, reaper):
     """The child (and its grandchild) ignore SIGINT/SIGTERM/SIGHUP: killed after the grace period (--grace 1)."""
     g, pid_file, out = start_workload(tmp_path, reaper, "stubborn=true", extra=GRACE)
@@ -177,6 +178,7 @@ def test_run_name_child_fails(tmp_path, reaper, end, code, status):
     rep.finish()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stubborn", [False, True], ids=["obeys", "stubborn"])
 def test_run_name_timeout(tmp_path, reaper, stubborn):
     """Past --timeout: exit 6, "timeout"; a child that ignores the stop request is killed after the grace."""
@@ -208,6 +210,7 @@ def test_run_name_gputop_sigkilled_leaves_nothing(tmp_path, reaper):
 
 
 # -- gputop --run -- CMD ----------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", SIGNALS, ids=signal_name)
 def test_command_signal_to_gputop(tmp_path, reaper, sig):
     g, pid_file, out = start_command(tmp_path, reaper, "hang")
@@ -229,6 +232,7 @@ def test_command_signal_to_gputop(tmp_path, reaper, sig):
     (("exit", "3"), 3, "error"),  # the command's own exit code
     (("segv",), 139, "crashed"),  # 128 + SIGSEGV, as a shell says
 ], ids=["exit3", "segv"])
+@pytest.mark.slow
 def test_command_fails(tmp_path, reaper, end, code, status):
     g, pid_file, out = start_command(tmp_path, reaper, *end)
     rep = Report(f"--run -- CMD {' '.join(end)}")
@@ -242,6 +246,7 @@ def test_command_fails(tmp_path, reaper, end, code, status):
     rep.finish()
 
 
+@pytest.mark.slow
 def test_command_killed_from_outside(tmp_path, reaper):
     g, pid_file, out = start_command(tmp_path, reaper, "hang")
     procs = under_way(g, pid_file)
@@ -252,6 +257,7 @@ def test_command_killed_from_outside(tmp_path, reaper):
     rep.finish()
 
 
+@pytest.mark.slow
 def test_command_timeout(tmp_path, reaper):
     g, pid_file, out = start_command(tmp_path, reaper, "hang", extra=("--timeout", str(TIMEOUT_S)))
     procs = under_way(g, pid_file)

@@ -63,6 +63,7 @@ def check_end(term: Terminal, rep: Report, procs, sig: int) -> None:
     rep.no_traceback(plain(out), "the terminal")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", SIGNALS, ids=signal_name)
 def test_tui_command_signal_to_gputop(tmp_path: Path, reaper, sig):
     pid_file = tmp_path / "pids.json"
@@ -79,6 +80,7 @@ def test_tui_command_signal_to_gputop(tmp_path: Path, reaper, sig):
     rep.finish()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", SIGNALS, ids=signal_name)
 def test_tui_workload_signal_to_gputop(tmp_path: Path, reaper, sig):
     pid_file = tmp_path / "pids.json"
@@ -143,6 +145,7 @@ def test_closing_the_terminal_on_the_idle_monitor_ends_gputop(tmp_path: Path, re
     rep.finish()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("controlling", [True, False], ids=["controlling-tty", "not-the-controlling-tty"])
 def test_closing_the_terminal_during_a_workload_stops_it_and_ends_gputop(tmp_path: Path, reaper, controlling):
     """Also on a pty that is not gputop's controlling terminal: no SIGHUP comes, only the failed writes (and
@@ -159,6 +162,7 @@ def test_closing_the_terminal_during_a_workload_stops_it_and_ends_gputop(tmp_pat
     rep.finish()
 
 
+@pytest.mark.slow
 def test_closing_the_terminal_during_tui_run_command_stops_it_and_ends_gputop(tmp_path: Path, reaper):
     pid_file = tmp_path / "pids.json"
     reaper.pid_files.append(pid_file)
@@ -173,6 +177,7 @@ def test_closing_the_terminal_during_tui_run_command_stops_it_and_ends_gputop(tm
     rep.finish()
 
 
+@pytest.mark.slow
 def test_closing_the_terminal_during_the_tour_ends_gputop(tmp_path: Path, reaper):
     term = Terminal([*TUI_DEMO, "--tour"], env(), controlling=True)
     reaper.gputops.append(term)

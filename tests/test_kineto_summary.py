@@ -69,6 +69,7 @@ def test_kernels_ops_and_busy_time_by_construction():
     assert sorted(got["kernels_raw"]) == [(7, 30.0, 70.0, 1), (7, 60.0, 80.0, 2), (7, 220.0, 230.0, 3)]
 
 
+@pytest.mark.slow
 def test_ops_agree_with_torch_profilers_key_averages_on_a_real_window():
     torch = pytest.importorskip("torch")
     m = torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(4)])

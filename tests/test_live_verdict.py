@@ -141,7 +141,9 @@ def test_one_odd_sample_is_not_a_change():
 
 
 # -- the TUI's live verdict over every recorded trace -----------------------------------------------------
-@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
+# (the corpus' real programs are the slow loop's; the labelled traces, the demo and the workloads' the quick loop's)
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.name.startswith("corpus_") else p
+                                  for p in TRACES], ids=lambda p: p.name)
 def test_every_frame_agrees_with_what_it_cites(path):
     frames = 0
     for tick, v, words, ticks, static, peaks in replay(path):
@@ -210,6 +212,7 @@ def test_the_live_verdict_names_each_demo_phase_within_a_second_and_a_half():
 
 
 # -- the same through the running TUI (Textual pilot) -------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 def test_the_tui_panel_shows_the_window_and_agrees_with_it_at_every_frame(size):
     """The demo replayed as ``gputop --demo`` replays it (looping: twice through, about 80 s of telemetry)
@@ -269,6 +272,7 @@ def test_the_json_timeline_begins_its_segments_where_the_work_changed():
             assert any(-0.2 <= s - (t - t0) <= 0.5 for s in starts), (label, round(t - t0, 2), starts)
 
 
+@pytest.mark.slow
 def test_the_gpu_strip_shows_the_panels_verdict_and_follows_the_phases(tmp_path):
     """Several GPUs: the strip's line for each GPU is that GPU's live verdict - for the selected one the very
     verdict the panel shows - so it follows the demo's phases as the panel does (not a fixed last 3 s)."""

@@ -130,6 +130,7 @@ def test_list_json_says_what_is_missing_and_how_to_install_it(folder):
     assert by_name["roofline"]["install"] == {"cupy": "pip install 'gputop[cuda12]' or 'gputop[cuda13]'"}
 
 
+@pytest.mark.slow
 def test_list_shows_dataloader_without_numpy(folder):
     """The new user's case: numpy not installed, dataloader imports it at its top."""
     r = gputop("--list", "--json", path=folder, prelude="import sys; sys.modules['numpy'] = None; ")
@@ -142,6 +143,7 @@ def test_list_shows_dataloader_without_numpy(folder):
 
 
 # -- --run: one line, one document, exit 4 -------------------------------------------------------
+@pytest.mark.slow
 def test_run_of_a_workload_whose_top_level_import_is_missing_is_one_line(folder):
     r = gputop("--run", "needs_absent", "--device", "cpu", path=folder)
     assert lines(r.stderr) == [f"gputop: workload 'needs_absent' needs {ABSENT}: {HINT}"]
@@ -153,6 +155,7 @@ def test_run_of_a_workload_whose_top_level_import_is_missing_is_one_line(folder)
     assert len(doc["errors"]) == 1 and HINT in doc["errors"][0]["message"]
 
 
+@pytest.mark.slow
 def test_run_of_a_workload_whose_top_level_import_is_missing_exits_4(folder):
     r = gputop("--run", "needs_absent", "--device", "cpu", "--json", path=folder)
     assert r.returncode == exitcodes.MISSING_DEPENDENCY
@@ -160,6 +163,7 @@ def test_run_of_a_workload_whose_top_level_import_is_missing_exits_4(folder):
     assert doc["exit_code"] == exitcodes.MISSING_DEPENDENCY and doc["errors"][0]["kind"] == "missing_dependency"
 
 
+@pytest.mark.slow
 def test_run_of_a_workload_whose_import_in_run_is_missing_exits_4(folder):
     r = gputop("--run", "needs_absent_in_run", "--device", "cpu", path=folder)
     assert r.returncode == exitcodes.MISSING_DEPENDENCY

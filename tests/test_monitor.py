@@ -34,9 +34,20 @@ SCHEMA = json.loads((ROOT / "gputop" / "schema" / "monitor.schema.json").read_te
 NO_GPU = not Nvml().available()
 PY = sys.executable
 DEMO_PID = 445  # the recorded child's pid in the demo trace's NVML process lists
-# The replayed trace is read as fast as possible on the sampler thread; a child that lives this long
-# lets it read the whole trace before the run ends (the analysis tests need every phase).
-WAIT = "import time; time.sleep(1.0); "
+def replayed_first(mon: Monitor, folder: Path) -> str:
+    """The start of a child's code that waits until ``mon``'s replay has been read to its end (read as fast as
+    possible on the sampler's thread, which the session starts; the analysis tests need every phase), however long
+    a busy machine takes: a thread here says so through a file."""
+    go = folder / "replayed"
+
+    def release() -> None:
+        end = time.monotonic() + 60
+        while not mon.sampler.source.finished and time.monotonic() < end:
+            time.sleep(0.02)
+        go.write_text("")
+
+    threading.Thread(target=release, daemon=True).start()
+    return f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.02)\n"
 
 
 def gputop_cli(*args, cwd=None, timeout=60):
@@ -81,13 +92,20 @@ def document(mon, run, command):
 
 
 # -- the real no-NVML paths -------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.skipif(not NO_GPU, reason="needs a machine without NVML")
-def test_run_without_nvml_exits_3_and_never_starts_the_command(tmp_path):
+def test_run_without_nvml_runs_the_command_and_record_is_exit_3_before_it_starts(tmp_path):
+    """Without NVML the command runs (its exit and CPU reported: tests/test_run_without_gpu.py); what records GPU
+    telemetry is exit 3 and never starts it."""
     r = gputop_cli("--run", "--", PY, "-c", "open('started', 'w')", cwd=tmp_path)
+    assert r.returncode == 0 and "verdict: none (no GPU seen)" in r.stdout
+    assert (tmp_path / "started").exists()
+    (tmp_path / "started").unlink()
+    r = gputop_cli("--record", "t.jsonl", "--run", "--", PY, "-c", "open('started', 'w')", cwd=tmp_path)
     assert r.returncode == 3 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and "libnvidia-ml" in r.stderr
     assert not (tmp_path / "started").exists()
-    r = gputop_cli("--json", "--run", "--", PY, "-c", "pass", cwd=tmp_path)
+    r = gputop_cli("--json", "--record", "t.jsonl", "--run", "--", PY, "-c", "pass", cwd=tmp_path)
     assert r.returncode == 3 and r.stderr.count("\n") == 1
     doc = json.loads(r.stdout)  # --json: one document, an error document here
     jsonschema.validate(doc, SCHEMA)
@@ -115,9 +133,9 @@ def test_run_usage_errors():
 
 
 # -- running a command under a replayed source --------------------------------------------------------------
-def test_exit_code_and_pass_through(capfd):
+def test_exit_code_and_pass_through(capfd, tmp_path):
     mon = replay_monitor()
-    code = WAIT + "import sys; print('child-out'); print('child-err', file=sys.stderr); sys.exit(3)"
+    code = replayed_first(mon, tmp_path) + "import sys; print('child-out'); print('child-err', file=sys.stderr); sys.exit(3)"
     run = run_command(mon, [PY, "-c", code])
     out, err = capfd.readouterr()
     assert run["exit_code"] == 3 and run["ended"] == "exited" and not run["oom"]
@@ -133,10 +151,11 @@ def test_exit_code_and_pass_through(capfd):
     assert "exited with code 3" in text and "timeline:" in text and "verdict:" in text and "advice:" in text
 
 
-def test_gpus_found_by_pid_in_nvml_process_list():
+def test_gpus_found_by_pid_in_nvml_process_list(tmp_path):
     mon = replay_monitor(tree=lambda: {DEMO_PID})
-    run = run_command(mon, [PY, "-c", WAIT])
-    doc = document(mon, run, [PY, "-c", WAIT])
+    code = replayed_first(mon, tmp_path)
+    run = run_command(mon, [PY, "-c", code])
+    doc = document(mon, run, [PY, "-c", code])
     assert doc["gpu_detection"] == "process list" and doc["gpus"][0]["first_seen_s"] > 0
     segs = doc["gpus"][0]["timeline"]
     assert segs[0]["subclass"] == "startup"
@@ -185,7 +204,8 @@ def test_command_session_without_blocking(tmp_path):
     s = Session(replay_monitor(), [PY, "-c", code], err=io.StringIO(), grace_s=60).start()
     assert s.poll() is False
     end = time.monotonic() + 30
-    while not ready.exists() and time.monotonic() < end:
+    while not ready.exists():
+        assert time.monotonic() < end and s.poll() is False, "the command never got going"
         time.sleep(0.02)
     s.stop()  # SIGINT to the command's group: Python dies of it (130)
     assert s.wait(30)
@@ -211,10 +231,10 @@ def test_timeout_stops_the_command():
     assert run["command_exit_code"] == 130  # SIGINT: Python dies of KeyboardInterrupt
 
 
-def test_out_of_memory_on_stderr_makes_the_verdict_memory_capacity(capfd):
-    code = (WAIT + "import sys; print('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB', "
-            "file=sys.stderr); sys.exit(1)")
+def test_out_of_memory_on_stderr_makes_the_verdict_memory_capacity(capfd, tmp_path):
     mon = replay_monitor(tree=lambda: {DEMO_PID})
+    code = (replayed_first(mon, tmp_path) + "import sys; print('torch.OutOfMemoryError: CUDA out of memory. "
+            "Tried to allocate 20.00 GiB', file=sys.stderr); sys.exit(1)")
     run = run_command(mon, [PY, "-c", code])
     assert run["oom"] and run["exit_code"] == 1
     doc = document(mon, run, [PY, "-c", code])
@@ -227,13 +247,15 @@ def test_out_of_memory_survives_in_a_recorded_trace(tmp_path):
     from gputop.evaluate.labelled import diagnose_trace
 
     rec = tmp_path / "oom.jsonl.gz"
-    code = WAIT + "import sys; print('CUDA out of memory. Tried to allocate 2.00 GiB', file=sys.stderr); sys.exit(1)"
     mon = replay_monitor(record=str(rec), tree=lambda: {DEMO_PID})
+    code = (replayed_first(mon, tmp_path) + "import sys; print('CUDA out of memory. Tried to allocate 2.00 GiB', "
+            "file=sys.stderr); sys.exit(1)")
     run_command(mon, [PY, "-c", code], err=io.StringIO())
     a = diagnose_trace(str(rec))
     assert a["verdict"]["class"] == "memory-capacity" and a["verdict"]["subclass"] == "oom"
 
 
+@pytest.mark.slow
 def test_a_signal_to_gputop_stops_the_command_and_says_which(monkeypatch):
     child = [PY, "-c", "import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    raise SystemExit(42)"]
     threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
@@ -243,6 +265,7 @@ def test_a_signal_to_gputop_stops_the_command_and_says_which(monkeypatch):
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored
 
 
+@pytest.mark.slow
 def test_a_second_signal_kills_a_command_that_ignores_sigint():
     child = [PY, "-c", "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)"]
     threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
@@ -300,6 +323,7 @@ def test_record_writes_a_trace_with_marks(monkeypatch, tmp_path):
     assert sum(r["type"] == "tick" for r in rows) > 300
 
 
+@pytest.mark.slow
 def test_watch_process_until_it_exits():
     p = subprocess.Popen([PY, "-c", "import time; time.sleep(0.5)"])
     mon = replay_monitor(active_ok=True)
@@ -377,6 +401,7 @@ def test_a_run_timeline_from_the_store_still_sees_the_cuda_context():
 
 
 # -- the live path, through the thin pynvml fake ------------------------------------------------------------
+@pytest.mark.slow
 def test_live_source_finds_the_child_by_pid_with_a_fake_nvml(monkeypatch, capfd):
     """LiveSource + GpuReader + HostReader as on a GPU machine; NVML answered by tests/fake_nvml.py,
     whose process list holds this test's children (the command gputop launches is one)."""

@@ -84,6 +84,7 @@ def test_the_allreduce_workloads_link_peak_is_the_same_figure_with_its_source():
     assert peak["peak_gbps"] * 1e9 == pytest.approx(compute_peaks(read_static(nvml(), 0))["nvlink_bytes_per_s_per_dir"])
 
 
+@pytest.mark.slow
 def test_once_and_its_json_carry_the_nvlink_peak_and_where_it_came_from(tmp_path):
     e = fault_util.env(fake_nvml=True, GPUTOP_FAKE_NVML_LINKS=str(LINKS_JSON))
     out = subprocess.run([sys.executable, "-m", "gputop", "--once", "--json"], capture_output=True, text=True,

@@ -54,6 +54,7 @@ def test_record_samples_at_the_rate(tmp_path):
     assert_sampled_at_rate(out)
 
 
+@pytest.mark.slow
 def test_run_name_record_samples_at_the_rate(tmp_path):
     """``--run NAME --record FILE`` (a GPU run: the fake NVML's GPU 0), ended by --timeout (exit 6)."""
     out = tmp_path / "run.jsonl"
@@ -62,6 +63,7 @@ def test_run_name_record_samples_at_the_rate(tmp_path):
     assert_sampled_at_rate(out)
 
 
+@pytest.mark.slow
 def test_run_name_record_run_samples_at_the_rate(tmp_path):
     """``--run NAME --record-run FILE`` on the CPU (the host's ticks)."""
     out = tmp_path / "run.jsonl.gz"
@@ -70,6 +72,7 @@ def test_run_name_record_run_samples_at_the_rate(tmp_path):
     assert_sampled_at_rate(out)
 
 
+@pytest.mark.slow
 def test_run_command_samples_at_the_rate(tmp_path):
     out = tmp_path / "cmd.jsonl"
     r = gputop("--json", "--rate", "4", "--record", str(out), "--run", "--", PY, "-c", "import time; time.sleep(2)",
@@ -79,6 +82,7 @@ def test_run_command_samples_at_the_rate(tmp_path):
     assert_sampled_at_rate(out)
 
 
+@pytest.mark.slow
 def test_watch_samples_at_the_rate(tmp_path):
     out = tmp_path / "watch.jsonl"
     sleeper = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"], stdin=subprocess.DEVNULL)

@@ -28,6 +28,7 @@ def events_of(path, kind: str) -> list[dict]:
         return []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["run.jsonl.gz", "run.jsonl"])
 def test_a_gputop_killed_mid_run_leaves_a_recording_that_replays(tmp_path, reaper, name):  # noqa: F811
     path, ready = tmp_path / name, tmp_path / "ready"
@@ -90,6 +91,7 @@ def test_a_line_that_is_not_json_before_the_end_is_still_an_error(tmp_path):
         read_rows(p)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, gz", [("x.txt", False), ("x.jsonl", False), ("x.jsonl.gz", True), ("x", False)])
 def test_record_run_names_one_rule_and_the_replay_reads_each(tmp_path, name, gz):
     """``.gz`` is gzip, any other name plain JSON lines; --replay and --recorded's reader read every one."""

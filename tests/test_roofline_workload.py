@@ -63,6 +63,7 @@ def cpu_run():
     return _run("--events", "--quick", "--param", "device=cpu", "--param", "k=1,2,8,32")
 
 
+@pytest.mark.slow
 def test_cpu_sweep_event_stream(cpu_run):
     assert cpu_run.returncode == 0, cpu_run.stderr
     ev = _events(cpu_run.stdout)
@@ -90,6 +91,7 @@ def test_cpu_sweep_event_stream(cpu_run):
     assert roofs["details"]["dram"]["buffer_bytes"] >= 64 << 20
 
 
+@pytest.mark.slow
 def test_cpu_sweep_analysis(cpu_run):
     doc = _doc(_events(cpu_run.stdout), {"kind": "cpu", "peaks": None, "static": None, "reported": None})
     roofline_lesson.analyze(doc)

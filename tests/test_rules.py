@@ -37,7 +37,18 @@ def recorded(path: str):
     return statics, [compute_peaks(s) for s in statics], src.ticks, next(iter(pids)) if len(pids) == 1 else None
 
 
+@functools.lru_cache(maxsize=None)
+def run_document(path: str) -> dict:
+    """The trace's run document, as ``gputop --replay F --json`` gives it (the job's GPUs judged together)."""
+    from gputop.headless.replay import replay_document
+
+    return replay_document(str(ROOT / path))
+
+
 def judged(ex):
+    if ex.judged == "run":  # a job-level rule: the GPU's verdict in the run document
+        gpu = next(g for g in run_document(ex.trace)["gpus"] if g["index"] == ex.gpu)
+        return Verdict.from_dict(gpu["verdict"])
     statics, peaks, ticks, pid = recorded(ex.trace)
     window = [t for t in ticks if ex.t0 <= t["t"] < ex.t1]
     assert len(window) >= T.MIN_SAMPLES, f"{ex.trace} has {len(window)} ticks in [{ex.t0}, {ex.t1})"

@@ -52,6 +52,7 @@ def test_json_run_is_one_valid_document():
     assert "[" not in r.stderr  # no progress bar when stderr is not a terminal
 
 
+@pytest.mark.slow
 def test_quick_and_cpu_overrides_then_params():
     doc = one_document(gputop("--run", "fault_ok", "--device", "cpu", "--quick", "--json").stdout)
     assert doc["params"]["k"] == [1, 2] and doc["params"]["sleep"] == 0.02
@@ -94,6 +95,7 @@ def test_unknown_workload_exits_2_listing_the_known():
     assert "unknown workload 'nope'" in r.stderr and "roofline" in r.stderr and "fault_ok" in r.stderr
 
 
+@pytest.mark.slow
 def test_device_param_and_cpu_mode_are_checked(tmp_path):
     r = gputop("--run", "fault_ok", "--device", "cpu", "--param", "device=cuda")
     assert r.returncode == exitcodes.USAGE and "--device" in r.stderr
@@ -130,6 +132,7 @@ def test_failing_children_give_their_exit_codes(name, code, status):
     assert one_document(r.stdout)["status"] == status
 
 
+@pytest.mark.slow
 def test_timeout_exits_6():
     r = gputop("--run", "fault_hang", "--device", "cpu", "--json", "--timeout", "0.5")
     assert r.returncode == exitcodes.TIMEOUT
@@ -161,12 +164,28 @@ def test_ctrl_c_gives_a_partial_document_and_exit_130(tmp_path):
     assert "stopping the workload" in err
 
 
+def _stderr_until(p: subprocess.Popen, text: str, timeout: float = 60.0) -> str:
+    """Read ``p``'s stderr until it holds ``text``; returns what was read (``communicate`` reads the rest)."""
+    import select
+
+    got, end = b"", time.monotonic() + timeout
+    while text.encode() not in got:
+        assert time.monotonic() < end, f"timed out after {timeout:g} s waiting for {text!r} on stderr: {got[-2000:]!r}"
+        if select.select([p.stderr], [], [], 0.1)[0]:
+            chunk = os.read(p.stderr.fileno(), 65536)
+            assert chunk, f"stderr closed (code {p.wait()}) before {text!r}: {got[-2000:]!r}"
+            got += chunk
+    return got.decode()
+
+
+@pytest.mark.slow
 def test_second_ctrl_c_kills_a_workload_that_ignores_the_first(tmp_path):
     p = _start_hang(tmp_path, "--param", "obey=false")
     p.send_signal(signal.SIGINT)
-    time.sleep(0.3)
+    said = _stderr_until(p, "stopping the workload")  # the first one was taken: the second is a second stop
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
+    err = said + err
     assert p.returncode == exitcodes.INTERRUPTED, err
     doc = one_document(out)
     assert doc["interrupted"] is True and doc["child_exit_code"] == -9 and len(doc["points"]) == 1
@@ -189,6 +208,7 @@ def test_csv_and_output_files(tmp_path):
 ROOFLINE = ROOT / "workloads" / "roofline.py"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not ROOFLINE.exists(), reason="workloads/roofline.py is not there yet")
 def test_roofline_on_cpu_end_to_end(tmp_path):
     csv_path = tmp_path / "roofline.csv"
@@ -203,28 +223,18 @@ def test_roofline_on_cpu_end_to_end(tmp_path):
     assert header[:5] == ["k", "ai", "gflops", "bandwidth", "percent_peak"]
 
 
+@pytest.mark.slow
 def test_progress_bar_only_on_a_terminal():
-    import pty
+    from pty_util import Pty
 
-    master, slave = pty.openpty()
+    term = Pty()  # stderr on a terminal, stdout a pipe
     try:
-        p = subprocess.Popen([sys.executable, "-m", "gputop", "--run", "fault_ok", "--device", "cpu", "--json",
-                              "--param", "k=1,2"], stdout=subprocess.PIPE, stderr=slave, text=True, cwd=ROOT,
-                             env=env())
-        os.close(slave)
+        p = term.spawn([sys.executable, "-m", "gputop", "--run", "fault_ok", "--device", "cpu", "--json", "--param",
+                        "k=1,2"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, cwd=ROOT, env=env())
         out, _ = p.communicate(timeout=60)
-        err = b""
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            err += chunk
+        assert term.wait(5) == 0
+        text = term.read()
     finally:
-        os.close(master)
-    assert p.returncode == 0
-    one_document(out)  # stdout still holds only the document
-    text = err.decode(errors="replace")
+        term.close()
+    one_document(out.decode())  # stdout still holds only the document
     assert "\r[" in text and "2/2" in text and "phase measure" in text

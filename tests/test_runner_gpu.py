@@ -74,11 +74,27 @@ def test_a_crash_on_the_cuda_path_leaves_gputop_standing():
     assert doc["status"] == "crashed" and doc["points"] and doc["device"]["static"]["name"]
 
 
-def test_ctrl_c_during_a_gpu_sweep():
+def test_ctrl_c_during_a_gpu_sweep(tmp_path):
+    from gputop.runner.recording import read_recording
+    from gputop.telemetry.trace import TraceError
+
+    recording = tmp_path / "sweep.jsonl"  # written as the run goes: its first point says the sweep is under way
+
+    def measured() -> bool:
+        try:
+            return any(e["event"].get("event") == "point" for e in read_recording(recording)["events"])
+        except (TraceError, OSError):  # not written yet, or its header alone
+            return False
+
     p = subprocess.Popen([sys.executable, "-m", "gputop", "--run", "roofline", "--json", "--param", "ceilings=false",
-                          "--param", "k=" + ",".join(["1000"] * 20), "--param", "runs=1000"],
+                          "--param", "k=" + ",".join(["1000"] * 20), "--param", "runs=1000",
+                          "--record-run", str(recording)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env())
-    time.sleep(8)
+    end = time.monotonic() + 120
+    while not measured():
+        assert p.poll() is None, p.communicate()[1][-3000:]
+        assert time.monotonic() < end, "no point measured in 120 s"
+        time.sleep(0.1)
     assert p.poll() is None, "the sweep ended before Ctrl-C"
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=120)

@@ -244,6 +244,7 @@ def browsed(chromium) -> dict:
     return outs
 
 
+@pytest.mark.slow
 def test_served_read_only_shows_the_monitor_and_refuses_run_and_cancel(browsed):
     out = browsed[False]
     assert png_distinct_bytes(out["png"]) > 40  # the rendered terminal, not a blank page
@@ -253,6 +254,7 @@ def test_served_read_only_shows_the_monitor_and_refuses_run_and_cancel(browsed):
     assert out["left"] == []
 
 
+@pytest.mark.slow
 def test_served_with_control_takes_the_keys(browsed):
     out = browsed[True]
     assert out["sessions"] and "--serve-control" in out["sessions"][0]

@@ -196,6 +196,7 @@ def serve_fault_workloads(tmp_path: Path, servers, reaper) -> tuple[Server, Path
     return server, pid_file, names
 
 
+@pytest.mark.slow
 def test_a_session_whose_browser_goes_away_stops_its_run_and_exits(tmp_path: Path, servers, reaper):
     server, pid_file, names = serve_fault_workloads(tmp_path, servers, reaper)
 
@@ -212,6 +213,7 @@ def test_a_session_whose_browser_goes_away_stops_its_run_and_exits(tmp_path: Pat
     rep.finish()
 
 
+@pytest.mark.slow
 def test_a_session_whose_server_dies_stops_its_run_and_exits(tmp_path: Path, servers, reaper):
     """The server killed (SIGKILL: nothing of it says goodbye): the session's input ends and its writes fail."""
     server, pid_file, names = serve_fault_workloads(tmp_path, servers, reaper)

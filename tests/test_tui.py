@@ -22,8 +22,9 @@ from gputop.telemetry.trace import ReplaySource
 import gputop.format as fmt
 from gputop.tui.app import GputopApp, HelpScreen, TuiConfig
 from gputop.tui.model import view
-from pilot_util import (DEMO, FAULTS, chart_rows_from_scratch, fault_specs, h200_static, notes, pick, step, sync,
-                        two_gpu_trace, wait_for)
+from gputop.runner.child import GRACE_S
+from pilot_util import (DEMO, FAULTS, chart_rows_from_scratch, fault_specs, h200_static, notes, pick, screen_text,
+                        step, sync, two_gpu_trace, wait_for, wait_screen)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,19 +46,36 @@ async def test_monitor_shows_the_device_and_survives_resizes():
     app = make()
     async with app.run_test(size=(80, 24)) as pilot:
         await step(app, pilot, 120)  # into the bf16 matmul phase
-        text = app.screen_text()
-        assert "H200" in text and "SM activity" in text and "Tensor active" in text
+        text = await wait_screen(pilot, ("H200", "SM activity", "Tensor active"))
         assert "verdict:" in text or "diagnosis: n/a" in text
         for w, h in ((200, 50), (80, 24), (60, 20), (120, 40)):
             await pilot.resize_terminal(w, h)
             await step(app, pilot, 3)
-            assert "SM activity" in app.screen_text()
+            await wait_screen(pilot, "SM activity")
         assert app.has_class("-narrow") is False
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
         assert app.has_class("-narrow") and app.has_class("-short")
 
 
+@sync
+async def test_the_tests_screen_text_is_the_screenshots():
+    """What the tests read (the compositor's rows: pilot_util.screen_text) is the text of Textual's public SVG
+    screenshot (app.screen_text, which bench/tools/tui_screens.py keeps): on the monitor, with the help over it, and
+    on the workloads page."""
+    app = make()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await step(app, pilot, 120)
+        assert screen_text(app) == app.screen_text()
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        assert screen_text(app) == app.screen_text()
+        await pilot.press("escape", "2")
+        await wait_screen(pilot, "roofline")
+        assert screen_text(app) == app.screen_text()
+
+
+@pytest.mark.slow
 @sync
 async def test_incremental_charts_match_a_redraw_from_scratch(tmp_path):
     app = make(two_gpu_trace(tmp_path))
@@ -90,19 +108,21 @@ async def test_keys_pause_rate_help_and_pages():
     async with app.run_test(size=(100, 30)) as pilot:
         await step(app, pilot, 20)
         await pilot.press("p")
-        assert app.model.sampler.paused and "PAUSED" in app.screen_text()
+        assert app.model.sampler.paused
+        await wait_screen(pilot, "PAUSED")
         await pilot.press("p")
         assert not app.model.sampler.paused
         await pilot.press("plus")  # a replay keeps its recorded rate
-        assert app.model.sampler.rate_hz == 10.0 and "10 Hz" in app.screen_text()
+        assert app.model.sampler.rate_hz == 10.0
+        await wait_screen(pilot, "10 Hz")
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
         await pilot.press("2")
-        await pilot.pause()
         first = next(iter(Registry()))  # the list starts with the first workload by name, selected
-        assert app.page == "workloads" and first.description[:30] in app.screen_text()
+        await wait_screen(pilot, first.description[:30])
+        assert app.page == "workloads"
         await pilot.press("1")
         assert app.page == "monitor"
         await pilot.press("q")
@@ -115,18 +135,16 @@ async def test_switch_gpu_on_a_two_gpu_trace(tmp_path):
     app = make(two_gpu_trace(tmp_path))
     async with app.run_test(size=(120, 40)) as pilot:
         await step(app, pilot, 120)
-        text = app.screen_text()
-        assert "▶ GPU0" in text and "GPU1" in text  # the strip lists both
-        assert "GPU 0 NVIDIA H200" in text
+        await wait_screen(pilot, ("▶ GPU0", "GPU1", "GPU 0 NVIDIA H200"))  # the strip lists both
         await pilot.press("g")
-        await pilot.pause()
-        text = app.screen_text()
-        assert app.model.selected == 1 and "GPU 1 NVIDIA H200 (copy)" in text and "▶ GPU1" in text
+        text = await wait_screen(pilot, ("GPU 1 NVIDIA H200 (copy)", "▶ GPU1"))
+        assert app.model.selected == 1
         assert "2x H200" not in text  # different names are listed apart in the header
         await pilot.press("G")
         assert app.model.selected == 0
 
 
+@pytest.mark.slow
 @sync
 async def test_run_roofline_on_cpu_see_points_and_save(tmp_path):
     app = make(save_dir=str(tmp_path))
@@ -142,13 +160,11 @@ async def test_run_roofline_on_cpu_see_points_and_save(tmp_path):
         assert len(app.model.controller.runs) == 1
         run = app.model.controller.runs[0].run
         await wait_for(pilot, lambda: run.finished, 60)
-        app.frame()
-        await pilot.pause()
-        text = app.screen_text()
         assert run.status == "ok", run.document()["errors"]
-        assert "roofline ok" in text and "●" in text and "measured" in text
+        app.frame()
+        await wait_screen(pilot, ("roofline ok", "●", "measured"))
         await pilot.press("s")
-        await pilot.pause()
+        await wait_for(pilot, lambda: list(tmp_path.glob("gputop-roofline-*.json")))
         saved = list(tmp_path.glob("gputop-roofline-*.json"))
         assert len(saved) == 1
         doc = json.loads(saved[0].read_text())
@@ -181,6 +197,7 @@ async def start_hang(app, pilot):
     return state
 
 
+@pytest.mark.slow
 @sync
 async def test_cancel_a_running_workload_and_one_run_per_device():
     app = make(grace_s=0.5)  # gputop --grace 0.5
@@ -194,8 +211,7 @@ async def test_cancel_a_running_workload_and_one_run_per_device():
         await wait_for(pilot, lambda: state.run.finished, 20)
         assert state.run.status == "interrupted"
         app.frame()
-        await pilot.pause()
-        assert "fault_hang interrupted" in app.screen_text()
+        await wait_screen(pilot, "fault_hang interrupted")
 
 
 @sync
@@ -219,12 +235,12 @@ async def test_opens_without_any_gpu():
     assert app.model.device == "cpu"  # workloads run on the CPU here, whatever the command line said
     async with app.run_test(size=(80, 24)) as pilot:
         await step(app, pilot, 3)
-        text = app.screen_text()
-        assert "no GPU" in text and "Host CPU" in text
+        await wait_screen(pilot, ("no GPU", "Host CPU"))
         await pilot.press("plus")
         assert app.model.sampler.rate_hz == 20.0
         await pilot.press("minus", "minus")
-        assert app.model.sampler.rate_hz == 5.0 and "5 Hz" in app.screen_text()
+        assert app.model.sampler.rate_hz == 5.0
+        await wait_screen(pilot, "5 Hz")
         await pilot.press("g", "p", "2", "r", "d")
         await pilot.pause()
         assert app.model.device == "cpu" and notes(app)[-1] == (
@@ -234,6 +250,7 @@ async def test_opens_without_any_gpu():
 NO_GPU_LINE = "no live GPU in this session: --demo replays a recorded trace; workloads run on the CPU"
 
 
+@pytest.mark.slow
 @sync
 async def test_demo_runs_workloads_on_the_cpu_and_refuses_the_gpu(monkeypatch):
     assert "fault_ok" in fault_specs(monkeypatch)
@@ -244,20 +261,19 @@ async def test_demo_runs_workloads_on_the_cpu_and_refuses_the_gpu(monkeypatch):
         await step(app, pilot, 5)
         await pilot.press("2")
         await pick(app, pilot, "fault_ok")
-        assert "runs on: CPU (no live GPU)" in app.screen_text()
+        await wait_screen(pilot, "runs on: CPU (no live GPU)")
         await pilot.press("escape", "d")  # ask for the GPU: refused, with the reason, in one line
         assert app.model.device == "cpu" and notes(app)[-1] == NO_GPU_LINE
         await pilot.press("r")
         run = app.model.controller.runs[0].run
         await wait_for(pilot, lambda: run.finished, 30)
-        app.frame()
-        await pilot.pause()
         assert run.status == "ok" and run.child.returncode == 0 and run.document()["device"]["kind"] == "cpu"
-        assert "fault_ok ok" in app.screen_text() and "on CPU" in app.screen_text()
+        app.frame()
+        await wait_screen(pilot, ("fault_ok ok", "on CPU"))
         t = time.monotonic()
         await pilot.press("q")
         await wait_for(pilot, lambda: app.return_code is not None, 10)
-    assert app.return_code == 0 and time.monotonic() - t < 3
+    assert app.return_code == 0 and time.monotonic() - t < GRACE_S  # nothing running: q waits for no grace period
 
 
 @sync
@@ -270,12 +286,13 @@ async def test_a_workload_without_cpu_mode_says_it_needs_a_gpu(monkeypatch):
         await step(app, pilot, 5)
         await pilot.press("2")
         await pick(app, pilot, "gpu_only")
-        assert "needs a GPU; there is no live GPU in this session" in app.screen_text()
+        await wait_screen(pilot, "needs a GPU; there is no live GPU in this session")
         await pilot.press("r")
         assert app.model.controller.runs == []
         assert notes(app)[-1] == "gpu_only needs a GPU: no live GPU in this session (--replay plays a recorded trace)"
 
 
+@pytest.mark.slow
 @sync
 async def test_a_run_that_cannot_start_ends_at_once_with_its_error(monkeypatch):
     """Live NVML with a GPU (a fake at the pynvml boundary), which NVML stops listing before the run
@@ -288,16 +305,14 @@ async def test_a_run_that_cannot_start_ends_at_once_with_its_error(monkeypatch):
         await step(app, pilot, 3)
         await pilot.press("2")
         await pick(app, pilot, "fault_ok")
-        assert "runs on: GPU 0 " in app.screen_text()
+        await wait_screen(pilot, "runs on: GPU 0 ")
         fake.fail["nvmlDeviceGetCount"] = pynvml.NVML_ERROR_UNKNOWN
         await pilot.press("escape", "r")
         state = app.model.controller.runs[0]
         assert state.run.finished and not app.model.controller.active  # not "running" with no process
         why = "cannot start the workload: no GPU with NVML index 0 (0 GPU(s))"
         assert notes(app)[-1] == f"fault_ok did not start: {why}"
-        await pilot.pause()
-        text = app.screen_text()
-        assert "fault_ok error" in text and f"error: {why}" in text and "on GPU 0" in text
+        await wait_screen(pilot, ("fault_ok error", f"error: {why}", "on GPU 0"))
         await pilot.press("c")
         assert notes(app)[-1] == "nothing is running"
         await pilot.press("r")  # not refused as "already running"
@@ -305,7 +320,7 @@ async def test_a_run_that_cannot_start_ends_at_once_with_its_error(monkeypatch):
         t = time.monotonic()
         await pilot.press("q")
         await wait_for(pilot, lambda: app.return_code is not None, 10)
-    assert app.return_code == 0 and time.monotonic() - t < 3
+    assert app.return_code == 0 and time.monotonic() - t < GRACE_S  # nothing running: q waits for no grace period
 
 
 @sync
@@ -315,9 +330,8 @@ async def test_gpm_n_a_says_the_reason_nvml_gave():
     app = GputopApp(TuiConfig(LiveSource(Nvml(fake)), start_sampler=False, fps=0, specs=[]))
     async with app.run_test(size=(80, 24)) as pilot:
         await step(app, pilot, 3)
-        text = app.screen_text()
-        assert "SM activity                             n/a (NVML: NoPermission)" in text
-        assert "SM activity n/a (NVML: NoPermission)" in text  # the chart's title
+        text = await wait_screen(pilot, ("SM activity                             n/a (NVML: NoPermission)",
+                                         "SM activity n/a (NVML: NoPermission)"))  # the panel's row, the chart's title
         assert fmt.GPM_NA not in text
 
 
@@ -341,6 +355,7 @@ def test_no_color_reaches_textual(monkeypatch):
     assert not make().no_color
 
 
+@pytest.mark.slow
 @sync
 async def test_the_rate_comes_from_the_command_line_and_a_replay_ends():
     from gputop.cli import parse
@@ -354,8 +369,7 @@ async def test_the_rate_comes_from_the_command_line_and_a_replay_ends():
         while app.model.sampler.step() is not None:
             pass
         app.frame(force=True)
-        await pilot.pause()
-        assert "(finished)" in app.screen_text()
+        await wait_screen(pilot, "(finished)")
 
 
 @pytest.mark.gpu
@@ -372,9 +386,7 @@ async def test_live_gpu_monitor_and_roofline_on_the_gpu():
     async with app.run_test(size=(160, 48)) as pilot:
         await wait_for(pilot, lambda: len(app.model.sampler.window(None)) >= 10, 10)
         app.frame(force=True)
-        await pilot.pause()
-        text = app.screen_text()
-        assert app.model.statics[0]["name"].replace("NVIDIA ", "") in text and "SM activity" in text
+        text = await wait_screen(pilot, (app.model.statics[0]["name"].replace("NVIDIA ", ""), "SM activity"))
         if app.model.statics[0].get("gpm_supported"):
             assert "n/a (needs Hopper+ GPM)" not in text
         try:
@@ -391,8 +403,7 @@ async def test_live_gpu_monitor_and_roofline_on_the_gpu():
         await wait_for(pilot, lambda: run.finished, 120)
         assert run.status == "ok", run.document()["errors"]
         app.frame()
-        await pilot.pause()
-        assert "roofline ok" in app.screen_text() and "theoretical" in app.screen_text()
+        await wait_screen(pilot, ("roofline ok", "theoretical"))
 
 
 def test_quitting_after_a_stop_signal_keeps_the_runs_grace_period(tmp_path, monkeypatch):
@@ -417,3 +428,25 @@ def test_quitting_after_a_stop_signal_keeps_the_runs_grace_period(tmp_path, monk
     assert state.run.finished and not state.run.child.killed and not state.run.child.kill_asked
     doc = state.run.document()
     assert doc["status"] == "interrupted" and doc["signal"] == "SIGTERM" and doc["exit_code"] == 143
+
+
+@sync
+async def test_the_first_tab_on_the_workloads_page_goes_to_the_first_parameter_and_keys_are_typed_there():
+    """(issue 35: the first Tab focused the scrolling pane around the form, drawn as nothing; a 1 typed then showed
+    the monitor page.) Every Tab lands on something drawn: the list, then each parameter in turn."""
+    app = make(specs=specs())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")
+        await wait_for(pilot, lambda: app.workloads.form.loaded is not None)
+        inputs = [w.id for w in app.workloads.form.query("Input")]
+        await pilot.press("tab")
+        await pilot.pause()
+        assert app.focused is not None and app.focused.id == inputs[0], app.focused
+        before = app.focused.value
+        await pilot.press("end", "1")
+        await pilot.pause()
+        assert app.page == "workloads" and app.focused.value == before + "1"
+        for _ in inputs:  # on through the form, and round to the list
+            await pilot.press("tab")
+            await pilot.pause()
+            assert app.focused is not None and (app.focused.id or "").startswith(("param-", "wl-list")), app.focused

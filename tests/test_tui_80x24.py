@@ -15,7 +15,7 @@ from gputop.tui.app import GputopApp, HelpScreen, TuiConfig
 from gputop.tui.help import HELP
 from gputop.tui.widgets.keybar import key_line
 from gputop.tui.model.runs import RunState
-from pilot_util import notes, pick, step, sync, wait_for
+from pilot_util import notes, pick, screen_text, step, sync, wait_for, wait_screen
 from test_tui import make
 
 SIZE = (80, 24)
@@ -29,7 +29,7 @@ def flat(text: str) -> str:
 
 
 def rows(app) -> list[str]:
-    return app.screen_text().split("\n")
+    return screen_text(app).split("\n")
 
 
 @sync
@@ -40,15 +40,16 @@ async def test_advice_and_evidence_wrap_whole_and_charts_keep_two_rows():
         await step(app, pilot, 1)  # the charts' layout after the verdict took its rows
         v = app.monitor.verdict
         assert v is not None and v.advice and len(v.advice) > 80  # the advice needs more than one row
-        text = flat(app.screen_text())
-        assert flat("advice: " + v.advice) in text and "…" not in "".join(rows(app)[1:])
-        assert flat(v.evidence_text) in text
+        seen = await wait_screen(pilot, lambda t: flat("advice: " + v.advice) in flat(t)
+                                 and flat(v.evidence_text) in flat(t) and "scale 0-100%" in t)
+        text, lines = flat(seen), seen.split("\n")
+        assert "…" not in "".join(lines[1:]) and "max 100%" not in text
         shown = [c for c in app.monitor.charts if c.display]
         assert len(shown) >= 1 and all(c.size.height >= 3 for c in shown)  # a title and two rows each
-        assert "scale 0-100%" in text and "max 100%" not in text
-        assert len(rows(app)) == 24 and all(len(r) <= 80 for r in rows(app))
+        assert len(lines) == 24 and all(len(r) <= 80 for r in lines)
 
 
+@pytest.mark.slow
 @sync
 async def test_help_scrolls_to_every_line_uncut():
     app = make()
@@ -56,13 +57,12 @@ async def test_help_scrolls_to_every_line_uncut():
         await step(app, pilot, 5)
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
-        await pilot.pause()
-        seen = app.screen_text()
+        want = [re.sub(r"\[/?b\]", "", line).strip() for line in HELP.splitlines() if line.strip()]
+        seen = await wait_screen(pilot, lambda t: flat(want[0]) in flat(t))
         for _ in range(30):  # scroll to the end, keeping what each position showed
             await pilot.press("down")
             await pilot.pause()
-            seen += "\n" + app.screen_text()
-        want = [re.sub(r"\[/?b\]", "", line).strip() for line in HELP.splitlines() if line.strip()]
+            seen += "\n" + screen_text(app)
         missing = [line for line in want if flat(line) not in flat(seen)]
         assert not missing
         assert any(r.startswith("╰") and r.endswith("╯") for r in rows(app))  # the box is whole: not cut
@@ -75,8 +75,7 @@ async def test_key_bar_fits_every_page_and_keeps_help():
         await step(app, pilot, 5)
         for page in ("1", "2"):
             await pilot.press(page)
-            await pilot.pause()
-            last = rows(app)[-1].rstrip()
+            last = (await wait_screen(pilot, lambda t: "q quit" in t.split("\n")[-1])).split("\n")[-1].rstrip()
             assert len(last) <= 80 and "q quit" in last and ("? help" in last or "? more keys" in last)
             assert "r run" in last and "c cancel" in last and "s save" in last
     # too narrow for every key: the first ones that fit, then "? more keys" (the help lists them all)
@@ -97,9 +96,9 @@ async def test_notifications_never_cover_the_header_or_the_verdict():
         message = ("a long notification, the kind an error gives: " + "it says what went wrong and why " * 3).strip()
         app.notify(message, severity="error")
         await step(app, pilot, 1)
-        after = rows(app)
+        after = (await wait_screen(pilot, lambda t: flat(message) in flat(t))).split("\n")
         assert after[0] == header and all(r in after for r in verdict)
-        assert flat(message) in flat(app.screen_text()) and notes(app)[-1] == message
+        assert notes(app)[-1] == message
         assert all(c.size.height >= 3 for c in app.monitor.charts if c.display)
         assert not app.screen.query("Toast")  # no toast drawn over the screen
 
@@ -115,7 +114,7 @@ async def test_no_gpu_reason_wraps_whole():
                               device="cpu", na_reason=why, fps=0))
     async with app.run_test(size=SIZE) as pilot:
         await step(app, pilot, 2)
-        assert flat("NVML: " + why) in flat(app.screen_text())
+        await wait_screen(pilot, lambda t: flat("NVML: " + why) in flat(t))
 
 
 @sync
@@ -134,10 +133,12 @@ async def test_a_finished_run_shows_no_phase():
         app.model.controller.runs.append(RunState(run=Finished(), name="roofline", target="CPU"))
         await pilot.press("2")
         await step(app, pilot, 2)
-        status = next(r for r in rows(app) if r.startswith("roofline ok"))
+        text = await wait_screen(pilot, lambda t: any(r.startswith("roofline ok") for r in t.split("\n")))
+        status = next(r for r in text.split("\n") if r.startswith("roofline ok"))
         assert "phase:" not in status and f"{doc['wall_time_s']:.1f} s" in status
 
 
+@pytest.mark.slow
 @sync
 async def test_a_quiet_runs_elapsed_time_keeps_moving():
     app = make()
@@ -149,19 +150,31 @@ async def test_a_quiet_runs_elapsed_time_keeps_moving():
         await wait_for(pilot, lambda: len(state.run.points) == 1, 20)
         events = state.events
 
-        def elapsed() -> float:
-            app.frame()  # a frame with no new tick and no new event
-            line = next(r for r in rows(app) if r.startswith("fault_hang"))
-            return float(re.search(r"([\d.]+) s", line).group(1))
+        def status(text: str) -> str | None:
+            return next((r for r in text.split("\n") if r.startswith("fault_hang")), None)
 
-        first = elapsed()
-        await wait_for(pilot, lambda: elapsed() >= first + 0.5, 10)
-        assert state.events == events and "phase: hang" in next(r for r in rows(app) if r.startswith("fault_hang"))
+        def elapsed(text: str) -> float | None:
+            line = status(text)
+            return float(re.search(r"([\d.]+) s", line).group(1)) if line else None
+
+        app.frame()  # frames with no new tick and no new event
+        first = elapsed(await wait_screen(pilot, elapsed))
+
+        async def moved() -> str:  # frames until the status line's elapsed time has moved on by half a second
+            for _ in range(200):
+                app.frame()
+                text = await wait_screen(pilot, elapsed)
+                if elapsed(text) >= first + 0.5:
+                    return text
+                await pilot.pause(0.05)
+            raise AssertionError(f"the elapsed time stayed at {elapsed(text)} s (from {first} s):\n{text}")
+
+        text = await moved()
+        assert state.events == events and "phase: hang" in status(text)
         await pilot.press("c")
         await wait_for(pilot, lambda: state.run.finished, 20)
         app.frame()
-        await pilot.pause()
-        assert "phase:" not in next(r for r in rows(app) if r.startswith("fault_hang"))
+        await wait_screen(pilot, lambda t: status(t) and "phase:" not in status(t))
 
 
 @sync
@@ -174,9 +187,9 @@ async def test_a_runs_error_wraps_whole():
         state = app.model.controller.runs[0]
         await wait_for(pilot, lambda: state.run.finished, 30)
         app.frame(force=True)
-        await pilot.pause()
         message = state.document()["errors"][-1]["message"]
-        assert len(message) > 60 and flat(message) in flat(app.screen_text())
+        assert len(message) > 60
+        await wait_screen(pilot, lambda t: flat(message) in flat(t))
 
 
 def test_the_header_drops_the_file_name_before_cutting():
@@ -192,9 +205,9 @@ async def test_the_header_keeps_the_phase_whole_at_80():
     app = make()
     async with app.run_test(size=SIZE) as pilot:
         await step(app, pilot, 120)
-        header = rows(app)[0]
         phase = app.model.sampler.latest()["phase"]
-        assert f"phase: {phase}" in header and "…" not in header
+        header = (await wait_screen(pilot, lambda t: f"phase: {phase}" in t.split("\n")[0])).split("\n")[0]
+        assert "…" not in header
 
 
 @sync
@@ -212,12 +225,11 @@ async def test_every_workload_name_is_visible_before_a_run_and_the_results_retur
         await pilot.press("2")
         await pick(app, pilot, shipped[0].name)
         app.frame(force=True)
-        await pilot.pause()
         ol = app.query_one("#wl-list")
-        lines = rows(app)
+        lines = (await wait_screen(pilot, "no run yet")).split("\n")
         listed = [s.name for s in shipped if any(re.search(rf"[│ ]\s*{re.escape(s.name)}\s*[│ ]", r[:26]) for r in lines)]
         assert listed == [s.name for s in shipped], lines
-        assert ol.max_scroll_y == 0 and "no run yet" in flat(app.screen_text())
+        assert ol.max_scroll_y == 0
         tall = ol.size.height
 
         class Finished:  # a finished run, as the results view sees one
@@ -228,8 +240,8 @@ async def test_every_workload_name_is_visible_before_a_run_and_the_results_retur
 
         app.model.controller.runs.append(RunState(run=Finished(), name="roofline", target="CPU"))
         app.frame(force=True)
-        await pilot.pause()
-        assert ol.size.height < tall and "run 1/1" in app.screen_text() and "no run yet" not in app.screen_text()
+        await wait_screen(pilot, lambda t: "run 1/1" in t and "no run yet" not in t)
+        assert ol.size.height < tall
 
 
 def test_the_header_drops_the_rate_before_cutting_the_phase():
@@ -253,9 +265,8 @@ async def test_g_with_one_gpu_says_there_is_one():
         await step(app, pilot, 5)
         assert len(app.model.statics) == 1
         await pilot.press("g")
-        await pilot.pause()
+        await wait_screen(pilot, lambda t: "one GPU" in flat(t))  # in the key bar, at 80 columns
         assert any("one GPU" in n for n in notes(app)) and app.model.selected == 0
-        assert "one GPU" in flat(app.screen_text())  # in the key bar, at 80 columns
 
 
 @sync
@@ -280,3 +291,28 @@ async def test_the_monitor_comes_back_when_a_followed_replay_ends():
         await wait_for(pilot, lambda: app.model.source is home, 30)
         assert not state.active and app.model.home_source is None
         assert any("the replay of roofline is over: the monitor shows" in n and n.endswith("again") for n in notes(app))
+
+
+@sync
+async def test_the_sm_and_dram_charts_keep_a_title_and_two_rows_through_the_whole_demo():
+    """(issue 35: in the tiny-kernels phase the verdict's advice took a row more and the DRAM chart went.) At every
+    phase of the demo at 80x24 both charts show with a title and two rows; where the advice was cut for them its
+    last row ends in "…", and it comes back whole where there is room."""
+    app = make()
+    async with app.run_test(size=SIZE) as pilot:
+        seen_cut = seen_whole = False
+        for _ in range(40):  # the 41 s trace, a second at a time
+            await step(app, pilot, 10)
+            await step(app, pilot, 0)  # the layout after the verdict gave up its rows
+            sm, dram = app.monitor.charts[:2]
+            assert sm.display and dram.display, app.screen_text()
+            assert sm.size.height >= 3 and dram.size.height >= 3, app.screen_text()
+            text = app.screen_text()
+            assert "SM activity " in text and re.search(r"^ DRAM bandwidth \d+%  last", text, re.M), text
+            v = app.monitor.verdict
+            if v is not None and v.advice:
+                cut = "…" in text.split("advice: ", 1)[-1].split("SM activity", 1)[0]
+                seen_cut |= cut
+                seen_whole |= not cut
+            assert len(rows(app)) == 24 and all(len(r) <= 80 for r in rows(app))
+        assert seen_cut and seen_whole

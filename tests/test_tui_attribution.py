@@ -11,12 +11,13 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from rich.text import Text
 from textual.app import App, ComposeResult
 
 from gputop.session.profiling import ProfileWindows, window_from_answers
 from gputop.tui.command.attribution import AttributionPanel, attribution_lines
-from pilot_util import sync, wait_for
+from pilot_util import sync, wait_for, wait_screen
 from test_attribution import SPANS, TRAIN, _gpu_window, _named
 from test_tui_command import command_app
 
@@ -105,6 +106,7 @@ def test_no_window_yet_says_how_to_get_one():
     assert lines[0] == "profiler windows: none yet" and "w asks the command for one now (2 s" in lines[1]
 
 
+@pytest.mark.slow
 @sync
 async def test_w_asks_for_a_window_and_a_shows_it(tmp_path):
     go = tmp_path / "go"
@@ -126,10 +128,10 @@ async def test_w_asks_for_a_window_and_a_shows_it(tmp_path):
                            timeout=60)
             await pilot.press("a")
             view = (f"profiler window 1  pid {s.pid}", "host op time:", "top ops (self CPU time)", "advice: ")
-            await wait_for(pilot, lambda: all(v in app.screen_text() for v in view))
-            assert len(app.screen_text().split("\n")) == 24
+            text = await wait_screen(pilot, view)
+            assert len(text.split("\n")) == 24
             await pilot.press("a")  # back to the monitor
-            await wait_for(pilot, lambda: "host op time:" not in app.screen_text())
+            await wait_screen(pilot, lambda t: "host op time:" not in t)
             go.write_text("")
             await wait_for(pilot, lambda: s.over, timeout=60)
             await pilot.press("q")

@@ -22,9 +22,10 @@ from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.trace import ReplaySource
 from gputop.tui.app import GputopApp, TuiConfig
 from gputop.tui.command import make_command_app
+from gputop.tui.command.panel import status_lines
 from gputop.tui.model import TAG_RUN, TAG_WATCH, view
 import loader_util
-from pilot_util import sync, wait_for
+from pilot_util import sync, wait_for, wait_screen
 
 TRACE = Path(__file__).parent / "data" / "traces" / "matmul_bf16.compute-bound.jsonl.gz"
 TRACE_PID = 589  # the traced command's pid in the trace's NVML process lists
@@ -56,18 +57,17 @@ async def test_status_timeline_and_exit_code(tmp_path):
             return any(seg["class"] == "compute-bound" for seg in segs)
 
         await wait_for(pilot, matmul_in_timeline)
-        await wait_for(pilot, lambda: "compute-bound (tensor cores)" in app.screen_text().partition("timeline, GPU 0")[2])
-        text = app.screen_text()
-        assert f"`{PY} -c" in text and f"pid {s.pid}" in text and "running" in text
+        text = await wait_screen(pilot, lambda t: "compute-bound (tensor cores)" in t.partition("timeline, GPU 0")[2])
+        # the status line names the program, not its path (wherever the interpreter lives, the command's words fit)
+        assert f"`{Path(PY).name} -c" in text and f"pid {s.pid}" in text and "running" in text
         assert "flush=True)\\nt = time.time()" in text  # the script's newlines shown, the screen kept to its rows
         assert len(text.split("\n")) == 48
         assert f"output: {tmp_path / 'cmd.log'}" in text
         go.write_text("")
-        await wait_for(pilot, lambda: "exited with code 3" in app.screen_text())
+        await wait_screen(pilot, "exited with code 3")
         # the final timeline, its verdict line (the panel grows by it at the next layout) and the status line's
         # "sampling stopped" come in frames of their own: wait for all three
-        final = ("final timeline", "sampling stopped", "verdict: compute-bound")
-        await wait_for(pilot, lambda: all(w in app.screen_text() for w in final))
+        await wait_screen(pilot, ("final timeline", "sampling stopped", "verdict: compute-bound"))
         assert app.is_running  # the TUI stays open after the command exits
         await pilot.press("q")
         await wait_for(pilot, lambda: app.return_code is not None)
@@ -82,11 +82,9 @@ async def test_the_commands_processes_are_tagged_and_diagnosed(tmp_path):
     # the trace's pid stands in for the child's tree, so the GPU is found by NVML's process list
     app = command_app(tmp_path, "import time; time.sleep(30)", tree=lambda: {TRACE_PID}, on_gpu=True)
     async with app.run_test(size=(160, 48)) as pilot:
-        await wait_for(pilot, lambda: "found by process list" in app.screen_text())
+        await wait_screen(pilot, "found by process list")
         app.frame(force=True)
-        await pilot.pause()
-        text = app.screen_text()
-        assert f"{TRACE_PID}" in text and TAG_RUN in text
+        await wait_screen(pilot, (f"{TRACE_PID}", TAG_RUN))
         assert app.model.watched_pid() == app.lifecycle.session.pid
         assert app.monitor.verdict is not None
         await pilot.press("q")
@@ -101,7 +99,8 @@ async def test_q_while_running_stops_the_command(tmp_path):
     child = app.lifecycle.session.child
     log = tmp_path / "cmd.log"
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: "running" in app.screen_text() and "ready" in log.read_text())
+        await wait_for(pilot, lambda: "ready" in log.read_text())
+        await wait_screen(pilot, "running")
         await pilot.press("q")
         await wait_for(pilot, lambda: app.return_code is not None)
     assert child.done and child.returncode == -signal.SIGINT
@@ -129,9 +128,7 @@ async def test_watch_a_running_process(tmp_path):
         session = Session(Monitor(src, active_ok=True), pid=proc.pid).start()
         app = make_command_app(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
         async with app.run_test(size=(160, 48)) as pilot:
-            await wait_for(pilot, lambda: "timeline, GPU 0" in app.screen_text())
-            text = app.screen_text()
-            assert f"watching pid {proc.pid}" in text and "running" in text
+            await wait_screen(pilot, ("timeline, GPU 0", f"watching pid {proc.pid}", "running"))
             assert app.model.tagged_pids() == {proc.pid: TAG_WATCH}
             await pilot.press("q")
             await wait_for(pilot, lambda: app.return_code is not None)
@@ -150,14 +147,26 @@ async def test_watch_sees_the_process_exit(tmp_path):
     session = Session(Monitor(src, active_ok=True), pid=proc.pid).start()
     app = make_command_app(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
     async with app.run_test(size=(160, 48)) as pilot:
-        await wait_for(pilot, lambda: "running" in app.screen_text())
+        await wait_screen(pilot, "running")
         proc.terminate()
         proc.wait()
-        await wait_for(pilot, lambda: "final timeline" in app.screen_text())
-        assert f"watching pid {proc.pid}" in app.screen_text() and "exited" in app.screen_text()
+        await wait_screen(pilot, ("final timeline", f"watching pid {proc.pid}", "exited"))
         await pilot.press("q")
         await wait_for(pilot, lambda: app.return_code is not None)
     assert app.return_value == exitcodes.OK and session.doc["ended"] == "exited"
+
+
+def test_the_status_line_names_the_program_not_the_folder_it_lives_in():
+    """An interpreter in a venv under a long path (a clone in /tmp/tmp.XXXXXXXXXX/p) must not push the command's own
+    words off the status line: the program shows by its name."""
+    import time
+    from types import SimpleNamespace
+
+    where = "/tmp/tmp.Xq3f9a2LkP/p/.venv/bin/python3"
+    s = SimpleNamespace(doc=None, t_start=time.monotonic(), over=False, stopping=False, mode="run", pid=42,
+                        command=[where, "-c", "print('hello')"], log=None)
+    line = status_lines(s)[0].plain
+    assert "`python3 -c 'print('\"'\"'hello'\"'\"')'`" in line and where not in line, line
 
 
 def test_process_rows_tag_the_command():
@@ -214,15 +223,24 @@ async def test_a_gpu_chosen_with_g_stays_when_the_command_shows_up_on_another(tm
     code = "import time; time.sleep(30)"
     session = Session(Monitor(src), [PY, "-c", code], log=str(tmp_path / "cmd.log"), grace_s=2.0).start()
     app = make_command_app(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
+    frames, follow = [], app.lifecycle.frame
+
+    def counted() -> None:
+        frames.append(1)
+        follow()
+
+    app.lifecycle.frame = counted  # each of the app's frames (the timer's, a redraw's) follows the command's GPU
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: "▶ GPU 0 " in app.screen_text())
+        await wait_screen(pilot, "▶ GPU 0 ")
         await pilot.press("g")
-        await wait_for(pilot, lambda: "▶ GPU 1 " in app.screen_text())
+        await wait_screen(pilot, "▶ GPU 1 ")
         finder = session.monitor.finder
         with finder.lock:
             finder.by_pid[0] = 1.0  # the command is seen on GPU 0 now
-        await pilot.pause(0.5)  # a few frames: each calls _pick_gpu
-        assert app.model.selected == 1 and "▶ GPU 1 " in app.screen_text()
+        seen = len(frames)
+        await wait_for(pilot, lambda: len(frames) >= seen + 3)  # a few frames: each picks the GPU to show
+        assert app.model.selected == 1
+        await wait_screen(pilot, "▶ GPU 1 ")
         await pilot.press("q")
     assert session.over
 
@@ -247,16 +265,16 @@ async def test_the_attribution_view_shows_the_selected_gpus_own_rank(tmp_path):
                       grace_s=2.0, profile=profile).start()
     app = make_command_app(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)
 
-    def shows_selected_rank_only():
-        text, sel = app.screen_text(), app.model.selected
+    def shows_selected_rank_only(text: str) -> bool:
+        sel = app.model.selected
         return f"rank{sel}_" in text and all(f"rank{r}_" not in text for r in range(4) if r != sel)
 
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: "▶ GPU" in app.screen_text())
+        await wait_screen(pilot, "▶ GPU")
         await pilot.press("a")
-        await wait_for(pilot, shows_selected_rank_only)
+        await wait_screen(pilot, shows_selected_rank_only)
         before = app.model.selected
         await pilot.press("g")  # the user's choice from here: the app no longer picks
-        await wait_for(pilot, lambda: app.model.selected == (before + 1) % 4 and shows_selected_rank_only())
+        await wait_screen(pilot, lambda t: app.model.selected == (before + 1) % 4 and shows_selected_rank_only(t))
         await pilot.press("q")
     assert session.over

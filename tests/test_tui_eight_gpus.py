@@ -18,6 +18,7 @@ import pytest
 
 from gputop.analysis.verdict import display_name
 from gputop.tui.monitor.strip import strip_labels
+from pilot_util import wait_screen
 from test_tui_snapshots import at_tick, make
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,6 +33,7 @@ def test_monitor_8_gpus_80x24(snap_compare):
     assert snap_compare(make(COMPOSED), terminal_size=(80, 24), run_before=at_tick(TICK))
 
 
+@pytest.mark.slow
 def test_monitor_8_gpus_160x48(snap_compare):
     assert snap_compare(make(COMPOSED), terminal_size=(160, 48), run_before=at_tick(TICK))
 
@@ -40,6 +42,7 @@ def test_monitor_8_gpus_gpu_3_selected_80x24(snap_compare):
     assert snap_compare(make(COMPOSED), terminal_size=(80, 24), run_before=at_tick(TICK, ("g", "g", "g")))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])
 def test_every_gpu_and_its_verdict_and_the_selected_panel_are_on_screen(size):
     """Each GPU's verdict (one of its names, and its confidence) is on the screen whole, with the selected GPU's
@@ -53,17 +56,16 @@ def test_every_gpu_and_its_verdict_and_the_selected_panel_are_on_screen(size):
             verdicts = page.verdicts
             assert len(verdicts) == 8 and all(v is not None for v in verdicts)
             assert {v.cls for v in verdicts} >= {"comms-bound", "compute-bound"}
-            text = app.screen_text()
+            text = await wait_screen(pilot, ("NVIDIA H100 80GB HBM3  Hopper", "verdict: communication-bound",
+                                             "advice: "))
             for i, v in enumerate(verdicts):
                 cells = [f"GPU {i}  {label} {100 * v.confidence:.0f}%" for label in strip_labels(v)]
                 assert any(c in text for c in cells), (i, display_name(v))
-            assert "NVIDIA H100 80GB HBM3  Hopper" in text and "verdict: communication-bound" in text
-            assert "advice: " in text
             for n in (1, 2, 3):
                 await pilot.press("g")
-                await pilot.pause()
-                assert app.model.selected == n and f"GPU {n} NVIDIA H100" in app.screen_text()
-            assert f"▶ GPU 3  {strip_labels(verdicts[3])[0]}" in app.screen_text()
+                await wait_screen(pilot, f"GPU {n} NVIDIA H100")
+                assert app.model.selected == n
+            await wait_screen(pilot, f"▶ GPU 3  {strip_labels(verdicts[3])[0]}")
 
     asyncio.run(go())
 
@@ -75,6 +77,7 @@ def replay_json(path: Path) -> dict:
     return json.loads(r.stdout)
 
 
+@pytest.mark.slow
 def test_replay_json_of_the_composed_trace_has_8_gpus_with_the_sources_classes():
     """gputop --replay COMPOSED --json: 8 GPUs, indices 0-7, each GPU's class that of the GPU it came from when A
     and B are replayed alone (A's GPU i is GPU i, B's GPU i is GPU 4 + i)."""
@@ -101,6 +104,12 @@ def test_compose_script_rebuilds_the_shipped_trace_byte_for_byte(tmp_path):
     assert [d["index"] for d in header["devices"]] == list(range(8))
     assert [(g["source"], g["source_index"]) for g in header["composed"]["gpus"]] == \
         [("comms_mlp.jsonl.gz", i) for i in range(4)] + [("straggler.jsonl.gz", i) for i in range(4)]
+    groups = {}  # each recording's processes: one process group (one torchrun job each), the two apart
+    for line in gzip.decompress(out.read_bytes()).splitlines()[1:]:
+        for pos, g in enumerate(json.loads(line).get("gpus") or []):
+            for p in g.get("processes") or []:
+                groups.setdefault(pos < 4, set()).add(p["pgid"])
+    assert len(groups[True]) == len(groups[False]) == 1 and groups[True] != groups[False]
 
 
 def test_strip_lays_more_gpus_than_rows_in_columns_and_fits_each_cell():
@@ -120,38 +129,42 @@ def test_strip_lays_more_gpus_than_rows_in_columns_and_fits_each_cell():
     assert len(cut) == 16 and cut.plain.endswith("…")
 
 
-def with_process_groups(tmp_path: Path) -> Path:
-    """The composed trace with each job's processes in a process group of its own (``pgid``, as the live source
-    reads it: two jobs started apart, from two shells, have two); the recordings predate the field."""
+def without_process_groups(tmp_path: Path) -> Path:
+    """The composed trace with no ``pgid`` on any process (as its two recordings were made: they predate the
+    field)."""
     rows = [json.loads(line) for line in gzip.decompress(COMPOSED.read_bytes()).splitlines()]
     for row in rows:
-        for pos, s in enumerate(row.get("gpus") or []):
+        for s in row.get("gpus") or []:
             for p in s.get("processes") or []:
-                p["pgid"] = 1000 if pos < 4 else 2000
-    out = tmp_path / "two_jobs.jsonl.gz"
+                p.pop("pgid", None)
+    out = tmp_path / "no_groups.jsonl.gz"
     out.write_bytes(gzip.compress(b"\n".join(json.dumps(r).encode() for r in rows) + b"\n"))
     return out
 
 
+@pytest.mark.slow
 def test_two_jobs_on_one_node_are_judged_apart_by_their_process_groups(tmp_path):
     """Live (the TUI), two jobs on one node: each job's comms-bound GPUs are a process group of their own (4 and 3,
-    not 7); without process groups (the trace as recorded), one group of all."""
+    not 7: issue 35), as the composed trace says (each recording's processes share a process group: one torchrun
+    job each); without process groups, one group of all."""
     from gputop.analysis.comms import node_jobs
 
-    async def verdicts_at(path):
+    async def verdicts_at(path, size=(160, 48)):
         app = make(path)
-        async with app.run_test(size=(160, 48)) as pilot:
+        async with app.run_test(size=size) as pilot:
             await at_tick(TICK)(pilot)
             return [v.evidence if hasattr(v, "evidence") else v["evidence"] for v in app.monitor.verdicts], \
-                [v.cls if hasattr(v, "cls") else v["class"] for v in app.monitor.verdicts]
+                [v.cls if hasattr(v, "cls") else v["class"] for v in app.monitor.verdicts], \
+                " ".join(app.monitor.verdict_panel.plain.split())  # (the selected GPU's, as on screen, unwrapped)
 
-    evs, classes = asyncio.run(verdicts_at(with_process_groups(tmp_path)))
+    evs, classes, text = asyncio.run(verdicts_at(COMPOSED))
     assert classes == ["comms-bound"] * 4 + ["comms-bound", "compute-bound", "comms-bound", "comms-bound"]
     assert [evs[i].get("group_gpus") for i in (0, 1, 2, 3)] == [4] * 4
     assert [evs[i].get("group_gpus") for i in (4, 6, 7)] == [3] * 3
-    evs1, _ = asyncio.run(verdicts_at(COMPOSED))
-    assert {evs1[i].get("group_gpus") for i in (0, 1, 2, 3, 4, 6, 7)} == {7}  # the trace alone: one group
-    rows = [json.loads(line) for line in gzip.decompress(with_process_groups(tmp_path).read_bytes()).splitlines()]
+    assert "; 4 GPUs of this process group" in text and "7 GPUs" not in text
+    evs1, _, _ = asyncio.run(verdicts_at(without_process_groups(tmp_path)))
+    assert {evs1[i].get("group_gpus") for i in (0, 1, 2, 3, 4, 6, 7)} == {7}  # no groups seen: one group
+    rows = [json.loads(line) for line in gzip.decompress(COMPOSED.read_bytes()).splitlines()]
     ticks = [r for r in rows if r.get("gpus")][:TICK]
     assert node_jobs(ticks, list(range(8))) == [[0, 1, 2, 3], [4, 5, 6, 7]]
 

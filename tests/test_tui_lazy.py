@@ -3,9 +3,11 @@ the workloads page first shows."""
 
 from __future__ import annotations
 
+import pytest
+
 from gputop.telemetry.trace import ReplaySource
 from gputop.tui.app import GputopApp, TuiConfig
-from pilot_util import DEMO, step, sync
+from pilot_util import DEMO, step, sync, wait_for, wait_screen
 
 
 @sync
@@ -17,7 +19,7 @@ async def test_workloads_load_on_first_visit():
         await pilot.press("2")
         await pilot.pause()
         assert app.model.specs_loaded and "roofline" in [s.name for s in app.model.specs]
-        assert app.model.specs[0].name in app.screen_text()  # the list shows (its first entry; 80x24 scrolls the rest)
+        await wait_screen(pilot, app.model.specs[0].name)  # the list shows (its first entry; 80x24 scrolls the rest)
 
 
 def test_live_start_up_imports_neither_the_dcgm_client_nor_the_trace_reader():
@@ -51,21 +53,18 @@ class SlowFirstRead:
         return self.src.read()
 
 
+@pytest.mark.slow
 @sync
 async def test_the_first_tick_is_drawn_when_it_comes_not_at_the_next_frame():
     """gputop starts sampling before Textual runs (start_sampling), and a first tick that comes after the first
     frame is drawn at once: with the frame timer's first frame 20 s after start-up, the device panel shows the
-    first tick's numbers long before it (waiting at most 10 s, however slow the machine)."""
-    import asyncio
-    import time
-
+    first tick's numbers before it (waiting at most 16 s, however slow the machine)."""
     app = GputopApp(TuiConfig(SlowFirstRead(ReplaySource(str(DEMO), speed=1.0)), fps=0.05, device="cpu"))
     app.lifecycle.start_sampling()
-    async with app.run_test(size=(120, 40)):
-        t0 = time.monotonic()
-        while app._last_tick is None and time.monotonic() - t0 < 10:
-            await asyncio.sleep(0.02)
-        assert app._last_tick is not None  # drawn by the first tick's redraw: the timer's frame comes at 20 s
-        assert "SM activity" in app.screen_text() and app.lifecycle._first_tick not in app.model.sampler.listeners
+    async with app.run_test(size=(120, 40)) as pilot:
+        # drawn by the first tick's redraw: the timer's first frame comes at 20 s, after both waits' 8 s
+        await wait_for(pilot, lambda: app._last_tick is not None, 8)
+        await wait_screen(pilot, "SM activity", 8)
+        assert app.lifecycle._first_tick not in app.model.sampler.listeners
         assert app.model.sampler.listeners.count(app.model.sticky.observe) == 1  # started once, before run and not again
     assert not app.model.sampler.running  # stopped with the app

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from textual.widgets import Static
 
 from gputop.runner.params import format_value
@@ -18,7 +19,7 @@ from gputop.tui.app import GputopApp, TuiConfig
 from gputop.tui.help import HelpScreen
 from gputop.tui.model.runs import RunState
 from gputop.workload import Param
-from pilot_util import wait_for
+from pilot_util import wait_for, wait_screen
 
 HERE = Path(__file__).parent
 DEMO = HERE.parent / "gputop" / "data" / "demo.jsonl.gz"
@@ -145,6 +146,7 @@ def test_roofline_results(snap_compare):
                         run_before=at_tick(MATMUL, ("2",)))
 
 
+@pytest.mark.slow
 def test_roofline_results_80x24(snap_compare):
     assert snap_compare(make(runs=("roofline_cpu",)), terminal_size=(80, 24),
                         run_before=at_tick(MATMUL, ("2",)))
@@ -155,6 +157,7 @@ def test_throughput_results(snap_compare):
                         run_before=at_tick(MATMUL, ("2",)))
 
 
+@pytest.mark.slow
 def test_cudagraphs_results(snap_compare):
     assert snap_compare(make(runs=("cudagraphs_cpu",)), terminal_size=(120, 40),
                         run_before=at_tick(TINY, ("2",)))
@@ -170,13 +173,11 @@ def test_older_runs_stay_viewable_and_save(tmp_path):
         async with app.run_test(size=(120, 40)) as pilot:
             await at_tick(MATMUL)(pilot)
             await pilot.press("2")
-            await pilot.pause()
-            assert "run 2/2" in app.screen_text() and "dataloader ok" in app.screen_text()
+            await wait_screen(pilot, ("run 2/2", "dataloader ok"))
             await pilot.press("escape", "left_square_bracket")
-            await pilot.pause()
-            assert "run 1/2" in app.screen_text() and "amp ok" in app.screen_text()
+            await wait_screen(pilot, ("run 1/2", "amp ok"))
             await pilot.press("s")
-            await pilot.pause()
+            await wait_for(pilot, lambda: list(tmp_path.glob("gputop-amp-*.json")))
         saved = list(tmp_path.glob("gputop-amp-*.json"))
         assert len(saved) == 1 and json.loads(saved[0].read_text())["workload"] == "amp"
 
@@ -189,6 +190,7 @@ def test_roofline_results_h100_80x24(snap_compare):
                         run_before=at_tick(MATMUL, ("2",)))
 
 
+@pytest.mark.slow
 def test_roofline_results_h100_160x48(snap_compare):
     assert snap_compare(make(runs=("roofline_h100",)), terminal_size=(160, 48),
                         run_before=at_tick(MATMUL, ("2",)))
@@ -216,16 +218,19 @@ def focused_field(typed: tuple[str, ...]):
     return run_before
 
 
+@pytest.mark.slow
 def test_focused_parameter_shows_its_value_80x24(snap_compare):
     """A focused field keeps its row and shows what is typed (not a tall focus border with the value hidden)."""
     assert snap_compare(make(runs=("roofline_cpu",)), terminal_size=(80, 24), run_before=focused_field(tuple("8192")))
 
 
+@pytest.mark.slow
 def test_focused_parameter_shows_its_value_160x48(snap_compare):
     assert snap_compare(make(runs=("roofline_cpu",)), terminal_size=(160, 48),
                         run_before=focused_field(tuple("8192")))
 
 
+@pytest.mark.slow
 def test_esc_leaves_the_form_then_q_and_question_mark_are_keys_again():
     """Esc, as the form's hint says, leaves a parameter field for the workload list: ? then opens the help
     and q quits, rather than being typed into the field."""
@@ -236,7 +241,7 @@ def test_esc_leaves_the_form_then_q_and_question_mark_are_keys_again():
         async with app.run_test(size=(80, 24)) as pilot:
             await focused_field(tuple("64"))(pilot)
             field = app.focused
-            assert "n                64" in app.screen_text()  # the value being typed is on the screen
+            await wait_screen(pilot, "n                64")  # the value being typed is on the screen
             await pilot.press("escape")
             await pilot.pause()
             assert app.focused is app.query_one("#wl-list") and field.value == "64"
@@ -263,6 +268,7 @@ def make_listing() -> GputopApp:
     return app
 
 
+@pytest.mark.slow
 def test_workload_list_fits_its_names_80x24(snap_compare):
     """The list as wide as its longest name (no name wraps) and as tall as its entries (issue 24)."""
     assert snap_compare(make_listing(), terminal_size=(80, 24), run_before=at_tick(MATMUL, ("2",)))
@@ -281,7 +287,7 @@ def test_every_workload_name_is_whole_on_one_row_at_80x24():
         app = make_listing()
         async with app.run_test(size=(80, 24)) as pilot:
             await at_tick(MATMUL, ("2",))(pilot)
-            rows = app.screen_text().split("\n")
+            rows = (await wait_screen(pilot, lambda t: f"▊ {DEMO_LIST[-1]} " in t)).split("\n")
             for name in DEMO_LIST:
                 assert any(f"▊ {name} " in r for r in rows), name
 
@@ -297,10 +303,10 @@ def test_results_evidence_wraps_whole_at_80x24():
         app = make(runs=("roofline_h100",))
         async with app.run_test(size=(80, 24)) as pilot:
             await at_tick(MATMUL, ("2",))(pilot)
-            text = app.screen_text()
             evidence = app.model.controller.runs[0].document()["verdict"]["evidence_text"]
             assert len(evidence) > 2 * 80
-            assert re.sub(r"\s+", " ", "evidence: " + evidence) in re.sub(r"\s+", " ", text)
+            text = await wait_screen(pilot, lambda t: re.sub(r"\s+", " ", "evidence: " + evidence)
+                                     in re.sub(r"\s+", " ", t))
             assert "100T│" in text and "10T│" in text and "1T│" in text  # the plot is still there
 
     asyncio.run(go())
@@ -317,13 +323,12 @@ def test_v_shows_the_whole_verdict_in_the_plots_place_at_80x24():
         async with app.run_test(size=(80, 24)) as pilot:
             await at_tick(MATMUL, ("2",))(pilot)
             advice = re.sub(r"\s+", " ", app.model.controller.runs[0].document()["verdict"]["advice"])
-            assert "… (v)" in app.screen_text() and advice not in re.sub(r"\s+", " ", app.screen_text())
+            text = await wait_screen(pilot, "… (v)")
+            assert advice not in re.sub(r"\s+", " ", text)
             await pilot.press("v")
-            await pilot.pause()
-            text = re.sub(r"\s+", " ", app.screen_text())
-            assert "advice: " + advice in text and "v: the plot again" in text and "100T│" not in text
+            text = await wait_screen(pilot, lambda t: "advice: " + advice in re.sub(r"\s+", " ", t))
+            assert "v: the plot again" in re.sub(r"\s+", " ", text) and "100T│" not in text
             await pilot.press("v")
-            await pilot.pause()
-            assert "100T│" in app.screen_text()  # the plot is back
+            await wait_screen(pilot, "100T│")  # the plot is back
 
     asyncio.run(go())

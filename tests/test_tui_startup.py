@@ -4,52 +4,25 @@ same tick and samples on from there."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
-import struct
-import termios
 
 import pytest
 
 from gputop.cli import parse
 from gputop.telemetry.errors import SourceError
 from gputop.tui.early_frame import PENDING, ALT_SCREEN, LEAVE, EarlyStart
-from pilot_util import sync
+from pilot_util import sync, wait_screen
+from pty_util import Pty
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
 BARS = re.compile("[█▏▎▍▌▋▊▉]")
 
 
-class Terminal:
-    """A pseudo-terminal of ``cols`` x ``rows``: ``out`` is the program's side, ``read()`` what it wrote."""
-
-    def __init__(self, cols: int, rows: int):
-        self.master, slave = os.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        self.out = os.fdopen(slave, "w", encoding="utf-8")
-        os.set_blocking(self.master, False)
-
-    def read(self) -> str:
-        data = b""
-        while True:
-            try:
-                chunk = os.read(self.master, 1 << 16)
-            except (BlockingIOError, OSError):
-                break
-            if not chunk:
-                break
-            data += chunk
-        return data.decode("utf-8")
-
-    def close(self) -> None:
-        self.out.close()
-        os.close(self.master)
-
-
 @pytest.fixture
 def term():
-    t = Terminal(100, 30)
+    """A pseudo-terminal of 100 x 30: ``out`` is the program's side, ``read()`` what it wrote."""
+    t = Pty(100, 30)
     yield t
     t.close()
 
@@ -114,14 +87,17 @@ async def test_the_app_draws_the_same_rows_from_the_same_tick(term):
     early.hand_over(app)
     assert app.model.sticky.last[0]  # the first two ticks observed
     app.lifecycle.start_sampling()
-    async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause()
-        screen = [" ".join(line.split()) for line in app.screen_text().splitlines()]
     rows = [line for line in lines[2:-1] if line.strip()]
     assert len(rows) >= 10
-    for row in rows:  # the bar's width may differ (the panel is narrower than the terminal): compare the words
-        words = " ".join(BARS.sub(" ", row).split())
-        assert any(words in " ".join(BARS.sub(" ", line).split()) for line in screen), words
+    # the bar's width may differ (the panel is narrower than the terminal): compare the words
+    wanted = [" ".join(BARS.sub(" ", row).split()) for row in rows]
+
+    def every_row(text: str) -> bool:
+        screen = [" ".join(BARS.sub(" ", line).split()) for line in text.splitlines()]
+        return all(any(words in line for line in screen) for words in wanted)
+
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_screen(pilot, every_row)
 
 
 def test_nothing_is_painted_off_a_terminal_nor_when_asked_not_to(term, tmp_path):
@@ -193,33 +169,20 @@ def test_settle_gc_turns_the_collector_back_on():
 def test_gputop_in_a_terminal_starts_draws_and_quits():
     """`gputop --demo` in a pseudo-terminal: the early frame (when the first ticks were read before Textual was
     imported) and then the monitor in the same alternate screen; q quits with 0 and the normal screen back."""
-    import select
-    import subprocess
     import sys
-    import time
 
-    t = Terminal(100, 30)
+    t = Pty(100, 30)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=root, TERM="xterm-256color")
+    env = dict(os.environ, PYTHONPATH=root)
     env.pop("NO_COLOR", None)
-    slave = os.dup(t.out.fileno())
-    p = subprocess.Popen([sys.executable, "-m", "gputop", "--demo"], stdin=slave, stdout=slave, stderr=slave,
-                         env=env, start_new_session=True)
-    os.close(slave)
-    t.out.close()
-    out, end = "", time.monotonic() + 60
     try:
-        while "quit" not in out and time.monotonic() < end and p.poll() is None:  # the key bar: Textual's frame
-            select.select([t.master], [], [], 0.05)
-            out += t.read()
-        assert "quit" in out, out[-2000:]
-        os.write(t.master, b"q")
-        assert p.wait(30) == 0
-        out += t.read()
+        t.spawn([sys.executable, "-m", "gputop", "--demo"], env=env)
+        t.wait_text("quit", 60)  # the key bar: Textual's frame
+        t.press("q")
+        assert t.wait(30) == 0
+        out = t.read()
     finally:
-        if p.poll() is None:
-            p.kill()
-        os.close(t.master)
+        t.close()
     assert out.startswith(ALT_SCREEN)
     body = out[len(ALT_SCREEN):]
     early, entered, textual = body.partition(ALT_SCREEN)  # Textual enters it again (no clear there)

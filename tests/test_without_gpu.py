@@ -42,7 +42,8 @@ def suggested(stderr: str) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("argv", [
-    ["--once"], ["--once", "--json"], ["--record", "{tmp}/x.jsonl", "--seconds", "1"], ["--run", "--", PY, "-c", "0"],
+    ["--once"], ["--once", "--json"], ["--record", "{tmp}/x.jsonl", "--seconds", "1"],
+    ["--record", "{tmp}/x.jsonl", "--run", "--", PY, "-c", "0"],  # (without --record the command runs: test_run_without_gpu)
     ["--watch", str(os.getpid()), "--seconds", "1"], ["--export", "127.0.0.1:1"], ["--run", "fault_ok"],
 ], ids=lambda a: " ".join(a[:2]))
 def test_no_gpu_is_exit_3_and_every_hint_works_in_that_mode(argv, tmp_path):
@@ -91,7 +92,7 @@ def test_once_output_file_gets_the_error_document_too(tmp_path):
     (["--run", "fault_ok", "--json", "--log", "x"], "run", 2),
     (["--run", "no_such_workload", "--json"], "run", 2),
     (["--json", "--watch", "1", "--csv", "x"], "monitor", 2),
-    (["--json", "--run", "--", "true", "--also-the-command's"], "monitor", 3),
+    (["--json", "--record", "x.jsonl", "--run", "--", "true", "--also-the-command's"], "monitor", 3),
 ], ids=lambda a: " ".join(a) if isinstance(a, list) else str(a))
 def test_json_is_one_document_in_every_outcome(argv, kind, code):
     r = gputop(*argv)

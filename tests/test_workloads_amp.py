@@ -32,6 +32,7 @@ def test_rel_diff():
     assert amp.rel_diff(float("nan"), 1.0) is None and amp.rel_diff(1.0, None) is None and amp.rel_diff(1, 0) is None
 
 
+@pytest.mark.slow
 def test_cpu_run_fp32_and_bf16(cpu_run):
     rc, doc, err = cpu_run
     assert rc == 0, err
@@ -62,6 +63,7 @@ def subclasses(doc: dict) -> list[tuple[str, str]]:
     return [(ph["verdict"]["class"], ph["verdict"]["subclass"]) for ph in doc["phases"]]
 
 
+@pytest.mark.slow
 def test_cpu_run_analyze(cpu_run):
     doc = reanalyzed(amp_lesson, cpu_run[1])
     # what gputop's runner judged in the run is what the module's analyze says of the same data
@@ -75,6 +77,7 @@ def test_cpu_run_analyze(cpu_run):
     check_verdict(doc["verdict"])
 
 
+@pytest.mark.slow
 def test_gputop_run_json_on_cpu(cpu_run):
     rc, doc, err = cpu_run
     assert rc == 0, err

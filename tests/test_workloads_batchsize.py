@@ -81,6 +81,7 @@ def test_knee_is_the_smallest_batch_within_95_percent():
     assert batchsize_lesson.knee([]) is None
 
 
+@pytest.mark.slow
 def test_cpu_run_plumbing(cpu_run):
     rc, doc, err = cpu_run
     assert rc == 0, err
@@ -98,6 +99,7 @@ def test_cpu_run_plumbing(cpu_run):
     assert res["sizes_planned"] == sizes and "cudnn_allow_tf32" in res["tf32_flags"]
 
 
+@pytest.mark.slow
 def test_cpu_run_analyze(cpu_run):
     doc = reanalyzed(batchsize_lesson, cpu_run[1])
     # what gputop's runner judged in the run is what the module's analyze says of the same data
@@ -111,6 +113,7 @@ def test_cpu_run_analyze(cpu_run):
     assert any("no OOM below the cap (16)" in n for n in doc["verdict"]["notes"])
 
 
+@pytest.mark.slow
 def test_gputop_run_json_on_cpu(cpu_run):
     rc, doc, err = cpu_run
     assert rc == 0, err
@@ -167,6 +170,7 @@ def test_analyze_still_rising_and_flat():
     assert (v["class"], v["subclass"]) == ("compute-bound", "at every batch size")
 
 
+@pytest.mark.slow
 def test_interrupt_keeps_the_sizes_done():
     pytest.importorskip("torch")
     rc, events = interrupt_after_first_point("batchsize", "--param", "device=cpu", "--param", "min_seconds=0.5")

@@ -7,7 +7,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 import types
 
 import numpy as np
@@ -36,6 +35,7 @@ def test_make_mlp_has_x_dense_layers():
     assert m(torch.zeros(3, 784)).shape == (3, 10)
 
 
+@pytest.mark.slow
 def test_cpu_run_skips_gpu_modes_and_times_the_eager_mlp(cpu_run):
     rc, doc, err = cpu_run
     assert rc == 0, err
@@ -54,6 +54,7 @@ def test_cpu_run_skips_gpu_modes_and_times_the_eager_mlp(cpu_run):
     assert set(res["mlp"]) == {str(x) for x in layers} and all("graph_ms" not in v for v in res["mlp"].values())
 
 
+@pytest.mark.slow
 def test_cpu_run_analyze_judges_nothing_without_a_gpu(cpu_run):
     """On the CPU nothing is launched on a GPU: the eager MLP has no graph to be compared with."""
     doc = reanalyzed(cudagraphs_lesson, cpu_run[1])
@@ -64,6 +65,7 @@ def test_cpu_run_analyze_judges_nothing_without_a_gpu(cpu_run):
     assert doc["verdict"] is None and "skipped" in [w["code"] for w in doc["warnings"]]
 
 
+@pytest.mark.slow
 def test_gputop_run_json_on_cpu(cpu_run):
     rc, doc, err = cpu_run
     assert rc == 0, err
@@ -90,9 +92,13 @@ def test_missing_cupy_is_exit_4_with_one_line():
 
 class _Fake:
     """Just what kernel_modes calls: RawModule (kernels declared in the .cu emulated in NumPy), a stream whose
-    launches are recorded instead of run while it captures, graphs that replay them, and host-timed events."""
+    launches are recorded instead of run while it captures, graphs that replay them, and events on a clock of its
+    own (``now``): a kernel advances it by its run time (shortKernel 2 us, spinKernel 1000 cycles a microsecond) and
+    nothing else does, so what the workload times comes out the same however busy the machine is (the test sets
+    the workload's perf_counter to this clock)."""
 
     def __init__(self):
+        self.now = 0.0  # seconds
         self.current: list = []
         self.ran = 0  # shortKernel executions
         self.graph_launches = 0
@@ -112,14 +118,13 @@ class _Fake:
                     def op():
                         dst[:m] = (1.23 * src[:m].astype(np.float64) + 4.0).astype(np.float32)
                         fake.ran += 1
+                        fake.now += 2e-6
                 else:
                     (cycles,) = args
                     assert self.name == "spinKernel" and isinstance(cycles, np.int64)
 
                     def op():  # 1000 "cycles" per microsecond
-                        end = time.perf_counter() + int(cycles) / 1e9
-                        while time.perf_counter() < end:
-                            pass
+                        fake.now += int(cycles) / 1e9
                 stream = fake.current[-1] if fake.current else None
                 if stream is not None and stream.ops is not None:
                     stream.ops.append(op)
@@ -170,7 +175,7 @@ class _Fake:
 
             def record(self, stream=None):
                 assert stream is None or stream.ops is None, "no events inside the captured graphs here"
-                self.t = time.perf_counter()
+                self.t = fake.now
 
             @property
             def done(self):
@@ -197,6 +202,7 @@ class _Fake:
 def test_kernel_modes_on_a_fake_cupy(monkeypatch, capsys):
     fake = _Fake()
     monkeypatch.setitem(sys.modules, "cupy", fake.module)
+    monkeypatch.setattr(cg, "time", types.SimpleNamespace(perf_counter=lambda: fake.now))  # the fake GPU's clock
     p = {"n": 1000, "nstep": 3, "nkernel": 4, "threads": 128, "pipes": 2, "min_seconds": 0.0, "repeats": 2,
          "samples": 5, "mlp_layers": [2]}
     out = cg.kernel_modes(p, Emitter(events=True))

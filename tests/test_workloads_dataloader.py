@@ -46,6 +46,7 @@ def test_shm_fit_shrinks_workers_and_prefetch_to_dev_shm():
     assert dl.shm_fit(8, 4, batch, 1) == (1, 1)
 
 
+@pytest.mark.slow
 def test_cpu_run_plumbing(cpu_run):
     rc, doc, err = cpu_run
     assert rc == 0, err
@@ -70,6 +71,7 @@ def test_cpu_run_plumbing(cpu_run):
     assert "cudnn_allow_tf32" in res["tf32_flags"]
 
 
+@pytest.mark.slow
 def test_cpu_run_analyze_sets_every_verdict(cpu_run):
     doc = reanalyzed(dataloader_lesson, cpu_run[1])
     # what gputop's runner judged in the run is what the module's analyze says of the same data
@@ -81,6 +83,7 @@ def test_cpu_run_analyze_sets_every_verdict(cpu_run):
     check_verdict(doc["verdict"])
 
 
+@pytest.mark.slow
 def test_gputop_run_json_on_cpu(cpu_run):
     rc, doc, err = cpu_run
     assert rc == 0, err
@@ -140,6 +143,7 @@ def test_analyze_not_starved_and_empty():
     assert dataloader_lesson.analyze({"phases": [], "points": [], "results": {}})["verdict"] is None
 
 
+@pytest.mark.slow
 def test_interrupt_keeps_the_phases_done():
     pytest.importorskip("torch")
     rc, events = interrupt_after_first_point("dataloader", "--param", "device=cpu", "--quick",

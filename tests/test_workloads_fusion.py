@@ -47,6 +47,7 @@ def test_bytes_model_counts_each_eager_op_once():
     assert torch.allclose(fns["gelu"](x), torch.nn.functional.gelu(x), atol=1e-4)
 
 
+@pytest.mark.slow
 def test_cpu_run_eager_and_jit(cpu_doc):
     doc = cpu_doc
     assert doc["status"] == "ok" and doc["device"]["kind"] == "cpu"

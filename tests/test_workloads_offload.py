@@ -39,6 +39,7 @@ def test_module_shape_and_help():
     assert r.returncode == 0 and "naive" in r.stdout
 
 
+@pytest.mark.slow
 def test_bad_ops_is_one_line_and_exit_2():
     with pytest.raises(ParamError, match="ops"):
         offload.parse_ops("matmul,fft")
@@ -54,6 +55,7 @@ def test_crossover_is_where_the_gpu_wins_for_good():
     assert offload_lesson.crossover([{"n": 1, "cpu_ms": 1, "g": 2}], "g") is None
 
 
+@pytest.mark.slow
 def test_cpu_run_measures_the_cpu_curve(cpu_doc):
     doc = cpu_doc
     assert doc["status"] == "ok" and doc["device"]["kind"] == "cpu"
@@ -74,6 +76,7 @@ def test_cpu_run_measures_the_cpu_curve(cpu_doc):
     assert len(rows) == len(doc["points"]) and list(rows[0])[:4] == ["op", "log2", "n", "cpu_ms"]
 
 
+@pytest.mark.slow
 def test_cpu_run_view(cpu_doc):
     text = "\n".join(t.plain for t in results_lines(cpu_doc, 100, 40))
     assert "matmul: ms vs n" in text and "sin: ms vs n" in text and "CPU only" in text and "●" in text

@@ -38,7 +38,7 @@ if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as
 
 from gputop.measure import ceilings, host
 from gputop.measure.probe import gpu_context
-from gputop.measure.timing import time_host, time_launches, timing_stats
+from gputop.measure.timing import time_launches, timing_stats
 from gputop.workload import Emitter, Param, ParamError, device_param, main, require_cupy
 from gputop.workload import util as wu
 
@@ -177,9 +177,11 @@ def run_gpu(p: dict, emit: Emitter, variants: list[str], ks: list[int]) -> tuple
 
 
 # -- on the host (NumPy) -------------------------------------------------------------------------------
-def poly_numpy(np, a, b, k: int, variant: str, scratch) -> None:
-    """b = a + a^2 + ... + a^k with NumPy, one cache-sized slice at a time (each ufunc is one pass)."""
+def poly_numpy(np, a, b, k: int, variant: str, scratch, stop=None) -> None:
+    """b = a + a^2 + ... + a^k with NumPy, one cache-sized slice at a time (each ufunc is one pass). ``stop``: asked
+    before each slice (a long polynomial takes minutes on the host; a stop asked meanwhile drops the point)."""
     for s in range(0, a.shape[0], CPU_CHUNK):
+        host.check_stop(stop)
         x, r = a[s:s + CPU_CHUNK], b[s:s + CPU_CHUNK]
         if variant == "fma":  # Horner: r = r*x + x; NumPy has no fused multiply-add, so 2 passes per term
             r[...] = x
@@ -206,8 +208,8 @@ def run_cpu(p: dict, emit: Emitter, variants: list[str], ks: list[int]) -> tuple
     try:
         if p["ceilings"]:
             emit.phase("ceilings")
-            mem = host.host_memory_roof(np, p["warmup"], p["runs"])
-            fp = host.host_fp32_roof(np, p["warmup"], p["runs"])
+            mem = host.host_memory_roof(np, p["warmup"], p["runs"], emit.should_stop)
+            fp = host.host_fp32_roof(np, p["warmup"], p["runs"], emit.should_stop)
             results["measured_roofs"] = {"dram_bytes_per_s": mem["bytes_per_s"], "fp32_flops": fp["flops_per_s"],
                                          "details": {"dram": mem, "fp32": fp}}
             emit.log(f"host roofs: memory {mem['bytes_per_s'] / 1e9:.1f} GB/s (numpy copy), FP32 "
@@ -218,7 +220,8 @@ def run_cpu(p: dict, emit: Emitter, variants: list[str], ks: list[int]) -> tuple
         scratch = np.empty(CPU_CHUNK, dtype=np.float32)
 
         def time_point(variant: str, k: int):
-            times = time_host(lambda: poly_numpy(np, a, b, k, variant, scratch), p["warmup"], p["runs"])
+            times = host.time_host(lambda: poly_numpy(np, a, b, k, variant, scratch, emit.should_stop),
+                                   p["warmup"], p["runs"], emit.should_stop)
             return times, float(b[0]), None
 
         points = run_sweep(emit, variants, ks, n, time_point)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from gputop.analysis import thresholds as T
-from gputop.analysis.rules import RULES
+from gputop.analysis.rules import RULES, WINDOW_RULES
 from gputop.analysis.rules.base import Score
 from gputop.analysis.vocabulary import Cls
 
@@ -244,14 +244,14 @@ class Board:
 def judge(ev: dict, hints: dict | None = None) -> Board:
     """Every rule's score of the window's evidence ``ev``, then the table: the :class:`Board`."""
     hints = hints or {}
-    board = Board({c: r.score(ev, hints) for c, r in RULES.items()})
+    board = Board({c: r.score(ev, hints) for c, r in WINDOW_RULES.items()})
     for row in TABLE:
         row.apply(board)
     return board
 
 
-BASES = tuple(c for c, r in RULES.items() if not r.overlay)  # what the GPU does; the overlays qualify it
-OVERLAYS = tuple(sorted((c for c, r in RULES.items() if r.overlay), key=rank))
+BASES = tuple(c for c, r in WINDOW_RULES.items() if not r.overlay)  # what the GPU does; the overlays qualify it
+OVERLAYS = tuple(sorted((c for c, r in WINDOW_RULES.items() if r.overlay), key=rank))
 
 
 def best(board: Board, classes) -> Cls:

@@ -17,7 +17,7 @@ from gputop.analysis import thresholds as T
 from gputop.analysis.arbitration import BASES, best, judge, pick, rank
 from gputop.analysis.evidence import (Evidence, busy_elsewhere, feeder_pid, is_busy, measure, number, rounded,
                                       split_window)
-from gputop.analysis.rules import RULES
+from gputop.analysis.rules import RULES, WINDOW_RULES
 from gputop.analysis.rules.base import has_gpm, pct_text
 from gputop.analysis.verdict import Verdict
 from gputop.analysis.vocabulary import CLASSES, Cls
@@ -47,12 +47,12 @@ def classify(window: list[dict], static: dict | None = None, peaks: dict | None 
             return inner
     ev = measure(samples, static or {}, peaks or {}, hosts, watched_pid)
     ev["feeder_busy_elsewhere_fraction"] = busy_elsewhere(window, gpu, feeder_pid(hosts, watched_pid))
-    for rule in RULES.values():  # the numbers a rule measures itself (NVLink, the stall fingerprint, a report)
+    for rule in WINDOW_RULES.values():  # the numbers a rule measures itself (NVLink, the stall fingerprint, a report)
         ev.update(rule.measure(samples, peaks, hints))
     board = judge(ev, hints)
     s, sub = board.scores, board.subs
     main = pick(board, ev, hints, prefer)
-    hidden = {k for c, r in RULES.items() if c != main for k in r.private}  # a rule's own fingerprint: its verdicts'
+    hidden = {k for c, r in WINDOW_RULES.items() if c != main for k in r.private}  # a rule's own fingerprint: its verdicts'
     ev = {k: v for k, v in ev.items() if k not in hidden}
     weak = main in BASES and max(s[c] for c in BASES) < T.WEAK_SCORE
     gpm = has_gpm(ev)
@@ -62,12 +62,12 @@ def classify(window: list[dict], static: dict | None = None, peaks: dict | None 
     if weak and split:  # nothing fits the window as a whole: what most of its samples look like
         main = max(split, key=lambda c: (split[c], -rank(c)))
     rule = RULES[main]
-    others = [c for c in CLASSES if c != main and s[c] >= T.MIXED_MIN_SCORE]
-    for r in RULES.values():
+    others = [c for c in s if c != main and s[c] >= T.MIXED_MIN_SCORE]
+    for r in WINDOW_RULES.values():
         others += [c for c in r.also_mixed(ev, board, main) if c not in others]
     # overlays: the class underneath is listed in mixed, it does not compete
     second = 0.0 if rule.overlay else max((s[c] for c in BASES if c != main), default=0.0)
-    absent = _missing(ev, static or {}) + [m for r in RULES.values() for m in r.missing(ev, board)]
+    absent = _missing(ev, static or {}) + [m for r in WINDOW_RULES.values() for m in r.missing(ev, board)]
     factor = T.NO_GPM_CONFIDENCE if rule.needs_gpm and not gpm else 1.0
     factor *= rule.trust(ev, board.own_score(main))
     conf = min(T.MAX_CONFIDENCE, s[main] * factor * (1 - T.SECOND_CLASS_PENALTY * second))
@@ -75,12 +75,12 @@ def classify(window: list[dict], static: dict | None = None, peaks: dict | None 
         conf = T.WEAK_SCORE * split[main]
     if ev["samples"] < T.MIN_SAMPLES:
         conf *= 0.5
-    said = [n for r in reversed(RULES.values()) for n in r.notes(ev, board, main)]  # the overlays' first
+    said = [n for r in reversed(WINDOW_RULES.values()) for n in r.notes(ev, board, main)]  # the overlays' first
     if main in BASES and max(s[c] for c in BASES) < T.WEAK_SCORE:
         said.append("no class fits this window well; the verdict is a best guess")
     if ev["samples"] < T.MIN_SAMPLES:
         said.append(f"only {ev['samples']} samples in this window")
-    said += [n for r in RULES.values() for n in r.footnotes(ev, board, main)]
+    said += [n for r in WINDOW_RULES.values() for n in r.footnotes(ev, board, main)]
     if split:
         share_main = split.get(main, 0.0)
         for c, share in sorted(split.items(), key=lambda x: -x[1]):

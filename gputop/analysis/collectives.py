@@ -16,6 +16,7 @@ from __future__ import annotations
 from gputop.analysis.evidence import Key, declare
 from gputop.analysis.rules.comms_bound import ADVICE as COMMS_ADVICE
 from gputop.analysis.rules.comms_bound import STRAGGLER_HOST_ADVICE
+from gputop.analysis.rules.culprit import CULPRIT_MIN_STALL_S, blame
 from gputop.analysis.rules.stalled import ADVICE
 from gputop.analysis.rules.stalled import describe as describe_stall
 from gputop.analysis.rules.stalled import gpu_names as _gpus
@@ -51,19 +52,22 @@ def _stalled_for(v: Verdict) -> float | None:
     return v.t_end - v.t_start if v.t_start is not None and v.t_end is not None else None
 
 
-def judge_job(verdicts: list, gpus: list[int] | None = None, timelines: list | None = None) -> list:
+def judge_job(verdicts: list, gpus: list[int] | None = None, timelines: list | None = None,
+              stacks: dict | None = None) -> list:
     """The :class:`Verdict`s (None for a GPU without one) of one job's GPUs (NVML indices ``gpus``, default their
     positions), looked at together: a stalled collective's waiting, left and idle GPUs, and a straggler.
     ``timelines``: each GPU's timeline (its :class:`gputop.analysis.timeline.Segment`s: a run's, the GPUs its
     command used): what the other GPUs did while the stall lasted is read there (a run's verdict of a GPU that left
     is its work before it left), and its stalled segments say the stall's subclass too. Without them (the TUI,
     --export: the node's GPUs, ``job["basis"]`` "node") an idle GPU may be another job's, and the sentence says so.
+    A GPU of the job that was not in the stall becomes its culprit (gputop/analysis/rules/culprit.py); ``stacks``:
+    {GPU: the culprit record of its rank (gputop/analysis/rank_stacks.py)} where the ranks' stacks were read.
     Annotates the verdicts (and segments) in place, once: a live verdict judged again each frame says it once;
     returns the verdicts."""
     gpus = list(range(len(verdicts))) if gpus is None else list(gpus)
     lines = dict(zip(gpus, timelines)) if timelines is not None else {}
     items = [(g, v) for g, v in zip(gpus, verdicts) if v is not None]
-    _stalls(items, lines)
+    _stalls(items, lines, stacks)
     _stragglers(items, "run" if lines else "node")
     return verdicts
 
@@ -86,7 +90,7 @@ def _during(segments: list, a: float, b: float) -> tuple[Cls | None, dict]:
     return got
 
 
-def _stalls(items: list, lines: dict) -> None:
+def _stalls(items: list, lines: dict, stacks: dict | None = None) -> None:
     spans = {g: _stall_span(lines.get(g)) for g, _ in items}
     stalled = [g for g, v in items if v.cls == Cls.STALLED or (spans[g] and v.cls != Cls.IDLE)]
     if not stalled:
@@ -115,6 +119,10 @@ def _stalls(items: list, lines: dict) -> None:
             for seg in lines.get(g) or []:  # the timeline says it too
                 if seg.cls == Cls.STALLED and sub:
                     seg.verdict.subclass, seg.verdict.advice = sub, ADVICE[sub]
+            record = (stacks or {}).get(g)
+            if record:  # who holds it up, from the ranks' stacks (gputop/analysis/rank_stacks.py)
+                job["culprit"] = record
+                v.notes.insert(0, "from the ranks' stacks: " + record["sentence"])
             if v.cls == Cls.STALLED:
                 v.subclass, v.evidence_text, v.advice = sub, describe_stall(sub, ev, job), ADVICE[sub]
             else:  # a run that stalled after its work: the stall is said first, in the stalled segment's numbers
@@ -124,11 +132,29 @@ def _stalls(items: list, lines: dict) -> None:
                                   + describe_stall(sub, sev, job))
                 if Cls.STALLED not in v.mixed:
                     v.mixed.insert(0, Cls.STALLED)
-        elif g in left + idle and "stalled" not in job:
-            job["stalled"] = stalled
-            how = "left the job (no process on it any more)" if g in left else "ran nothing"
-            v.notes.insert(0, f"this GPU {how} while {_gpus(stalled)} waited in a collective: the stall is likely "
-                              "its doing")
+        if (g in stalled and v.cls == Cls.STALLED and (stacks or {}).get(g, {}).get("where")
+                and (stacks or {})[g].get("kind") in ("mismatch", "outside") and len(stalled) > 1
+                and (_stalled_for(v) or 0.0) >= CULPRIT_MIN_STALL_S):
+            # its own GPU waits too, but its rank is the odd one: in another collective than its peers'
+            others = [w for w in stalled if w != g]
+            blame(v, others, Cls.STALLED, False, "run" if lines else "node", _stalled_for(v), v.confidence,
+                  stacks[g])
+        elif g in left + idle and "stalled" not in job and v.cls != Cls.CULPRIT:
+            waited = (max((spans[w][2] for w in stalled if spans[w]), default=None)
+                      or max((_stalled_for(wv) or 0.0 for w, wv in items if w in stalled), default=0.0))
+            if waited < CULPRIT_MIN_STALL_S:  # the job's ranks finishing apart: teardown, not a hang
+                job["stalled"] = stalled
+            elif lines or g not in left or (stacks or {}).get(g, {}).get("where"):
+                # a node's GPU with no process may be no rank of this job at all, unless its rank's stack says so
+                record = (stacks or {}).get(g)
+                gone = g in left and not (record and record.get("where") and record.get("kind") != "left")
+                conf = min((wv.confidence for w, wv in items if w in stalled and wv.confidence is not None),
+                           default=None)
+                blame(v, stalled, state[g][0], gone, "run" if lines else "node", waited, conf, record)
+            else:
+                job["stalled"] = stalled
+                v.notes.insert(0, f"this GPU has no process while {_gpus(stalled)} wait in a collective: if its rank "
+                                  "was of their job, it left the job")
 
 
 def _busiest(ev: dict) -> tuple[str, float]:

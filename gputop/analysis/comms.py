@@ -17,13 +17,15 @@ from gputop.analysis.vocabulary import Cls, Sub
 from gputop.format import si
 
 
-def group_comms(verdicts: list, gpus: list[int] | None = None, timelines: list | None = None) -> list:
+def group_comms(verdicts: list, gpus: list[int] | None = None, timelines: list | None = None,
+                stacks: dict | None = None) -> list:
     """The :class:`Verdict`s of the GPUs of one process group (NVML indices ``gpus``, default their positions),
     looked at together: where at least two of them are comms-bound, each of those gets the group's numbers as
     evidence (how many, the least and most busy link) and says so: a collective moves at the pace of its slowest
     member. Then a stalled collective and a straggler (:func:`gputop.analysis.collectives.judge_job`, with each
-    GPU's ``timelines`` where a run has them). Annotates them in place, once; returns them."""
-    judge_job(verdicts, gpus, timelines)
+    GPU's ``timelines`` where a run has them; ``stacks``: the job's culprit record by GPU, where the ranks' stacks
+    were read). Annotates them in place, once; returns them."""
+    judge_job(verdicts, gpus, timelines, stacks)
     _through_host(verdicts)
 
     hit = [v for v in verdicts if v is not None and v.cls == Cls.COMMS_BOUND]
@@ -98,12 +100,14 @@ def node_jobs(window: list[dict], positions: list[int]) -> list[list[int]]:
     return [sorted(set(members) | set(free)) for members in jobs.values()]
 
 
-def judge_node(verdicts: list, window: list[dict], positions: list[int], gpus: list[int] | None = None) -> list:
+def judge_node(verdicts: list, window: list[dict], positions: list[int], gpus: list[int] | None = None,
+               stacks: dict | None = None) -> list:
     """:func:`group_comms` for each job of the node (:func:`node_jobs`): the TUI's and ``--export``'s live
     :class:`Verdict`s of every GPU (None for a GPU without one), ``gpus`` their names (NVML indices; default their
-    positions in ``verdicts``). Annotates them in place, once; returns them."""
+    positions in ``verdicts``); ``stacks``: {GPU name: its job's culprit record} where the ranks' stacks were read
+    (gputop/analysis/rank_stacks.py's ``job_records``). Annotates them in place, once; returns them."""
     names = list(range(len(verdicts))) if gpus is None else list(gpus)
     for job in node_jobs(window, positions):
-        group_comms([verdicts[j] for j in job], [names[j] for j in job])
+        group_comms([verdicts[j] for j in job], [names[j] for j in job], stacks=stacks)
     return verdicts
 

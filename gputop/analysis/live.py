@@ -29,7 +29,8 @@ from dataclasses import dataclass, replace
 
 from gputop.analysis import thresholds as T
 from gputop.analysis.classify import classify
-from gputop.analysis.comms import judge_node
+from gputop.analysis.comms import judge_node, latest_processes
+from gputop.analysis.rank_stacks import job_records
 from gputop.analysis.rules.stalled import describe as describe_stall
 from gputop.analysis.segments import ChangeDetector
 from gputop.analysis.verdict import Verdict
@@ -159,6 +160,23 @@ def _carries_processes(tick: dict) -> bool:
     return isinstance(gpus, list) and any(isinstance(g, dict) and g.get("processes") is not None for g in gpus)
 
 
+def _stack_records_of(node, verdicts: list, window: list[dict]) -> dict | None:
+    """While a GPU of the node is stalled: ask ``node.stacks`` for the stacks of every process NVML last listed on
+    the node's GPUs (a rank that exited keeps the pid it had), and turn what it last read into each GPU's culprit
+    record (gputop/analysis/rank_stacks.py); None when nothing is stalled or nothing was read yet."""
+    if node.stacks is None or not any(v is not None and v.cls == Cls.STALLED for v in verdicts):
+        return None
+    procs = latest_processes(window, node.positions, nonempty=True)
+    pids = {name: [int(p["pid"]) for p in procs.get(pos) or [] if p.get("pid") is not None]
+            for name, pos in zip(node.names, node.positions)}
+    node.stacks.ask([p for ps in pids.values() for p in ps])
+    read = node.stacks.latest()
+    if not read:
+        return None
+    classes = {name: (v.cls if v is not None else None) for name, v in zip(node.names, verdicts)}
+    return job_records(pids, classes, read) or None
+
+
 def _copied(v: Verdict | None) -> Verdict | None:
     """A copy of ``v`` whose fields may be changed without changing ``v``'s."""
     if v is None:
@@ -177,15 +195,19 @@ class LiveNode:
     workload or command that starts). ``selected``: the index of the GPU whose steady regime is judged again
     every ``LIVE_EVERY_S``, the others' every ``LIVE_STRIP_EVERY_S`` (None: every GPU every ``LIVE_EVERY_S``).
     When a GPU was judged, or the tick carries process lists (which say the node's jobs), the node's jobs are
-    judged together and a new :meth:`snapshot` is published; any other tick costs the change detectors' step."""
+    judged together and a new :meth:`snapshot` is published; any other tick costs the change detectors' step.
+    ``stacks``: a reader of processes' stacks (gputop/session/stacks.py's ``StackWatch``: ``ask(pids)`` without
+    waiting, ``latest()``), asked for the ranks of every GPU of the node while one of them is stalled; what it
+    last read names the culprit (gputop/analysis/rank_stacks.py). None: the telemetry's verdicts alone."""
 
     def __init__(self, positions: list[int], statics: list[dict], peaks: list[dict], names: list[int] | None = None,
-                 watched_pid: Callable[[], int | None] | None = None, selected: int | None = None):
+                 watched_pid: Callable[[], int | None] | None = None, selected: int | None = None, stacks=None):
         self.positions, self.statics, self.peaks = list(positions), list(statics), list(peaks)
         self.names = ([s.get("index", p) for p, s in zip(self.positions, self.statics)] if names is None
                       else list(names))
         self.watched_pid = watched_pid
         self.selected = selected
+        self.stacks = stacks
         self.lives = [LiveVerdict() for _ in self.positions]
         self.errors: list[str | None] = [None] * len(self.positions)
         self.node_error: str | None = None  # judging the jobs together failed (the GPUs' own verdicts stand)
@@ -235,6 +257,9 @@ class LiveNode:
             if self._window:
                 self._judge(False)
 
+    def _stack_records(self, verdicts: list, window: list[dict]) -> dict | None:
+        return _stack_records_of(self, verdicts, window)
+
     def _judge(self, jobs_changed: bool) -> None:
         """Each GPU's verdict where due, then (where one was judged or ``jobs_changed``) the node's, published."""
         t = self._window[-1]["t"]
@@ -265,7 +290,7 @@ class LiveNode:
         # annotated by an older judgement of the node would keep that node's groups)
         verdicts = [_copied(live.verdict) for live in self.lives]
         try:
-            verdicts = judge_node(verdicts, window, self.positions, self.names)
+            verdicts = judge_node(verdicts, window, self.positions, self.names, self._stack_records(verdicts, window))
             self.node_error = None
         except Exception as exc:
             self.node_error = f"{type(exc).__name__}: {exc}"

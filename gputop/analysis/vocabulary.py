@@ -45,6 +45,7 @@ class Cls(_Word):
     PCIE_BOUND = "pcie-bound", "PCIe/transfer-bound"  # PCIe traffic high while the SMs wait
     COMMS_BOUND = "comms-bound", "communication-bound"  # the GPUs of a job wait for each other's data
     STALLED = "stalled", "stalled"  # issue 25: kernels resident doing nothing, nothing moves
+    CULPRIT = "culprit", "holding up its job"  # issue 36: a job's GPU whose rank is not where its stalled peers wait
     THROTTLED = "throttled", "power/thermal-throttled"  # clocks held down by heat, hardware or a power cap
     MEMORY_CAPACITY = "memory-capacity", "memory-capacity pressure"  # device memory near full, or an OOM
 
@@ -78,6 +79,9 @@ class Sub(_Word):
     STRAGGLER = "straggler", "waiting for a straggler"
     COLLECTIVE = "collective", "stuck collective"
     PCIE = "pcie", "through host memory over PCIe"
+    LEFT = "left", "its rank left"
+    OUTSIDE = "outside", "not in the collective"
+    MISMATCH = "mismatch", "in another collective"
 
 
 CLASSES = tuple(Cls)

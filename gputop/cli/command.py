@@ -10,7 +10,8 @@ from gputop.cli.mode import MODES_GROUP, OUTPUT_GROUP, WORKLOAD_GROUP, Mode, Usa
 from gputop.cli.shared import GRACE, JSON, OUTPUT, RECORD, RUN, SECONDS, TIMEOUT
 
 WATCH = option("--watch", group=MODES_GROUP, type=int, metavar="PID", help="diagnose a running process")
-LOG = option("--log", group=WORKLOAD_GROUP, metavar="FILE", help="with --run -- CMD: send the command's output to FILE")
+LOG = option("--log", group=WORKLOAD_GROUP, writes=True, metavar="FILE",
+             help="with --run -- CMD: send the command's output to FILE")
 PROFILE = option("--profile", group=WORKLOAD_GROUP, action="store_true", hint=" (and --tui --run -- CMD)",
                  help="with --run -- CMD or --watch PID (Python): record short torch.profiler windows in the "
                       "processes that hold the GPUs (CUPTI windows through cupti-python without torch) and attribute "

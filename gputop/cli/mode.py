@@ -22,7 +22,9 @@ class UsageError(Exception):
 class Option:
     """One flag: its names, argparse's arguments, the help group it shows in, and what is said where it is given to
     a mode that does not take it (``goes with <the modes that take it><hint>``, or ``refused`` said whole).
-    ``check(value)``: why a given value is bad, or None."""
+    ``check(value)``: why a given value is bad, or None. ``writes``: its value is a file gputop writes (``-o``,
+    ``--csv``, ``--record``, ...); ``reads``: a file it reads (``--replay``, ``--recorded``): the output rule
+    (:func:`gputop.documents.check_outputs`) is checked over them all before anything runs."""
 
     flags: tuple[str, ...]
     kwargs: dict = field(default_factory=dict)
@@ -30,6 +32,8 @@ class Option:
     hint: str = ""
     refused: str | None = None
     check: Callable[[Any], str | None] | None = None
+    writes: bool = False
+    reads: bool = False
 
     @property
     def dest(self) -> str:
@@ -48,9 +52,10 @@ class Option:
 
 
 def option(*flags: str, group: str, hint: str = "", refused: str | None = None,
-           check: Callable[[Any], str | None] | None = None, **kwargs) -> Option:
+           check: Callable[[Any], str | None] | None = None, writes: bool = False, reads: bool = False,
+           **kwargs) -> Option:
     """An :class:`Option`: ``option("--seconds", group=..., type=float, metavar="N", help=...)``."""
-    return Option(flags, kwargs, group, hint, refused, check)
+    return Option(flags, kwargs, group, hint, refused, check, writes, reads)
 
 
 def always(args: argparse.Namespace, command: list[str]) -> bool:
@@ -98,7 +103,7 @@ def goes_with(opt: Option, modes: tuple[Mode, ...]) -> str:
     --watch PID``), its name otherwise (``--once, --run or --watch``; ``--run or the TUI``)."""
     families: dict[str, list[Mode]] = {}
     for m in modes:
-        if opt in m.options:
+        if opt in m.options or opt in m.flags[1:]:  # (--json is one of --replay FILE --json's flags)
             families.setdefault(m.family, []).append(m)
     if len(families) <= 2:
         words = [ms[0].usage if len(ms) == 1 else name for name, ms in families.items()]

@@ -17,40 +17,72 @@ from gputop.cli.shared import COMMON, check_source, source_spec
 
 EXIT_CODES = """\
 exit codes: 0 ok; 1 failed (partial results written); 2 bad usage or input; 3 no GPU / no NVML;
-4 missing dependency; 5 workload crashed; 6 timeout; 128+N stopped by signal N (130 SIGINT,
-143 SIGTERM, 129 SIGHUP; a partial document is still written). --run -- CMD: the command's code.
+4 missing dependency; 5 workload crashed; 6 timeout; --doctor: 7 a GPU degraded, 8 a GPU failed;
+128+N stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP; a partial document is still written).
+--run -- CMD: the command's code.
 """
 
 
 class _Parser(argparse.ArgumentParser):
-    json_document: tuple | None = None  # (mode, workload, command) of a --json command line: its error document
+    json_document = None  # a --json command line's error document, made from the one-line message (or None)
 
     def error(self, message: str):  # one line, exit 2; with --json, the mode's error document on stdout too
         text = f"{message} (see gputop --help)"
         if self.json_document is not None:
-            from gputop.documents import emit, usage_error_document
+            from gputop.documents import emit
 
-            mode, workload, command = self.json_document
-            doc = usage_error_document(mode, text, workload=workload, command=command)
+            doc = self.json_document(text)
             if doc is not None:
                 emit(doc, json_mode=True)
         self.exit(exitcodes.USAGE, f"gputop: {text}\n")
 
 
-def json_document_of(argv: list[str], command: list[str]) -> tuple | None:
-    """(mode, workload, command) of a command line that asks for ``--json``, read from its words before they are
-    parsed (so that a refused one still gets its mode's error document); None without ``--json``."""
+def _value(argv: list[str], flag: str) -> str | None:
+    """The value given to ``flag`` in ``argv`` (``--flag V`` or ``--flag=V``; the last one), read before parsing."""
+    found = None
+    for i, word in enumerate(argv):
+        if word == flag and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif word.startswith(flag + "="):
+            found = word.partition("=")[2]
+    return found
+
+
+def json_document_of(argv: list[str], command: list[str]):
+    """The error document of a command line that asks for ``--json``, as a function of the refusal's line, read
+    from its words before they are parsed (so that a command line argparse itself refuses still gets its mode's
+    document: stdout holds exactly one in every outcome); None without ``--json``. The mode is the first the
+    words ask for, in the registry's order (once, list, --run NAME / -- CMD, watch, replay)."""
     if "--json" not in argv:
         return None
-    for i, word in enumerate(argv):
-        if word == "--once":
-            return "once", None, None
-        if word == "--watch":
-            return "watch", None, None
-        if word == "--run" or word.startswith("--run="):
-            name = word.partition("=")[2] or (argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("-")
-                                              else "")
-            return ("run", name, None) if name or not command else ("run-command", None, command)
+    from gputop import documents
+
+    words = set(argv) | {w.partition("=")[0] for w in argv}
+    if "--once" in words:
+        source = _value(argv, "--source") or ""
+        if source.startswith("prometheus="):
+            from gputop.headless.cluster import usage_error_document
+
+            return lambda text: usage_error_document(source.partition("=")[2], text)
+        return lambda text: documents.usage_error_document("once", text)
+    if "--list" in words:
+        return lambda text: documents.usage_error_document("list", text)
+    if "--run" in words:
+        name = ""
+        for i, word in enumerate(argv):
+            if word.startswith("--run="):
+                name = word.partition("=")[2]
+            elif word == "--run" and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+                name = argv[i + 1]
+        if name or not command:
+            return lambda text: documents.usage_error_document("run", text, workload=name)
+        return lambda text: documents.usage_error_document("run-command", text, command=command)
+    if "--watch" in words:
+        return lambda text: documents.usage_error_document("watch", text)
+    if "--doctor" in words:
+        return lambda text: documents.usage_error_document("doctor", text)
+    if "--replay" in words:
+        return lambda text: documents.usage_error_document("replay", text, path=_value(argv, "--replay"))
     return None
 
 
@@ -119,4 +151,25 @@ def _check(args: argparse.Namespace, command: list[str], modes: tuple[Mode, ...]
             why = opt.check(getattr(args, opt.dest))
             if why:
                 raise UsageError(why)
+    check_files(args, options)
     return url
+
+
+def check_files(args: argparse.Namespace, options: list[Option]) -> None:
+    """The output rule over every file the command line names (the options that write or read one): each output
+    writable, no two naming one file, none naming an input or (with --json) stdout; raises UsageError."""
+    from gputop.documents import check_outputs
+    from gputop.exitcodes import Failure
+
+    def files(which: str) -> list[tuple[str, str]]:
+        out = []
+        for opt in options:
+            value = getattr(args, opt.dest)
+            if getattr(opt, which) and opt.given(args) and value is not None:
+                out += [(opt.flags[0], v) for v in (value if isinstance(value, list) else [value]) if v != "-"]
+        return out
+
+    try:
+        check_outputs(files("writes"), files("reads"), json_stdout=bool(getattr(args, "json", False)))
+    except Failure as exc:
+        raise UsageError(str(exc)) from None

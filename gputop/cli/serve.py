@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gputop.cli.mode import MODES_GROUP, Mode, UsageError, option
 from gputop.cli.shared import GRACE, QUICK, SOURCE, TIMEOUT, refuse_cluster
-from gputop.cli.tui import RECORDED, SERVE_CONTROL, TOUR, check_recordings
+from gputop.cli.tui import RECORDED, SERVE_CONTROL, TOUR, check_recordings, refuse_stdin
 from gputop.option_values import AddressError, parse_address
 
 SERVE = option("--serve", group=MODES_GROUP, nargs="?", const="127.0.0.1:8000", metavar="[HOST:]PORT",
@@ -14,6 +14,7 @@ SERVE = option("--serve", group=MODES_GROUP, nargs="?", const="127.0.0.1:8000", 
 
 
 def check(args, command) -> None:
+    refuse_stdin(args)
     check_recordings(args)
     try:  # (host, port), parsed once
         args.serve_address = parse_address(args.serve, "--serve")

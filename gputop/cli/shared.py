@@ -25,7 +25,8 @@ def _above(flag: str, least: float = 0.0, equal: bool = False):
 GPU = option("--gpu", group=SOURCE_GROUP, type=int, action="append", metavar="N",
              help="NVML index of a GPU to show or use (repeatable; default all / 0 for --run)",
              check=lambda gpus: "--gpu takes an NVML index >= 0" if any(g < 0 for g in gpus) else None)
-REPLAY = option("--replay", group=SOURCE_GROUP, metavar="FILE", help="play back a recorded trace instead of live NVML")
+REPLAY = option("--replay", group=SOURCE_GROUP, reads=True, metavar="FILE",
+                help="play back a recorded trace instead of live NVML (-: read it from stdin)")
 SPEED = option("--speed", group=SOURCE_GROUP, type=float, default=1.0, metavar="X", help="replay speed (default 1.0)",
                check=lambda x: None if x > 0 else f"--speed must be > 0 (got {x})")
 DEMO = option("--demo", group=SOURCE_GROUP, action="store_true", help="replay the real trace that ships with gputop")
@@ -38,7 +39,7 @@ RANGE = option("--range", group=SOURCE_GROUP, metavar="DURATION", help="with --s
 JOB = option("--job", group=SOURCE_GROUP, metavar="JOB", help="with --source prometheus=URL: only this job's GPUs")
 NODE = option("--node", group=SOURCE_GROUP, metavar="HOST", help="with --source prometheus=URL: only this node's GPUs")
 CLASS = option("--class", group=SOURCE_GROUP, dest="cls", metavar="CLASS", help="with --source prometheus=URL: only "
-               "GPUs of this bottleneck class (idle, input-starved, ...)")
+               "GPUs of this bottleneck class (idle, input-starved, ...)", check=lambda c: _class_problem(c))
 RATE = option("--rate", group=SOURCE_GROUP, type=float, metavar="HZ",  # no default here: SourceSpec's is the one
               help=f"sampling rate, {MIN_RATE_HZ:g} to {MAX_RATE_HZ:g} (default {DEFAULT_RATE_HZ:g} Hz)",
               check=lambda hz: None if MIN_RATE_HZ <= hz <= MAX_RATE_HZ else
@@ -47,7 +48,8 @@ RATE = option("--rate", group=SOURCE_GROUP, type=float, metavar="HZ",  # no defa
 # -- what a run is and how it is stopped ---------------------------------------------------------------------------
 RUN = option("--run", group=MODES_GROUP, nargs="?", const="", metavar="NAME",
              help="run workload NAME; or, with nothing after it but `-- CMD`, your command")
-RECORD = option("--record", group=MODES_GROUP, metavar="FILE", help="record telemetry to FILE (JSON lines; gzip when "
+RECORD = option("--record", group=MODES_GROUP, writes=True, metavar="FILE",
+                help="record telemetry to FILE (JSON lines; gzip when "
                 "FILE ends in .gz); with --run NAME, the run's telemetry with a mark at each phase")
 SECONDS = option("--seconds", group=MODES_GROUP, type=float, metavar="N", help="how long to --record or --watch",
                  hint=" (a run stops after S seconds with --timeout S)", check=_above("--seconds"))
@@ -63,7 +65,8 @@ GRACE = option("--grace", group=WORKLOAD_GROUP, type=float, metavar="S", check=_
 # -- output --------------------------------------------------------------------------------------------------------
 JSON = option("--json", group=OUTPUT_GROUP, action="store_true",
               help="one JSON document on stdout (progress on stderr)")
-OUTPUT = option("--output", "-o", group=OUTPUT_GROUP, metavar="FILE", help="also write the JSON document to FILE")
+OUTPUT = option("--output", "-o", group=OUTPUT_GROUP, writes=True, metavar="FILE",
+                help="also write the JSON document to FILE")
 NO_COLOR = option("--no-color", group=OUTPUT_GROUP, action="store_true",
                   help="no colours (NO_COLOR is honoured too)")
 VERBOSE = option("-v", "--verbose", group=OUTPUT_GROUP, dest="verbose", action="store_true",
@@ -71,6 +74,12 @@ VERBOSE = option("-v", "--verbose", group=OUTPUT_GROUP, dest="verbose", action="
 
 # the options every mode takes (the source's, the device, the output's look)
 COMMON = (GPU, REPLAY, SPEED, DEMO, RANGE, JOB, NODE, CLASS, RATE, DEVICE, NO_COLOR, VERBOSE)
+
+
+def _class_problem(name: str) -> str | None:
+    from gputop.analysis.cluster import class_problem  # (the classifier is not imported at start-up)
+
+    return class_problem(name)
 
 
 def check_source(args: argparse.Namespace) -> str | None:

@@ -11,7 +11,7 @@ from gputop.cli.shared import GRACE, QUICK, SOURCE, TIMEOUT, is_cluster
 TOUR = option("--tour", group=MODES_GROUP, action="store_true",
               refused="--tour is the TUI's (plain gputop, --demo, --replay FILE or --serve)",
               help="the TUI as a presenter's tour of the workloads (n: next stop); with --demo, the recorded runs")
-RECORDED = option("--recorded", group=MODES_GROUP, action="append", metavar="FILE",
+RECORDED = option("--recorded", group=MODES_GROUP, reads=True, action="append", metavar="FILE",
                   hint=" (plain gputop, --demo, --tour or --serve)",
                   help="offer a recorded run (from --record-run) on the workloads page (repeatable; the recordings "
                   "that ship with gputop are offered where there is no GPU)")
@@ -34,9 +34,20 @@ def check_recordings(args) -> None:
             raise UsageError(str(exc)) from None
 
 
+def refuse_stdin(args) -> None:
+    """``--replay -`` reads the trace on stdin, where the TUI reads its keys (and each of --serve's browser sessions
+    would read it again)."""
+    from gputop.telemetry.trace_file import is_stdin
+
+    if args.replay is not None and is_stdin(args.replay):
+        raise UsageError(f"--replay {args.replay} reads the trace from stdin: it goes with --json, --once or --export "
+                         "(the TUI reads its keys there); name the file to replay it in the TUI")
+
+
 def check(args, command) -> None:
     if args.serve_control and not args.served:
         raise UsageError(SERVE_CONTROL.refused)
+    refuse_stdin(args)
     check_recordings(args)
 
 

@@ -8,8 +8,8 @@ from gputop.cli.shared import GRACE, JSON, OUTPUT, QUICK, RECORD, RUN, TIMEOUT
 
 PARAM = option("--param", group=WORKLOAD_GROUP, action="append", default=[], metavar="K=V",
                help="set a workload parameter")
-CSV = option("--csv", group=WORKLOAD_GROUP, metavar="FILE", help="also write the result points as CSV")
-RECORD_RUN = option("--record-run", group=MODES_GROUP, metavar="FILE", hint=" (a workload)",
+CSV = option("--csv", group=WORKLOAD_GROUP, writes=True, metavar="FILE", help="also write the result points as CSV")
+RECORD_RUN = option("--record-run", group=MODES_GROUP, writes=True, metavar="FILE", hint=" (a workload)",
                     help="with --run NAME: record the whole run (events, telemetry, phases, results) to FILE (as it "
                     "goes; gzip when FILE ends in .gz), to replay in the TUI without a GPU (gputop --demo --recorded "
                     "FILE)")

@@ -17,7 +17,8 @@ marks agree). The rules, one a kind of case (docs/diagnosis.md says why):
 * straggler (construction): the slow rank's GPU compute-bound and named the straggler (more work); every other
   GPU comms-bound, waiting for it.
 * stalled collective (construction): every waiting rank's GPU stalled (subclass collective), its stall named
-  within ``STALL_NAMED_S`` of ``stall_from``, the leaving rank's GPU named as left (exit) or idle (idle).
+  within ``STALL_NAMED_S`` of ``stall_from``, the leaving rank's GPU named as left (exit) or idle (idle) by the
+  waiting GPUs, and itself the culprit (issue 36: subclass left or outside).
   ``stall_from`` is seconds since the rank's process started; the trace's clock counts from its "started" mark
   (gputop started torchrun, which starts the ranks after it): the rank's clock runs behind the trace's, so a
   verdict at trace time t is ``t - stall_from`` or less after the stall.
@@ -100,6 +101,8 @@ def expected(directory: str | Path, case: str) -> dict:
                         "waiting": r0["waiting"]}
         for g in r0["waiting"]:
             out["gpus"][g] = ({"stalled"}, "waits in a collective a rank left (construction)")
+        out["gpus"][r0["leaver"]] = ({"culprit"}, f"its rank {'exits' if r0['how'] == 'exit' else 'runs nothing'} "
+                                     "while the others wait (construction)")
     elif r0.get("case") == "host_straggler":  # held out: the slow rank's host keeps its GPU idle
         slow = r0["slow_rank"]
         out["straggler"] = slow
@@ -159,6 +162,8 @@ def judge(doc: dict, want: dict) -> dict:
                 right = right and job.get("straggler") == gpu and bool(job.get("why"))
             else:
                 right = right and job.get("waits_for") == [want["straggler"]]
+        if want["stall"] is not None and cls == "culprit":
+            right = right and v.get("subclass") == ("left" if want["stall"]["how"] == "exit" else "outside")
         if want["stall"] is not None and cls == "stalled":
             st = want["stall"]
             named = ev.get("stalled_since_s")

@@ -35,12 +35,18 @@ def main_command(opts: SessionOptions, *, json_mode: bool = False, output: str |
     function that stops serving (Failure: it cannot)."""
     command = list(opts.command)
     try:
-        session = open_session(opts, output=output, json_mode=json_mode)  # NVML first: exit 3 before anything runs
+        # NVML first; without a GPU the command still runs (its exit and CPU reported), unless --export serves it
+        session = open_session(opts, output=output, json_mode=json_mode, gpu_optional=serve is None)
     except exitcodes.Failure as exc:
+        if serve is not None and exc.code == exitcodes.NO_GPU:  # without --export the command would have run
+            exc = exitcodes.Failure(exc.code, f"{exc}; --export serves GPUs: without it the command runs and its "
+                                              "exit and CPU use are reported", exc.kind)
         return _refuse("run", exc, json_mode, output, command=command)
-    if not json_mode:
-        exitcodes.say(f"running `{shlex.join(command)}`, sampling {len(session.monitor.static)} GPU(s) at "
-                      f"{opts.spec.rate_hz:g} Hz")
+    if not json_mode:  # said once it runs (a command that cannot start is one line: why)
+        session.on_start = lambda: exitcodes.say(
+            f"running `{shlex.join(command)}`, sampling {len(session.monitor.static)} GPU(s) at "
+            f"{opts.spec.rate_hz:g} Hz" if session.no_gpu is None else
+            f"no GPU seen ({session.no_gpu}): running `{shlex.join(command)}` for its exit code and CPU use only")
     try:
         stop_serving = serve(session) if serve is not None else (lambda: None)
     except exitcodes.Failure as exc:
@@ -80,4 +86,10 @@ def _run_and_report(session: Session, json_mode: bool, output: str | None, **who
     why = (doc.get("attribution") or {}).get("why_none")
     if why and json_mode:  # the text report says it; --json's stdout is the document
         exitcodes.say(f"--profile: {why}")
-    return write_report(doc, json_mode=json_mode, output=output)
+    code = write_report(doc, json_mode=json_mode, output=output)
+    recorder = session.monitor.recorder
+    for lost in (recorder.why_failed() if recorder is not None else None, session.output_lost()):
+        if lost:  # --record FILE, --log FILE on a disk that filled
+            exitcodes.say(lost)
+            code = code or exitcodes.FAILED
+    return code

@@ -81,12 +81,14 @@ def replay_document(path: str) -> dict:
     code = next((int(m.group(1)) for _, label in src.marks if (m := EXITED.match(label))), None)
     ticks = src.ticks
     wall = (ticks[-1]["t"] - mon.t0) if ticks else None
-    facts = {"status": "ok" if code == 0 else ("error" if code is not None else None), "pid": mon.pid,
+    # status: the command's, where the trace recorded its exit; a plain --record trace (no command): "ok", replayed
+    facts = {"status": "error" if code else "ok", "pid": mon.pid,
              "exit_code": code, "command_exit_code": code,
              "ended": ("trace ended" if code is None else f"signal {code - 128}" if code > 128 else "exited"),
              "wall_s": round(wall, 3) if wall is not None else None, "signal": None, "errors": []}
     doc = build_document("replay", mon, facts, None, src.header.get("recorded_at"),
                          exclude=spans_from_marks(src.marks))  # where --profile's windows held the program
+    doc["source"]["truncated"] = src.truncated  # why the file ends early (cut off while written), or None
     doc["host"] = {"hostname": src.header.get("hostname")}
     doc["recorded"] = {"note": src.header.get("note"), "rate_hz": src.header.get("rate_hz"),
                        "marks": [{"t": t, "label": label} for t, label in src.marks]}
@@ -96,14 +98,23 @@ def replay_document(path: str) -> dict:
 
 def main_replay_json(path: str, *, json_mode: bool = True, output: str | None = None) -> int:
     """``gputop --replay FILE --json``: the run document of the trace at ``path`` (without ``json_mode``: the same
-    diagnosis as text)."""
-    from gputop.documents import emit
-    from gputop.exitcodes import fail
+    diagnosis as text). A trace that cannot be read: one line, exit 2, and (``json_mode``) the monitor error
+    document; a trace cut off while it was written: replayed up to its last complete line, said on stderr and in
+    the document's ``source.truncated``."""
+    from gputop.documents import emit, monitor_error_document
     from gputop.telemetry.trace import TraceError
 
     try:
         doc = replay_document(path)
-    except (TraceError, OSError) as exc:
-        return fail(exitcodes.USAGE, f"cannot replay {path}: {exc}")
+    except TraceError as exc:
+        message = f"cannot replay {exc}"
+        exitcodes.say(message)
+        if json_mode:
+            err = monitor_error_document("replay", "bad_trace", message, exitcodes.USAGE)
+            err["source"] = {"kind": "replay", "path": path}
+            emit(err, json_mode=True)
+        return exitcodes.USAGE
+    if doc["source"]["truncated"]:
+        exitcodes.say(f"{doc['source']['path']}: {doc['source']['truncated']}; replayed up to its last complete line")
     ok = emit(doc, json_mode=json_mode, output=output, render_text=render_text)
     return exitcodes.OK if ok else exitcodes.FAILED

@@ -11,7 +11,7 @@ import time
 from datetime import datetime, timezone
 
 from gputop import exitcodes
-from gputop.analysis.peaks import compute_peaks, model_facts
+from gputop.analysis.peaks import compute_peaks, with_model_facts
 from gputop.documents import check_writable, emit, header, once_error_document, writable
 from gputop.exitcodes import fail
 from gputop.runner.stop_signals import StopSignals
@@ -51,7 +51,8 @@ def snapshot(spec: SourceSpec) -> dict:
         doc = {
             **header("once"),
             "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "source": {"kind": src.kind, "path": src.path},
+            "source": {"kind": src.kind, "path": src.path,
+                       **({"truncated": src.truncated} if src.kind == "replay" else {})},
             "host": {"hostname": src.hostname, **host},
             "gpus": gpus,
             "na_reasons": dict(src.na_reasons),
@@ -85,6 +86,8 @@ def main_once(spec: SourceSpec, *, json_mode: bool = False, output: str | None =
     except SourceError as exc:
         code = exitcodes.code_for(exc)
         return refuse(code, "unreachable" if code == exitcodes.NO_GPU else "bad_source", str(exc))
+    if doc["source"].get("truncated"):
+        exitcodes.say(f"{doc['source']['path']}: {doc['source']['truncated']}; read up to its last complete line")
     ok = emit(doc, json_mode=json_mode, output=output, render_text=render_text)
     return exitcodes.OK if ok else exitcodes.FAILED
 
@@ -94,7 +97,7 @@ def render_text(doc: dict) -> str:
              + (f" {doc['source']['path']}" if doc["source"].get("path") else "")
              + f"  host {doc['host'].get('hostname')}  CPU {pct(doc['host'].get('cpu_pct'))}"]
     for g in doc["gpus"]:
-        st, pk, s = g["static"], g["peaks"], g["sample"]
+        st, pk, s = with_model_facts(g["static"]), g["peaks"], g["sample"]  # (the TUI's answer too)
         lines.append("")
         lines.append(f"GPU {st['index']}  {_known(st.get('name'))}{_device_facts(st)}  "
                      f"driver {_known(st.get('driver_version'))}  CUDA {_known(st.get('cuda_driver_version'))}")
@@ -142,9 +145,9 @@ def _known(v) -> str:
 
 def _device_facts(st: dict) -> str:
     """``  (Hopper, cc 9.0, 132 SMs, 16896 CUDA cores)`` from the source's facts, else from the model's published
-    figures (said so: a dcgm-exporter names the model alone); nothing where neither knows."""
-    known = model_facts(st)
-    f = {**st, **known}
+    figures (``st`` from ``with_model_facts``; said so: a dcgm-exporter names the model alone); nothing where neither
+    knows."""
+    known, f = st.get("published_facts"), st
     cc = f.get("compute_capability")
     parts = [f.get("architecture"), f"cc {'.'.join(map(str, cc))}" if cc else None,
              f"{f['sm_count']} SMs" if f.get("sm_count") else None,
@@ -201,5 +204,7 @@ def main_record(spec: SourceSpec, path: str, seconds: float | None = None) -> in
         sampler.stop()
         rec.close()
         src.close()
+    if rec.error is not None:  # a full disk: the trace holds less than was sampled
+        return fail(exitcodes.FAILED, rec.why_failed())
     exitcodes.say(f"wrote {rec.ticks} samples to {path}")
     return exitcodes.OK

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from gputop import exitcodes
 from gputop.analysis.verdict import display_name
 from gputop.documents import check_writable, emit, run_error_document, writable
-from gputop.format import pct, si
+from gputop.format import count, pct, si
 from gputop.lessons import figures
 from gputop.lessons.report_lines import cell, result_lines, table, verdict_lines
 from gputop.runner.stop_signals import StopSignals
@@ -74,6 +74,9 @@ def prepare(opts: WorkloadOptions, output: str | None = None):
     raises Failure with why not."""
     if opts.spec.recorded:
         raise Failure(exitcodes.USAGE, "--run measures live; it does not take --replay or --demo")
+    if opts.record and opts.device == "cpu":
+        raise Failure(exitcodes.USAGE, "--record FILE records the GPU's telemetry, which a --device cpu run has none "
+                                       "of (--record-run FILE records the whole run)")
     check_writable(opts.csv, "--csv")
     check_writable(output, "--output")
     check_writable(opts.record, "--record")
@@ -129,10 +132,10 @@ def main_run(opts: WorkloadOptions, *, json_mode: bool = False, output: str | No
             progress.clear()
     doc = run.document()
     code = doc["exit_code"]
-    if opts.record:
-        _record(opts.record, run, doc)
-    if recorder is not None:
-        save_recording(opts.record_run, recorder, run, doc)
+    if opts.record and not _record(opts.record, run, doc):
+        code = code or exitcodes.FAILED
+    if recorder is not None and not save_recording(opts.record_run, recorder, run, doc):
+        code = code or exitcodes.FAILED
     if opts.csv:
         try:
             write_csv(csv_rows(spec, doc), opts.csv)
@@ -149,12 +152,13 @@ def main_run(opts: WorkloadOptions, *, json_mode: bool = False, output: str | No
     return code
 
 
-def _record(path: str, run, doc: dict) -> None:
-    """--record FILE with --run NAME: the run's telemetry as a trace, each phase a mark."""
+def _record(path: str, run, doc: dict) -> bool:
+    """--record FILE with --run NAME: the run's telemetry as a trace, each phase a mark; False where it could not be
+    written whole (said on stderr)."""
     ticks = run.ticks_copy()
     if not ticks or run.static is None:
         exitcodes.say(f"--record: no GPU telemetry in this run, {path} not written")
-        return
+        return False
     from gputop.telemetry.trace import write_trace
 
     marks = [(p["t_start"], p["name"]) for p in run.events.copy()["phases"]]
@@ -162,9 +166,10 @@ def _record(path: str, run, doc: dict) -> None:
         n = write_trace(path, [run.static], ticks, marks, rate_hz=run.rate_hz,
                         note=f"gputop --run {doc['workload']} ({doc['status']})")
     except OSError as exc:
-        exitcodes.say(f"cannot write {path}: {exc.strerror}")
-        return
+        exitcodes.say(f"cannot write {path}: {exc.strerror or exc}; the trace is incomplete")
+        return False
     exitcodes.say(f"wrote {n} samples and {len(marks)} phase marks to {path}")
+    return True
 
 
 def csv_rows(spec, doc: dict) -> list[dict]:
@@ -223,7 +228,7 @@ def telemetry_line(s: dict | None) -> str:
         parts.append("clock events: " + (", ".join(reasons) if reasons else ("none" if reasons == [] else "n/a")))
     parts.append(f"host CPU {pct(mm('host_cpu_pct').get('mean'))}")
     parts.append(f"workload CPU {pct(mm('workload_cpu_pct').get('mean'))}")
-    return "  ".join(parts) + f"  ({s.get('samples', 0)} samples)"
+    return "  ".join(parts) + f"  ({count(s.get('samples', 0), 'sample')})"
 
 
 def render_text(doc: dict, stream=None, no_color: bool = False) -> str:

@@ -255,11 +255,13 @@ def _matmul(torch, dtype, shape, probe: ClockProbe, runs_max: int = 40) -> dict:
     return {"shape": [m, n, k], "flops_per_s": flops / (st["median_ms"] / 1e3), "flops_per_run": flops, **st}
 
 
-def tensor_roofs(torch, probe: ClockProbe, shapes, sustained_s: float, emit) -> dict:
-    """Per dtype (bf16, fp16): every shape as a short burst from a cool start; the roof is the best
+def tensor_roofs(torch, probe: ClockProbe, shapes, sustained_s: float, emit, dtypes=("bf16", "fp16")) -> dict:
+    """Per dtype (``dtypes``: bf16, fp16): every shape as a short burst from a cool start; the roof is the best
     shape's median. Then ``sustained_s`` seconds of 8192^3 bf16, to show the power cap at work."""
     out: dict = {}
     for name, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+        if name not in dtypes:
+            continue
         tried = []
         for shape in shapes:
             if emit.should_stop():

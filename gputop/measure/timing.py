@@ -1,13 +1,13 @@
 """Timing the way the seed does it: warm-up launches, then timed runs with CUDA events, back to back.
 
-``time_launches`` (CuPy), ``time_torch`` (torch) and ``time_host`` (a host function) return milliseconds
-per run; ``timing_stats`` turns them into the seed's mean and RMS deviation, plus the median.
+``time_launches`` (CuPy) and ``time_torch`` (torch) return milliseconds per run (a host function's:
+``measure/host.time_host``, which a stop can end mid-measurement); ``timing_stats`` turns them into the seed's mean
+and RMS deviation, plus the median.
 """
 
 from __future__ import annotations
 
 import statistics
-import time
 
 from gputop.workload import util as wu
 
@@ -56,15 +56,6 @@ def time_torch(torch, fn, warmup: int, runs: int) -> list[float]:
 
 
 
-def time_host(fn, warmup: int, runs: int) -> list[float]:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return times
 
 
 

@@ -128,19 +128,23 @@ class RunRecorder:
         finally:
             if self._rec is not None:
                 self._rec.close()
+        if self._rec.error is not None:  # a write failed (a full disk): the file is not the whole run
+            raise self._rec.error
         return self.rows
 
 
-def save_recording(path: str, recorder: RunRecorder, run, doc: dict) -> None:
-    """``--record-run FILE``: finish the recording of a run that has ended, and say so (or why not) on stderr."""
+def save_recording(path: str, recorder: RunRecorder, run, doc: dict) -> bool:
+    """``--record-run FILE``: finish the recording of a run that has ended, and say so (or why not: one line, and
+    False, which the frontend makes a non-zero exit code) on stderr."""
     from gputop import exitcodes
 
     try:
         n = recorder.finish(doc)
     except OSError as exc:
-        exitcodes.say(f"cannot write {path}: {exc.strerror}")
-        return
+        exitcodes.say(f"cannot write {path}: {exc.strerror or exc}; the recording is incomplete")
+        return False
     exitcodes.say(f"recorded the run ({n} rows: events, telemetry, phases, the document) to {path}")
+    return True
 
 
 def read_recording(path: str | os.PathLike) -> dict:

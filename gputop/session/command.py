@@ -36,6 +36,7 @@ from gputop.runner.status import command_status, exit_code_for
 from gputop.session.monitor import check_live_args, open_monitor
 from gputop.session.profiling import PROFILED_MARK, held_spans
 from gputop.session.report import build_document, render_text
+from gputop.session.without_gpu import run_without_gpu, without_gpu
 from gputop.telemetry.devices import multicast_off
 from gputop.telemetry.source import SourceSpec
 
@@ -50,6 +51,7 @@ class _Pump(threading.Thread):
         super().__init__(name="gputop-stderr", daemon=True)
         self.src, self.dst, self.on_oom = src, dst, on_oom
         self.oom = False
+        self.error: OSError | None = None  # the first write to dst that failed (a --log on a full disk)
 
     def run(self) -> None:
         tail = b""
@@ -64,7 +66,9 @@ class _Pump(threading.Thread):
             try:
                 self.dst.write(chunk)
                 self.dst.flush()
-            except (OSError, ValueError):
+            except OSError as exc:
+                self.error = self.error or exc
+            except ValueError:
                 pass
             if not self.oom and OOM_PATTERN.search(tail + chunk):
                 self.oom = True
@@ -114,6 +118,8 @@ class Session:
         self.grace_s = GRACE_S if grace_s is None else grace_s  # None: the default
         self.json_mode, self.stdin = json_mode, stdin
         self.profile = profile  # a gputop.session.profiling.ProfileWindows (--profile), or None
+        self.no_gpu: str | None = None  # why no GPU is seen (run_without_gpu): the command runs all the same
+        self.on_start = None  # called once the command is launched (a frontend's "running ..." line)
         self.err = err if err is not None else sys.stderr
         self.child: Child | None = None
         self.proc = None  # psutil.Process (watch)
@@ -172,6 +178,8 @@ class Session:
             self._pumps.append(_Pump(proc.stdout, dst, lambda: None))
         for p in self._pumps:
             p.start()
+        if self.on_start is not None:
+            self.on_start()
         return self
 
     # -- while it runs -----------------------------------------------------------------------------
@@ -265,11 +273,22 @@ class Session:
                 self.profile.close()
                 held = held_spans(attribution, time.time() - time.monotonic())
                 for a, b in held:  # a recorded trace says where the profiler held the program (replay leaves it out)
-                    self.monitor.mark(f"{PROFILED_MARK} {b - a:.2f} s", a)
+                    # to the trace clock's 0.1 ms: rounded to 10 ms, a span could end past a tick the run kept
+                    self.monitor.mark(f"{PROFILED_MARK} {b - a:.4f} s", a)
             self.monitor.stop()
             self.doc = build_document(self.mode, self.monitor, self.facts(), self.command, self.started_at,
                                       log=self.log, attribution=attribution, exclude=held)
+            if self.no_gpu is not None:
+                self.doc.update(without_gpu(self.monitor, self.no_gpu, self.pid))
             return self.doc
+
+    def output_lost(self) -> str | None:
+        """``cannot write LOG: why`` where gputop could not copy the command's stderr into ``--log FILE`` (a full
+        disk), else None."""
+        errors = [p.error for p in self._pumps if p.error is not None]
+        if not errors or self.log is None:
+            return None
+        return f"cannot write {self.log}: {errors[0].strerror or errors[0]}; the command's output there is incomplete"
 
     @property
     def exit_code(self) -> int | None:
@@ -324,15 +343,22 @@ def check_watch(spec: SourceSpec, pid: int, *, output: str | None = None, record
 
 
 def open_session(opts: SessionOptions, *, output: str | None = None, json_mode: bool = False, err=None,
-                 stdin=None) -> Session:
+                 stdin=None, gpu_optional: bool = False) -> Session:
     """The session ``opts`` ask for, not started: its input checked, its monitor open (NVML first: exit 3 before
     anything runs), its command found, its profiler windows ready. Raises Failure (3 without NVML, 2 for bad input;
-    ``output``: the report's file, checked with the rest)."""
+    ``output``: the report's file, checked with the rest). ``gpu_optional``: a command runs where no GPU is seen
+    (:func:`run_without_gpu`)."""
     if opts.command:
         check_command(opts.spec, opts.command, output=output, log=opts.log, record=opts.record)
     else:
         check_watch(opts.spec, opts.pid, output=output, record=opts.record)
-    mon = open_monitor(opts.spec, opts.note, opts.record, active_ok=not opts.command)
+    no_gpu = None
+    try:
+        mon = open_monitor(opts.spec, opts.note, opts.record, active_ok=not opts.command)
+    except exitcodes.Failure as exc:
+        if not (gpu_optional and opts.command and exc.code == exitcodes.NO_GPU):
+            raise
+        mon, no_gpu = run_without_gpu(opts, exc), str(exc)
     missing = command_missing(opts.command) if opts.command else None
     if missing:
         mon.close()
@@ -347,15 +373,22 @@ def open_session(opts: SessionOptions, *, output: str | None = None, json_mode: 
             raise exitcodes.Failure(exitcodes.USAGE, f"--watch {opts.pid} --profile: {why}")
         profile = ProfileWindows(opts.profile_seconds, max_steps=opts.profile_steps,
                                  watch=None if opts.command else opts.pid)
-    return Session(mon, list(opts.command) or None, pid=None if opts.command else opts.pid, log=opts.log,
-                   timeout=opts.timeout, seconds=opts.seconds, grace_s=opts.grace_s, json_mode=json_mode, err=err,
-                   stdin=stdin, profile=profile)
+    session = Session(mon, list(opts.command) or None, pid=None if opts.command else opts.pid, log=opts.log,
+                      timeout=opts.timeout, seconds=opts.seconds, grace_s=opts.grace_s, json_mode=json_mode,
+                      err=err, stdin=stdin, profile=profile)
+    session.no_gpu = no_gpu
+    return session
 
 
 def command_missing(command: list[str] | tuple[str, ...]) -> str | None:
-    """Why ``command`` cannot run (not on PATH), or None."""
-    if "/" not in command[0] and shutil.which(command[0]) is None:
-        return f"command not found: {command[0]}"
+    """Why ``command`` cannot run (not on PATH, a folder, not executable), or None."""
+    name = command[0]
+    if "/" not in name:
+        return f"command not found: {name or repr(name)}" if shutil.which(name) is None else None
+    if os.path.isdir(name):
+        return f"cannot run the command: {name} (a folder)"
+    if os.path.exists(name) and not os.access(name, os.X_OK):
+        return f"cannot run the command: {name} (not executable: chmod +x it, or run it with its interpreter)"
     return None
 
 

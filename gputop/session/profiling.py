@@ -320,7 +320,7 @@ class ProfileWindows:
 
 
 SETTLE_S = 1.0  # after a window's stop and summary, the program takes this long to be itself again
-PROFILED_MARK = "profiler held the program for"  # a trace's mark at a held span's start: "... 5.20 s"
+PROFILED_MARK = "profiler held the program for"  # a trace's mark at a held span's start: "... 5.2034 s"
 _PROFILED = re.compile(re.escape(PROFILED_MARK) + r" ([0-9.]+) s$")
 
 

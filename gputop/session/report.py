@@ -88,18 +88,36 @@ def render_text(doc: dict) -> str:
         lines.append("  summary: " + _summary_text(s))
     v = doc["verdict"]
     lines.append("")
-    lines.append(f"verdict: {display_name(v)} (confidence {v['confidence']:.2f})"
-                 + (f" on GPU {v['gpu']}" if v.get("gpu") is not None and len(doc["gpus"]) > 1 else ""))
-    if _is_mixed(v):
-        lines.append(f"  a mixed run: {_shares(v)}")
-    lines.append(f"  {v['evidence_text']}")
-    lines.append(f"  advice: {v['advice']}")
+    host = (doc.get("host") or {}).get("summary")  # no GPU seen: the command's CPU use is what there is to say
+    if host:
+        lines.append(f"CPU: the command {_mean_max(host.get('workload_cpu_pct'))} (100% = one core; "
+                     f"{doc['host'].get('cpu_count')} here), the host {_mean_max(host.get('host_cpu_pct'))}")
+    if v is None:
+        lines.append("verdict: none (no GPU seen)")
+    else:
+        lines += _verdict_text(v, doc)
     lines += _attribution_lines(doc.get("attribution"))
     if doc["mode"] == "run":
         lines.append(f"exit code {doc['exit_code']}")
     elif doc.get("interrupted"):
         lines.append(f"stopped by {doc['signal']}: exit code {doc['exit_code']}")
     return "\n".join(lines) + "\n"
+
+
+def _mean_max(mm: dict | None) -> str:
+    mm = mm or {}
+    return f"{pct(mm.get('mean'))} on average, {pct(mm.get('max'))} at most"
+
+
+def _verdict_text(v: dict, doc: dict) -> list[str]:
+    lines = []
+    lines.append(f"verdict: {display_name(v)} (confidence {v['confidence']:.2f})"
+                 + (f" on GPU {v['gpu']}" if v.get("gpu") is not None and len(doc["gpus"]) > 1 else ""))
+    if _is_mixed(v):
+        lines.append(f"  a mixed run: {_shares(v)}")
+    lines.append(f"  {v['evidence_text']}")
+    lines.append(f"  advice: {v['advice']}")
+    return lines
 
 
 def _attribution_lines(a: dict | None) -> list[str]:

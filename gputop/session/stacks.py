@@ -12,7 +12,7 @@ read, :attr:`Stack.why` says why in one line and what to grant:
 * ptrace refused: another user's process, a container without ``SYS_PTRACE``, or Yama's ``ptrace_scope``;
 * not Python, a process that exited mid-read, a zombie.
 
-Pure data out (:class:`Stack`, :class:`Frame`); the judging is :mod:`gputop.analysis.culprit`'s.
+Pure data out (:class:`Stack`, :class:`Frame`); the judging is :mod:`gputop.analysis.rank_stacks`'s.
 """
 
 from __future__ import annotations
@@ -254,3 +254,64 @@ def rank_of(pid: int) -> int | None:
         except (KeyError, ValueError):
             continue
     return None
+
+
+STACKS_EVERY_S = 10.0  # while a job stays stalled, its ranks' stacks are read again this often
+
+
+class StackWatch:
+    """Reads the stacks of the pids it is asked about, on a thread of its own, never more than one read at a time
+    and at most once every ``every_s`` for the same pids (a stalled job's stacks hardly move): what a live verdict
+    (gputop/analysis/live.py's ``LiveNode``, fed on the sampler's thread) asks for without waiting. ``latest()``:
+    {pid: {"stack": Stack.to_dict(), "rank": int or None}} of the last read, and when it ended (monotonic)."""
+
+    def __init__(self, every_s: float = STACKS_EVERY_S, timeout_s: float = PYSPY_TIMEOUT_S):
+        self.every_s, self.timeout_s = every_s, timeout_s
+        self._lock = threading.Lock()
+        self._busy = False
+        self._asked: tuple = ()
+        self._asked_at: float | None = None
+        self._latest: dict[int, dict] = {}
+        self.read_at: float | None = None
+        self.reads = 0
+
+    def ask(self, pids) -> None:
+        """Read these pids' stacks soon (at once if they changed or the last read is older than ``every_s``)."""
+        pids = tuple(sorted({int(p) for p in pids}))
+        if not pids:
+            return
+        now = time.monotonic()
+        with self._lock:
+            if self._busy or (pids == self._asked and self._asked_at is not None
+                              and now - self._asked_at < self.every_s):
+                return
+            self._busy, self._asked, self._asked_at = True, pids, now
+        threading.Thread(target=self._read, args=(pids,), name="gputop-stacks", daemon=True).start()
+
+    def _read(self, pids: tuple) -> None:
+        try:
+            got = read_stacks(list(pids), self.timeout_s)
+            out = {}
+            for pid, st in got.items():
+                rank = rank_of(pid)
+                out[pid] = {"stack": st.to_dict(), "rank": rank if rank is not None else st.spawn_index}
+            with self._lock:
+                self._latest, self.read_at = out, time.monotonic()
+                self.reads += 1
+        finally:
+            with self._lock:
+                self._busy = False
+
+    def latest(self) -> dict[int, dict]:
+        with self._lock:
+            return dict(self._latest)
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block until no read is in flight (tests, and a run's last look before its document); True if none is."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            with self._lock:
+                if not self._busy:
+                    return True
+            time.sleep(0.02)
+        return False

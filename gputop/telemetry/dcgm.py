@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import math
 import time
-import urllib.error
-import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -22,11 +20,12 @@ from gputop.telemetry import dcgm_fields as F
 from gputop.telemetry.errors import BadSource, SourceError, SourceUnreachable
 from gputop.telemetry.host import HostReader, PeriodicHost
 from gputop.telemetry.sample import SAMPLE_FIELDS, decode_clock_reasons
-from gputop.telemetry.urls import source_url
+from gputop.telemetry.urls import printable, request, source_url
 
 KIND = "dcgm-exporter"
 FETCH_PERIOD_S = 1.0
-FETCH_TIMEOUT_S = 3.0
+FETCH_TIMEOUT_S = 3.0  # the whole fetch: connect, headers and body
+MAX_TEXT_BYTES = 64 << 20  # a node's /metrics is ~100 kB a GPU
 NOT_EXPORTED = "not exported by dcgm-exporter"
 
 
@@ -36,16 +35,12 @@ def url_of(spec: str) -> str:
 
 
 def fetch(url: str, timeout: float = FETCH_TIMEOUT_S) -> str:
-    """The text at ``url``; raises SourceUnreachable when nothing answers there (or with an HTTP error)."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            return resp.read().decode("utf-8", errors="replace")
-    except urllib.error.HTTPError as exc:
-        raise SourceUnreachable(f"{url}: HTTP {exc.code} {exc.reason}") from None
-    except urllib.error.URLError as exc:
-        raise SourceUnreachable(f"{url}: cannot reach dcgm-exporter ({exc.reason})") from None
-    except (OSError, ValueError) as exc:  # timeouts, resets, a bad host name
-        raise SourceUnreachable(f"{url}: cannot reach dcgm-exporter ({exc})") from None
+    """The text at ``url``, whole within ``timeout`` seconds (connect, headers and body: ``urls.request``); raises
+    SourceUnreachable when nothing answers there in time (or with an HTTP error), BadSource for what is not HTTP."""
+    answer = request(url, KIND, deadline_s=timeout, max_bytes=MAX_TEXT_BYTES)
+    if answer.status != 200:
+        raise SourceUnreachable(f"{url}: HTTP {answer.status} {answer.reason}")
+    return answer.body.decode("utf-8", errors="replace")
 
 
 def _value(v: float) -> float | None:
@@ -74,15 +69,16 @@ def parse(text: str, where: str = "the text") -> dict[int, dict]:
                     continue
                 gpu = gpus.setdefault(index, {"labels": dict(labels), "values": {}})
                 gpu["values"].setdefault(s.name, _value(float(s.value)))
-    except (ValueError, TypeError, IndexError, KeyError) as exc:
-        raise BadSource(f"{where} is not Prometheus text ({exc})") from None
+    except (ValueError, TypeError, IndexError, KeyError) as exc:  # the parser quotes the line: shown printable, cut
+        raise BadSource(f"{where} is not Prometheus text ({printable(exc, 80)})") from None
     if not gpus:
         raise BadSource(f"{where} has no DCGM_FI_* GPU metrics: not a dcgm-exporter")
     return gpus
 
 
 def _label(labels: dict, *names: str) -> str | None:
-    return next((labels[n] for n in names if labels.get(n)), None)
+    """The first of ``names`` the exporter labels its series with (printable: shown as is on a terminal)."""
+    return next((printable(labels[n], 80) for n in names if labels.get(n)), None)
 
 
 def _mem_total(values: dict) -> int | None:

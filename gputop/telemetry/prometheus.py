@@ -24,15 +24,13 @@ import base64
 import json
 import os
 import ssl
-import urllib.error
 import urllib.parse
-import urllib.request
 
 from gputop.telemetry.errors import BadSource, QueryFailed, SourceUnreachable
-from gputop.telemetry.urls import source_url
+from gputop.telemetry.urls import printable, request, source_url
 
 KIND = "prometheus"
-TIMEOUT_S = 10.0
+TIMEOUT_S = 10.0  # each request, whole: connect, TLS, headers and body
 ENV = {  # what each environment variable holds
     "GPUTOP_PROMETHEUS_TOKEN": "a bearer token",
     "GPUTOP_PROMETHEUS_TOKEN_FILE": "a file holding the bearer token",
@@ -98,6 +96,23 @@ def tls_context(env: dict | None = None) -> ssl.SSLContext:
         raise BadSource(f"GPUTOP_PROMETHEUS_CA_FILE={cafile}: not a readable CA bundle ({exc})") from None
 
 
+def _said(answer: dict) -> str:
+    """Prometheus' own words for a failed query (``errorType: error``), printable and cut."""
+    return printable(f"{answer.get('errorType')}: {answer.get('error')}")
+
+
+def _clean(data):
+    """The answer's data with every string printable (label values end up on a terminal): nothing a server sends
+    is shown raw."""
+    if isinstance(data, str):
+        return data if data.isprintable() else printable(data, 0)
+    if isinstance(data, list):
+        return [_clean(v) for v in data]
+    if isinstance(data, dict):
+        return {_clean(k): _clean(v) for k, v in data.items()}
+    return data
+
+
 class PrometheusClient:
     """Prometheus' HTTP API at ``url``; every call returns the answer's ``data`` or raises SourceError."""
 
@@ -109,42 +124,33 @@ class PrometheusClient:
     def _get(self, endpoint: str, params: list[tuple[str, str]], method: str = "POST") -> object:
         where = f"{self.url}{endpoint}"
         form = urllib.parse.urlencode(params)
-        if method == "GET":  # the label values endpoint answers GET only
-            req = urllib.request.Request(f"{where}?{form}", method="GET", headers={"Accept": "application/json"})
-        else:
-            req = urllib.request.Request(where, data=form.encode(), method="POST",
-                                         headers={"Content-Type": "application/x-www-form-urlencoded",
-                                                  "Accept": "application/json"})
+        headers = {"Accept": "application/json"}
         if self._auth:
-            req.add_header("Authorization", self._auth)
+            headers["Authorization"] = self._auth
+        if method == "GET":  # the label values endpoint answers GET only
+            url, data = f"{where}?{form}", None
+        else:
+            url, data = where, form.encode()
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        # the whole request within the deadline (urls.request): a server that trickles cannot hold gputop
+        answer = request(url, "Prometheus", deadline_s=self.timeout, data=data, headers=headers, method=method,
+                         context=self._tls, name=self.url)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout, context=self._tls) as resp:
-                body = resp.read()
-        except urllib.error.HTTPError as exc:  # Prometheus answers a failed query with 400/422/503 and its JSON
-            body = exc.read()
-            try:
-                answer = json.loads(body)
-            except ValueError:
-                answer = None
-            if isinstance(answer, dict) and answer.get("status") == "error":
-                raise QueryFailed(f"{where}: Prometheus refused the query ({answer.get('errorType')}: "
-                                  f"{answer.get('error')})") from None
-            hint = " (set GPUTOP_PROMETHEUS_TOKEN or _USER/_PASSWORD)" if exc.code in (401, 403) else ""
-            raise SourceUnreachable(f"{where}: HTTP {exc.code} {exc.reason}{hint}") from None
-        except urllib.error.URLError as exc:
-            raise SourceUnreachable(f"{self.url}: cannot reach Prometheus ({exc.reason})") from None
-        except (OSError, ValueError) as exc:  # timeouts, resets, a bad host name
-            raise SourceUnreachable(f"{self.url}: cannot reach Prometheus ({exc})") from None
-        try:
-            answer = json.loads(body)
+            parsed = json.loads(answer.body)
         except ValueError:
-            answer = None
+            parsed = None
+        if answer.status >= 300:  # Prometheus answers a failed query with 400/422/503 and its JSON
+            if isinstance(parsed, dict) and parsed.get("status") == "error":
+                raise QueryFailed(f"{where}: Prometheus refused the query ({_said(parsed)})")
+            hint = " (set GPUTOP_PROMETHEUS_TOKEN or _USER/_PASSWORD)" if answer.status in (401, 403) else ""
+            raise SourceUnreachable(f"{where}: HTTP {answer.status} {answer.reason}{hint}")
+        answer = parsed
         if not isinstance(answer, dict) or answer.get("status") not in ("success", "error") or (
                 answer.get("status") == "success" and "data" not in answer):
             raise BadSource(f"{where}: the answer is not Prometheus' HTTP API (is {self.url} a Prometheus server?)")
         if answer["status"] == "error":
-            raise QueryFailed(f"{where}: the query failed ({answer.get('errorType')}: {answer.get('error')})")
-        return answer["data"]
+            raise QueryFailed(f"{where}: the query failed ({_said(answer)})")
+        return _clean(answer["data"])
 
     def _vector(self, data, endpoint: str, kind: str) -> list[dict]:
         if not isinstance(data, dict) or data.get("resultType") != kind or not isinstance(data.get("result"), list):

@@ -12,7 +12,8 @@ source gives, so every consumer (headless, TUI, classifier) runs unchanged on a 
 
 One rule for every file gputop writes (``--record``, ``--record-run``): a name that ends in ``.gz`` is written
 gzip-compressed, any other name as plain JSON lines; the readers tell the two apart by the file's first bytes,
-whatever its name. A file cut off while it was written (gputop killed) reads up to its last complete line.
+whatever its name; reading any input (a file, stdin, a pipe) is :mod:`gputop.telemetry.trace_file`'s. A file cut off
+while it was written (gputop killed) reads up to its last complete line and says so (``ReplaySource.truncated``).
 """
 
 from __future__ import annotations
@@ -27,82 +28,26 @@ import time
 from datetime import datetime, timezone
 
 import gputop
+from gputop.telemetry.sample import SAMPLE_FIELDS
+from gputop.telemetry.trace_file import GZIP_MAGIC, Rows, TraceError, name_of, read_first_row, read_rows  # noqa: F401
 
 FORMAT = "gputop-trace"
 VERSION = 1
 
 
-class TraceError(ValueError):
-    """An unreadable or invalid trace file (one line, names the file)."""
-
-
-GZIP_MAGIC = b"\x1f\x8b"
-
-
 def _open(path: str, mode: str):
-    """A trace file to write (gzip when the name ends in .gz) or to read (gzip when its content is)."""
-    if mode == "r":
-        with open(path, "rb") as f:
-            gz = f.read(2) == GZIP_MAGIC
-    else:
-        gz = str(path).endswith(".gz")
-    if gz:
+    """A trace file to write: gzip when the name ends in .gz."""
+    if str(path).endswith(".gz"):
         return gzip.open(path, mode + "t", encoding="utf-8")
     return open(path, mode, encoding="utf-8")
 
 
-def read_lines(path: str | os.PathLike) -> list[str]:
-    """The lines of a trace file, gzip or plain (by its content, whatever its name). A gzip stream that ends
-    without its trailer (its writer was killed) gives the lines it holds; raises TraceError (one line)."""
-    if not os.path.exists(path):
-        raise TraceError(f"{path}: no such file")
-    if os.path.isdir(path):
-        raise TraceError(f"{path}: is a folder, not a trace")
-    lines: list[str] = []
-    try:
-        with _open(path, "r") as f:
-            try:
-                for line in f:
-                    lines.append(line)
-            except EOFError:  # "compressed file ended before the end-of-stream marker": cut off while written
-                pass
-    except (OSError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
-        raise TraceError(f"{path}: cannot read: {exc}") from None
-    return lines
-
-
-def read_rows(path: str | os.PathLike) -> list:
-    """Every JSON line of a trace file; a last line cut off mid-write is left out, any other bad line raises
-    TraceError."""
-    lines = read_lines(path)
-    if not lines:
-        raise TraceError(f"{path}: empty file, not a gputop trace")
-    rows = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            if n == len(lines) and n > 1:  # a recording cut off mid-line: keep what came before
-                break
-            raise TraceError(f"{path}: line {n} is not JSON ({exc.msg})") from None
-    return rows
-
-
-def read_first_row(path: str | os.PathLike):
-    """The first line of a trace file alone, parsed (its header); raises TraceError."""
-    if not os.path.isfile(path):
-        raise TraceError(f"{path}: no such file" if not os.path.exists(path) else f"{path}: not a file")
-    try:
-        with _open(path, "r") as f:
-            return json.loads(f.readline())
-    except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
-        raise TraceError(f"{path}: not a gputop recording ({exc})") from None
-
-
 class Recorder:
-    """Writes ticks as they come (a sampler listener). Flushes every second so a kill loses little."""
+    """Writes ticks as they come (a sampler listener). Flushes every second so a kill loses little.
+
+    A write that fails (a full disk, ``/dev/full``, a file size limit) stops the recording: ``error`` holds the
+    first OSError, the file is closed, and what called it says so with a non-zero exit code (a sampler listener
+    cannot raise to anyone)."""
 
     def __init__(self, path: str, devices: list[dict], rate_hz: float | None = None, note: str = "",
                  extra: dict | None = None):
@@ -112,17 +57,30 @@ class Recorder:
         self._t0: float | None = None
         self._last_flush = 0.0
         self.ticks = 0
+        self.error: OSError | None = None  # the first write that failed; nothing more is written after it
         self._write({
             "type": "header", "format": FORMAT, "version": VERSION, "gputop_version": gputop.__version__,
             "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "hostname": platform.node(), "rate_hz": rate_hz, "note": note, "devices": devices, **(extra or {}),
         })
 
+    def _io(self, fn) -> None:
+        """``fn(file)`` under the lock, unless the file is closed; an OSError ends the recording (``error``)."""
+        with self._lock:
+            if self._f.closed:
+                return
+            try:
+                fn(self._f)
+            except OSError as exc:
+                self.error = self.error or exc
+                try:
+                    self._f.close()
+                except OSError:
+                    pass
+
     def _write(self, obj: dict) -> None:
         line = json.dumps(obj, separators=(",", ":")) + "\n"
-        with self._lock:
-            if not self._f.closed:
-                self._f.write(line)
+        self._io(lambda f: f.write(line))
 
     def _rel(self, t: float) -> float:
         if self._t0 is None:
@@ -146,29 +104,31 @@ class Recorder:
         self.ticks += 1
         now = time.monotonic()
         if now - self._last_flush > 1.0:
-            with self._lock:
-                if not self._f.closed:
-                    self._f.flush()
+            self.flush()
             self._last_flush = now
 
     def flush(self) -> None:
         """Everything written so far onto the disk, readable (gzip: a sync flush ends a complete block)."""
-        with self._lock:
-            if not self._f.closed:
-                self._f.flush()
+        self._io(lambda f: f.flush())
 
     def mark(self, label: str, t: float | None = None) -> None:
         self._write({"type": "mark", "t": self._rel(time.monotonic() if t is None else t), "label": label})
 
     def close(self) -> None:
-        with self._lock:
-            if not self._f.closed:
-                self._f.close()
+        """Close the file (the gzip trailer written); a failure is kept in ``error``."""
+        self._io(lambda f: f.close())
+
+    def why_failed(self) -> str | None:
+        """``cannot write PATH: why`` where a write failed, else None."""
+        if self.error is None:
+            return None
+        return f"cannot write {self.path}: {self.error.strerror or self.error}; the file is incomplete"
 
 
 def write_trace(path: str, devices: list[dict], ticks: list[dict], marks: list[tuple[float, str]],
                 rate_hz: float | None = None, note: str = "") -> int:
-    """Write collected ticks (and phase marks, by monotonic time) as a trace; returns the tick count."""
+    """Write collected ticks (and phase marks, by monotonic time) as a trace; returns the tick count. Raises OSError
+    where the file could not be written whole."""
     rec = Recorder(path, devices, rate_hz=rate_hz, note=note)
     rows = [(t["t"], 1, t) for t in ticks] + [(t, 0, label) for t, label in marks if t is not None]
     try:
@@ -176,21 +136,69 @@ def write_trace(path: str, devices: list[dict], ticks: list[dict], marks: list[t
             rec(row) if is_tick else rec.mark(row, t)
     finally:
         rec.close()
+    if rec.error is not None:
+        raise rec.error
     return rec.ticks
 
 
-def read_trace(path: str) -> tuple[dict, list[dict]]:
-    """(header, rows) of a whole trace; rows are ticks and marks in file order."""
+def read_trace(path: str) -> tuple[dict, Rows]:
+    """(header, rows) of a whole trace; rows are ticks and marks in file order (``rows.truncated``: why the file ends
+    early, or None). Raises TraceError for a file that is not a gputop trace or holds a row of the wrong shape."""
+    name = name_of(path)
     rows = read_rows(path)
     header = rows[0] if rows else {}
     if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise TraceError(f"{path}: not a gputop trace (line 1 has no \"format\": \"{FORMAT}\" header)")
+        raise TraceError(f"{name}: not a gputop trace (line 1 has no \"format\": \"{FORMAT}\" header)")
     if header.get("version") != VERSION:
-        raise TraceError(f"{path}: trace version {header.get('version')} is not supported (this gputop reads {VERSION})")
-    body = [r for r in rows[1:] if isinstance(r, dict) and r.get("type") in ("tick", "mark")]
+        raise TraceError(f"{name}: trace version {header.get('version')!r} is not supported (this gputop reads "
+                         f"{VERSION})")
+    devices = header.get("devices", [])
+    if not isinstance(devices, list) or not all(isinstance(d, dict) for d in devices):
+        raise TraceError(f"{name}: the header's \"devices\" is not a list of GPUs")
+    body = Rows(r for r in rows[1:] if isinstance(r, dict) and r.get("type") in ("tick", "mark"))
+    body.truncated = rows.truncated
+    for n, r in enumerate(body, 1):
+        why = _bad_row(r)
+        if not why and r["type"] == "tick" and len(r["gpus"]) != len(devices):
+            why = (f"has {len(r['gpus'])} GPU samples where the header's devices are {len(devices)}: more GPU "
+                   "samples than the header's devices" if len(r["gpus"]) > len(devices) else
+                   f"has {len(r['gpus'])} GPU samples where the header's devices are {len(devices)}")
+        if why:
+            raise TraceError(f"{name}: row {n} after the header ({r['type']}) {why}")
     if not any(r["type"] == "tick" for r in body):
-        raise TraceError(f"{path}: the trace has no samples")
+        raise TraceError(f"{name}: the trace has no samples")
     return header, body
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _bad_row(r: dict) -> str | None:
+    """What is wrong with a tick or mark row's shape (what the replay reads of it), or None (a sample's NaN or
+    infinite field is made None, n/a, on the way)."""
+    if not _number(r.get("t")):
+        return "has no time t"
+    if r["type"] == "mark":
+        return None if isinstance(r.get("label"), str) else "has no label"
+    gpus = r.get("gpus")
+    if not isinstance(gpus, list) or not all(isinstance(g, dict) and _number(g.get("t")) for g in gpus):
+        return "has no list of GPU samples, each with its time t"
+    for g in gpus:
+        for k in _NUMBERS:  # NaN or infinity (JSON lets a writer put them): the field is n/a
+            if isinstance(g.get(k), float) and not math.isfinite(g[k]):
+                g[k] = None
+        bad = [k for k in _NUMBERS if g.get(k) is not None and not _number(g[k])]
+        if bad:
+            return f"has a sample whose {bad[0]} is not a number"
+        if not isinstance(g.get("clock_reasons") or [], list) or not isinstance(g.get("processes") or [], list):
+            return "has a sample whose clock_reasons or processes is not a list"
+    if not isinstance(r.get("host", {}), dict):
+        return "has a host that is not an object"
+    return None
+
+
+_NUMBERS = tuple(f for f in SAMPLE_FIELDS if f != "clock_reasons")  # a sample's fields that hold a number or null
 
 
 def segments(rows: list[dict]) -> list[tuple[str | None, list[dict]]]:
@@ -216,6 +224,7 @@ class ReplaySource:
             raise TraceError(f"--speed must be > 0 (got {speed})")
         self.path = path
         self.header, rows = read_trace(path)
+        self.truncated = rows.truncated  # why the file ends early (cut off while written), or None
         self.ticks = [r for r in rows if r["type"] == "tick"]
         self.marks = [(r["t"], r["label"]) for r in rows if r["type"] == "mark"]
         self.speed = speed
@@ -223,7 +232,9 @@ class ReplaySource:
         self._i = 0
         self._offset = 0.0  # added to t on each loop, so time keeps increasing
         self.finished = False
-        self.label = os.path.basename(path)
+        self.label = name_of(path) if path == "-" else os.path.basename(path)
+        if self.truncated:
+            self.label += " (cut off)"
         self.hostname = self.header.get("hostname")
         self.na_reasons = dict(self.header.get("na_reasons") or {})
         self.indices = [d.get("index", i) for i, d in enumerate(self.static())]

@@ -13,7 +13,9 @@ Environment:
 - GPUTOP_FAKE_NVML_GPUS: how many GPUs (default 1), each answering from the same record with a UUID of its own
   (a torchrun job's GPUs: the tree's processes are on each one);
 - GPUTOP_FAKE_NVML_LINKS: an ``nvml_links.json`` a real node wrote (bench/gpu/corpus_multi/nvml_links.py): its GPUs,
-  each answering NVLink calls as that node did (tests/fake_nvml.LinksNvml).
+  each answering NVLink calls as that node did (tests/fake_nvml.LinksNvml);
+- GPUTOP_FAKE_NVML_ANSWERS: a record of NVML's answers (tests/data/health/, tests/fake_health.py): every call is
+  answered from it, and nothing else above applies (``gputop --doctor``'s tests).
 
 NVML's process list holds the processes under this one (the command gputop launched, its children), as
 on a GPU machine where the command runs on the GPU; with GPUTOP_FAKE_NVML_HOLDERS=DIR, only those of them that
@@ -101,8 +103,6 @@ class _SubprocessFake(_fake_nvml.LinksNvml if _LINKS else _fake_nvml.FakeNvml):
     def nvmlDeviceGetProcessUtilization(self, h, since):
         import time
 
-        import psutil
-
         kids = _holders()
         now = int(time.time() * 1e6)
         if not kids or now <= since:
@@ -123,9 +123,21 @@ def _holders():
     return [k for k in kids if os.path.exists(os.path.join(marks, str(k.pid)))] if marks else kids
 
 
-_record = os.environ.get("GPUTOP_FAKE_NVML_STATIC") or "h200_recorded.json"
-_static = json.loads((_TESTS / "data" / "static" / _record).read_text())["static"]
-_fake = _SubprocessFake(_static, os.environ.get("GPUTOP_FAKE_NVML_MARK"),
-                        int(os.environ.get("GPUTOP_FAKE_NVML_GPUS") or 1))
-_fake.calls = _NoLog()
-sys.modules[__name__] = _fake
+def _answers(path: str):
+    spec = importlib.util.spec_from_file_location("gputop_tests_fake_health", _TESTS / "fake_health.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.RecordedNvml(path)
+
+
+def _fake():
+    record = os.environ.get("GPUTOP_FAKE_NVML_STATIC") or "h200_recorded.json"
+    static = json.loads((_TESTS / "data" / "static" / record).read_text())["static"]
+    fake = _SubprocessFake(static, os.environ.get("GPUTOP_FAKE_NVML_MARK"),
+                           int(os.environ.get("GPUTOP_FAKE_NVML_GPUS") or 1))
+    fake.calls = _NoLog()
+    return fake
+
+
+_ANSWERS = os.environ.get("GPUTOP_FAKE_NVML_ANSWERS")
+sys.modules[__name__] = _answers(_ANSWERS) if _ANSWERS else _fake()

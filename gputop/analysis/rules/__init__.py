@@ -56,6 +56,7 @@ def _load(cls: Cls):
 
 
 RULES = {c: _load(c) for c in Cls}  # every class's rule, in the vocabulary's order
+WINDOW_RULES = {c: r for c, r in RULES.items() if not r.job_level}  # the rules one GPU's window is scored by
 
 
 def describe(cls, sub, ev: dict) -> str:

@@ -84,7 +84,10 @@ class Example:
     """A window of a recorded trace that must fire its rule (``fires``: the classifier's verdict is the rule's class,
     of subclass ``sub`` where given), or must not. ``trace``: a path under the checkout (tests/data/traces/ or
     gputop/data/); ``gpu``: the GPU's position in the trace; ``t0``, ``t1``: the span of tick times [t0, t1);
-    ``hints``: what the run knew besides the ticks (``{"oom": True}``, ``{"on_gpu": True}``)."""
+    ``hints``: what the run knew besides the ticks (``{"oom": True}``, ``{"on_gpu": True}``). ``judged``: "window"
+    (the classifier on that window), or "run": the GPU's verdict in the trace's run document (``gputop --replay F
+    --json``: its timeline, and the job's GPUs judged together), how a job-level rule's examples are read; then
+    ``t0``/``t1`` are not used."""
 
     trace: str
     gpu: int
@@ -94,6 +97,7 @@ class Example:
     why: str
     sub: Sub | None = None
     hints: dict | None = None
+    judged: str = "window"
 
 
 def _none(*_args, **_kw):
@@ -138,6 +142,8 @@ class Rule:
     needs_gpm                             judged less surely without GPM (NO_GPM_CONFIDENCE)
     per_sample                            one sample alone can show it (a window is also judged sample by sample)
     private                               evidence keys kept only in a verdict of this class
+    job_level                             judged on a job's GPUs together (gputop/analysis/collectives.py), never on
+                                          one window: no window score, not among a window's classes
     no_recorded_example                   why no recorded window fires it yet ("" when one does)
     """
 
@@ -160,6 +166,7 @@ class Rule:
     per_sample: bool = False
     private: tuple[str, ...] = ()
     no_recorded_example: str = ""
+    job_level: bool = False
 
     def advise(self, sub) -> str:
         """The advice for a subclass (the class's own when the subclass has none)."""

@@ -4,6 +4,7 @@ the final one once the command has ended."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import time
 
@@ -12,6 +13,7 @@ from rich.text import Text
 from gputop import exitcodes
 from gputop.analysis.timeline import format_timeline
 from gputop.analysis.verdict import display_name
+from gputop.format import count
 from gputop.session.command import Session
 from gputop.tui.widgets.lines import Lines
 
@@ -28,7 +30,8 @@ def status_lines(s: Session) -> list[Text]:
     t.append(f"  {elapsed:.0f} s" if not s.over else f" after {elapsed:.1f} s")
     if s.mode == "run":
         t.append(f"  pid {s.pid}  ")
-        t.append(f"`{one_line(shlex.join(s.command))}`", style="bold")
+        # the program by its name: an absolute path (an interpreter's in a venv) would push the command's words off
+        t.append(f"`{one_line(shlex.join([os.path.basename(s.command[0]), *s.command[1:]]))}`", style="bold")
     else:
         t.append(f"  watching pid {s.pid} ({_name(s)})", style="bold")
     more = Text(style="dim")
@@ -80,7 +83,7 @@ def timeline_lines(analysis: dict | None, gpu_index: int | None, rows: int, fina
     segs = g.get("timeline") or []
     out = [head]
     if len(segs) > rows:
-        out.append(Text(f"  ... {len(segs) - rows} earlier segment(s)", style="dim"))
+        out.append(Text(f"  ... {count(len(segs) - rows, 'earlier segment')}", style="dim"))
     out += [Text(ln) for ln in format_timeline(segs[-rows:])]
     v = analysis.get("verdict")
     if final and v:

@@ -1,4 +1,4 @@
-"""Who holds a job up: every rank's Python stack and its GPU's state, grouped, and the culprit named.
+"""Who holds a job up, by stack: every rank's Python stack and its GPU's state, grouped, and the culprit named.
 
 Pure (no py-spy, no NVML): the stacks come from :mod:`gputop.session.stacks`, the GPUs' states from their
 verdicts. :func:`place_of` says where one rank is — inside a ``torch.distributed`` collective (which one, at which
@@ -203,3 +203,27 @@ def judge(ranks: list[Rank]) -> Culprit:
     return Culprit("none", [], ranks, "every rank is at the same kind of place ("
                    + _wait_words(ranks, known) + "): no rank of this node holds the others up (a peer on another "
                    "node, or the network)")
+
+
+def job_records(pids_by_gpu: dict[int, list[int]], classes: dict[int, str | None], read: dict[int, dict]) -> dict:
+    """{GPU: the job's culprit record} from the ranks' stacks: ``pids_by_gpu`` (each GPU's processes, NVML's last
+    list that named one: a rank that exited keeps its pid here), ``classes`` (each GPU's live class), ``read``
+    ({pid: {"stack": Stack.to_dict(), "rank": int or None}}, what the stack reader last got). Every GPU of the job
+    gets the same record (``Culprit.to_dict()``), the culprits' GPUs also ``where``: their rank and its place, the
+    sentence their verdict quotes. {} where no stack of these pids was read."""
+    ranks = []
+    for gpu, pids in sorted(pids_by_gpu.items()):
+        for pid in pids:
+            got = read.get(pid)
+            if got is None:
+                continue
+            ranks.append(Rank(pid, got.get("rank"), gpu, classes.get(gpu), got.get("stack")))
+    if not ranks:
+        return {}
+    c = judge(ranks)
+    record = c.to_dict()
+    out = {gpu: dict(record) for gpu in pids_by_gpu}
+    for i in c.culprits:
+        r = c.ranks[i]
+        out[r.gpu] = dict(record, where=f"{r.name()} is {r.place.words()}")
+    return out

@@ -1,6 +1,6 @@
 """Who holds a job up: real ranks (torch.distributed over gloo on the CPU, started with mp.spawn) whose fault is
 written down before gputop reads them, their stacks read with the real py-spy, and the culprit named
-(gputop/session/stacks.py, gputop/analysis/culprit.py). The NCCL/GPU cases run in bench/gpu (GPU machines)."""
+(gputop/session/stacks.py, gputop/analysis/rank_stacks.py). The NCCL/GPU cases run in bench/gpu (GPU machines)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.analysis.culprit import Rank, judge, place_of
+from gputop.analysis.rank_stacks import Rank, judge, place_of
 from gputop.session.stacks import Stack, read_stack, read_stacks, rank_of
 
 JOB = Path(__file__).parent / "fault_jobs" / "gloo_job.py"
@@ -151,17 +151,43 @@ def test_a_py_spy_that_hangs_is_killed_after_its_timeout(tmp_path):
     assert not left, f"the hung py-spy outlived its timeout: {left}"
 
 
+# a Python program that says it is past its start-up (a file of its own), then waits on line 3
+WAITING = "import sys, time\nopen(sys.argv[1], 'w').close()\nwhile True: time.sleep(0.5)"
+
+
+def waiting_programs(tmp_path, n: int) -> list[subprocess.Popen]:
+    """``n`` Python programs at WAITING's line 3, each once it said so: before that it has no stack to read."""
+    procs = [subprocess.Popen([sys.executable, "-c", WAITING, str(tmp_path / f"ready{i}")]) for i in range(n)]
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"ready{i}").exists() for i in range(n)):
+        assert time.monotonic() < deadline, f"{sum((tmp_path / f'ready{i}').exists() for i in range(n))} of {n} started"
+        assert all(p.poll() is None for p in procs), [p.returncode for p in procs]
+        time.sleep(0.02)
+    return procs
+
+
+@needs_pyspy
+def test_a_python_program_is_read_where_it_waits(tmp_path):
+    """One real program's stack (the quick loop's; 64 at once are slow): its innermost frame is the line it waits on."""
+    (me,) = waiting_programs(tmp_path, 1)
+    try:
+        got = read_stack(me.pid)
+        assert got.ok and got.frames[0].line == 3, (got.why, got.frames[:1])
+    finally:
+        me.kill()
+        me.wait()
+
+
+@pytest.mark.slow
 @needs_pyspy
 def test_sixty_four_ranks_are_read_at_once(tmp_path):
-    procs = [subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.5)"])
-             for _ in range(64)]
+    procs = waiting_programs(tmp_path, 64)
     try:
-        time.sleep(0.5)  # not a wait for a result: the interpreters must be past start-up for a stack to exist
         got = read_stacks([p.pid for p in procs])
         readable = [s for s in got.values() if s.ok]
         assert len(got) == 64
         assert len(readable) >= 60, [s.why for s in got.values() if not s.ok][:3]
-        assert all(s.frames and s.frames[0].line == 2 for s in readable)
+        assert all(s.frames and s.frames[0].line == 3 for s in readable)
     finally:
         for p in procs:
             p.kill()
@@ -208,3 +234,46 @@ def test_ranks_all_at_one_place_name_no_culprit_here():
     c = judge(ranks)
     assert c.kind == "none" and c.culprits == []
     assert "ranks 0-3 wait on their GPU" in c.sentence and "another node" in c.sentence
+
+
+@pytest.mark.slow
+@needs_pyspy
+def test_the_live_node_names_the_culprit_with_its_line_from_the_ranks_real_stacks(job):
+    """A recorded hang on 2 H100s (rank 1 stops and runs nothing while GPU 0 waits in the all-reduce) whose process
+    lists name the ranks of a real gloo job instead (its rank 0 sleeps outside the loop, its rank 1 waits in
+    all_reduce): fed to the live node tick by tick with a real stack reader, the GPU of the sleeping rank is the
+    culprit, with the line it sleeps at."""
+    import copy
+
+    from gputop.analysis.live import LiveNode
+    from gputop.analysis.peaks import compute_peaks
+    from gputop.session.stacks import StackWatch
+    from gputop.telemetry.trace import ReplaySource
+
+    j = job("sleep")
+    ranks_of(j, {0: "time.sleep", 1: "dist.all_reduce"})  # both ranks at their places
+    src = ReplaySource(str(Path(__file__).parent / "data" / "traces" / "corpus_multi_h100x2" / "hang_idle.jsonl.gz"),
+                       speed=float("inf"))
+    pid_of_gpu = {0: j.pids[1], 1: j.pids[0]}  # GPU 1 ran nothing: the sleeping rank's; GPU 0 waited
+    statics = src.static()
+    watch = StackWatch()
+    node = LiveNode([0, 1], statics, [compute_peaks(s) for s in statics], stacks=watch)
+    waited = False
+    for tick in src.ticks:
+        tick = copy.deepcopy(tick)
+        for i, g in enumerate(tick["gpus"]):
+            for p in g.get("processes") or []:
+                p["pid"] = pid_of_gpu[i]
+        node.feed(tick)
+        if watch._asked_at is not None and not waited:  # the node asked once GPU 0 read stalled: let the read end
+            assert watch.wait(60)
+            waited = True
+    assert waited, "the node never asked for the ranks' stacks"
+    v0, v1 = node.snapshot().verdicts()
+    assert (v0.cls, v0.subclass) == ("stalled", "collective"), v0.evidence_text
+    assert (v1.cls, v1.subclass) == ("culprit", "outside"), v1.evidence_text
+    where = v1.job["culprit"]["where"]
+    assert where.startswith(f"rank 0 (pid {j.pids[0]}, GPU 1) is not in a collective: in rank_main at gloo_job.py:")
+    assert where in v1.evidence_text and "time.sleep(seconds)" in where
+    assert v0.notes[0].startswith("from the ranks' stacks: rank 0 (pid")
+    assert v0.job["culprit"]["culprit_gpus"] == [1]
