@@ -75,17 +75,28 @@ def windowed(prog: str) -> str:
     return prog.replace(LOOP, until).replace("import ", "import glob, os, ", 1)
 
 
-def gputop(*args, cwd, env_extra=None, timeout=90):
-    """gputop (on the fake NVML) in ``cwd``; its command's loaders have their folders in ``cwd/pbase``, NVML lists the
-    processes that made a file in ``cwd/holders`` (HOLD in a test's program), and ``cwd/samples`` gets a byte a
-    sample."""
+def gputop_env(cwd, env_extra=None) -> dict:
+    """gputop's environment (on the fake NVML) in ``cwd``: its command's loaders have their folders in ``cwd/pbase``,
+    NVML lists the processes that made a file in ``cwd/holders`` (HOLD in a test's program), and ``cwd/samples`` gets a
+    byte a sample."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_") and k != "PYTHONPATH"}
     (Path(cwd) / "holders").mkdir(exist_ok=True)
     env.update(PYTHONPATH=os.pathsep.join([str(FAKE_PYNVML), str(ROOT)]), GPUTOP_PROFILE_DIR=str(Path(cwd) / "pbase"),
                GPUTOP_FAKE_NVML_HOLDERS=str(Path(cwd) / "holders"), GPUTOP_FAKE_NVML_MARK=str(Path(cwd) / "samples"),
                **(env_extra or {}))
-    return subprocess.run([PY, "-m", "gputop", *args], capture_output=True, text=True, cwd=cwd, env=env,
-                          timeout=timeout)
+    return env
+
+
+def gputop(*args, cwd, env_extra=None, timeout=90):
+    """gputop run to its end in ``cwd`` (:func:`gputop_env`)."""
+    return subprocess.run([PY, "-m", "gputop", *args], capture_output=True, text=True, cwd=cwd,
+                          env=gputop_env(cwd, env_extra), timeout=timeout)
+
+
+def gputop_process(*args, cwd, env_extra=None) -> subprocess.Popen:
+    """gputop started in ``cwd`` (:func:`gputop_env`), its output piped."""
+    return subprocess.Popen([PY, "-m", "gputop", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=cwd, env=gputop_env(cwd, env_extra))
 
 
 def corpus_kernel_names() -> list[str]:

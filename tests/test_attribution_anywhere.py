@@ -25,7 +25,8 @@ import pytest
 from gputop.runner.profile_loader import LOADER_DIR
 from gputop.runner.profile_loader import protocol as P
 from gputop.session import profile_target as PT
-from test_attribution import HOLD, PY, ROOT, SCHEMA, TRAIN, gputop, wait_for_loader
+from test_attribution import (HOLD, LOOP, PY, ROOT, SCHEMA, TRAIN, gputop, gputop_process, wait_for_loader,
+                              windowed)
 
 # A loop of torch.matmul and additions: no nn.Module, no optimizer (a benchmark, a custom kernel loop).
 PLAIN = """
@@ -67,6 +68,35 @@ for w in workers:
     w.join()
 print("served")
 """
+
+
+# HOLD for N processes at once: each, once ready, waits for the others, and they appear in NVML's list together (a
+# folder of their files renamed onto the empty holders/), as a job's ranks do after their first collective; else
+# gputop, asked to ask at a time (GPUTOP_PROFILE_AT), would ask the one that came first, the other still importing
+# torch on a busy machine.
+HOLD_TOGETHER = """import os, time
+_holders = os.environ["GPUTOP_FAKE_NVML_HOLDERS"]
+_ready = _holders + ".ready"
+os.makedirs(_ready, exist_ok=True)
+open(os.path.join(_ready, str(os.getpid())), "w").close()
+_end = time.time() + 60
+while len(os.listdir(_ready)) < N and time.time() < _end:
+    time.sleep(0.02)
+_new = _holders + ".new-%d" % os.getpid()
+os.makedirs(_new)
+for _pid in os.listdir(_ready):
+    open(os.path.join(_new, _pid), "w").close()
+try:
+    os.rename(_new, _holders)  # onto the empty folder, at once; the other process's rename finds it full
+except OSError:
+    pass
+"""
+
+
+def together(prog: str, n: int) -> str:
+    """``prog`` with HOLD_TOGETHER in HOLD's place, for ``n`` processes."""
+    assert HOLD in prog
+    return prog.replace(HOLD, HOLD_TOGETHER.replace("< N", f"< {n}"))
 
 
 def prepared(tmp_path, prog: str, *args, name="prog.py", env_extra=None):
@@ -112,7 +142,9 @@ def test_a_plain_tensor_loop_gets_a_window_on_time_from_the_loaders_thread(tmp_p
         out, err = proc.communicate(timeout=60)
     assert w["status"] == "ok", w
     assert w["started_by"] == "time" and w["ops_threads"] == "all" and w["steps"] == 0
-    assert start_at + 0.5 <= w["started_at"] < start_at + 6 and 0.5 <= w["wall_s"] < 3
+    # started by time, its seconds after the start time (no step came), and ended after its seconds (not at the
+    # program's end, 60 s on)
+    assert start_at + 0.5 <= w["started_at"] < start_at + 30 and 0.5 <= w["wall_s"] < 30
     ops = {o["name"]: o["count"] for o in w["ops"]}
     assert ops.get("aten::matmul", 0) > 10 and ops.get("aten::add", 0) > 10
     assert "External init callback" not in err and "profiler_start" not in err  # Kineto's lines are not the program's
@@ -121,8 +153,8 @@ def test_a_plain_tensor_loop_gets_a_window_on_time_from_the_loaders_thread(tmp_p
 
 @pytest.mark.slow
 def test_a_plain_loop_under_gputop_run_profile_gets_its_window(tmp_path):
-    (tmp_path / "plain.py").write_text(PLAIN)
-    r = gputop("--json", "--run", "--profile", "--profile-seconds", "0.5", "--", PY, "plain.py", "6", cwd=tmp_path,
+    (tmp_path / "plain.py").write_text(windowed(PLAIN))
+    r = gputop("--json", "--run", "--profile", "--profile-seconds", "0.5", "--", PY, "plain.py", "60", cwd=tmp_path,
                env_extra={"GPUTOP_PROFILE_AT": "0.5"})
     assert r.returncode == 5 and "plain loop done True" in r.stderr, r.stderr
     doc = json.loads(r.stdout)
@@ -136,9 +168,9 @@ def test_a_plain_loop_under_gputop_run_profile_gets_its_window(tmp_path):
 def test_a_threaded_server_gets_a_window_of_its_workers_forward_passes(tmp_path):
     """Forward passes on two worker threads (the main thread feeds them): the window starts at a worker's forward
     pass, counts the passes of both, and Kineto's line about a start off torch's thread stays out of the output."""
-    (tmp_path / "server.py").write_text(SERVER)
+    (tmp_path / "server.py").write_text(windowed(SERVER))
     r = gputop("--json", "--run", "--profile", "--profile-seconds", "30", "--profile-steps", "3", "--", PY,
-               "server.py", "8", cwd=tmp_path, env_extra={"GPUTOP_PROFILE_AT": "0.5"})
+               "server.py", "60", cwd=tmp_path, env_extra={"GPUTOP_PROFILE_AT": "0.5"})
     assert r.returncode == 0 and "served" in r.stderr, r.stderr
     assert "External init callback" not in r.stderr
     w = json.loads(r.stdout)["attribution"]["windows"][0]
@@ -152,8 +184,8 @@ def test_a_threaded_server_gets_a_window_of_its_workers_forward_passes(tmp_path)
 def test_a_shell_script_that_starts_two_pythons_has_both_asked_together(tmp_path):
     """Two Python processes under one shell (not a Python launcher), both on the GPU: both answer the same window,
     started at the same time; the shell is never asked."""
-    (tmp_path / "plain.py").write_text(PLAIN)
-    script = f"{PY} plain.py 10 & {PY} plain.py 10 & wait"
+    (tmp_path / "plain.py").write_text(windowed(together(PLAIN, 2)))
+    script = f"{PY} plain.py 60 & {PY} plain.py 60 & wait"
     r = gputop("--json", "--run", "--profile", "--profile-seconds", "0.5", "--", "sh", "-c", script, cwd=tmp_path,
                env_extra={"GPUTOP_PROFILE_AT": "1"}, timeout=120)
     assert r.returncode == 0 and r.stderr.count("plain loop done True") == 2, r.stderr
@@ -162,24 +194,27 @@ def test_a_shell_script_that_starts_two_pythons_has_both_asked_together(tmp_path
     holders = {int(p.name) for p in (tmp_path / "holders").iterdir()}
     assert {p["pid"] for p in per} == holders and len(holders) == 2
     a, b = per
-    assert a["started_by"] == b["started_by"] == "time" and abs(a["started_at"] - b["started_at"]) < 0.3
+    # at one start time: the two windows overlap (asked one after the other, the second would start after the first)
+    assert a["started_by"] == b["started_by"] == "time"
+    assert max(a["started_at"], b["started_at"]) < min(a["started_at"] + a["wall_s"], b["started_at"] + b["wall_s"])
 
 
 # A multiprocessing Pool of forked workers, each on the GPU with a plain loop (its loader started by os.fork's hook).
 POOL = """
-import multiprocessing, os, sys, time
+import glob, multiprocessing, os, sys, time
 
 def work(seconds):
-""" + "\n".join("    " + line for line in HOLD.splitlines()) + """
+""" + "\n".join("    " + line for line in together(HOLD, 2).splitlines()) + """
     import torch
     x, t0 = torch.randn(64, 64), time.time()
-    while time.time() - t0 < seconds:
+    mine = os.path.join(os.environ["GPUTOP_PROFILE_DIR"], str(os.getpid()))
+    while time.time() - t0 < seconds and not glob.glob(mine + "/window-*"):  # until its window is written
         torch.matmul(x, x)
     return os.getpid()
 
 if __name__ == "__main__":
     with multiprocessing.get_context("fork").Pool(2) as pool:
-        print("workers", len(set(pool.map(work, [8, 8], chunksize=1))))
+        print("workers", len(set(pool.map(work, [60, 60], chunksize=1))))
 """
 
 
@@ -197,16 +232,26 @@ def test_a_pool_of_forked_workers_each_on_the_gpu_answer(tmp_path):
 @pytest.mark.slow
 def test_watch_pid_profile_asks_a_prepared_process_and_leaves_it_as_it_was(tmp_path):
     """A training program started prepared (the --profile-env line): ``gputop --watch PID --profile`` asks it for a
-    window at once and reports it; the program goes on and ends with its own output and exit code; its folder stays
-    for the next gputop."""
+    window at once and reports it (stopped with Ctrl-C once the window is in, as a user ends a watch); the program goes
+    on and ends with its own output and exit code; its folder stays for the next gputop."""
     proc, folder = prepared(tmp_path, TRAIN.replace("float(sys.argv[1])", "60 if not os.path.exists('stop') else 0"),
                             "60")
     try:
-        r = gputop("--json", "--watch", str(proc.pid), "--profile", "--profile-seconds", "0.5", "--profile-steps", "0",
-                   "--seconds", "8", cwd=tmp_path)
-        assert r.returncode == 0, r.stderr
-        doc = json.loads(r.stdout)
+        watch = gputop_process("--json", "--watch", str(proc.pid), "--profile", "--profile-seconds", "0.5",
+                               "--profile-steps", "0", cwd=tmp_path)
+        try:
+            end = time.monotonic() + 90
+            while not os.path.exists(os.path.join(folder, "window-1.json")):
+                assert watch.poll() is None, watch.communicate()
+                assert time.monotonic() < end, "no window in 90 s"
+                time.sleep(0.05)
+        finally:
+            watch.send_signal(signal.SIGINT)
+            out, err = watch.communicate(timeout=60)
+        assert watch.returncode == 130, err
+        doc = json.loads(out)
         jsonschema.validate(doc, SCHEMA)
+        assert doc["interrupted"] is True
         w = doc["attribution"]["windows"][0]
         assert w["status"] == "ok" and w["pid"] == proc.pid and w["asked_because"] == "asked at the watch's start"
         assert w["started_by"] == "step" and w["steps"] >= 1 and w["basis"] == "ops"
@@ -302,13 +347,17 @@ def test_a_process_that_exits_or_is_killed_mid_window_gets_one_line_and_keeps_it
     """Ending by itself during a 30 s window: the window is stopped at its exit and written (``ended_by``), the
     program's output and exit code its own. Killed (SIGKILL: no exit handler runs): the asker says so in one line
     rather than waiting."""
-    proc, folder = prepared(tmp_path, TRAIN, "3")
+    # the program trains until it has made 5 steps under a profiler (the window's), then ends
+    ends = TRAIN.replace(LOOP, "profiled = 0\n" + LOOP + " and profiled < 5").replace(
+        "    loss = m(x)", "    profiled += torch.autograd.profiler._is_profiler_enabled; loss = m(x)")
+    assert ends.count("profiled += ") == 1
+    proc, folder = prepared(tmp_path, ends, "60")
     t = PT.Target(proc.pid, folder, P.read_json(os.path.join(folder, P.LOADED)))
     asked = PT.Asked([t], P.Request(30, 0, time.time() + 0.2, os.getpid()))
     out, err = proc.communicate(timeout=90)
     assert proc.returncode == 3 and out == "trained\n", err
     w = asked.answers()[proc.pid]
-    assert w["status"] == "ok" and w["ended_by"] == "the program's exit" and w["wall_s"] < 10 and w["steps"] >= 1
+    assert w["status"] == "ok" and w["ended_by"] == "the program's exit" and w["wall_s"] < 30 and w["steps"] >= 5
 
     proc, folder = prepared(tmp_path, PLAIN, "2")  # a window not started yet (no step: it would start in 30 s)
     t = PT.Target(proc.pid, folder, P.read_json(os.path.join(folder, P.LOADED)))
