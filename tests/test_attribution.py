@@ -153,8 +153,31 @@ def test_profile_window_of_a_torch_program(tmp_path):
     assert inside > 0 and doc["sampling"]["ticks"] <= len(src.ticks) - inside  # the run left them out
 
 
+def test_user_sitecustomize_runs_beside_the_loader(tmp_path):
+    """A program with the environment gputop gives its command (ProfileWindows.env): the user's own sitecustomize (on
+    their PYTHONPATH, after the loader's folder) runs, and so does the loader (its folder and loaded.json)."""
+    from gputop.runner.profile_loader import protocol as P
+    from gputop.session.profiling import ProfileWindows
+
+    user = tmp_path / "site"
+    user.mkdir()
+    (user / "sitecustomize.py").write_text("import os\nos.environ['GPUTOP_TEST_USER_SC'] = 'ran'\n")
+    prog = ("import os\nmine = os.path.join(os.environ['GPUTOP_PROFILE_DIR'], str(os.getpid()))\n"
+            "print('marker', os.environ.get('GPUTOP_TEST_USER_SC'), 'loaded', os.path.exists(mine + '/loaded.json'))\n")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_")}
+    base.update(PYTHONPATH=str(user), GPUTOP_PROFILE_DIR=str(tmp_path / "pbase"))
+    pw = ProfileWindows(first_at=None)
+    env = pw.env(base)
+    assert env["PYTHONPATH"].split(os.pathsep)[1:] == [str(user)] and env[P.RUN_ENV] == pw.token
+    r = subprocess.run([PY, "-c", prog], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "marker ran loaded True\n"
+
+
+@pytest.mark.slow
 def test_user_sitecustomize_runs_under_the_loader(tmp_path):
-    """The user's own sitecustomize (on their PYTHONPATH, after the loader's folder) still runs."""
+    """The user's own sitecustomize (on their PYTHONPATH, after the loader's folder) still runs under gputop --run
+    --profile."""
     user = tmp_path / "site"
     user.mkdir()
     (user / "sitecustomize.py").write_text("import os\nos.environ['GPUTOP_TEST_USER_SC'] = 'ran'\n")
@@ -171,6 +194,7 @@ def test_user_sitecustomize_runs_under_the_loader(tmp_path):
     assert "profiler windows" in r.stdout and "has imported torch or a CUDA library" in r.stdout
 
 
+@pytest.mark.slow
 def test_a_python_process_without_torch_or_a_gpu_is_never_asked_and_a_non_python_command_gets_one_line(tmp_path):
     """A Python process that holds no GPU and imported neither torch nor a CUDA library (a launcher, multiprocessing's
     resource tracker) is never asked: the document says why there is no window, in one line."""

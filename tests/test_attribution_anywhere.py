@@ -124,6 +124,7 @@ def answered(folder: str, seq: int, timeout: float = 90) -> dict:
     raise AssertionError(f"no answer to request {seq} in {folder}")
 
 
+@pytest.mark.slow
 def test_a_plain_tensor_loop_gets_a_window_on_time_from_the_loaders_thread(tmp_path):
     """No module call, no optimizer step within the window's seconds: the loader's own thread starts the window at
     the request's start time plus its seconds and ends it its seconds later; it holds every thread's ops (the
@@ -312,7 +313,8 @@ def test_a_loader_of_another_protocol_is_refused_in_one_line_both_ways(tmp_path,
     assert t is None and "protocol 1" in why and f"speaks protocol {P.PROTOCOL}" in why and "\n" not in why
     assert P.requests(folder) == []
 
-    proc, folder = prepared(tmp_path, PLAIN, "60")
+    idle = "import os, time\nwhile not os.path.exists('stop'):\n    time.sleep(0.02)\n"  # (the refusal needs no torch)
+    proc, folder = prepared(tmp_path, idle)
     try:
         P.write_atomic(folder, P.request_name(1), json.dumps({"protocol": 99, "seconds": 1}))
         P.write_atomic(folder, P.request_name(2), "3 0 0.0")  # protocol 1's request line
@@ -324,6 +326,7 @@ def test_a_loader_of_another_protocol_is_refused_in_one_line_both_ways(tmp_path,
     assert a2["status"] == "unavailable" and "could not be read" in a2["reason"]
 
 
+@pytest.mark.slow
 def test_two_gputops_asking_one_process_share_one_window(tmp_path):
     """Two askers at once (as two gputops on the node): the second joins the first's request and both read the
     same window."""
