@@ -615,6 +615,41 @@ def test_a_window_has_an_idle_breakdown_only_with_kernels():
                             ["items"]["properties"]["idle"])
 
 
+def test_each_window_says_how_it_was_taken_and_the_schema_names_it():
+    """A job's window (a torch rank started at its step, one started on time by its loader's thread, a CUPTI process):
+    the window and each process's part say what started it, whose host ops it holds and when the request was read,
+    every field named in the document's schema (monitor.schema.json), which rejects a value it does not name."""
+    from gputop.session.profiling import window_from_answers
+
+    gemm = _named("void cutlass::Kernel2<cutlass_75_tensorop_bf16")
+    answers = []
+    for pid, by, threads, busy in ((101, "step", "all", 0.9), (102, "time", "one", 0.8), (103, None, None, 0.7)):
+        a = _gpu_window([(gemm, 9, 90.0)], busy_s=busy)
+        a.update(status="ok", pid=pid, started_at=1_800_000_001.0, asked_at=1_800_000_000.25)
+        if by is None:
+            a["profiler"] = "cupti"  # its answer says neither
+        else:
+            a.update(started_by=by, ops_threads=threads)
+        answers.append(a)
+    win = window_from_answers({"seq": 1, "reason": "the test", "t": 2.0}, answers, True)
+    assert (win["pid"], win["started_by"], win["ops_threads"], win["request_read_at"]) == (101, "step", "all",
+                                                                                              1_800_000_000.25)
+    assert [(p["pid"], p["started_by"], p["ops_threads"]) for p in win["per_process"]] == [
+        (101, "step", "all"), (102, "time", "one"), (103, None, None)]
+    window_schema = SCHEMA["properties"]["attribution"]["oneOf"][1]["properties"]["windows"]["items"]
+    named = set(window_schema["properties"])
+    assert set(win) <= named, set(win) - named
+    assert {"started_by", "ops_threads", "request_read_at"} <= set(window_schema["properties"]["per_process"]["items"]
+                                                                   ["properties"])
+    schema = {**window_schema, "$defs": SCHEMA["$defs"]}
+    jsonschema.validate(win, schema)
+    for bad in ({"started_by": "later"}, {"ops_threads": 2}, {"request_read_at": "soon"}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**win, **bad}, schema)
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**win, "per_process": [{**win["per_process"][0], **bad}]}, schema)
+
+
 def test_hta_compare_prints_our_breakdown_of_a_saved_trace(tmp_path):
     """bench/tools/hta_compare.py on a chrome trace: gputop's rows (HTA's beside them where HTA is installed; the
     shared venv has no HTA, so it says so in one line)."""
