@@ -58,6 +58,7 @@ class GputopApp(App):
         Binding("v", "to('shown_results', 'toggle_whole_verdict')", "verdict", show=False),
         Binding("w", "to('lifecycle', 'ask_window')", "window", show=False),
         Binding("a", "to('lifecycle', 'toggle_attribution')", "attribution", show=False),
+        Binding("k", "to('monitor', 'show_stacks')", "stacks", show=False),
     ]
 
     def __init__(self, config: TuiConfig, lifecycle: Lifecycle | None = None):
@@ -159,9 +160,9 @@ class GputopApp(App):
         """In the key bar, never over the screen (no toasts); ``notes`` keeps every one (the tests read them)."""
         self.notes.append(str(message))
         del self.notes[:-100]
-        self.post_message(Noted(str(message), severity))  # any thread may notify; the bar redraws on the app's
+        self.post_message(Noted(str(message), severity))
 
-    def on_noted(self, event: Noted) -> None:
+    def on_noted(self, event: Noted) -> None:  # (any thread may notify: the bar redraws on the app's)
         self.keybar.message(event.text, event.severity)
 
     def screen_text(self) -> str:

@@ -23,6 +23,7 @@ HELP = """\
   v          the shown verdict whole, in the plot's place ("… (v)")
   n          gputop --tour: the next stop of the tour
   w / a      --tui --run --profile: a profiler window now / show the latest
+  k          every rank's Python stack (read now), the culprit of a stall first
   ?          this help;  q quits (stopping a running workload cleanly)
 
 [b]reading the numbers[/b]

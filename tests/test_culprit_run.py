@@ -1,0 +1,80 @@
+"""The culprit of a run, named while it runs and kept for its document (gputop/session/culprit_log.py), its trace and
+its replay: a recorded hang on 2 H100s (its rank 1 stops and runs nothing while GPU 0 waits in the all-reduce) whose
+process lists name the ranks of a real gloo job instead (its rank 0 sleeps outside the loop, its rank 1 waits in
+all_reduce), played through the run's monitor tick by tick with the real stack reader, recorded, then replayed."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from test_rank_stacks import job, needs_pyspy, ranks_of  # noqa: F401 (job: the fixture)
+
+from gputop.headless.replay import MarksFinder, replay_document
+from gputop.session.monitor import Monitor
+from gputop.session.report import build_document, render_text
+from gputop.telemetry.trace import ReplaySource
+
+HANG = Path(__file__).parent / "data" / "traces" / "corpus_multi_h100x2" / "hang_idle.jsonl.gz"
+FACTS = {"status": "timeout", "pid": None, "exit_code": 6, "command_exit_code": 137, "ended": "timeout",
+         "wall_s": 43.1, "signal": None, "errors": []}
+
+
+def played_run(pids_of_gpu: dict[int, int], record: str) -> Monitor:
+    """The hang trace through a culprit-judging monitor (its sampler stepped by hand), its pids those given; each
+    stack read the live node asks for is let end before the next tick (a real run's reads end while it goes on)."""
+    src = ReplaySource(str(HANG), speed=float("inf"))
+    for tick in src.ticks:
+        for i, g in enumerate(tick["gpus"]):
+            for p in g.get("processes") or []:
+                p["pid"] = p["pgid"] = pids_of_gpu[i]
+    mon = Monitor(src, record=record, culprit=True)
+    found = MarksFinder(src.marks, mon.static, src.ticks)
+    mon.sampler.listeners = [found if fn is mon.finder else fn for fn in mon.sampler.listeners]
+    mon.finder = found
+    mon.mark("started", 0.0)
+    mon.t0 = 0.0
+    while not src.finished:
+        mon.sampler.step()
+        if mon.stacks.busy():
+            assert mon.stacks.wait(60)
+    mon.poll_marks()
+    mon.mark("exited 137")
+    mon.stop()
+    return mon
+
+
+@pytest.mark.slow
+@needs_pyspy
+def test_a_run_names_its_culprit_while_it_stalls_and_its_replay_says_the_same(job, tmp_path):  # noqa: F811
+    j = job("sleep")
+    ranks_of(j, {0: "time.sleep", 1: "dist.all_reduce"})
+    trace = str(tmp_path / "run.jsonl")
+    mon = played_run({0: j.pids[1], 1: j.pids[0]}, trace)  # GPU 1 ran nothing: the sleeping rank's
+    doc = build_document("run", mon, FACTS, ["torchrun", "train.py"], "2026-11-27T00:00:00+00:00")
+    c = doc["culprit"]
+    assert c["kind"] == "outside" and c["culprit_ranks"] == [0] and c["culprit_gpus"] == [1]
+    assert c["where"].startswith(f"rank 0 (pid {j.pids[0]}, GPU 1) is not in a collective: in rank_main at "
+                                 "gloo_job.py:")
+    assert 0 < c["named_after_s"] <= 30 and c["stall_began_s"] > 8  # the trace's work ends at ~16 s, then the stall
+    g0, g1 = doc["gpus"]
+    assert (g1["verdict"]["class"], g1["verdict"]["subclass"]) == ("culprit", "outside")
+    assert "time.sleep(seconds)" in g1["verdict"]["evidence_text"]
+    assert g0["verdict"]["job"]["culprit"]["culprit_gpus"] == [1]
+    assert any(line.startswith(f"culprit: rank 0 (pid {j.pids[0]}, GPU 1) is not in a collective")
+               for line in render_text(doc).splitlines())
+    rows = [json.loads(line) for line in open(trace)]
+    stacks = [r for r in rows if r["type"] == "stacks"]
+    assert stacks and str(j.pids[0]) in stacks[0]["stacks"]
+    again = replay_document(trace)  # the ranks are long gone: the trace holds what named them
+    assert again["culprit"]["where"] == c["where"] and again["culprit"]["named_after_s"] == c["named_after_s"]
+    assert again["gpus"][1]["verdict"]["class"] == "culprit"
+
+
+def test_a_trace_without_stacks_rows_replays_as_before():
+    doc = replay_document(str(HANG))
+    assert doc["culprit"] is None
+    assert doc["gpus"][1]["verdict"]["class"] == "culprit"  # named from telemetry alone: no process, peers stalled
