@@ -5,8 +5,9 @@ all_reduce), played through the run's monitor tick by tick with the real stack r
 
 from __future__ import annotations
 
-import copy
 import json
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -23,15 +24,17 @@ FACTS = {"status": "timeout", "pid": None, "exit_code": 6, "command_exit_code": 
          "wall_s": 43.1, "signal": None, "errors": []}
 
 
-def played_run(pids_of_gpu: dict[int, int], record: str) -> Monitor:
-    """The hang trace through a culprit-judging monitor (its sampler stepped by hand), its pids those given; each
-    stack read the live node asks for is let end before the next tick (a real run's reads end while it goes on)."""
+def played_run(pids_of_gpu: dict[int, int], record: str, mon_ready=None) -> Monitor:
+    """The hang trace through a culprit-judging monitor (its sampler stepped by hand), its pids those given
+    (``mon_ready(monitor)`` may return them, once the monitor is made); each stack read the live node asks for, and
+    each flight recorder dump, is let end before the next tick (a real run's end while it goes on)."""
     src = ReplaySource(str(HANG), speed=float("inf"))
+    mon = Monitor(src, record=record, culprit=True)
+    pids_of_gpu = mon_ready(mon) if mon_ready is not None else pids_of_gpu
     for tick in src.ticks:
         for i, g in enumerate(tick["gpus"]):
             for p in g.get("processes") or []:
                 p["pid"] = p["pgid"] = pids_of_gpu[i]
-    mon = Monitor(src, record=record, culprit=True)
     found = MarksFinder(src.marks, mon.static, src.ticks)
     mon.sampler.listeners = [found if fn is mon.finder else fn for fn in mon.sampler.listeners]
     mon.finder = found
@@ -41,6 +44,8 @@ def played_run(pids_of_gpu: dict[int, int], record: str) -> Monitor:
         mon.sampler.step()
         if mon.stacks.busy():
             assert mon.stacks.wait(60)
+        while mon.flight is not None and mon.flight.busy():
+            time.sleep(0.02)
     mon.poll_marks()
     mon.mark("exited 137")
     mon.stop()
@@ -78,3 +83,60 @@ def test_a_trace_without_stacks_rows_replays_as_before():
     doc = replay_document(str(HANG))
     assert doc["culprit"] is None
     assert doc["gpus"][1]["verdict"]["class"] == "culprit"  # named from telemetry alone: no process, peers stalled
+
+
+@pytest.mark.slow
+@needs_pyspy
+def test_a_stall_asks_the_ranks_flight_recorders_for_a_dump_and_keeps_what_it_says(tmp_path):
+    """The ranks keep their dump pipes as ProcessGroupNCCL does (tests/fault_jobs/fr_rank.py) and answer with real
+    dumps of a job whose rank 1 never called the 6th all-reduce: once GPU 0 has stalled 2 s the run asks for a dump,
+    and its document, trace and replay say rank 1 is behind; the stacks (rank 1's GPU ran nothing) name it too."""
+    from test_flight_recorder import DUMPS, start_ranks
+
+    ranks = []
+
+    def with_ranks(mon):
+        fr = mon.use_flight_recorder()
+        ranks.extend(start_ranks(fr, {r: DUMPS / "behind_2" / f"rank_{r}" for r in (0, 1)}))
+        return {0: ranks[0].pid, 1: ranks[1].pid}
+
+    trace = str(tmp_path / "run.jsonl")
+    try:
+        mon = played_run({}, trace, with_ranks)
+    finally:
+        for p in ranks:
+            p.kill()
+            p.wait()
+    doc = build_document("run", mon, FACTS, ["torchrun", "train.py"], "2026-11-27T00:00:00+00:00")
+    mon.close()
+    c = doc["culprit"]
+    assert c["flight_recorder"]["kind"] == "behind" and c["flight_recorder"]["culprit_ranks"] == [1]
+    assert c["flight_recorder_at_s"] >= c["stall_began_s"]
+    assert c["culprit_ranks"] == [1] and c["culprit_gpus"] == [1]  # the stacks agree: rank 1's GPU ran nothing
+    rows = [json.loads(line) for line in open(trace)]
+    assert [r["result"]["mismatch"]["culprit_ranks"] for r in rows if r["type"] == "flight_recorder"] == [[1]]
+    assert replay_document(trace)["culprit"]["flight_recorder"] == c["flight_recorder"]
+
+
+@needs_pyspy
+def test_ranks_whose_stacks_cannot_be_read_say_why_and_the_telemetry_verdict_stands(tmp_path):
+    """The ranks are not Python (``sleep``): the document says so in one line a rank, and the GPU that ran nothing
+    while its peer stalled is the culprit all the same, from telemetry."""
+    sleepers = [subprocess.Popen(["sleep", "120"]) for _ in range(2)]
+    try:
+        mon = played_run({0: sleepers[0].pid, 1: sleepers[1].pid}, str(tmp_path / "run.jsonl"))
+    finally:
+        for p in sleepers:
+            p.kill()
+            p.wait()
+    doc = build_document("run", mon, FACTS, ["torchrun", "train.py"], "2026-11-27T00:00:00+00:00")
+    c = doc["culprit"]
+    assert c["kind"] == "unreadable" and c["culprit_ranks"] == []
+    a, b = sleepers[0].pid, sleepers[1].pid
+    assert c["sentence"] == (f"no rank's stack could be read (pid {a} (GPU 0): stack unknown: pid {a} is not a Python "
+                             f"process py-spy can read; pid {b} (GPU 1): stack unknown: pid {b} is not a Python "
+                             "process py-spy can read)")
+    assert render_text(doc).count("culprit: none named: no rank's stack could be read") == 1
+    v1 = doc["gpus"][1]["verdict"]
+    assert (v1["class"], v1["subclass"]) == ("culprit", "outside")  # the telemetry's: its GPU sat idle
+    assert doc["gpus"][0]["verdict"]["class"] == "stalled"

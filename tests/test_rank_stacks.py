@@ -5,10 +5,12 @@ written down before gputop reads them, their stacks read with the real py-spy, a
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -277,3 +279,51 @@ def test_the_live_node_names_the_culprit_with_its_line_from_the_ranks_real_stack
     assert where in v1.evidence_text and "time.sleep(seconds)" in where
     assert v0.notes[0].startswith("from the ranks' stacks: rank 0 (pid")
     assert v0.job["culprit"]["culprit_gpus"] == [1]
+
+
+@needs_pyspy
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists("/usr/bin/python3"),
+                    reason="needs root, setpriv and /usr/bin/python3 to read a stack as another user")
+def test_a_process_not_ours_to_read_says_what_to_grant_in_one_line():
+    """gputop run as nobody reads a root process: the kernel refuses ptrace (the real py-spy's real error)."""
+    from gputop.session.stacks import py_spy
+
+    folder = tempfile.mkdtemp()
+    os.chmod(folder, 0o755)
+    program = os.path.join(folder, "py-spy")
+    shutil.copy(py_spy(), program)
+    os.chmod(program, 0o755)
+    me = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        code = f"from gputop.session.stacks import read_stack; print(read_stack({me.pid}, program={program!r}).why)"
+        out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env",
+                              f"PYTHONPATH={Path(__file__).resolve().parents[1]}", "/usr/bin/python3", "-c", code],
+                             capture_output=True, text=True, timeout=60)
+        assert out.stdout == (f"not allowed to read pid {me.pid}'s memory (ptrace): run gputop as the process's user "
+                              "or root; in a container add the SYS_PTRACE capability (docker run --cap-add "
+                              "SYS_PTRACE, or the pod's securityContext); or set kernel.yama.ptrace_scope=0\n"), out
+    finally:
+        me.kill()
+        me.wait()
+        shutil.rmtree(folder)
+
+
+@needs_pyspy
+def test_processes_that_exit_while_they_are_read_are_one_line_each():
+    """Python programs that live 0-60 ms, read as they end: each read is a stack or one line why not, never an
+    exception or a wait, and no py-spy is left running."""
+    whys, pids = set(), []
+    for i in range(12):
+        p = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({i * 0.005})"])
+        got = read_stack(p.pid, timeout_s=10)
+        p.wait()
+        pids.append(p.pid)
+        if not got.ok:
+            assert "\n" not in got.why and str(p.pid) in got.why, got.why
+            whys.add(got.why.replace(str(p.pid), "N"))
+    assert whys <= {"pid N is not running", "pid N exited before its stack was read",
+                    "pid N is a zombie (it exited; its parent has not reaped it): no stack to read",
+                    "py-spy found no Python thread in pid N"} | {w for w in whys if w.startswith("py-spy could not")}
+    for pid in pids:  # (py-spy runs with the read: none of ours outlives it)
+        left = subprocess.run(["pgrep", "-f", f"py-spy dump --pid {pid} "], capture_output=True, text=True).stdout
+        assert not left.split(), left

@@ -140,7 +140,7 @@ def first_mismatch(dumps: dict[int, dict]) -> dict | None:
                 if len(by) > 1:
                     odd = min(by.values(), key=lambda rs: (len(rs), rs))  # the fewest (a tie: the lowest rank's, as rank_stacks)
                     parts = "; ".join(f"{_names(rs)} {json.loads(v)}"
-                                      for v, rs in sorted(by.items(), key=lambda kv: kv[1]))
+                                      for v, rs in sorted(by.items(), key=lambda kv: (len(kv[1]), kv[1])))
                     what = {"op": "different collectives", "sizes": f"{op_name(first)} with different sizes",
                             "dtypes": f"{op_name(first)} with different dtypes"}[kind]
                     return _finding(kind, g, seq, odd, there, there[odd[0]],

@@ -106,7 +106,7 @@ class FlightRecorder:
     def dump(self, wait_s: float = DUMP_WAIT_S) -> dict:
         """Ask every rank for a dump and read what comes back: {"asked", "ranks", "mismatch", "collectives",
         "why"} (``why``: why there is nothing to judge, one line)."""
-        t0 = time.time()
+        before = {r: _mtime(p) for r, p in self._dump_files().items()}  # a dump that does not change is an old one
         self.dumps += 1
         poked = self.trigger()
         if not poked:
@@ -117,7 +117,7 @@ class FlightRecorder:
         bad: dict[int, str] = {}
         while True:  # until every rank asked has a dump that reads whole (one being written reads cut off)
             for r, p in self._dump_files().items():
-                if r in dumps or _mtime(p) < t0 - 0.5:
+                if r in dumps or _mtime(p) == before.get(r):
                     continue
                 try:
                     with open(p, "rb") as f:
