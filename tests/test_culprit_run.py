@@ -79,10 +79,13 @@ def test_a_run_names_its_culprit_while_it_stalls_and_its_replay_says_the_same(jo
     assert again["gpus"][1]["verdict"]["class"] == "culprit"
 
 
-def test_a_trace_without_stacks_rows_replays_as_before():
+def test_a_trace_without_stacks_rows_names_the_culprit_gpu_from_telemetry_alone():
     doc = replay_document(str(HANG))
-    assert doc["culprit"] is None
-    assert doc["gpus"][1]["verdict"]["class"] == "culprit"  # named from telemetry alone: no process, peers stalled
+    assert doc["gpus"][1]["verdict"]["class"] == "culprit"  # its GPU ran nothing while its peer stalled
+    c = doc["culprit"]
+    assert (c["basis"], c["kind"], c["culprit_gpus"], c["culprit_ranks"]) == ("telemetry", "outside", [1], [])
+    assert c["sentence"].startswith("GPU 1: its rank is not in the collective GPU0 waits in for ")
+    assert "culprit (from telemetry; no rank's stack was read): GPU 1: its rank" in render_text(doc)
 
 
 @pytest.mark.slow
@@ -131,12 +134,12 @@ def test_ranks_whose_stacks_cannot_be_read_say_why_and_the_telemetry_verdict_sta
             p.wait()
     doc = build_document("run", mon, FACTS, ["torchrun", "train.py"], "2026-11-27T00:00:00+00:00")
     c = doc["culprit"]
-    assert c["kind"] == "unreadable" and c["culprit_ranks"] == []
+    assert (c["basis"], c["kind"], c["culprit_gpus"], c["culprit_ranks"]) == ("telemetry", "outside", [1], [])
     a, b = sleepers[0].pid, sleepers[1].pid
-    assert c["sentence"] == (f"no rank's stack could be read (pid {a} (GPU 0): stack unknown: pid {a} is not a Python "
-                             f"process py-spy can read; pid {b} (GPU 1): stack unknown: pid {b} is not a Python "
-                             "process py-spy can read)")
-    assert render_text(doc).count("culprit: none named: no rank's stack could be read") == 1
+    assert c["sentence"].endswith(f"; the stacks: no rank's stack could be read (pid {a} (GPU 0): stack unknown: pid "
+                                  f"{a} is not a Python process py-spy can read; pid {b} (GPU 1): stack unknown: pid "
+                                  f"{b} is not a Python process py-spy can read)")
+    assert render_text(doc).count("culprit (from telemetry; no rank's stack was read): GPU 1: its rank") == 1
     v1 = doc["gpus"][1]["verdict"]
     assert (v1["class"], v1["subclass"]) == ("culprit", "outside")  # the telemetry's: its GPU sat idle
     assert doc["gpus"][0]["verdict"]["class"] == "stalled"

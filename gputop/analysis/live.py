@@ -172,6 +172,9 @@ class StacksRead:
     records: dict
 
 
+IDLE_JOB_S = 20.0  # GPUs held by processes and idle this long (a job that waits for a rank): its stacks are read
+
+
 def node_pids(node, window: list[dict]) -> dict:
     """{GPU name: the pids NVML last listed on it} of the node's GPUs (a rank that exited keeps the pid it had)."""
     procs = latest_processes(window, node.positions, nonempty=True)
@@ -180,16 +183,28 @@ def node_pids(node, window: list[dict]) -> dict:
 
 
 def _stack_records_of(node, verdicts: list, window: list[dict]) -> dict | None:
-    """While a GPU of the node is stalled: ask ``node.stacks`` for the stacks of every process NVML last listed on
-    the node's GPUs, and turn what it read since the stall began into each GPU's culprit record
+    """While a GPU of the node is stalled (or two GPUs or more that processes hold have been idle for ``IDLE_JOB_S``:
+    a job waiting for a rank that never joined): ask ``node.stacks`` for the stacks of every process NVML last listed
+    on the node's GPUs, and turn what it read since the stall began into each GPU's culprit record
     (gputop/analysis/rank_stacks.py); None when nothing is stalled or nothing was read yet. A read used for the
     first time is handed to ``node.on_stacks`` (a run keeps it: who was named, and when)."""
-    stalled = [v for v in verdicts if v is not None and v.cls == Cls.STALLED]
-    if node.stacks is None or not stalled:
+    if node.stacks is None:
         return None
+    stalled = [v for v in verdicts if v is not None and v.cls == Cls.STALLED]
     t = window[-1]["t"]
-    since = min(t - (v.evidence.get("stalled_for_s") or 0.0) for v in stalled)
-    pids = node_pids(node, window)
+    if stalled:
+        since = min(t - (v.evidence.get("stalled_for_s") or 0.0) for v in stalled)
+        pids = node_pids(node, window)
+    else:  # a job whose processes hold two GPUs or more and run nothing on them (a rank that never joined)
+        idle = [(name, v) for name, v in zip(node.names, verdicts) if v is not None and v.cls == Cls.IDLE
+                and v.t_start is not None and v.t_end - v.t_start >= IDLE_JOB_S]
+        if len(idle) < 2:
+            return None
+        pids = node_pids(node, window)
+        held = [v for name, v in idle if pids.get(name)]
+        if len(held) < 2:
+            return None
+        since = min(v.t_start for v in held)
     node.stacks.ask([p for ps in pids.values() for p in ps])
     read = node.stacks.latest(t)
     read_at = node.stacks.read_at

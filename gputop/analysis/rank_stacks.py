@@ -33,6 +33,8 @@ COLLECTIVES = frozenset({
     "broadcast", "broadcast_object_list", "reduce", "gather", "gather_object", "scatter", "scatter_object_list",
     "all_to_all", "all_to_all_single", "barrier", "monitored_barrier", "send", "recv", "isend", "irecv",
     "batch_isend_irecv", "send_object_list", "recv_object_list", "new_group", "init_process_group",
+    # DistributedDataParallel's set-up: its first collectives (the ranks' parameters checked and broadcast)
+    "_verify_param_shape_across_processes", "_sync_module_states", "_sync_params_and_buffers",
 })
 LIBRARY_MARKS = ("/site-packages/", "/dist-packages/")
 STDLIB = re.compile(r"/lib/python3\.\d+/")  # the interpreter's own library (not its site-packages)

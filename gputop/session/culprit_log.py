@@ -14,7 +14,7 @@ recorded trace (a ``stacks`` row: the read and the culprit records; ``--replay``
 At the end, :meth:`records` are the culprit records the run document's per-GPU verdicts quote (the first read that
 named a culprit: the ranks are where the fault put them, before the end of the run moved them), and :meth:`block`
 is the document's job-level ``culprit``: who, what, where, and when it was first named (seconds after the stall
-began).
+began; ``stall_seen_after_s``: when the live verdict first said "stalled").
 """
 
 from __future__ import annotations
@@ -60,22 +60,34 @@ class CulpritLog:
         self._asked_stall: float | None = None  # the stall (its start) a dump was asked for
         self._sampled = False
         self._fr_seen: float | None = None
+        self.stalls_seen: list[tuple[float, float]] = []  # (tick time a stalled verdict was first live, its start)
 
     # -- fed while the run goes (the sampler's thread) ---------------------------------------------------------------
     def on_stacks(self, got: StacksRead) -> None:
         with self._lock:
             self.reads.append(got)
+        seen = self._seen(got.since)
         if self.recorder is not None:
             rel = self.recorder.rel
             self.recorder.row({"type": "stacks", "t": rel(got.t), "since": rel(got.since),
+                               "seen": rel(seen) if seen is not None else None,
                                "stacks": {str(p): v for p, v in got.read.items()}, "records": _strip(got.records)})
 
+    def _seen(self, since: float) -> float | None:
+        """When the stall begun at ``since`` was first judged stalled live (None: not seen as a stall)."""
+        return next((t for t, s in self.stalls_seen if abs(s - since) <= 2.0), None)
+
     def __call__(self, tick: dict) -> None:
-        """A sampler listener: asks for flight recorder dumps (a stall seen; a job's collectives), keeps their
-        results."""
+        """A sampler listener: notes when a stall is first judged live, asks for flight recorder dumps (a stall
+        seen; a job's collectives), keeps their results."""
+        t = tick["t"]
+        snap = self.live.snapshot() if self.live is not None else None
+        stalled = [v for v in (snap.verdicts() if snap else []) if v is not None and v.cls == Cls.STALLED]
+        since = min(t - (v.evidence.get("stalled_for_s") or 0.0) for v in stalled) if stalled else None
+        if since is not None and self._seen(since) is None:
+            self.stalls_seen.append((t, since))
         if self.flight is None:
             return
-        t = tick["t"]
         res, at = self.flight.latest, self.flight.read_at
         if res is not None and at != self._fr_seen:
             self._fr_seen = at
@@ -83,10 +95,7 @@ class CulpritLog:
                 self.dumps.append((t, res))
             if self.recorder is not None:
                 self.recorder.row({"type": "flight_recorder", "t": self.recorder.rel(t), "result": res})
-        snap = self.live.snapshot() if self.live is not None else None
-        stalled = [v for v in (snap.verdicts() if snap else []) if v is not None and v.cls == Cls.STALLED]
         if stalled:
-            since = min(t - (v.evidence.get("stalled_for_s") or 0.0) for v in stalled)
             old = t - since >= FR_AFTER_STALL_S
             if old and (self._asked_stall is None or since > self._asked_stall + 1.0) and self.flight.dump_async():
                 self._asked_stall = since
@@ -107,6 +116,8 @@ class CulpritLog:
             if r.get("type") == "stacks":
                 read = {int(p): v for p, v in (r.get("stacks") or {}).items()}
                 log.reads.append(StacksRead(r["t"], r.get("since", r["t"]), read, _dress(r.get("records"), read)))
+                if r.get("seen") is not None:
+                    log.stalls_seen.append((r["seen"], r.get("since", r["t"])))
             elif r.get("type") == "flight_recorder" and isinstance(r.get("result"), dict):
                 log.dumps.append((r["t"], r["result"]))
         return log
@@ -149,8 +160,10 @@ class CulpritLog:
         fr = self._mismatch(got.since if got else None)
         if got is None and fr is None:
             return None
-        out = {"kind": None, "sentence": None, "culprit_ranks": [], "culprit_pids": [], "culprit_gpus": [],
+        out = {"basis": "stacks" if got is not None else "flight recorder",
+               "kind": None, "sentence": None, "culprit_ranks": [], "culprit_pids": [], "culprit_gpus": [],
                "where": None, "stall_began_s": None, "named_at_s": None, "named_after_s": None,
+               "stall_seen_after_s": None,
                "reads": len(self.reads), "flight_recorder": fr[1] if fr else None,
                "flight_recorder_at_s": round(fr[0] - t0, 1) if fr else None}
         if got is not None:
@@ -158,8 +171,10 @@ class CulpritLog:
             rec = next(iter(records.values()))
             where = next((r["where"] for r in records.values() if r.get("where")), None)
             out.update({k: rec.get(k) for k in ("kind", "sentence", "culprit_ranks", "culprit_pids", "culprit_gpus")})
+            seen = self._seen(got.since)
             out.update({"where": where, "stall_began_s": round(got.since - t0, 1), "named_at_s": round(got.t - t0, 1),
-                        "named_after_s": round(got.t - got.since, 1)})
+                        "named_after_s": round(got.t - got.since, 1),
+                        "stall_seen_after_s": round(seen - got.since, 1) if seen is not None else None})
         else:
             out.update({"kind": "mismatch", "sentence": "from the flight recorder: " + fr[1]["sentence"],
                         "culprit_ranks": fr[1]["culprit_ranks"]})
@@ -168,3 +183,18 @@ class CulpritLog:
 
 def _kind(records: dict) -> str | None:
     return next(iter(records.values())).get("kind") if records else None
+
+
+def telemetry_block(job: list) -> dict | None:
+    """The job-level ``culprit`` where no stack was read (no py-spy, not Python, a trace recorded without them): the
+    GPUs whose run verdict is "culprit" from telemetry alone (a GPU with no process, or idle, while its peers stall),
+    their ranks unknown. ``job``: the run's GpuDiagnosis of the job's GPUs. None where no GPU is a culprit."""
+    hit = [g for g in job if g.verdict is not None and g.verdict.cls == Cls.CULPRIT]
+    if not hit:
+        return None
+    v = hit[0].verdict
+    return {"basis": "telemetry", "kind": v.subclass, "culprit_ranks": [], "culprit_pids": [],
+            "culprit_gpus": [g.index for g in hit], "where": None,
+            "sentence": "; ".join(f"GPU {g.index}: {g.verdict.evidence_text}" for g in hit),
+            "stall_began_s": None, "named_at_s": None, "named_after_s": None, "stall_seen_after_s": None,
+            "reads": 0, "flight_recorder": None, "flight_recorder_at_s": None}

@@ -23,7 +23,7 @@ from gputop.analysis.summary import summarize
 from gputop.analysis.timeline import Segment, overall, timeline
 from gputop.analysis.verdict import RunVerdict, Verdict, display_name
 from gputop.analysis.vocabulary import Cls, Sub
-from gputop.session.culprit_log import CulpritLog
+from gputop.session.culprit_log import CulpritLog, telemetry_block
 from gputop.session.finder import GpuFinder, TickStore
 from gputop.session.stacks import StackWatch
 from gputop.telemetry.errors import SourceError
@@ -247,8 +247,13 @@ class Monitor:
                     "sampler_errors": self.sampler.errors}
         if self.stacks is not None:  # what reading the ranks' stacks cost (each read: all of them, on its thread)
             sampling["stack_reads_s"] = list(self.stacks.read_s)
+        block, told = (log.block(t0) if log is not None else None), telemetry_block(job)
+        if told is not None and (block is None or block["kind"] in ("none", "unreadable")):
+            # the stacks named nobody (unreadable, or all at one kind of place): the telemetry's culprit GPUs stand
+            block = told if block is None else dict(block, **{k: told[k] for k in ("basis", "kind", "culprit_gpus")},
+                                                    sentence=f"{told['sentence']}; the stacks: {block['sentence']}")
         return Diagnosis([self.static[p].get("index", p) for p in used], how, gpus, _run_verdict(gpus, how), notes,
-                         sampling, log.block(t0) if log is not None else None, collectives)
+                         sampling, block, collectives)
 
 
 def _oom_overall(ov: RunVerdict) -> RunVerdict:

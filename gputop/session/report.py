@@ -111,6 +111,8 @@ def culprit_line(c: dict) -> str:
     when = (f" (named {c['named_after_s']:.0f} s after the stall began at {c['stall_began_s']:.0f} s)"
             if c.get("named_after_s") is not None else "")
     where = c.get("where") or c.get("sentence") or "?"
+    if c.get("basis") == "telemetry":
+        return f"culprit (from telemetry; no rank's stack was read): {where}"
     if c.get("kind") in ("none", "unreadable"):
         return f"culprit: none named: {c.get('sentence')}{when}"
     return f"culprit: {where}{when}"
