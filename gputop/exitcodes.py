@@ -20,6 +20,8 @@ CRASHED = 5  # the workload's process died of a signal (segfault, SIGKILL, OOM k
 TIMEOUT = 6  # the run went past --timeout and was stopped
 DEGRADED = 7  # gputop --doctor: a GPU works but is slower or less safe than it should be (a finding "degraded")
 UNHEALTHY = 8  # gputop --doctor: a GPU failed a check (a finding "failed": lost, memory errors, a link down, a hang)
+INTERNAL_ERROR = 70  # gputop's TUI died of an exception (a bug): one line names the log that holds the traceback
+# (sysexits.h's EX_SOFTWARE)
 SIGNAL_BASE = 128  # gputop stopped by signal N exits 128+N: 130 SIGINT, 143 SIGTERM, 129 SIGHUP
 INTERRUPTED = SIGNAL_BASE + signal.SIGINT
 
@@ -34,6 +36,7 @@ TABLE = {
     TIMEOUT: "the run went past --timeout and was stopped",
     DEGRADED: "gputop --doctor: every GPU works, at least one is degraded (slower than it should be, or a warning)",
     UNHEALTHY: "gputop --doctor: at least one GPU failed a check (drain the node)",
+    INTERNAL_ERROR: "the TUI stopped on an internal error (a bug in gputop); the traceback is in the log file it names",
 }
 
 

@@ -19,6 +19,31 @@ def si(v: float | None, unit: str = "", digits: int = 3) -> str:
     return f"{v:.{digits}g} {unit}".rstrip()
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """'1 GPU', '2 GPUs', '0 GPUs' (``plural``: where adding an s is wrong: '1 process', '3 processes')."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def span_text(seconds: float) -> str:
+    """A chart's time span for people: '60 s', '90 s' (under two minutes), '2 min 54 s', '15 min', '2 h', '2 h 30 min'."""
+    s = round(seconds)
+    if s < 120:
+        return f"{s} s"
+    if s < 7200:
+        m, s = divmod(s, 60)
+        return f"{m} min" + (f" {s} s" if s else "")
+    h, m = divmod(round(s / 60), 60)
+    return f"{h} h" + (f" {m} min" if m else "")
+
+
+def scale_text(v: float) -> str:
+    """A chart's scale end as a person writes it: 100, 700, 140 (140.401 GiB), 79.6 (79.6465 GiB), 2.5, 0.25."""
+    if abs(v) >= 100:
+        return f"{v:.0f}"
+    text = f"{v:.1f}" if abs(v) >= 10 else f"{v:.2g}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def gb(v: float | None) -> str:
     """Bytes as GiB with one decimal."""
     return NA if v is None else f"{v / 2**30:.1f}"

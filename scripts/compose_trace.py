@@ -7,8 +7,11 @@ real 4-GPU recordings: GPU i of B becomes GPU len(A) + i (its static entry, each
 marks), tick by tick over the shorter recording (or ``--seconds``), at A's tick times. A's host fields are kept, B's
 dropped (B's GPUs keep their own process lists). B's marks land on A's tick of the same position; one
 ``started`` and one ``exited`` mark are kept (A's, else B's: the first in the composed span). The static entries keep
-what NVML said (two recordings of one machine: the same UUIDs twice). The header says what it is: its ``note``
-names both sources, ``composed`` lists each GPU's source and index there.
+what NVML said (two recordings of one machine: the same UUIDs twice). Each recording is one job (one command): a
+process it lists without a process group (``pgid``: recordings made before gputop read it) gets its recording's
+own, the smallest pid that recording lists (only equality matters: gputop judges a node's jobs apart by it), so the
+composed node holds two jobs, as a node running both would. The header says what it is: its ``note`` names both
+sources, ``composed`` lists each GPU's source and index there and the process group given to each source.
 """
 
 from __future__ import annotations
@@ -38,6 +41,24 @@ def shifted_label(label: str, offset: int) -> str:
     return f"on GPU {int(m.group(1)) + offset} {m.group(2)}" if m else label
 
 
+def process_group(ticks: list[dict], taken: set[int]) -> int:
+    """The process group given to a recording's processes that have none: the smallest pid it lists (the next free
+    number where another recording has it already)."""
+    pids = [p["pid"] for t in ticks for g in t["gpus"] for p in g.get("processes") or [] if p.get("pid") is not None]
+    pgid = min(pids, default=1)
+    while pgid in taken:
+        pgid += 1
+    return pgid
+
+
+def grouped(sample: dict, pgid: int) -> dict:
+    """A sample whose listed processes without a ``pgid`` have ``pgid``."""
+    procs = sample.get("processes")
+    if not procs:
+        return sample
+    return dict(sample, processes=[p if p.get("pgid") is not None else dict(p, pgid=pgid) for p in procs])
+
+
 def compose(path_a: str, path_b: str, seconds: float | None = None) -> tuple[dict, list[dict]]:
     """(header, rows) of the composed trace; rows are ticks and marks in time order."""
     head_a, rows_a = read_trace(path_a)
@@ -56,10 +77,13 @@ def compose(path_a: str, path_b: str, seconds: float | None = None) -> tuple[dic
     index_b = {d.get("index", i): offset + i for i, d in enumerate(dev_b)}
     devices = [dict(d, index=i) for i, d in enumerate(dev_a)] + \
               [dict(d, index=index_b[d.get("index", i)]) for i, d in enumerate(dev_b)]
+    pgid_a = process_group(ticks_a, set())
+    pgid_b = process_group(ticks_b, {pgid_a})
     ticks = []
     for ta, tb in zip(ticks_a, ticks_b):
-        gpus = [dict(g) for g in ta["gpus"]] + \
-               [dict(g, t=ta["t"], index=index_b.get(g.get("index"), g.get("index"))) for g in tb["gpus"]]
+        gpus = [grouped(dict(g), pgid_a) for g in ta["gpus"]] + \
+               [grouped(dict(g, t=ta["t"], index=index_b.get(g.get("index"), g.get("index"))), pgid_b)
+                for g in tb["gpus"]]
         ticks.append({**ta, "gpus": gpus})
     end = ticks[-1]["t"]
     times_b = [t["t"] for t in ticks_b]
@@ -90,7 +114,8 @@ def compose(path_a: str, path_b: str, seconds: float | None = None) -> tuple[dic
                            "gpus": [{"index": i, "source": name_a, "source_index": d.get("index", i)}
                                     for i, d in enumerate(dev_a)] +
                                    [{"index": offset + i, "source": name_b, "source_index": d.get("index", i)}
-                                    for i, d in enumerate(dev_b)]}}
+                                    for i, d in enumerate(dev_b)],
+                           "process_groups": {name_a: pgid_a, name_b: pgid_b}}}
     rows = sorted([(t["t"], 1, t) for t in ticks] + [(m["t"], 0, m) for m in kept], key=lambda r: (r[0], r[1]))
     return header, [r for _, _, r in rows]
 

@@ -101,7 +101,7 @@ def test_the_tuis_results_view_draws_busbw_by_size_and_the_step_times(doc):
     from gputop.tui.results.view import bars_view
 
     lines = [t.plain for t in bars_view(doc, 100, 20)]
-    assert sum("busbw_gbps" in ln for ln in lines) == 3 and sum("step_ms" in ln for ln in lines) == 3
+    assert sum("GB/s busbw" in ln for ln in lines) == 3 and sum("ms step" in ln for ln in lines) == 3
 
 
 @pytest.mark.slow

@@ -112,7 +112,7 @@ def test_pynvml_is_imported_in_one_place():
 # Lower numbers are lower layers; a module may import its own layer and those below, never above.
 LAYERS = {
     # base: the package itself, its data packages, documents, exit codes, formatting, paths, telemetry
-    "": 0, "data": 0, "schema": 0, "documents": 0, "exitcodes": 0, "format": 0, "paths": 0, "telemetry": 0,
+    "": 0, "data": 0, "schema": 0, "documents": 0, "exitcodes": 0, "crashlog": 0, "format": 0, "paths": 0, "telemetry": 0,
     "sources": 0,  # being moved into telemetry/
     "option_values": 0,  # the values options take (an address, a duration): parsed for cli and the frontends
     "analysis": 1,
@@ -230,7 +230,7 @@ def test_evaluation_is_above_everything_shipped():
 # the rooms that say so (the pages never import each other: what two pages share lives in a room below them). The
 # model's room imports neither Textual nor Rich. A part in no room fails the test, so a new one gets a place.
 TUI_ROOMS = [  # lowest first: (room, its parts, whether its parts may import each other)
-    ("base", {"config", "messages", "screen_text", "terminal", "help", "widgets"}, True),  # what the rest stands on
+    ("base", {"config", "messages", "screen_text", "terminal", "help", "widgets", "crash"}, True),  # what all stand on
     ("model", {"model"}, False),  # the state the pages share, the runs, the tour, the screen's plain data
     ("shared views", {"results", "header"}, False),  # a run's results (both pages), the rows above the pages
     ("pages", {"monitor", "workloads", "cluster"}, False),

@@ -295,8 +295,23 @@ def test_a_document_from_made_up_answers_follows_its_schema(stub):
     with pytest.raises(NoGpu, match="is it scraping the exporters"):
         ClusterReader(PrometheusClient(url, env={})).snapshot()
     Stub.series = [{"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": f"n{i}", "gpu": "0"} for i in range(3)]
-    with pytest.raises(NoGpu, match=r"3 GPU\(s\) exported in the last hour, none since"):
+    with pytest.raises(NoGpu, match=r"3 GPUs exported in the last hour, none since"):
         ClusterReader(PrometheusClient(url, env={})).snapshot()
     Stub.answer = (400, "application/json", '{"status":"error","errorType":"bad_data","error":"parse error"}')
     with pytest.raises(QueryFailed, match="bad_data: parse error"):
         PrometheusClient(url, env={}).query("up{")
+
+
+@pytest.mark.parametrize("mode", [["--once"], ["--once", "--json"], []])
+def test_an_unknown_class_is_a_usage_error_naming_the_classes(mode):
+    """(issue 35: --class bogus gave exit 0 and an empty table.) Found with the flags, before Prometheus is asked."""
+    from gputop.analysis.vocabulary import CLASSES
+
+    r = gputop("--source", f"prometheus=http://127.0.0.1:{free_port()}", *mode, "--class", "bogus")
+    assert r.returncode == exitcodes.USAGE, r.stderr
+    line = one_line(r)
+    assert "--class bogus: no such class" in line and all(str(c) in line for c in CLASSES)
+    if "--json" in mode:
+        assert json.loads(r.stdout)["exit_code"] == exitcodes.USAGE
+    else:
+        assert r.stdout == ""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import calendar
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -365,3 +366,123 @@ def test_gputop_in_a_terminal_opens_the_page_and_quits_on_q_or_a_signal(cluster)
             assert t.wait(30) == code
         finally:
             t.close()
+
+
+# -- a row that holds two GPUs (two exporters under one node and GPU label) --------------------------------------
+def merged_answers() -> tuple[dict, list]:
+    """The stored GPU's ``query_range`` answers as Prometheus gives them for a row that two exporters fill (the
+    same node and ``gpu`` labels from two instances): every series twice, and its class over the window from both
+    gputop exporters: compute-bound at every step, one with the subclass ``tensor``, the other without one (an
+    empty label: absent from Prometheus' answer)."""
+    gpu = json.loads(STORED_GPU.read_text())
+    series = []
+    for inst in ("10.0.0.1:9400", "10.0.0.2:9400"):
+        series += [dict(r, metric=dict(r["metric"], instance=inst)) for r in gpu["answers"][0]]
+    steps = [t for t, _ in gpu["answers"][0][0]["values"]]
+    labels = {k: v for k, v in gpu["answers"][0][0]["metric"].items() if k not in ("__name__", "instance")}
+    classes = [{"metric": dict(labels, __name__="gputop_bottleneck", instance=inst, **{"class": "compute-bound"},
+                               **sub), "values": [[t, "1"] for t in steps]}
+               for inst, sub in (("10.0.0.1:9400", {"subclass": "tensor"}), ("10.0.0.2:9400", {}))]
+    return gpu, [series, classes]
+
+
+def test_the_history_of_a_row_two_gpus_fill_reads_without_a_crash():
+    """(issue 35: Enter over such a row raised TypeError: '<' not supported between 'NoneType' and 'str'.)"""
+    from gputop.fleet.gpu_history import read_gpu
+
+    gpu, answers = merged_answers()
+    history = read_gpu(StoredAnswers(answers), gpu["node"], gpu["gpu"], now=gpu["now"])
+    steps = len(answers[1][0]["values"])
+    assert len(history.classes) == 2 * steps
+    assert [t for t, _, _ in history.classes] == sorted(t for t, _, _ in history.classes)
+    assert set(history.class_shares()) == {("compute-bound", None, 0.5), ("compute-bound", "tensor", 0.5)}
+
+
+@sync
+async def test_enter_over_a_row_two_gpus_fill_opens_its_detail():
+    from gputop.fleet.gpu_history import read_gpu
+
+    gpu, answers = merged_answers()
+    state = stored_state()
+    state.selected = (None, gpu["node"], gpu["gpu"])
+    app = ClusterApp(state, reader=None, refresh_s=0, read_gpu=lambda node, index: read_gpu(
+        StoredAnswers(answers), node, index, now=gpu["now"]))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await open_detail(pilot)
+        assert app.screen.error is None
+        text = await wait_screen(pilot, "50% compute-bound (tensor)")
+        assert "50% compute-bound" in text.replace("50% compute-bound (tensor)", "")
+
+
+# -- the accounting of a job that changed class many times ------------------------------------------------------
+def many_classes_state() -> ClusterState:
+    """The stored page, its job 1004 (the demo's node) counted over the demo's every phase: its GPU-hours in seven
+    classes (the demo trace's phases, as ``gputop --export --demo`` exports them over a loop)."""
+    state = stored_state()
+    shares = [("compute-bound", "tensor", 0.26), ("memory-bound", None, 0.22), ("latency-bound", "launch", 0.17),
+              ("pcie-bound", "pageable", 0.17), ("idle", "waiting", 0.12), ("host-bound", None, 0.04),
+              ("idle", None, 0.02)]
+    entries = [(j.job, c, s, h) for j in state.jobs if j.job != "1004" for (c, s), h in j.hours.items()]
+    entries += [("1004", c, s, 0.5 * share) for c, s, share in shares]
+    state.took_accounting(C.account(entries), state.step_s)  # (the most wasted job first, as the reader gives them)
+    return state
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_the_accounting_wraps_a_long_job_line_whole_and_headings_end_with_what_they_left_out(width):
+    """(issue 35: the accounting line was cut at 80 and 160 columns.) Every job's classes are in the accounting,
+    wrapped between its parts; a group's heading holds what fits and says how many classes it left out."""
+    from gputop.analysis.cluster_text import job_parts
+
+    state = many_classes_state()
+    lines = V.accounting_lines(state, width, most=40)
+    assert all(len(text) <= width and "…" not in text for text, *_ in lines)
+    job = next(j for j in state.jobs if j.job == "1004").to_dict()
+    name, hours, parts = job_parts(job)
+    joined = " ".join(" ".join(text.split()) for text, *_ in lines)
+    assert f"{name}: {hours}, " + ", ".join(parts) in joined
+    head = next(e.heading for e in V.entries(state) if e.heading and e.heading.startswith("job 1004"))
+    fitted = V.fit_heading(head, width)
+    assert len(fitted) <= width and (fitted == head or re.search(r", \+\d+ more$", fitted)), fitted
+    assert parts[0] in fitted
+
+
+@sync
+async def test_the_page_at_80x24_keeps_the_accounting_within_its_rows():
+    app = ClusterApp(many_classes_state(), reader=None, refresh_s=0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        text = await wait_screen(pilot, "GPU-hours by class")
+        assert all(len(line) <= 80 for line in text.splitlines())
+        acc = text.split("GPU-hours by class", 1)[1]
+        assert "more job" in acc  # the rows it has: the rest counted, not cut
+        assert not any(line.rstrip().endswith("…") for line in text.splitlines())
+
+
+@sync
+async def test_the_detail_says_the_span_its_charts_show_and_round_scales():
+    """(issue 35: "the last 15m" over charts of 174 s; "scale 0-79.6465 GiB".) The stored GPU was exported for half a
+    minute of the 15 asked: the head names the span the charts show (and what was asked), and the memory chart's
+    scale reads as a person would write it."""
+    from gputop.tui.widgets.history_chart import HistoryChart
+
+    app = stored_detail_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_detail(pilot)
+        text = await wait_screen(pilot, "15 min asked")
+        spans = {c.span for c in app.screen.query(HistoryChart)}
+        assert spans == {60.0}, spans
+        head = text.splitlines()[1]
+        assert head.startswith("the last 60 s ") and "15 min asked" in head, head
+        assert "15m" not in text
+        titles = [line for line in text.splitlines() if "  last " in line and "scale" in line]
+        assert len(titles) == 4 and all("last 60 s, scale" in t for t in titles), titles
+        assert "scale 0-140 GiB" in text, titles
+
+
+def test_scales_and_spans_read_as_people_write_them():
+    from gputop.format import scale_text, span_text
+
+    assert [scale_text(v) for v in (0, 100, 700, 140.401, 79.6465, 2.5, 0.25, 1000)] == \
+        ["0", "100", "700", "140", "79.6", "2.5", "0.25", "1000"]
+    assert [span_text(s) for s in (60, 174, 900, 3600, 5400, 86400)] == \
+        ["60 s", "2 min 54 s", "15 min", "60 min", "90 min", "24 h"]

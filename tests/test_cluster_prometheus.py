@@ -1,8 +1,8 @@
 """The cluster read from a real Prometheus: ``gputop --source prometheus=URL --once``.
 
 One Prometheus (Debian's ``prometheus``, scrape and rule evaluation every second) per module scrapes four real
-``gputop --export --replay TRACE`` processes, each replaying a different shipped trace under its own hostname
-and job (``--job-map``), and one HTTP endpoint per node serving dcgm-exporter's text (tests/data/dcgm) under other
+``gputop --export --replay TRACE`` processes, each replaying a steady stretch of a different shipped trace, held
+for an hour (:func:`held_trace`: a job that runs on), under its own hostname and job (``--job-map``), and one HTTP endpoint per node serving dcgm-exporter's text (tests/data/dcgm) under other
 hostnames and jobs (``hpc_job``; Kubernetes' ``pod``/``namespace``). It loads a copy of
 docs/prometheus/gputop-rules.yml with its ``for:`` cut to a second and its GPU-hours counted every second. The tests read the cluster through the real
 CLI and check every row against what its exporter serves.
@@ -36,14 +36,17 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(PROMETHEUS is None, reason="no prometheus binary on PATH (scripts/test installs "
                                  "Debian's `prometheus` package; apt-get install prometheus)")]
 
-# node -> (trace, job): the gputop --export nodes, replaying at 8x (each ends within 6 s, then holds its verdict)
+# node -> (trace, job, the stretch of it held, s): the gputop --export nodes, each a job that runs on in one regime (a
+# replay that ends stops exporting its GPU, issue 35): the loader's starved steps, the memory held full, the bf16
+# matmul, the demo's pageable copies
 EXPORTERS = {
-    "node-starved": (ROOT / "tests/data/traces/dataloader_starved.input-starved.jsonl.gz", "1001"),
-    "node-full": (ROOT / "tests/data/traces/memory_full.memory-capacity.jsonl.gz", "1002"),
-    "node-bf16": (ROOT / "tests/data/traces/matmul_bf16.compute-bound.jsonl.gz", "1003"),
-    "node-demo": (ROOT / "gputop/data/demo.jsonl.gz", "1004"),
+    "node-starved": (ROOT / "tests/data/traces/dataloader_starved.input-starved.jsonl.gz", "1001", (10.5, 18.6)),
+    "node-full": (ROOT / "tests/data/traces/memory_full.memory-capacity.jsonl.gz", "1002", (4.0, 12.0)),
+    "node-bf16": (ROOT / "tests/data/traces/matmul_bf16.compute-bound.jsonl.gz", "1003", (4.0, 11.0)),
+    "node-demo": (ROOT / "gputop/data/demo.jsonl.gz", "1004", (28.8, 35.6)),
 }
-SPEED_END_S = 6.0
+HOLD_S, HOLD_EVERY = 3600.0, 5  # an hour of the stretch (longer than any module runs), every 5th tick (2 Hz)
+SETTLE_S = 4.0  # the live verdict's first regime may be the stretch's first second (the demo's: its launches)
 # node -> (dcgm-exporter text, extra labels, the job they name): the nodes only dcgm-exporter exports
 DCGM_NODES = {
     "dcgm-a": ("h200_matmul_bf16.prom", 'hpc_job="7001"', "7001"),
@@ -52,14 +55,20 @@ DCGM_NODES = {
 }
 
 
-def renamed_trace(src: Path, dest: Path, hostname: str) -> Path:
-    """A copy of a trace whose header names another recording machine (the exporter's Hostname label)."""
+def held_trace(src: Path, dest: Path, hostname: str, stretch: tuple[float, float]) -> Path:
+    """A trace of ``src``'s recorded ticks within ``stretch`` (every ``HOLD_EVERY``-th), played again and again for
+    ``HOLD_S`` seconds (times shifted on), under a header that names another recording machine (the exporter's
+    Hostname label)."""
     with gzip.open(src, "rt") as f:
-        head, rest = f.readline(), f.read()
-    header = json.loads(head)
-    header["hostname"] = hostname
+        rows = [json.loads(line) for line in f]
+    lo, hi = stretch
+    ticks = [r for r in rows[1:] if r.get("type") == "tick" and lo <= r["t"] < hi][::HOLD_EVERY]
     with gzip.open(dest, "wt") as f:
-        f.write(json.dumps(header) + "\n" + rest)
+        f.write(json.dumps(dict(rows[0], hostname=hostname)) + "\n")
+        for k in range(int(HOLD_S // (hi - lo)) + 1):
+            for r in ticks:
+                t = r["t"] - lo + k * (hi - lo)
+                f.write(json.dumps(dict(r, t=t, gpus=[dict(g, t=t) for g in r["gpus"]])) + "\n")
     return dest
 
 
@@ -110,13 +119,13 @@ def cluster(tmp_path_factory):
     (tmp / "rules.yml").write_text(rules.replace(":1m]", ":1s]").replace(") / 60", ") / 3600"))
     started = time.monotonic()
     try:
-        for node, (trace, job) in EXPORTERS.items():
+        for node, (trace, job, stretch) in EXPORTERS.items():
             jobs = tmp / f"jobs-{node}"
             jobs.mkdir()
             (jobs / "0").write_text(job + "\n")
             ports[node] = free_port()
             procs.append(start_exporter(f"127.0.0.1:{ports[node]}", "--replay",
-                                        str(renamed_trace(trace, tmp / f"{node}.jsonl.gz", node)), "--speed", "8",
+                                        str(held_trace(trace, tmp / f"{node}.jsonl.gz", node, stretch)),
                                         "--job-map", str(jobs)))
         targets = [f"127.0.0.1:{p}" for p in ports.values()]
         dcgm_jobs = "\n".join(f"""  - job_name: {node}
@@ -145,21 +154,16 @@ scrape_configs:
             return len(up) == len(EXPORTERS) + len(DCGM_NODES) and len(query(prom_port, "gputop_bottleneck == 1")) \
                 == len(EXPORTERS)
         wait_for(all_up, 60, "Prometheus to scrape every exporter and gputop's four verdicts", step=0.3)
-        # the replays end within 6 s (41 s of trace at 8x); then each exporter holds its last verdict
-
-        def state(port):  # a replay that has ended serves its last tick: the same DCGM values, the same class
-            text = get(f"http://127.0.0.1:{port}/metrics")
-            return exported_class(port), [ln for ln in text.splitlines() if ln.startswith("DCGM_")]
+        # each exporter's live verdict settles on its stretch's regime within a couple of seconds and holds it
 
         last: dict = {}
 
-        def settled():  # every exporter's series unchanged over two scrapes (2 s), once the replays have ended
-            now, t = {node: state(port) for node, port in ports.items()}, time.monotonic()
+        def settled():  # every exporter's class unchanged over two scrapes (2 s), after its first regime
+            now, t = {node: exported_class(port) for node, port in ports.items()}, time.monotonic()
             if now != last.get("state"):
                 last.update(state=now, since=t)
-            ended = t - last["since"] >= 2.0 and t - started > SPEED_END_S
-            return {node: cls for node, (cls, _) in now.items()} if ended else None
-        expected = wait_for(settled, 40, "the replays to end and their verdicts to settle", step=0.2)
+            return now if t - last["since"] >= 2.0 and t - started > SETTLE_S else None
+        expected = wait_for(settled, 40, "the exporters' verdicts to settle", step=0.2)
         yield {"url": f"http://127.0.0.1:{prom_port}", "prom_port": prom_port, "expected": expected, "tmp": tmp,
                "prometheus": prometheus}
     finally:
@@ -276,3 +280,37 @@ def test_the_client_reads_series_instant_and_range_answers(cluster):
     t = float(up["value"][0])
     (matrix,) = client.query_range('up{job="dcgm-a"}', t - 4, t, 1)
     assert [float(v) for _, v in matrix["values"]] == [1.0] * len(matrix["values"]) and len(matrix["values"]) >= 4
+
+
+# -- the filters, checked (issue 35) ------------------------------------------------------------------------------
+@pytest.mark.parametrize("flag, value, names", [("--node", "nosuch", "nodes"), ("--job", "nosuch", "jobs")])
+def test_a_node_or_job_the_cluster_does_not_have_is_one_line_and_exit_2(cluster, flag, value, names):
+    """A --node or --job that matches nothing (a job: neither now nor in --range's accounting) is a usage error, as
+    --gpu N of a GPU that is not there: one line naming what there is, exit 2, and --json's one document says so;
+    the cluster page says the same before it starts."""
+    r = gputop("--source", f"prometheus={cluster['url']}", "--once", flag, value)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and r.stdout == "" and len(lines) == 1, r.stderr
+    assert f"{flag} {value}: no such" in lines[0] and f"{names}:" in lines[0]
+    assert ("node-bf16" if flag == "--node" else "1003") in lines[0]
+    r = gputop("--source", f"prometheus={cluster['url']}", "--once", "--json", flag, value)
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, json.loads((ROOT / "gputop/schema/cluster.schema.json").read_text()))
+    assert r.returncode == 2 and doc["exit_code"] == 2 and doc["gpus"] == [] and f"{flag} {value}" in \
+        doc["errors"][0]["message"]
+    r = gputop("--source", f"prometheus={cluster['url']}", flag, value)  # the page: before it needs a terminal
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and f"{flag} {value}: no such" in r.stderr
+
+
+def test_the_accounting_follows_the_filters(cluster):
+    """The accounting below the rows is that of the jobs whose GPUs are shown (and of --job's job), as on the page."""
+    def accounted(*args):
+        return {j["job"] for j in cluster_json(cluster["url"], "--range", "2m", *args)["accounting"]["jobs"]}
+    everything = accounted()
+    assert {"1001", "1002", "1003", "1004", "7001", "ml/trainer-0", None} <= everything
+    assert accounted("--node", "dcgm-b") == {"ml/trainer-0"}
+    assert accounted("--job", "1002") == {"1002"}
+    compute = {g["job"] for g in cluster_json(cluster["url"], "--class", "compute-bound")["gpus"]}
+    assert accounted("--class", "compute-bound") == compute and len(compute) >= 2
+    r = gputop("--source", f"prometheus={cluster['url']}", "--once", "--range", "2m", "--node", "dcgm-b")
+    assert r.returncode == 0 and re.findall(r"^job (\S+):", r.stdout, re.M) == ["ml/trainer-0"], r.stdout

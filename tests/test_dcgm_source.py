@@ -299,3 +299,33 @@ def test_an_unknown_model_has_no_invented_facts(exporter):
     gpu_line = next(line for line in r.stdout.splitlines() if line.startswith("GPU 0"))
     assert gpu_line == "GPU 0  NVIDIA Z9000  driver 580.159.04  CUDA unknown"
     assert "None" not in r.stdout and "genn/a" not in r.stdout
+
+
+def test_the_tui_and_once_give_one_answer_on_the_same_exporter(exporter):
+    """(issue 35: --once said "cc 9.0, 132 SMs (the model's published figures)", the TUI on the same URL "cc n/a n/a
+    SMs" and clocks "1500/n/a".) Both take the model's published figures where the exporter names the model alone,
+    and say so; what neither knows (the power limit) is n/a in both."""
+    from gputop.telemetry.source import DCGM_EXPORTER, SourceSpec
+    from gputop.tui.app import GputopApp
+    from gputop.tui.config import open_config
+    from pilot_util import step, sync
+
+    url = exporter("h200_matmul_bf16.prom")
+    once = gputop_cli("--source", f"dcgm-exporter={url}", "--once").stdout
+    assert "cc 9.0, 132 SMs" in once and "SM 1500/1980 MHz" in once and "memory 3201/3201 MHz" in once, once
+    assert "power 692/n/a W" in once
+    config = open_config(SourceSpec(kind=DCGM_EXPORTER, path=url))
+    config.start_sampler, config.fps = False, 0
+
+    @sync
+    async def run():
+        app = GputopApp(config)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await step(app, pilot, 3)
+            return app.screen_text(), app.monitor.verdict
+
+    text, verdict = run()
+    assert "GPU 0 NVIDIA H200  Hopper cc 9.0  132 SMs (published)" in text, text
+    assert "n/a SMs" not in text and "cc n/a" not in text
+    assert "1500 / 1980 MHz" in text and "3201 / 3201 MHz" in text
+    assert "692 / n/a W" in text

@@ -100,15 +100,15 @@ def test_the_node_gives_each_gpu_the_verdict_the_tui_and_the_exporter_gave_at_ev
         assert judged > len(ticks), what  # verdicts there were, on most ticks
 
 
-def test_the_nodes_jobs_are_judged_afresh_not_on_an_older_judgement(tmp_path):
+def test_the_nodes_jobs_are_judged_afresh_not_on_an_older_judgement():
     """Two jobs on one node (the composed 8-GPU trace, each job its own process group), fed tick by tick: each
     job's comms-bound GPUs say 4 and 3 of their group. The monitor page, a frame after every tick, said [4, 4, 3, 3]
     for the first job's: GPUs 2 and 3 kept the group of a judgement made while GPU 1 was not comms-bound yet.
     A hung job on 2 GPUs whose rank 1 leaves its GPU: once it has left, the stalled GPU 0 says so (a stuck
     collective, GPU 1 left), where the page kept GPU 0's judgement from before (a stall of its own: no subclass)."""
-    from test_tui_eight_gpus import TICK, with_process_groups
+    from test_tui_eight_gpus import COMPOSED, TICK  # (its recordings' processes each in a group of their own)
 
-    ticks, statics, peaks = load(with_process_groups(tmp_path))
+    ticks, statics, peaks = load(COMPOSED)
     for snap in node_ticks(ticks[:TICK], statics, peaks, selected=0):
         pass
     evs = [v.evidence for v in snap.verdicts()]

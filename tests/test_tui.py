@@ -428,3 +428,25 @@ def test_quitting_after_a_stop_signal_keeps_the_runs_grace_period(tmp_path, monk
     assert state.run.finished and not state.run.child.killed and not state.run.child.kill_asked
     doc = state.run.document()
     assert doc["status"] == "interrupted" and doc["signal"] == "SIGTERM" and doc["exit_code"] == 143
+
+
+@sync
+async def test_the_first_tab_on_the_workloads_page_goes_to_the_first_parameter_and_keys_are_typed_there():
+    """(issue 35: the first Tab focused the scrolling pane around the form, drawn as nothing; a 1 typed then showed
+    the monitor page.) Every Tab lands on something drawn: the list, then each parameter in turn."""
+    app = make(specs=specs())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")
+        await wait_for(pilot, lambda: app.workloads.form.loaded is not None)
+        inputs = [w.id for w in app.workloads.form.query("Input")]
+        await pilot.press("tab")
+        await pilot.pause()
+        assert app.focused is not None and app.focused.id == inputs[0], app.focused
+        before = app.focused.value
+        await pilot.press("end", "1")
+        await pilot.pause()
+        assert app.page == "workloads" and app.focused.value == before + "1"
+        for _ in inputs:  # on through the form, and round to the list
+            await pilot.press("tab")
+            await pilot.pause()
+            assert app.focused is not None and (app.focused.id or "").startswith(("param-", "wl-list")), app.focused

@@ -291,3 +291,28 @@ async def test_the_monitor_comes_back_when_a_followed_replay_ends():
         await wait_for(pilot, lambda: app.model.source is home, 30)
         assert not state.active and app.model.home_source is None
         assert any("the replay of roofline is over: the monitor shows" in n and n.endswith("again") for n in notes(app))
+
+
+@sync
+async def test_the_sm_and_dram_charts_keep_a_title_and_two_rows_through_the_whole_demo():
+    """(issue 35: in the tiny-kernels phase the verdict's advice took a row more and the DRAM chart went.) At every
+    phase of the demo at 80x24 both charts show with a title and two rows; where the advice was cut for them its
+    last row ends in "…", and it comes back whole where there is room."""
+    app = make()
+    async with app.run_test(size=SIZE) as pilot:
+        seen_cut = seen_whole = False
+        for _ in range(40):  # the 41 s trace, a second at a time
+            await step(app, pilot, 10)
+            await step(app, pilot, 0)  # the layout after the verdict gave up its rows
+            sm, dram = app.monitor.charts[:2]
+            assert sm.display and dram.display, app.screen_text()
+            assert sm.size.height >= 3 and dram.size.height >= 3, app.screen_text()
+            text = app.screen_text()
+            assert "SM activity " in text and re.search(r"^ DRAM bandwidth \d+%  last", text, re.M), text
+            v = app.monitor.verdict
+            if v is not None and v.advice:
+                cut = "…" in text.split("advice: ", 1)[-1].split("SM activity", 1)[0]
+                seen_cut |= cut
+                seen_whole |= not cut
+            assert len(rows(app)) == 24 and all(len(r) <= 80 for r in rows(app))
+        assert seen_cut and seen_whole

@@ -104,6 +104,12 @@ def test_compose_script_rebuilds_the_shipped_trace_byte_for_byte(tmp_path):
     assert [d["index"] for d in header["devices"]] == list(range(8))
     assert [(g["source"], g["source_index"]) for g in header["composed"]["gpus"]] == \
         [("comms_mlp.jsonl.gz", i) for i in range(4)] + [("straggler.jsonl.gz", i) for i in range(4)]
+    groups = {}  # each recording's processes: one process group (one torchrun job each), the two apart
+    for line in gzip.decompress(out.read_bytes()).splitlines()[1:]:
+        for pos, g in enumerate(json.loads(line).get("gpus") or []):
+            for p in g.get("processes") or []:
+                groups.setdefault(pos < 4, set()).add(p["pgid"])
+    assert len(groups[True]) == len(groups[False]) == 1 and groups[True] != groups[False]
 
 
 def test_strip_lays_more_gpus_than_rows_in_columns_and_fits_each_cell():
@@ -123,15 +129,15 @@ def test_strip_lays_more_gpus_than_rows_in_columns_and_fits_each_cell():
     assert len(cut) == 16 and cut.plain.endswith("…")
 
 
-def with_process_groups(tmp_path: Path) -> Path:
-    """The composed trace with each job's processes in a process group of its own (``pgid``, as the live source
-    reads it: two jobs started apart, from two shells, have two); the recordings predate the field."""
+def without_process_groups(tmp_path: Path) -> Path:
+    """The composed trace with no ``pgid`` on any process (as its two recordings were made: they predate the
+    field)."""
     rows = [json.loads(line) for line in gzip.decompress(COMPOSED.read_bytes()).splitlines()]
     for row in rows:
-        for pos, s in enumerate(row.get("gpus") or []):
+        for s in row.get("gpus") or []:
             for p in s.get("processes") or []:
-                p["pgid"] = 1000 if pos < 4 else 2000
-    out = tmp_path / "two_jobs.jsonl.gz"
+                p.pop("pgid", None)
+    out = tmp_path / "no_groups.jsonl.gz"
     out.write_bytes(gzip.compress(b"\n".join(json.dumps(r).encode() for r in rows) + b"\n"))
     return out
 
@@ -139,23 +145,26 @@ def with_process_groups(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_two_jobs_on_one_node_are_judged_apart_by_their_process_groups(tmp_path):
     """Live (the TUI), two jobs on one node: each job's comms-bound GPUs are a process group of their own (4 and 3,
-    not 7); without process groups (the trace as recorded), one group of all."""
+    not 7: issue 35), as the composed trace says (each recording's processes share a process group: one torchrun
+    job each); without process groups, one group of all."""
     from gputop.analysis.comms import node_jobs
 
-    async def verdicts_at(path):
+    async def verdicts_at(path, size=(160, 48)):
         app = make(path)
-        async with app.run_test(size=(160, 48)) as pilot:
+        async with app.run_test(size=size) as pilot:
             await at_tick(TICK)(pilot)
             return [v.evidence if hasattr(v, "evidence") else v["evidence"] for v in app.monitor.verdicts], \
-                [v.cls if hasattr(v, "cls") else v["class"] for v in app.monitor.verdicts]
+                [v.cls if hasattr(v, "cls") else v["class"] for v in app.monitor.verdicts], \
+                " ".join(app.monitor.verdict_panel.plain.split())  # (the selected GPU's, as on screen, unwrapped)
 
-    evs, classes = asyncio.run(verdicts_at(with_process_groups(tmp_path)))
+    evs, classes, text = asyncio.run(verdicts_at(COMPOSED))
     assert classes == ["comms-bound"] * 4 + ["comms-bound", "compute-bound", "comms-bound", "comms-bound"]
     assert [evs[i].get("group_gpus") for i in (0, 1, 2, 3)] == [4] * 4
     assert [evs[i].get("group_gpus") for i in (4, 6, 7)] == [3] * 3
-    evs1, _ = asyncio.run(verdicts_at(COMPOSED))
-    assert {evs1[i].get("group_gpus") for i in (0, 1, 2, 3, 4, 6, 7)} == {7}  # the trace alone: one group
-    rows = [json.loads(line) for line in gzip.decompress(with_process_groups(tmp_path).read_bytes()).splitlines()]
+    assert "; 4 GPUs of this process group" in text and "7 GPUs" not in text
+    evs1, _, _ = asyncio.run(verdicts_at(without_process_groups(tmp_path)))
+    assert {evs1[i].get("group_gpus") for i in (0, 1, 2, 3, 4, 6, 7)} == {7}  # no groups seen: one group
+    rows = [json.loads(line) for line in gzip.decompress(COMPOSED.read_bytes()).splitlines()]
     ticks = [r for r in rows if r.get("gpus")][:TICK]
     assert node_jobs(ticks, list(range(8))) == [[0, 1, 2, 3], [4, 5, 6, 7]]
 

@@ -236,7 +236,7 @@ def test_bar_items_throughput_oom_and_lower_is_better():
     items = results.bar_items([{"phase": "batch=1", "batch": 1, "samples_per_s": 100.0},
                                {"phase": "batch=2", "batch": 2, "samples_per_s": 180.0},
                                {"phase": "batch=4", "batch": 4, "oom": True}])
-    assert items[0] == ("batch=1", 100.0, "samples_per_s", None)
+    assert items[0][:4] == ("batch=1", 100.0, "samples_per_s", None)
     assert items[2][1] is None and items[2][2] == "out of memory"
     lines = [t.plain for t in results.bars_view({"points": [{"phase": "eager", "step_ms": 2.0},
                                                             {"phase": "graph", "step_ms": 1.0}]}, 80, 10)]

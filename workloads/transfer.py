@@ -38,6 +38,7 @@ if (_CHECKOUT / "gputop").is_dir() and str(_CHECKOUT) not in sys.path:  # run as
     sys.path.insert(0, str(_CHECKOUT))  # its own gputop first, whatever else is installed
 
 from gputop.lessons.transfer import COPY_PHASES  # the copies its lesson judges
+from gputop.measure.host import llc_bytes
 from gputop.workload import Param, ParamError, device_param, main, require_torch
 from gputop.workload.util import torch_device
 
@@ -238,7 +239,7 @@ def run(p: dict, emit) -> None:
     emit.started(NAME, p, info)
     if not emit.events:
         emit.on_point = print_row
-    results: dict = {"sizes_bytes": nbytes}
+    results: dict = {"sizes_bytes": nbytes, "llc_bytes": llc_bytes()}  # (a copy that fits it is not DRAM's speed)
     memcpy = host_memcpy(p, emit, nbytes)
     if memcpy:
         results["host_memcpy_gb_per_s"] = memcpy[-1]["gb_per_s"]

@@ -24,6 +24,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
 from gputop.analysis.classify import classify
+from gputop.analysis.cluster_text import duration_text
 from gputop.analysis.verdict import Verdict
 from gputop.analysis.vocabulary import CLASSES, Cls
 from gputop.telemetry.dcgm_fields import LABEL_GPU, LABELS_HOSTNAME
@@ -126,6 +127,44 @@ def select(rows: list[ClusterGpu], job: str | None = None, node: str | None = No
     """The rows of ``job`` (one of its jobs), ``node`` and class ``cls`` (each exact; None: any)."""
     return [r for r in rows if (job is None or job in r.jobs) and (node is None or r.node == node)
             and (cls is None or r.cls == cls)]
+
+
+def class_problem(name: str) -> str | None:
+    """Why ``--class NAME`` names no class (the classes listed), or None."""
+    if name in CLASSES:
+        return None
+    return f"--class {name}: no such class (the classes: {', '.join(CLASSES)})"
+
+
+NAMES_SHOWN = 8  # a line that lists what the cluster has names at most this many
+
+
+def unmatched(rows: list[ClusterGpu], jobs: list["JobHours"], range_s: float, job: str | None = None,
+              node: str | None = None) -> str | None:
+    """One line for a ``--node`` the cluster has no GPU on, or a ``--job`` it has neither now nor in the accounting
+    over ``range_s`` (naming the nodes or jobs it has); None where both match."""
+    def some(names) -> str:
+        names = sorted(names)
+        more = f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
+        return ", ".join(names[:NAMES_SHOWN]) + more if names else "none"
+    if node is not None and not any(r.node == node for r in rows):
+        return f"--node {node}: no such node in the cluster now (nodes: {some({r.node for r in rows})})"
+    held = {j for r in rows for j in r.jobs} | {j.job for j in jobs if j.job is not None}
+    if job is not None and job not in held:
+        return (f"--job {job}: no such job in the cluster, now or over the last {duration_text(range_s)} (jobs: "
+                f"{some(held)})")
+    return None
+
+
+def accounted(jobs: list["JobHours"], shown: list[ClusterGpu], filtered: bool,
+              job: str | None = None) -> list["JobHours"]:
+    """The accounting that goes with the rows ``shown``: every job's without a filter (``filtered`` False), else
+    the jobs whose GPUs are shown ("no job" for a GPU no job holds) and ``--job``'s own (a job that ended within the
+    range has GPU-hours and no GPU now)."""
+    if not filtered:
+        return list(jobs)
+    held = {j for r in shown for j in r.jobs or [None]} | ({job} if job is not None else set())
+    return [j for j in jobs if j.job in held]
 
 
 def judge(samples: list[dict], static: dict, exported: set[str]) -> tuple[Verdict, list[str]]:

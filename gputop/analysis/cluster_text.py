@@ -25,8 +25,15 @@ def class_text(cls: str | None, sub: str | None) -> str:
     return "no verdict" if cls is None else cls + (f" ({sub})" if sub else "")
 
 
-def job_line(j: dict) -> str:
-    """'job 1234: 64 GPU-h, 61% input-starved, 20% compute-bound (tensor)' (``JobHours.to_dict()``)."""
+def job_parts(j: dict) -> tuple[str, str, list[str]]:
+    """('job 1234', '64 GPU-h', ['61% input-starved', '20% compute-bound (tensor)']) of ``JobHours.to_dict()``: the
+    pieces of its line, for a screen that wraps or shortens it between them."""
     parts = [f"{round(100 * c['share'])}% {class_text(c['class'], c['subclass'])}" for c in j["classes"]]
     name = f"job {j['job']}" if j["job"] is not None else "no job"
-    return f"{name}: {hours_text(j['gpu_hours'])} GPU-h, " + ", ".join(parts)
+    return name, f"{hours_text(j['gpu_hours'])} GPU-h", parts
+
+
+def job_line(j: dict) -> str:
+    """'job 1234: 64 GPU-h, 61% input-starved, 20% compute-bound (tensor)' (``JobHours.to_dict()``)."""
+    name, hours, parts = job_parts(j)
+    return f"{name}: " + ", ".join([hours, *parts])

@@ -32,6 +32,8 @@ profile loader, gputop/runner/profile_loader). Pure: no torch, no NVML.
 
 from __future__ import annotations
 
+from gputop.format import count
+
 KERNEL_WAIT_US = 30.0  # HTA's consecutive_kernel_delay default (the trace's unit: microseconds)
 REASONS = ("host_wait", "kernel_wait", "other")
 BASIS = ("HolisticTraceAnalysis' idle time breakdown (get_idle_time_breakdown), summed over streams; "
@@ -105,4 +107,4 @@ def idle_line(idle: dict | None) -> str:
         return f"idle breakdown: none ({idle['why_none']})"
     s = idle["shares"]
     return (f"idle time: host wait {100 * s['host_wait']:.0f}%, kernel wait {100 * s['kernel_wait']:.0f}%, "
-            f"other {100 * s['other']:.0f}% (HTA's breakdown, {idle['streams']} stream(s))")
+            f"other {100 * s['other']:.0f}% (HTA's breakdown, {count(idle['streams'], 'stream')})")

@@ -107,6 +107,15 @@ def model_facts(static: dict) -> dict:
     return dict(MODEL_FACTS.get(static.get("name") or "", {}))
 
 
+def with_model_facts(static: dict) -> dict:
+    """``static`` as people are shown it: the source's facts, and where it reported none of them (a dcgm-exporter)
+    :func:`model_facts` (its model's published figures), ``published_facts`` naming those it took ([]: none). The
+    one answer of ``--once``'s text and the TUI; documents keep what the source said (and the peaks' notes say
+    where their facts came from)."""
+    known = model_facts(static)
+    return {**static, **known, "published_facts": sorted(known)}
+
+
 def compute_peaks(static: dict) -> dict:
     """Theoretical peaks (plain floats, None where a needed fact is missing) and notes saying why."""
     notes: list[str] = []

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 
 from gputop import exitcodes
 from gputop.cli import command, doctor, export, listing, once, record, replay, serve, tui, workload
@@ -81,6 +82,13 @@ def main(argv: list[str] | None = None) -> int:
 
         nvml_early.start()
     args, words = parse(argv)
+    try:
+        return _run(args, words)
+    except Exception:  # a bug in gputop: one line, the traceback in a log file, 70; with --json, the document too
+        return internal_error(argv, traceback.format_exc())
+
+
+def _run(args, words) -> int:
     if args.verbose:
         import logging
 
@@ -96,3 +104,26 @@ def main(argv: list[str] | None = None) -> int:
         exitcodes.say("cannot write to stdout (closed); output lost")
         silence_stdout()
         return exitcodes.FAILED
+
+
+def internal_error(argv: list[str], text: str) -> int:
+    """A mode that died of an exception gputop did not handle (gputop/crashlog.py): logged, one line, exit 70; a
+    ``--json`` command line still gets its mode's one document, saying so."""
+    from gputop import crashlog
+    from gputop.cli.parser import json_document_of
+    from gputop.documents import emit, error
+
+    said = crashlog.line(text, "gputop")
+    exitcodes.say(said)
+    command = argv[argv.index("--") + 1:] if "--" in argv else []
+    own = argv[:argv.index("--")] if "--" in argv else argv
+    make = json_document_of(own, command)
+    doc = make(said) if make is not None else None
+    if doc is not None:
+        doc["exit_code"] = exitcodes.INTERNAL_ERROR
+        doc["errors"] = [error("internal_error", said)]
+        try:
+            emit(doc, json_mode=True)
+        except (OSError, ValueError):
+            pass
+    return exitcodes.INTERNAL_ERROR

@@ -39,7 +39,7 @@ RANGE = option("--range", group=SOURCE_GROUP, metavar="DURATION", help="with --s
 JOB = option("--job", group=SOURCE_GROUP, metavar="JOB", help="with --source prometheus=URL: only this job's GPUs")
 NODE = option("--node", group=SOURCE_GROUP, metavar="HOST", help="with --source prometheus=URL: only this node's GPUs")
 CLASS = option("--class", group=SOURCE_GROUP, dest="cls", metavar="CLASS", help="with --source prometheus=URL: only "
-               "GPUs of this bottleneck class (idle, input-starved, ...)")
+               "GPUs of this bottleneck class (idle, input-starved, ...)", check=lambda c: _class_problem(c))
 RATE = option("--rate", group=SOURCE_GROUP, type=float, metavar="HZ",  # no default here: SourceSpec's is the one
               help=f"sampling rate, {MIN_RATE_HZ:g} to {MAX_RATE_HZ:g} (default {DEFAULT_RATE_HZ:g} Hz)",
               check=lambda hz: None if MIN_RATE_HZ <= hz <= MAX_RATE_HZ else
@@ -74,6 +74,12 @@ VERBOSE = option("-v", "--verbose", group=OUTPUT_GROUP, dest="verbose", action="
 
 # the options every mode takes (the source's, the device, the output's look)
 COMMON = (GPU, REPLAY, SPEED, DEMO, RANGE, JOB, NODE, CLASS, RATE, DEVICE, NO_COLOR, VERBOSE)
+
+
+def _class_problem(name: str) -> str | None:
+    from gputop.analysis.cluster import class_problem  # (the classifier is not imported at start-up)
+
+    return class_problem(name)
 
 
 def check_source(args: argparse.Namespace) -> str | None:

@@ -8,6 +8,11 @@ The verdicts are the TUI's (:class:`gputop.analysis.live.LiveNode`, one per expo
 of the work since its last change, at most ``thresholds.LIVE_MAX_S``, judged again once a second of ticks and at
 once on a change, the node's jobs together), so Prometheus sees what the screen shows, however often it scrapes;
 ``gputop_verdict_window_seconds`` is the length of the window the verdict judged.
+
+A replay (``--replay FILE``, ``--demo``) adds ``gputop_replay{trace,loop}``: 1 while it plays, 0 once a replay that
+does not loop has ended. From then on no GPU series is exported at all (no sample, verdict, peak or process): they
+go stale in Prometheus as a stopped exporter's do, rather than the last verdict standing beside the last tick's
+numbers for ever. The demo loops (``loop="true"``) and never ends.
 """
 
 from __future__ import annotations
@@ -125,6 +130,11 @@ class GputopCollector(Collector):
 
     def collect(self):
         self.scrapes += 1
+        source = self.sampler.source
+        if source.kind == "replay":
+            yield self._replay_family(source)
+            if source.finished:  # what is left is the end of a recording: no GPU series, no verdict
+                return
         tick = self.sampler.latest()
         jobs = self._jobs()
         with_job = bool(jobs)
@@ -152,6 +162,15 @@ class GputopCollector(Collector):
         yield from doctor_families(self.doctor, self.gpus, rows, names)
         if self.attribution is not None:
             yield from attribution_families(self.attribution())
+
+    @staticmethod
+    def _replay_family(source):
+        fam = GaugeMetricFamily("gputop_replay", "A recorded trace played back by gputop --export (not GPUs read "
+                                "now): 1 while it plays, 0 once it has ended (a replay that does not loop: its GPU "
+                                "series are no longer exported). loop=\"true\": it starts again at its end (the "
+                                "demo).", labels=["trace", "loop"])
+        fam.add_metric([source.label or "", "true" if source.loop else "false"], 0.0 if source.finished else 1.0)
+        return fam
 
     def _verdict_families(self, rows, names):
         verdicts = self.verdicts()

@@ -1,7 +1,8 @@
 """``gputop --export [HOST:]PORT``: serve the telemetry as OpenMetrics/Prometheus text until stopped.
 
 Headless: a sampler on the chosen source (live NVML, ``--demo`` or ``--replay FILE``; the demo loops, a
-replay keeps serving its last tick once it ends) and prometheus-client's HTTP server with
+replay plays once: at its end its GPU series stop (see :mod:`.collector`), one line on stderr says so, and it
+goes on answering until stopped) and prometheus-client's HTTP server with
 :class:`gputop.export.collector.GputopCollector`. It binds 127.0.0.1:9400 unless told otherwise; all
 interfaces need an explicit ``0.0.0.0:PORT``. A bad address, or one that cannot be bound (port in use),
 is one line on stderr and exit 2. As dcgm-exporter does, the metrics are at ``/metrics``, ``/`` is a page that
@@ -25,6 +26,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from gputop import exitcodes
 from gputop.analysis.peaks import compute_peaks
 from gputop.exitcodes import fail
+from gputop.format import count
 from gputop.export.collector import ExportedGpu, ExportOptions, GputopCollector, gpu_labels
 from gputop.runner.stop_signals import StopSignals
 from gputop.telemetry.devices import nvml_index_for_cuda, visible_entries
@@ -91,20 +93,31 @@ def main_export(args) -> int:
     stops = StopSignals(lambda signum: stop.set())
     with stops:  # before the server: a signal as soon as it answers is a clean stop too
         try:
-            close = _listen(args, collector, f"{len(positions)} GPU(s) ({src.kind})")
+            close = _listen(args, collector, f"{count(len(positions), 'GPU')} ({src.kind})")
         except exitcodes.Failure as exc:
             src.close()
             return fail(exc.code, str(exc))
         try:
             sampler.start()
+            ended = False
             while not stop.wait(1.0):
-                pass
+                ended = ended or _say_if_ended(src)
+            if not ended:  # stopped in the second between the end and its line
+                _say_if_ended(src)
         finally:
             close()
             sampler.stop()
             src.close()
     exitcodes.say(f"stopped by {exitcodes.signal_name(stops.first)}" if stops.first else "stopped")
     return exitcodes.OK
+
+
+def _say_if_ended(src) -> bool:
+    """One line once a replay that does not loop has ended; whether it has."""
+    if src.finished:
+        exitcodes.say(f"the replay of {src.label} ended: its GPU series are no longer exported (gputop_replay 0); "
+                      "Ctrl-C stops")
+    return src.finished
 
 
 def _collector(args, sampler, static: list[dict], positions, hostname: str | None, live: bool,
@@ -148,4 +161,4 @@ def serve_session(args, session):
     latest = session.profile.latest if session.profile is not None else None
     collector = _collector(args, mon.sampler, mon.static, positions, getattr(mon.source, "hostname", None), live,
                            attribution=latest)
-    return _listen(args, collector, f"{len(positions)} GPU(s) and the command's profiler windows")
+    return _listen(args, collector, f"{count(len(positions), 'GPU')} and the command's profiler windows")

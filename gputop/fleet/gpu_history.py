@@ -47,7 +47,8 @@ class GpuHistory:
         for _, cls, sub in self.classes:
             counts[(cls, sub)] = counts.get((cls, sub), 0) + 1
         total = sum(counts.values()) or 1
-        return [(c, s, n / total) for (c, s), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][0]))]
+        order = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or ""))
+        return [(c, s, n / total) for (c, s), n in order]
 
 
 def escape(value: str) -> str:
@@ -87,5 +88,5 @@ def read_gpu(client: PrometheusClient, node: str, gpu: str, window_s: float = WI
         if C.whole_gpu(r["metric"]) and C.gpu_key(r["metric"]) == (node, gpu):
             cls, sub = r["metric"].get("class", "?"), r["metric"].get("subclass") or None
             out.classes += [(float(t), cls, sub) for t, _ in r["values"]]
-    out.classes.sort()
+    out.classes.sort(key=lambda c: (c[0], c[1], c[2] or ""))  # (a row two GPUs fill: a subclass beside none)
     return out

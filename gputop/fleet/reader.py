@@ -44,6 +44,7 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
 from gputop.analysis import cluster as C
+from gputop.format import count
 from gputop.telemetry import dcgm_fields as F
 from gputop.telemetry.dcgm import to_sample, to_static
 from gputop.telemetry.errors import NoGpu, SourceError
@@ -273,7 +274,7 @@ class ClusterReader:
         seen = self.client.series(SELECTOR, "gputop_bottleneck", start=now - EMPTY_LOOKBACK_S, end=now)
         gpus = {C.gpu_key(s) for s in seen if C.whole_gpu(s)}
         if gpus:
-            return (f"{self.client.url}: no GPU series now ({len(gpus)} GPU(s) exported in the last hour, none "
+            return (f"{self.client.url}: no GPU series now ({count(len(gpus), 'GPU')} exported in the last hour, none "
                     "since: have the exporters stopped, or Prometheus stopped scraping them?)")
         return (f"{self.client.url}: no GPU series (neither dcgm-exporter's DCGM_FI_* nor gputop's) in this "
                 "Prometheus: is it scraping the exporters?")

@@ -16,22 +16,29 @@ from gputop.analysis import cluster as C
 from gputop.analysis.cluster_text import class_text, duration_text, job_line
 from gputop.documents import check_writable, emit, error, header
 from gputop.exitcodes import fail
-from gputop.format import gb, pct
+from gputop.format import count, gb, pct
 from gputop.fleet.reader import ClusterReader, range_step
-from gputop.telemetry.errors import NoGpu, SourceError
+from gputop.telemetry.errors import BadSource, NoGpu, SourceError
 from gputop.telemetry.prometheus import PrometheusClient
 from gputop.telemetry.source import SourceSpec
 
 
+class NoMatch(BadSource):
+    """A ``--node`` or ``--job`` the cluster does not have (exit 2, as ``--gpu N`` of a GPU that is not there)."""
+
+
 def cluster_document(reader: ClusterReader, range_s: float, job: str | None = None, node: str | None = None,
                      cls: str | None = None, now: float | None = None) -> dict:
-    """The cluster document at ``now`` (default: this moment). Raises SourceError."""
+    """The cluster document at ``now`` (default: this moment); its accounting that of the jobs of the rows kept
+    (every job's without a filter). Raises SourceError (NoMatch: a node or job it does not have)."""
     now = time.time() if now is None else now
     everything = reader.snapshot(now)
     rows = C.select(everything, job=job, node=node, cls=cls)
     jobs, step = reader.accounting(range_s, now)
-    if job is not None:
-        jobs = [j for j in jobs if j.job == job]
+    why = C.unmatched(everything, jobs, range_s, job=job, node=node)
+    if why:
+        raise NoMatch(why)
+    jobs = C.accounted(jobs, rows, any(v is not None for v in (job, node, cls)), job)  # the rows' jobs, as the page
     by_class: dict[str, int] = {}
     for r in rows:
         if r.cls:
@@ -87,7 +94,8 @@ def main_cluster(spec: SourceSpec, *, job: str | None = None, node: str | None =
         code = exitcodes.code_for(exc)
         exitcodes.say(str(exc))
         if json_mode or output:
-            kind = "no_gpu" if isinstance(exc, NoGpu) else "unreachable" if code == exitcodes.NO_GPU else "bad_source"
+            kind = ("no_gpu" if isinstance(exc, NoGpu) else "bad_usage" if isinstance(exc, NoMatch)
+                    else "unreachable" if code == exitcodes.NO_GPU else "bad_source")
             emit(error_document(spec.path, spec.range_s, filters, code, kind, str(exc)), json_mode=json_mode,
                  output=output)
         return code
@@ -99,8 +107,9 @@ def main_cluster(spec: SourceSpec, *, job: str | None = None, node: str | None =
 def render_text(doc: dict) -> str:
     s, f = doc["summary"], doc["filters"]
     shown = [f"--{k} {v}" for k, v in f.items() if v is not None]
-    lines = [f"cluster {doc['source']['url']}  {doc['time']}  {s['gpus']} GPUs on {s['nodes']} nodes, "
-             f"{s['jobs']} jobs" + (f" ({' '.join(shown)}; {s['gpus_in_cluster']} GPUs in all)" if shown else "")]
+    lines = [f"cluster {doc['source']['url']}  {doc['time']}  {count(s['gpus'], 'GPU')} on {count(s['nodes'], 'node')}, "
+             f"{count(s['jobs'], 'job')}" + (f" ({' '.join(shown)}; {count(s['gpus_in_cluster'], 'GPU')} in all)"
+                                             if shown else "")]
     head = f"{'node':<16} {'gpu':>3}  {'job':<14} {'class':<30} {'conf':>4} {'SM':>4} {'DRAM':>4} {'tens':>4} " \
            f"{'memory GiB':>11} {'waste':>5}  by"
     lines += ["", head]

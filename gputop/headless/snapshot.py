@@ -11,7 +11,7 @@ import time
 from datetime import datetime, timezone
 
 from gputop import exitcodes
-from gputop.analysis.peaks import compute_peaks, model_facts
+from gputop.analysis.peaks import compute_peaks, with_model_facts
 from gputop.documents import check_writable, emit, header, once_error_document, writable
 from gputop.exitcodes import fail
 from gputop.runner.stop_signals import StopSignals
@@ -97,7 +97,7 @@ def render_text(doc: dict) -> str:
              + (f" {doc['source']['path']}" if doc["source"].get("path") else "")
              + f"  host {doc['host'].get('hostname')}  CPU {pct(doc['host'].get('cpu_pct'))}"]
     for g in doc["gpus"]:
-        st, pk, s = g["static"], g["peaks"], g["sample"]
+        st, pk, s = with_model_facts(g["static"]), g["peaks"], g["sample"]  # (the TUI's answer too)
         lines.append("")
         lines.append(f"GPU {st['index']}  {_known(st.get('name'))}{_device_facts(st)}  "
                      f"driver {_known(st.get('driver_version'))}  CUDA {_known(st.get('cuda_driver_version'))}")
@@ -145,9 +145,9 @@ def _known(v) -> str:
 
 def _device_facts(st: dict) -> str:
     """``  (Hopper, cc 9.0, 132 SMs, 16896 CUDA cores)`` from the source's facts, else from the model's published
-    figures (said so: a dcgm-exporter names the model alone); nothing where neither knows."""
-    known = model_facts(st)
-    f = {**st, **known}
+    figures (``st`` from ``with_model_facts``; said so: a dcgm-exporter names the model alone); nothing where neither
+    knows."""
+    known, f = st.get("published_facts"), st
     cc = f.get("compute_capability")
     parts = [f.get("architecture"), f"cc {'.'.join(map(str, cc))}" if cc else None,
              f"{f['sm_count']} SMs" if f.get("sm_count") else None,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from gputop import exitcodes
 from gputop.analysis.verdict import display_name
 from gputop.documents import check_writable, emit, run_error_document, writable
-from gputop.format import pct, si
+from gputop.format import count, pct, si
 from gputop.lessons import figures
 from gputop.lessons.report_lines import cell, result_lines, table, verdict_lines
 from gputop.runner.stop_signals import StopSignals
@@ -228,7 +228,7 @@ def telemetry_line(s: dict | None) -> str:
         parts.append("clock events: " + (", ".join(reasons) if reasons else ("none" if reasons == [] else "n/a")))
     parts.append(f"host CPU {pct(mm('host_cpu_pct').get('mean'))}")
     parts.append(f"workload CPU {pct(mm('workload_cpu_pct').get('mean'))}")
-    return "  ".join(parts) + f"  ({s.get('samples', 0)} samples)"
+    return "  ".join(parts) + f"  ({count(s.get('samples', 0), 'sample')})"
 
 
 def render_text(doc: dict, stream=None, no_color: bool = False) -> str:

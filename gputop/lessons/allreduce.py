@@ -18,6 +18,13 @@ from gputop.lessons.docs import is_number, phase_points, points_with, throttle_w
 from gputop.lessons.figures import Curves
 
 LATENCY_SHARE = comms_bound.COMMS_LATENCY_SHARE
+# where DDP's overlap measured no faster than none (gloo on a CPU: the all-reduce and backward share the cores), the
+# advice follows the measurement, not the rule's "keep the overlap"
+OVERLAP_SLOWER_ADVICE = ("here DDP's overlap did not hide the all-reduce: the step was no faster with it (the "
+                         "all-reduce and backward competed for the same resource, as gloo's threads and the "
+                         "computation share the CPU's cores); communicate less instead: accumulate gradients over "
+                         "several steps with no_sync(), send bf16 gradients, or fewer, larger buckets (bucket_cap_mb); "
+                         "on GPUs, NCCL's all-reduce overlaps backward")
 
 
 def fit_latency_bandwidth(points: list[dict]) -> dict:
@@ -78,12 +85,16 @@ def step_verdict(points: list[dict]) -> Verdict | None:
     text = (f"all-reduce of {si(off['grad_bytes'], 'B')} of gradients takes {off['comm_ms']:.2f} ms; with "
             f"overlap off {off['exposed_comm_ms']:.2f} ms of the {off['step_ms']:.2f} ms step "
             f"({100 * off['exposed_share']:.0f}%) waits for it")
+    slower = False
     if on:
         ev.update({"overlap_step_ms": on["step_ms"], "overlap_exposed_ms": on["exposed_comm_ms"],
                    "overlap_hidden_pct": on.get("hidden_pct")})
+        slower = on["step_ms"] >= off["step_ms"]
         text += f"; DDP's overlap: {on['step_ms']:.2f} ms, {on['exposed_comm_ms']:.2f} ms exposed"
+        if slower:
+            text += f" (slower than without it, {off['step_ms']:.2f} ms: the overlap hid nothing here)"
     if off["exposed_share"] >= comms_bound.COMMS_EXPOSED_SHARE:
-        return Verdict("comms-bound", "exposed", None, ev, text, ADVICE["exposed"])
+        return Verdict("comms-bound", "exposed", None, ev, text, OVERLAP_SLOWER_ADVICE if slower else ADVICE["exposed"])
     text += "; communication is a small part of this step"
     return Verdict("compute-bound", "comms hidden", None, ev, text,
                    "communication is not what limits this step: see the single-GPU verdicts for what does")

@@ -10,6 +10,7 @@ The subclass says whether the operations were fused. On the CPU there is no DRAM
 from __future__ import annotations
 
 from gputop.analysis.verdict import Verdict
+from gputop.format import count
 from gputop.lessons.docs import phase_points, phase_window, points_with, tele_numbers, tele_text, throttle_warnings
 from gputop.lessons.figures import Bars
 
@@ -35,7 +36,7 @@ def phase_verdict(ph: dict, pts: list[dict], dram_bps: float | None) -> dict | N
     ev = {"n": q["n"], "ms": q["ms"], "kernels_per_call": q["kernels_per_call"], "bytes_moved": q["bytes_moved"],
           "bytes_per_s": q["bytes_moved"] / (q["ms"] / 1e3) if q.get("bytes_moved") else None,
           "dram_roof_fraction": None, "speedup_vs_eager": q.get("speedup_vs_eager")}
-    text = f"n={q['n']}: {q['kernels_per_call']} kernel(s) per call, {q['ms']:.3f} ms"
+    text = f"n={q['n']}: {count(q['kernels_per_call'], 'kernel')} per call, {q['ms']:.3f} ms"
     if ev["bytes_per_s"]:
         ev["dram_roof_fraction"] = ev["bytes_per_s"] / dram_bps
         text += (f", {q['bytes_moved'] / 1e9:.3g} GB moved at {ev['bytes_per_s'] / 1e9:.0f} GB/s = "
@@ -73,7 +74,7 @@ def analyze(doc: dict) -> dict:
         ev[f"{fn}_n"], ev[f"{fn}_speedup"] = q["n"], q["speedup_vs_eager"]
         ev[f"{fn}_kernels"] = q["kernels_per_call"]
         parts.append(f"{fn} at n={q['n']}: {q['variant']} {q['speedup_vs_eager']:.2f}x eager with "
-                     f"{q['kernels_per_call']} kernel(s) per call")
+                     f"{count(q['kernels_per_call'], 'kernel')} per call")
     fused = [q for q in doc.get("points") or [] if q.get("kernels_per_call") == 1 and q.get("gb_per_s")]
     cls = "memory-bound"
     if fused:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from gputop.analysis import roofline as rl
 from gputop.analysis.verdict import Verdict
-from gputop.format import si
+from gputop.format import count, si
 from gputop.lessons.docs import by_key, cuda_peaks, is_number, points_with
 from gputop.lessons.figures import Curves
 
@@ -191,9 +191,9 @@ def _verdict(kind, points, measured, peaks, static, meas, theo, ridge, flagged) 
     below = [p for p in pts if p["bound"] == rl.BELOW_BOTH]
     ev.update(points=len(pts), points_below_both_roofs=len(below), points_above_a_roof=len(flagged))
     if below:
-        notes.append(f"{len(below)} of {len(pts)} points below both roofs")
+        notes.append(f"{len(below)} of {count(len(pts), 'point')} below both roofs")
     if flagged:
-        notes.append(f"{len(flagged)} point(s) above a roof (a bug): " +
+        notes.append(f"{count(len(flagged), 'point')} above a roof (a bug): " +
                      "; ".join(f"{p['variant']} k={p['k']}: {p['flags'][0]}" for p in flagged[:3]))
 
     advice: list[str] = []

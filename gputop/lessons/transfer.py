@@ -27,6 +27,8 @@ ADVICE = {
             "with compute on other streams",
     "host memcpy": "this is the staging cost every pageable copy pays on top of the PCIe transfer; pinned buffers "
                    "skip it",
+    "cache": "these copies fit the last-level cache, so they measure the cache: for the DRAM bandwidth that a large "
+             "pageable copy's staging pays, copy more than twice the cache's size (--param max_log2)",
     "serial": "split the work into chunks and chain upload -> compute -> download with events on three streams, "
               "from pinned memory, so the stages of different chunks overlap",
     "overlapped": "the stages overlap: the slowest stage (a copy direction) now sets the time",
@@ -47,8 +49,11 @@ def half_bandwidth(pts: list[dict]) -> dict | None:
     return next((q for q in sorted(pts, key=lambda q: q["bytes"]) if q["gb_per_s"] >= best / 2), None)
 
 
-def copy_verdict(ph: dict, pts: list[dict], link: float | None, by_phase: dict) -> dict:
+def copy_verdict(ph: dict, pts: list[dict], link: float | None, by_phase: dict, llc: int | None = None) -> dict:
+    """``llc``: the host's last-level cache (bytes; None unknown): a host memcpy whose source and destination fit
+    it runs at the cache's speed, not DRAM's."""
     big, small = max(pts, key=lambda q: q["bytes"]), min(pts, key=lambda q: q["bytes"])
+    in_cache = big["kind"] == "host memcpy" and llc is not None and 2 * big["bytes"] <= llc
     half = half_bandwidth(pts)
     for q in pts:  # each size's regime: below the half-bandwidth size the fixed cost per copy dominates
         q["regime"] = "latency-bound" if half and q["bytes"] < half["bytes"] else "bandwidth-bound"
@@ -59,6 +64,11 @@ def copy_verdict(ph: dict, pts: list[dict], link: float | None, by_phase: dict) 
           "half_bandwidth_bytes": half["bytes"] if half else None}
     what = "host memcpy" if big["kind"] == "host memcpy" else f"{big['direction'].upper()} from {memory} memory"
     text = f"{what} at {_size(big['bytes'])}: {bps / 1e9:.1f} GB/s"
+    if big["kind"] == "host memcpy" and llc is not None:
+        ev["llc_bytes"] = llc
+        text += (f"; every copy fits the {_size(llc)} last-level cache (source and destination): the cache's speed, "
+                 "not DRAM's" if in_cache else f", its source and destination past the {_size(llc)} last-level cache "
+                 "(DRAM)")
     if link and big["kind"] != "host memcpy":
         text += f" = {100 * ev['link_fraction']:.0f}% of the {link / 1e9:.1f} GB/s link"
     if memory == "pageable":
@@ -71,7 +81,7 @@ def copy_verdict(ph: dict, pts: list[dict], link: float | None, by_phase: dict) 
     if half:
         text += f", and copies under {_size(half['bytes'])} are latency-bound (fixed cost per copy)"
     if big["kind"] == "host memcpy":
-        cls, sub = "memory-bound", "host memcpy"
+        cls, sub = "memory-bound", "cache" if in_cache else "host memcpy"
     elif memory == "pageable" or (link and ev["link_fraction"] < NEAR_LINK):
         cls, sub = "pcie-bound", "pageable" if memory == "pageable" else "below link"
     else:  # pinned: near the link's peak, or pinned against a link of unknown peak (no NVML)
@@ -112,7 +122,7 @@ def analyze(doc: dict) -> dict:
         if pts and pts[0].get("kind") == "streams":
             ph["verdict"] = streams_verdict(ph, pts[-1])
         elif pts and pts[0].get("gb_per_s") is not None:
-            ph["verdict"] = copy_verdict(ph, pts, link, by_phase)
+            ph["verdict"] = copy_verdict(ph, pts, link, by_phase, (doc.get("results") or {}).get("llc_bytes"))
         if ph["verdict"]:
             verdicts[ph["name"]] = ph["verdict"]
     throttle_warnings(doc)

@@ -50,10 +50,15 @@ def main_tui(args) -> int:
     early.hand_over(app)
     app.lifecycle.pending_signals = pending
     app.lifecycle.start_sampling()  # the next ticks are read while Textual starts up
+    from gputop.tui import crash
+
     try:
-        code = app.run()
+        code = crash.run(app)
     finally:  # however the app ended (an error, a terminal gone), no run of it outlives gputop
         app.model.controller.stop_all()
+    crashed = crash.crash_code(app)  # an exception: logged, one line
+    if crashed is not None:
+        return crashed
     if app.lifecycle.stop_signal is not None:
         return exitcodes.for_signal(app.lifecycle.stop_signal)
     return code if isinstance(code, int) else exitcodes.OK

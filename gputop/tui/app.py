@@ -1,20 +1,20 @@
 """The gputop Textual app: it composes two pages (monitor, workloads) over one model and routes keys and messages.
 
-State lives in the model (gputop/tui/model), whose changes announce themselves: the app then draws a frame (also
-from a timer at ``fps``, when a tick came), only the page shown. The pages own their work: each draws itself and
-carries out the keys routed to it (``BINDINGS``). How the session starts and ends (sampling, q, the stop signals, the
-terminal gone; a command's run under ``--tui --run``) is the lifecycle's (gputop/tui/lifecycle.py).
+State lives in the model (gputop/tui/model), whose changes announce themselves: the app then draws a frame of the page
+shown (also from a timer at ``fps``, when a tick came). The pages own their work: each draws itself and carries out
+the keys routed to it (``BINDINGS``). How a session starts and ends is the lifecycle's (gputop/tui/lifecycle.py).
 """
 
 from __future__ import annotations
 
 from textual import on
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher
 
 from gputop.tui.config import TuiConfig, config_from_args
+from gputop.tui.crash import LoggedApp
 from gputop.tui.header import GpuSummary, InfoBar
 from gputop.tui.help import HelpScreen
 from gputop.tui.lifecycle import Lifecycle
@@ -36,7 +36,7 @@ def make_app(args_or_config) -> "GputopApp":
     return GputopApp(config)
 
 
-class GputopApp(App):
+class GputopApp(LoggedApp):
     CSS_PATH = "gputop.tcss"
     TITLE = "gputop"
     ENABLE_COMMAND_PALETTE = False

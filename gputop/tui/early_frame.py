@@ -41,7 +41,7 @@ def frame_lines(config: TuiConfig, tick: dict, rate_hz: float, cols: int, rows: 
     source = config.source
     all_static = source.static()
     positions = config.gpus if config.gpus is not None else list(range(len(all_static)))
-    statics = [all_static[p] for p in positions]
+    statics = view.shown_statics([all_static[p] for p in positions])
     parts = view.source_header(source, statics, rate_hz, config.hostname, False)  # as the app's header
     tail = "  [1 monitor]"
     body = view.fit_parts(parts, max(10, cols - 9 - len(tail)))
@@ -57,7 +57,7 @@ def frame_lines(config: TuiConfig, tick: dict, rate_hz: float, cols: int, rows: 
         return out
     na = view.na_reasons_for(st, source.na_reasons)
     bar_w = max(0, min(24, cols - LABEL_W - 36))
-    for r in view.device_rows(st, view.peaks_for(st), s, na, compact=rows < SHORT_H):
+    for r in view.device_rows(st, view.peaks_for(all_static[positions[0]]), s, na, compact=rows < SHORT_H):
         bar = charts.hbar(r.fraction, bar_w) + " " if bar_w >= 6 else ""
         text = DIM + (PENDING if waiting else r.text) + PLAIN if r.level == "na" else r.text
         out.append(f" {BOLD}{r.label:<{LABEL_W}}{PLAIN}{bar}{text}")

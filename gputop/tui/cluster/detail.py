@@ -15,8 +15,8 @@ from textual.containers import Vertical
 from textual.screen import Screen
 
 from gputop.analysis import cluster as C
-from gputop.analysis.cluster_text import class_text, duration_text
-from gputop.format import NA
+from gputop.analysis.cluster_text import class_text
+from gputop.format import NA, span_text
 from gputop.fleet.gpu_history import GpuHistory
 from gputop.telemetry.errors import SourceError
 from gputop.tui.widgets.history_chart import HistoryChart
@@ -38,8 +38,10 @@ def head_lines(row: C.ClusterGpu, history: GpuHistory | None, error: str | None,
         when = f"cannot read it: {error}"
     elif history is None:
         when = "reading its series (query_range)…"
-    else:
-        when = f"the last {duration_text(history.window_s)} (a point every {history.step_s:g} s)"
+    else:  # the span its charts show: the window asked, or less where the GPU was exported for less
+        span = span_of(history)
+        asked = f"; {span_text(history.window_s)} asked, exported for less" if span < history.window_s else ""
+        when = f"the last {span_text(span)} (a point every {history.step_s:g} s{asked})"
     return [(who[:width], "bold"), (when[:width], "bold red" if error else "dim")]
 
 
@@ -52,7 +54,7 @@ def verdict_lines(row: C.ClusterGpu, history: GpuHistory | None, width: int, mos
     if history is not None:
         shares = history.class_shares()
         if shares:
-            words.append(f"over the last {duration_text(history.window_s)}: " + ", ".join(
+            words.append(f"over the last {span_text(span_of(history))}: " + ", ".join(
                 f"{round(100 * s)}% {class_text(c, sub)}" for c, sub, s in shares))
         v = history.verdict
         if v is not None:

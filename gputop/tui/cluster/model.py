@@ -62,11 +62,8 @@ class ClusterState:
         return C.select(self.rows, job=f["job"], node=f["node"], cls=f["class"])
 
     def shown_jobs(self) -> list[C.JobHours]:
-        """The accounting of the jobs whose GPUs are shown (every job's, without a filter)."""
-        if not any(self.filters.values()):
-            return list(self.jobs or [])
-        held = {j for r in self.shown() for j in r.jobs or [None]}
-        return [j for j in self.jobs or [] if j.job in held]
+        """The accounting of the jobs whose GPUs are shown (every job's, without a filter), as ``--once`` has it."""
+        return C.accounted(self.jobs or [], self.shown(), any(self.filters.values()), self.filters["job"])
 
     def options(self, kind: str) -> list[str]:
         """The values a filter can take in the fleet now (sorted), and the one set even where it is gone."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Callable
 
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding
 
 from gputop import exitcodes
@@ -17,6 +17,7 @@ from gputop.runner.stop_signals import STOP_SIGNALS
 from gputop.tui.cluster import view as V
 from gputop.tui.cluster.detail import DetailScreen
 from gputop.tui.cluster.help import ClusterHelp
+from gputop.tui.crash import LoggedApp
 from gputop.tui.cluster.model import ACCOUNT_S, REFRESH_S, ClusterState, Refresher
 from gputop.tui.widgets.keybar import KeyBar
 from gputop.tui.widgets.lines import Lines
@@ -101,7 +102,7 @@ class ClusterTable(Lines):
         lines: list = [V.header_row(columns)]
         for i, e in enumerate(self.entries[self.top:self.top + body], self.top):
             if e.gpu is None:
-                lines.append((V.cut(e.heading, w), "bold cyan"))
+                lines.append((V.fit_heading(e.heading, w), "bold cyan"))
             else:
                 lines.append(V.gpu_row(e.gpu, columns, selected=i == at))
         if not self.entries:
@@ -109,7 +110,7 @@ class ClusterTable(Lines):
         self.set_lines(lines)
 
 
-class ClusterApp(App):
+class ClusterApp(LoggedApp):
     """The cluster page (see the module's text). ``reader``: ``fleet/reader.ClusterReader`` (or what answers as
     one); ``read_gpu(node, gpu)``: a GPU's history for the detail; ``refresh_s`` / ``account_s``: the cadences
     (0: no thread; the tests hand it data with ``took``)."""

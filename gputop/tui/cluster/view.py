@@ -12,11 +12,12 @@ import time
 from dataclasses import dataclass
 
 from gputop.analysis import cluster as C
-from gputop.analysis.cluster_text import class_text, duration_text, job_line
-from gputop.format import NA, gb, pct
+from gputop.analysis.cluster_text import class_text, duration_text, job_line, job_parts
+from gputop.format import NA, count, gb, pct
 from gputop.tui.cluster.model import ClusterState
 
 INDENT = "  "  # a GPU's row under its group's heading
+WRAP_INDENT = "    "  # a job's accounting line wrapped: its next rows
 CLASS_STYLE = {True: "yellow", False: "green", None: "dim"}  # waiting, working, no verdict
 
 
@@ -51,6 +52,34 @@ def fit_columns(width: int, group: str) -> list[Column]:
 
 def cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:max(0, width - 1)] + "…"
+
+
+def fit_heading(text: str, width: int) -> str:
+    """A group's heading in ``width``: whole, else its job's classes that fit (the most GPU-hours first) and how
+    many it left out ("…, +3 more"; the accounting below has them all)."""
+    if len(text) <= width:
+        return text
+    first, *parts = text.split(", ")
+    for keep in range(len(parts) - 1, -1, -1):
+        shown = ", ".join([first, *parts[:keep], f"+{len(parts) - keep} more"])
+        if len(shown) <= width:
+            return shown
+    return cut(text, width)
+
+
+def wrap_parts(head: str, parts: list[str], width: int) -> list[str]:
+    """``head`` then ``parts`` joined by ", ", wrapped between parts into rows of ``width`` (the next rows indented
+    by ``WRAP_INDENT``); a part too long for a row alone is cut."""
+    rows, row = [], head
+    for i, part in enumerate(parts):
+        piece = part + ("," if i < len(parts) - 1 else "")
+        if len(row) + 1 + len(piece) <= width:
+            row = f"{row} {piece}"
+        else:
+            rows.append(row)
+            row = WRAP_INDENT + piece
+    rows.append(row)
+    return [cut(r, width) for r in rows]
 
 
 def cells(r: C.ClusterGpu) -> dict[str, str]:
@@ -110,7 +139,7 @@ def groups(rows: list[C.ClusterGpu], by: str) -> list[tuple[str | None, list[C.C
 def heading(by: str, name: str | None, members: list[C.ClusterGpu], jobs: dict[str | None, C.JobHours]) -> str:
     label = (f"job {name}" if name is not None else "no job") if by == "job" else f"node {name}"
     wastes = [r.waste for r in members if r.waste is not None]
-    text = f"{label} · {len(members)} GPU{'s' * (len(members) != 1)}"
+    text = f"{label} · {count(len(members), 'GPU')}"
     if wastes:
         text += f" · waste {100 * sum(wastes) / len(wastes):.0f}%"
     if by == "job" and name in jobs:
@@ -132,10 +161,10 @@ def head_lines(state: ClusterState, width: int, now: float | None = None) -> lis
     """The page's top lines: the server and what it holds, the grouping and filters, and, while Prometheus does
     not answer, "stale N s: why"."""
     rows, shown = state.rows, state.shown()
-    count = f"{len(shown)} of {len(rows)} GPUs" if len(shown) != len(rows) else f"{len(rows)} GPUs"
+    gpus = f"{len(shown)} of {count(len(rows), 'GPU')}" if len(shown) != len(rows) else count(len(rows), "GPU")
     nodes, jobs = len({r.node for r in shown}), len({j for r in shown for j in r.jobs})
     when = time.strftime("%H:%M:%S UTC", time.gmtime(state.t)) if state.t is not None else ""
-    first = f"{count} on {nodes} node{'s' * (nodes != 1)}, {jobs} job{'s' * (jobs != 1)} · {state.url}"
+    first = f"{gpus} on {count(nodes, 'node')}, {count(jobs, 'job')} · {state.url}"
     first = cut(first, max(0, width - len(when) - 1))
     lines = [(first + " " * max(1, width - len(first) - len(when)) + when, "bold")]
     f = state.filters
@@ -157,8 +186,18 @@ def accounting_lines(state: ClusterState, width: int, most: int) -> list[tuple]:
     jobs = state.shown_jobs()
     title = f"GPU-hours by class over the last {span} (counted every {state.step_s:g} s)"
     lines = [(cut(title, width), "bold")]
-    body = [job_line(j.to_dict()) for j in jobs] or ["no GPU-hours in this range"]
-    if len(body) > most - 1:
-        rest = len(body) - (most - 2)
-        body = body[:most - 2] + [f"… {rest} more job{'s' * (rest != 1)} (j: one job)"]
-    return lines + [(cut(b, width), "") for b in body]
+    wrapped = []  # each job's rows: its line wrapped between its classes, never cut
+    for j in jobs:
+        name, hours, parts = job_parts(j.to_dict())
+        wrapped.append(wrap_parts(f"{name}:", [hours, *parts], width))
+    if not wrapped:
+        return lines + [(cut("no GPU-hours in this range", width), "")]
+    body: list[str] = []
+    for i, rows in enumerate(wrapped):
+        rest = len(wrapped) - i
+        room = most - 1 - len(body) - (rest > 1)  # a last row for "… N more jobs" while jobs remain after this one
+        if len(rows) > room:
+            body.append(cut(f"… {count(rest, 'more job')} (j: one job)", width))
+            break
+        body += rows
+    return lines + [(b, "") for b in body]

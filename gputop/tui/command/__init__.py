@@ -32,6 +32,7 @@ from gputop.session.command import Session
 from gputop.tui.app import GputopApp
 from gputop.tui.command.lifecycle import CommandLifecycle
 from gputop.tui.config import TuiConfig
+from gputop.tui import crash
 
 
 def make_command_app(config: TuiConfig, session: Session) -> GputopApp:
@@ -86,8 +87,9 @@ def main_command_tui(args, command: list[str]) -> int:
             return exitcodes.fail(failure.code, str(failure))
         config = TuiConfig(source=mon.source, rate_hz=args.spec.rate_hz, hostname=platform.node(),
                            timeout=getattr(args, "timeout", None))
+        app = make_command_app(config, session)
         try:
-            make_command_app(config, session).run()
+            crash.run(app)
         finally:  # however the app ended (an error, a terminal gone), the command does not outlive it
             if not session.stopping:  # one already stopping keeps its grace period
                 session.stop()
@@ -95,4 +97,5 @@ def main_command_tui(args, command: list[str]) -> int:
         doc = session.document()
     finally:
         mon.close()
-    return write_report(doc)
+    code = write_report(doc)
+    return crash.crash_code(app) or code  # the TUI's own exception (logged, one line) outranks the command's code

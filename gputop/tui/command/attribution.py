@@ -27,6 +27,7 @@ from rich.text import Text
 
 from gputop.analysis.attribution import window_for_gpu
 from gputop.analysis.idle import REASONS, idle_line
+from gputop.format import count
 from gputop.tui.widgets.lines import Lines
 
 SIDE_BY_SIDE_W = 120
@@ -84,7 +85,7 @@ def category_line(win: dict) -> Text:
     t.append("  ".join(f"{c['category']} {_pct(c['share'])}" for c in shown) or "none")
     more = []
     if kernels:
-        more.append(f"{win.get('kernel_count', 0)} kernels")
+        more.append(count(win.get('kernel_count', 0), "kernel"))
         if win.get("kernels_per_step"):
             more.append(f"{win['kernels_per_step']:g} a step")
     elif win.get("ops_per_step"):

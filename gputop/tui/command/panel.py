@@ -13,6 +13,7 @@ from rich.text import Text
 from gputop import exitcodes
 from gputop.analysis.timeline import format_timeline
 from gputop.analysis.verdict import display_name
+from gputop.format import count
 from gputop.session.command import Session
 from gputop.tui.widgets.lines import Lines
 
@@ -82,7 +83,7 @@ def timeline_lines(analysis: dict | None, gpu_index: int | None, rows: int, fina
     segs = g.get("timeline") or []
     out = [head]
     if len(segs) > rows:
-        out.append(Text(f"  ... {len(segs) - rows} earlier segment(s)", style="dim"))
+        out.append(Text(f"  ... {count(len(segs) - rows, 'earlier segment')}", style="dim"))
     out += [Text(ln) for ln in format_timeline(segs[-rows:])]
     v = analysis.get("verdict")
     if final and v:

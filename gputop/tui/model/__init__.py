@@ -48,8 +48,8 @@ class TuiModel:
         self.sampler = config.sampler or Sampler(self.source, rate_hz=config.rate_hz)
         all_static = self.source.static()
         self.positions = config.gpus if config.gpus is not None else list(range(len(all_static)))
-        self.statics = [all_static[p] for p in self.positions]
-        self.peaks = [view.peaks_for(st) for st in self.statics]
+        self.peaks = [view.peaks_for(all_static[p]) for p in self.positions]  # (their notes: where facts came from)
+        self.statics = view.shown_statics([all_static[p] for p in self.positions])
         self.na_reasons = self.source.na_reasons  # why fields are n/a (live: fills as NVML fails)
         self.sticky = view.Sticky()
         self.selected = 0  # index into statics
@@ -93,9 +93,9 @@ class TuiModel:
         self.source = source
         self.sampler = Sampler(source, rate_hz=old.rate_hz)
         self.controller.sampler = self.sampler
-        self.statics = list(source.static())
+        self.peaks = [view.peaks_for(st) for st in source.static()]
+        self.statics = view.shown_statics(source.static())
         self.positions = list(range(len(self.statics)))
-        self.peaks = [view.peaks_for(st) for st in self.statics]
         self.na_reasons = source.na_reasons
         self.selected = 0
         self.sticky = view.Sticky()

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gputop.analysis.peaks import compute_peaks
-from gputop.format import NA, gb, gpm_na, pct, si
+from gputop.analysis.peaks import compute_peaks, with_model_facts
+from gputop.format import NA, count, gb, gpm_na, pct, si
 from gputop.telemetry.doctor_state import LastDoctor, summary
 
 DOCTOR = LastDoctor()  # each GPU's last gputop --doctor, from its state file (read again at most every 10 s)
@@ -24,6 +24,12 @@ STICKY = ("processes", "pcie_tx_bps", "pcie_rx_bps")
 def peaks_for(static: dict) -> dict:
     """Theoretical peaks of one GPU (None for each peak the static facts cannot give)."""
     return compute_peaks(static)
+
+
+def shown_statics(statics: list[dict]) -> list[dict]:
+    """The GPUs' static facts as the screen shows them: a source's own, else its model's published figures
+    (``analysis.peaks.with_model_facts``, as ``--once`` says them)."""
+    return [with_model_facts(st) for st in statics]
 
 
 def na_reasons_for(static: dict, shared: dict[str, str]) -> dict[str, str]:
@@ -169,8 +175,9 @@ def throttle_row(reasons) -> Row:
 
 def gpu_title(static: dict) -> str:
     cc = ".".join(map(str, static["compute_capability"])) if static.get("compute_capability") else NA
+    published = " (published)" if static.get("published_facts") else ""  # the model's published figures
     return (f"GPU {static.get('index')}  {static.get('name') or NA}  {static.get('architecture') or ''} "
-            f"cc {cc}  {static.get('sm_count') or NA} SMs").replace("  ", " ", 1)
+            f"cc {cc}  {static.get('sm_count') or NA} SMs{published}").replace("  ", " ", 1)
 
 
 def summary_line(static: dict, s: dict | None) -> str:
@@ -270,5 +277,5 @@ def host_line(host: dict | None, recorded_on: str | None = None) -> str:
     if not host:
         return f"{where or 'host: '}n/a"
     cores = host.get("cpu_per_core_pct") or []
-    return (f"{where}CPU {pct(host.get('cpu_pct'))} of {len(cores) or NA} cores  "
+    return (f"{where}CPU {pct(host.get('cpu_pct'))} of {count(len(cores), 'core') if cores else NA + ' cores'}  "
             f"RAM {gb(host.get('ram_used_bytes'))} / {gb(host.get('ram_total_bytes'))} GiB")

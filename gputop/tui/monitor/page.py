@@ -47,6 +47,7 @@ CHARTS = [
     ChartSpec("Power", "power_w", unit="W", color="yellow", gpm=False, hi_static="power_limit_w", hi=1000.0),
 ]
 HOST_CHART = ChartSpec("Host CPU", "host.cpu_pct", color="green", gpm=False)
+KEPT_CHARTS = 2  # the charts that always keep a title and two rows: SM activity and DRAM bandwidth
 
 
 def charts_for(model: TuiModel) -> list[ChartSpec]:
@@ -150,13 +151,26 @@ class MonitorPage(Box):
 
     # -- the charts --------------------------------------------------------------------------------
     def fit_charts(self) -> None:
-        """Show only as many charts as get a title and two rows each (80x24 with the advice wrapped, or a
-        notification in the key bar: the DRAM chart steps aside rather than shrink to one row)."""
+        """Show only as many charts as get a title and two rows each. The first two (SM activity, DRAM bandwidth)
+        do wherever they can: where the verdict stands above them (the narrow layout, 80x24) it gives up rows of its
+        advice, down to two, for them, and takes them back when there is room again (where even that leaves no room
+        for both, as at 80x24 with 8 GPUs, the verdict keeps its rows)."""
         h = self.chart_box.size.height
         if h <= 0:
             return
         short = self.app.has_class("-short")
         candidates = [c for c in self.charts if not (short and c.has_class("extra-chart"))]
+        panel = self.verdict_panel
+        if self.app.has_class("-narrow") and panel.shown:  # the verdict's rows and the charts' are one budget
+            shared = h + panel.size.height  # (as the last layout shared them)
+            want = min(KEPT_CHARTS, len(candidates)) * HistoryChart.MIN_ROWS
+            if shared - want < panel.MIN_ROWS:  # no room for both even then (80x24, 8 GPUs): the verdict whole
+                panel.limit(None)
+            elif shared - panel.rows < want or panel.max_rows is not None:
+                panel.limit(shared - want)
+            h = shared - panel.rows  # the charts' rows once laid out again
+        else:
+            panel.limit(None)
         fit = max(1, h // HistoryChart.MIN_ROWS)
         for chart in self.charts:  # all of them: an inline display overrides the stylesheet's -short rule
             want = chart in candidates[:fit]

@@ -96,12 +96,23 @@ class VerdictPanel(Lines):
 
     DEFAULT_CSS = "VerdictPanel { height: auto; }"
     SHORT_ADVICE_ROWS_MANY = 2  # 80x24 with several GPUs: the strip (up to 5 rows) and the summary line above
+    MIN_ROWS = 2  # what a limit leaves it: the verdict's first row and one of advice
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.verdict = None
         self.words = ""
         self.shown = False
+        self.max_rows: int | None = None  # a limit the page sets (80x24: the charts' rows first), else None
+        self.natural_rows = 0  # the rows it would take without that limit
+
+    def limit(self, rows: int | None) -> None:
+        """At most ``rows`` rows (None: no limit beyond the compact ones): the advice gives up its rows first,
+        then the evidence; a part cut short ends in "…"."""
+        rows = None if rows is None or rows >= self.natural_rows else max(self.MIN_ROWS, rows)
+        if rows != self.max_rows:
+            self.max_rows = rows
+            self.rebuild()
 
     def show(self, verdict, words: str = "") -> None:
         """``words``: which window the verdict judged ('last 5.1 s')."""
@@ -123,15 +134,21 @@ class VerdictPanel(Lines):
         width = max(20, self.wh[0] or 80)
         compact = self.app.has_class("-short")  # 80x24: at most three lines of evidence, five of advice
         advice_rows = self.SHORT_ADVICE_ROWS_MANY if len(self.app.model.statics) > 1 else 5
+        wrapped = [list(part.wrap(self.app.console, width, overflow="fold")) for part in parts]
+        keeps = [min(len(w), (3 if i == 0 else advice_rows) if compact else 8) for i, w in enumerate(wrapped)]
+        self.natural_rows = sum(keeps)
+        while self.max_rows is not None and sum(keeps) > self.max_rows:  # the advice gives up its rows first
+            i = len(keeps) - 1 if keeps[-1] > 1 or len(keeps) == 1 else 0
+            if keeps[i] <= 1:
+                break
+            keeps[i] -= 1
         lines: list[Text] = []
-        for i, part in enumerate(parts):
-            wrapped = list(part.wrap(self.app.console, width, overflow="fold"))
-            keep = (3 if i == 0 else advice_rows) if compact else 8
-            if len(wrapped) > keep:
-                wrapped = wrapped[:keep]
-                wrapped[-1].truncate(width - 1)
-                wrapped[-1].append("…")
-            lines.extend(wrapped)
+        for w, keep in zip(wrapped, keeps):
+            if len(w) > keep:
+                w = w[:keep]
+                w[-1].truncate(width - 1)
+                w[-1].append("…")
+            lines.extend(w)
         self.set_lines(lines)
 
 

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from gputop.analysis.verdict import display_name
 from gputop.format import si
-from gputop.lessons.report_lines import words
+from gputop.lessons.report_lines import quantity, words
 from gputop.tui.results import lessons
 from gputop.tui.widgets import charts
 
@@ -29,6 +29,8 @@ VALUE_KEYS = ("throughput", "samples_per_s", "items_per_s", "images_per_s", "tok
               "flop_per_s", "bytes_per_s", "gb_per_s", "gbps", "us_per_kernel", "step_ms", "speedup")
 LOWER_IS_BETTER = ("us_per_kernel", "step_ms")
 LOWER_NOTE = ", lower is better"
+# what makes two points runs of different models ("% of best" compares only the runs of one): cudagraphs' MLPs
+MODEL_KEYS = ("part", "layers", "width")
 
 
 def scaled(key: str, value):
@@ -102,8 +104,9 @@ def _told_apart(p: dict, same_phase: list[dict]) -> str:
     return str(p["phase"])
 
 
-def bar_items(points: list[dict]) -> list[tuple[str, float | None, str, float | None]]:
-    """(label, value, value key, peak or None) per point; value None for an OOM / skipped point."""
+def bar_items(points: list[dict]) -> list[tuple[str, float | None, str, float | None, tuple]]:
+    """(label, value, value key, peak or None, group) per point; value None for an OOM / skipped point. The group: the
+    value key and the point's ``MODEL_KEYS``: the points one "% of best" compares."""
     items = []
     phases: dict[str, list[dict]] = {}
     for p in points:
@@ -113,7 +116,7 @@ def bar_items(points: list[dict]) -> list[tuple[str, float | None, str, float | 
         label = _told_apart(p, phases[str(p["phase"])]) if p.get("phase") else " ".join(
             f"{k}={p[k]}" for k in LABEL_KEYS if k in p and p[k] is not None) or f"#{len(items) + 1}"
         if p.get("oom") or p.get("skipped"):
-            items.append((label, None, "out of memory" if p.get("oom") else "skipped", None))
+            items.append((label, None, "out of memory" if p.get("oom") else "skipped", None, ()))
             continue
         vk, v = _first(p, VALUE_KEYS)
         if vk is None:
@@ -127,26 +130,27 @@ def bar_items(points: list[dict]) -> list[tuple[str, float | None, str, float | 
             if isinstance(p.get(pk), (int, float)):
                 peak = float(p[pk])
                 break
-        items.append((label, float(v), vk, peak))
+        items.append((label, float(v), vk, peak, (vk, *(repr(p.get(k)) for k in MODEL_KEYS))))
     return items
 
 
 def bars_view(doc: dict, width: int, height: int) -> list[Text]:
-    """One bar per point (phase / mode / batch size) against its peak, or against the best one."""
+    """One bar per point (phase / mode / batch size) against its peak, or against the best run of the same model
+    (its group: :func:`bar_items`), its value with its unit (``report_lines.quantity``)."""
     items = bar_items(doc.get("points") or [])
     if not items:
         return [Text("no results yet", style="dim")]
     label_w = min(28, max(len(i[0]) for i in items))
-    by_key: dict[str, list[float]] = {}
-    for _, v, k, _ in items:
+    by_group: dict[tuple, list[float]] = {}
+    for _, v, _, _, group in items:
         if v is not None:
-            by_key.setdefault(k, []).append(v)
+            by_group.setdefault(group, []).append(v)
     rows = []
-    for label, v, key, peak in items[-max(1, height):]:
+    for label, v, key, peak, group in items[-max(1, height):]:
         if v is None:
             rows.append((label, None, key, "", ""))
             continue
-        same = by_key[key]
+        same = by_group[group]
         best = min(same) if key in LOWER_IS_BETTER else max(same)
         ref = peak or max(same)
         if peak:
@@ -155,7 +159,7 @@ def bars_view(doc: dict, width: int, height: int) -> list[Text]:
             note = f" ({best / v:.0%} of best{LOWER_NOTE})" if v else ""
         else:
             note = f" ({v / best:.0%} of best)" if best else ""
-        rows.append((label, v / ref if ref else 0.0, "cyan" if peak else "green", f" {v:.4g} {key}", note))
+        rows.append((label, v / ref if ref else 0.0, "cyan" if peak else "green", f" {quantity(key, v)}", note))
     # the bars take what the labels and the longest value + note leave, so no note is cut; where that leaves
     # under 4 columns, the notes lose "lower is better", then the labels shrink
     longest = max(len(r[3]) + len(r[4]) for r in rows)

@@ -7,7 +7,7 @@ from typing import Callable
 from rich.text import Text
 
 from gputop.analysis import thresholds as T
-from gputop.format import NA, pct
+from gputop.format import NA, pct, scale_text, span_text
 from gputop.tui.widgets import charts
 from gputop.tui.widgets.lines import Lines
 
@@ -139,7 +139,8 @@ class HistoryChart(Lines):
         else:
             title.append(cur, style=self.color)
             unit = self.unit if self.unit == "%" else f" {self.unit}"
-            title.append(f"  last {self.span:.0f} s, scale {self.lo:g}-{self.hi:g}{unit}", style="dim")
+            title.append(f"  last {span_text(self.span)}, scale {scale_text(self.lo)}-{scale_text(self.hi)}{unit}",
+                         style="dim")
             if cols is not None:
                 title.append("  ", style="dim")
                 title.append("  ", style=self.MARK_STYLE)

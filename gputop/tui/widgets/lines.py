@@ -90,6 +90,11 @@ class Lines(Widget):
     def plain(self) -> str:
         return "\n".join(t[0] if isinstance(t, tuple) else t.plain for t in self._lines)
 
+    @property
+    def rows(self) -> int:
+        """How many lines it holds (its height, when that is auto)."""
+        return len(self._lines)
+
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self._lines)
 

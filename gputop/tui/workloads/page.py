@@ -88,7 +88,9 @@ class WorkloadsPage(Vertical):
         with Horizontal(id="wl-top"):
             yield OptionList(id="wl-list")
             with Vertical(id="wl-detail"):
-                with VerticalScroll(id="wl-scroll"):  # 80x24: the description and the form scroll, not cut
+                # 80x24: the description and the form scroll, not cut; the pane itself takes no focus (Tab goes from
+                # the list to the first parameter, not to a pane drawn as nothing)
+                with VerticalScroll(id="wl-scroll", can_focus=False):
                     yield Static(id="wl-desc")
                     yield self.form
                 yield Static(id="wl-hint")
