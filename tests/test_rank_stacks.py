@@ -327,3 +327,45 @@ def test_processes_that_exit_while_they_are_read_are_one_line_each():
     for pid in pids:  # (py-spy runs with the read: none of ours outlives it)
         left = subprocess.run(["pgrep", "-f", f"py-spy dump --pid {pid} "], capture_output=True, text=True).stdout
         assert not left.split(), left
+
+
+@pytest.mark.slow
+@needs_pyspy
+def test_a_job_held_idle_by_a_rank_that_never_joined_has_its_stacks_read(job):
+    """Two GPUs held by a job's processes and idle (the first seconds of a recorded 2-H100 run, before its work,
+    repeated for 30 s, its process lists naming the ranks of a real gloo job whose rank 1 sleeps before it joins
+    the group while rank 0 waits in init_process_group): no GPU is stalled, yet after 20 s idle the node reads the
+    ranks' stacks and names rank 1."""
+    import copy
+
+    from gputop.analysis.live import IDLE_JOB_S, LiveNode
+    from gputop.analysis.peaks import compute_peaks
+    from gputop.session.stacks import StackWatch
+    from gputop.telemetry.trace import ReplaySource
+
+    j = job("nojoin")
+    ranks_of(j, {0: "dist.init_process_group", 1: "time.sleep"})
+    src = ReplaySource(str(Path(__file__).parent / "data" / "traces" / "corpus_multi_h100x2" / "hang_idle.jsonl.gz"))
+    idle = src.ticks[20]
+    statics = src.static()
+    got = []
+    watch = StackWatch()
+    node = LiveNode([0, 1], statics, [compute_peaks(s) for s in statics], stacks=watch, on_stacks=got.append)
+    for n in range(int((IDLE_JOB_S + 10) * 10)):
+        tick = copy.deepcopy(idle)
+        tick["t"] = n * 0.1
+        for i, g in enumerate(tick["gpus"]):
+            g["t"] = tick["t"]
+            g["processes"] = [{"pid": j.pids[i], "pgid": j.pids[0], "name": "python"}]
+        node.feed(tick)
+        if watch.busy():
+            assert watch.wait(60)
+        if got:
+            break
+    assert got, "the idle job's stacks were never read"
+    assert got[0].t >= IDLE_JOB_S and all(v.cls == "idle" for v in node.snapshot().verdicts())
+    record = got[0].records[1]
+    assert record["kind"] == "outside" and record["culprit_ranks"] == [1]
+    assert record["where"].startswith(f"rank 1 (pid {j.pids[1]}, GPU 1) is not in a collective: in rank_main at "
+                                      "gloo_job.py:")
+    assert "rank 0 (pid" in record["sentence"] and "waits in init_process_group" in record["sentence"]

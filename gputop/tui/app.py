@@ -44,7 +44,7 @@ class GputopApp(LoggedApp):
         Binding("1", "page('monitor')", "monitor"), Binding("2", "page('workloads')", "workloads"),
         Binding("question_mark", "help", "help"), Binding("q", "to('lifecycle', 'quit')", "quit"),
         Binding("ctrl+c", "to('lifecycle', 'quit')", "quit", show=False, priority=True),
-        Binding("g", "to('monitor', 'step_gpu', 1)", "GPU"),
+        Binding("g", "to('monitor', 'step_gpu', 1)", "GPU"), Binding("k", "to('monitor', 'show_stacks')", "stacks"),
         Binding("G", "to('monitor', 'step_gpu', -1)", "prev GPU", show=False),
         Binding("p", "to('monitor', 'toggle_pause')", "pause"),
         Binding("plus,equals_sign", "to('monitor', 'step_rate', 1)", "rate+"),
@@ -58,7 +58,6 @@ class GputopApp(LoggedApp):
         Binding("v", "to('shown_results', 'toggle_whole_verdict')", "verdict", show=False),
         Binding("w", "to('lifecycle', 'ask_window')", "window", show=False),
         Binding("a", "to('lifecycle', 'toggle_attribution')", "attribution", show=False),
-        Binding("k", "to('monitor', 'show_stacks')", "stacks", show=False),
     ]
 
     def __init__(self, config: TuiConfig, lifecycle: Lifecycle | None = None):
