@@ -10,6 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from test_rank_stacks import job, needs_pyspy, ranks_of  # noqa: F401 (job: the fixture)
@@ -19,6 +20,7 @@ from gputop.session.monitor import Monitor
 from gputop.session.report import build_document, render_text
 from gputop.telemetry.trace import ReplaySource
 
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "gputop" / "schema" / "monitor.schema.json").read_text())
 HANG = Path(__file__).parent / "data" / "traces" / "corpus_multi_h100x2" / "hang_idle.jsonl.gz"
 FACTS = {"status": "timeout", "pid": None, "exit_code": 6, "command_exit_code": 137, "ended": "timeout",
          "wall_s": 43.1, "signal": None, "errors": []}
@@ -60,6 +62,7 @@ def test_a_run_names_its_culprit_while_it_stalls_and_its_replay_says_the_same(jo
     trace = str(tmp_path / "run.jsonl")
     mon = played_run({0: j.pids[1], 1: j.pids[0]}, trace)  # GPU 1 ran nothing: the sleeping rank's
     doc = build_document("run", mon, FACTS, ["torchrun", "train.py"], "2026-11-27T00:00:00+00:00")
+    jsonschema.validate(json.loads(json.dumps(doc)), SCHEMA)
     c = doc["culprit"]
     assert c["kind"] == "outside" and c["culprit_ranks"] == [0] and c["culprit_gpus"] == [1]
     assert c["where"].startswith(f"rank 0 (pid {j.pids[0]}, GPU 1) is not in a collective: in rank_main at "

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -25,11 +26,13 @@ from gputop.tui.model import TuiModel
 from pilot_util import sync, wait_for, wait_screen
 
 TRACE = Path(__file__).parent / "data" / "traces" / "culprit" / "hang_idle_stacks.jsonl.gz"
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "gputop" / "schema" / "monitor.schema.json").read_text())
 SLEEPS = "is not in a collective: in rank_main at gloo_job.py:30 (`time.sleep(seconds)  # the culprit: out of the loop`)"
 
 
 def test_the_replay_of_a_recorded_stall_names_its_culprit_rank_with_its_line():
     doc = replay_document(str(TRACE))
+    jsonschema.validate(json.loads(json.dumps(doc)), SCHEMA)
     c = doc["culprit"]
     assert c["kind"] == "outside" and c["culprit_ranks"] == [0] and c["culprit_gpus"] == [1]
     assert c["where"].endswith(SLEEPS) and c["where"].startswith("rank 0 (pid ")

@@ -159,3 +159,23 @@ def test_fresh_dumps_of_a_real_gloo_job_say_the_same(tmp_path, fault, kind, culp
                    capture_output=True)
     got = first_mismatch(dumps_of(tmp_path))
     assert (got["kind"], got["culprit_ranks"]) == (kind, [culprit])
+
+
+def test_many_small_collectives_are_named_on_every_gpu_of_the_job():
+    """The rate and size a real gloo job's flight recorder showed (150 all-reduces of 4 KiB in ~0.05 s) said on the
+    verdicts of a recorded 2-H100 job, whatever each GPU's own class; a job of large collectives is left alone."""
+    from gputop.analysis.collectives import small_collectives
+    from gputop.headless.replay import replay_monitor
+
+    info = collective_rate(dumps_of(DUMPS / "small_json_2")[0])
+    mon = replay_monitor(str(Path(__file__).parent / "data" / "traces" / "corpus_multi_h100x2" / "comms_mlp.jsonl.gz"))
+    verdicts = [g.verdict for g in mon.diagnose().gpus]
+    small_collectives(verdicts, info)
+    for v in verdicts:
+        assert v.notes[0].startswith(f"{info['per_s']:.0f} collectives a second of 4 KiB (median; 150 all_reduce in "
+                                     "the flight recorder's last ")
+        assert "latency, not bandwidth" in v.notes[0] and v.evidence["collective_median_bytes"] == 4096
+        assert v.job["collectives"]["small"] is True
+    big = [g.verdict for g in mon.diagnose().gpus]
+    small_collectives(big, dict(info, median_bytes=64 << 20, small=False))
+    assert all("collectives" not in v.job for v in big)

@@ -38,3 +38,22 @@ def test_each_gpus_straggler_score_is_the_ranks_own_within_0_06(folder, case):
     v = next(g["verdict"] for g in doc["gpus"] if g["index"] == slow)
     if v["job"].get("straggler") == slow:
         assert f"straggler score {ours[slow]:.2f}" in v["evidence_text"]
+
+
+def test_a_straggler_whose_gpu_runs_another_jobs_process_says_so():
+    """The 3x-work straggler on 2 H100s, its GPU also listing a process that is not of the run (as NVML lists a
+    job sharing the GPU): its why names it; a waiting GPU with one is told in a note."""
+    from gputop.analysis.collectives import shared_gpus
+    from gputop.headless.replay import replay_monitor
+
+    mon = replay_monitor(str(TRACES / "corpus_multi_h100x2" / "straggler.jsonl.gz"))
+    gpus = mon.diagnose().gpus
+    verdicts = [g.verdict for g in gpus]
+    shared_gpus(verdicts, [g.index for g in gpus], {1: [{"pid": 4242, "name": "hog.py"}],
+                                                    0: [{"pid": 7, "name": "jupyter"}]})
+    v0, v1 = verdicts
+    assert v1.job["straggler"] == 1 and v1.job["why"][-1] == "its GPU is shared with another job's process: pid 4242 (hog.py)"
+    assert v1.evidence_text.endswith("; its GPU is shared with another job's process (pid 4242 (hog.py)): part of its "
+                                     "load is not its own")
+    assert v0.notes[0] == "this GPU also ran another job's process: pid 7 (jupyter)"
+    assert mon._foreign(mon.store.snapshot()) == {}  # a replay's pids are another machine's: none is foreign

@@ -6,22 +6,23 @@
 # (python -m gputop.evaluate.culprit_corpus $OUT/culprit: culprit named, right rank, time to the hang verdict and to
 # the culprit, the confusion table for docs/diagnosis.md). From the repo root on a 2- or 4-GPU machine:
 #     source .whl/use.sh && bash bench/gpu/culprit_corpus_gpu.sh [CASE ...]
-# Time: 9 hangs x ~45 s + the shared GPU ~40 s + healthy ~75 s = about 9 minutes; CASES to split it over calls
+# Time: 9 hangs x ~42 s + the shared GPU ~40 s + small collectives ~45 s + healthy ~60 s = about 9 minutes; CASES to split it over calls
 # (e.g. "sleep exit spin io lock" then "op size nojoin dataloader shared healthy"); HEALTHY_S=600 for a long healthy run.
 # $OUT/culprit gets: progress.txt (as it goes), truth/, docs/ (each gputop document), traces/ (--record: test data),
-# logs/, summary.txt and summary.json; culprit_corpus.tar.gz after every case (a cut-off call keeps what ran).
+# fr/ (each case's NCCL flight recorder dumps, asked for by gputop through the ranks' pipes: test data for
+# tests/data/flight_recorder/), logs/, summary.txt and summary.json; culprit_corpus.tar.gz after every case (a cut-off call keeps what ran).
 set -u
 OUT=${OUT:-/tmp/gputop-culprit}; D="$OUT/culprit"; mkdir -p "$D"/{truth,docs,traces,logs}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
 G=$(nvidia-smi -L | wc -l); [ "$G" -ge 4 ] && G=4; [ "$G" -lt 2 ] && { echo "needs 2 GPUs or more" >&2; exit 2; }
 C=$((G - 1))                       # the culprit: the last rank (a rank that is not 0: rank 0 is where people look)
-BEFORE=${BEFORE:-8}; T=${HANG_TIMEOUT:-40}; HEALTHY_S=${HEALTHY_S:-60}
+BEFORE=${BEFORE:-8}; T=${HANG_TIMEOUT:-38}; HEALTHY_S=${HEALTHY_S:-45}
 J="torchrun --standalone --nproc-per-node $G bench/gpu/culprit/job.py"
 # case -> "kind rank": the truth, by construction (a 2-rank mismatch has no odd one out: either rank is right)
 declare -A TRUTH=([exit]="left $C" [sleep]="outside $C" [spin]="outside $C" [io]="outside $C" [lock]="outside $C"
                   [op]="mismatch $C" [size]="mismatch $C" [nojoin]="outside $C" [dataloader]="outside $C"
-                  [shared]="straggler $C" [healthy]="none -")
-ORDER="sleep exit spin io lock op size nojoin dataloader shared healthy"
+                  [shared]="straggler $C" [small]="small -" [healthy]="none -")
+ORDER="sleep exit spin io lock op size nojoin dataloader shared small healthy"
 CASES=${*:-$ORDER}
 P="$D/progress.txt"
 { date -u +%FT%TZ; nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader; git rev-parse --short HEAD
@@ -36,17 +37,20 @@ import json, sys
 path, case, kind, rank, g, before = sys.argv[1:]
 ranks = [] if rank == "-" else ([0, 1] if kind == "mismatch" and int(g) == 2 else [int(rank)])
 json.dump({"case": case, "kind": kind, "rank": None if rank == "-" else int(rank), "ranks": ranks, "gpus": int(g),
-           "fault_after_s": None if kind in ("none", "straggler") else float(before), "by": "construction"},
+           "fault_after_s": None if kind in ("none", "straggler", "small") else float(before), "by": "construction"},
           open(path, "w"), indent=1)
 PY
   case $c in
     healthy) args="--case healthy --seconds $HEALTHY_S"; limit=$((HEALTHY_S + 30));;
+    small)   args="--case small --seconds 35"; limit=70;;  # the flight recorder is read 20 s into the job
     shared)  args="--case healthy --seconds 30"; limit=90
              CUDA_VISIBLE_DEVICES=$C timeout 80 python3 bench/gpu/culprit/hog.py --seconds 45 > "$D/logs/hog.log" 2>&1 &
              sleep 3;;
     *)       args="--case $c --culprit $C --before $BEFORE"; limit=$T;;  # ~8 s of start, 8 of work, the stall
   esac
   t0=$(date +%s.%N)
+  mkdir -p "$D/fr/$c"  # the ranks' flight recorder dumps land here (a dump path of the user's: gputop keeps it):
+  export TORCH_FR_DUMP_TEMP_FILE="$D/fr/$c/rank_" TORCH_NCCL_DEBUG_INFO_TEMP_FILE="$D/fr/$c/rank_"  # NCCL's, as test data
   timeout -k 10 $((limit + 30)) python3 -m gputop --json -o "$D/docs/$c.json" --record "$D/traces/$c.jsonl.gz" \
     --timeout $limit --grace 3 --run -- $J $args > "$D/logs/$c.log" 2>&1
   rc=$?

@@ -23,7 +23,6 @@ from gputop.analysis.rules.stalled import gpu_names as _gpus
 from gputop.analysis.rules.throttled import THERMAL_SAMPLE_FRACTION
 from gputop.analysis.verdict import Verdict
 from gputop.analysis.vocabulary import Cls, Sub
-from gputop.format import si
 
 # A straggler: a GPU of the job that works (compute- or memory-bound) while the others wait in collectives, with
 # its busiest unit this much busier than the same unit on the waiters (more work: the 4-H100 straggler, 3x
@@ -272,7 +271,9 @@ def small_collectives(verdicts: list, info: dict | None) -> None:
     if not info or not info.get("small"):
         return
     ops = ", ".join(f"{n} {op}" for op, n in sorted(info.get("ops", {}).items(), key=lambda kv: -kv[1])[:3])
-    text = (f"{info['per_s']:.0f} collectives a second of {si(info['median_bytes'], 'B')} (median; {ops} in the "
+    b = info["median_bytes"]
+    size = f"{b} B" if b < 1024 else f"{b / 1024:.3g} KiB" if b < 1 << 20 else f"{b / (1 << 20):.3g} MiB"
+    text = (f"{info['per_s']:.0f} collectives a second of {size} (median; {ops} in the "
             f"flight recorder's last {info['span_s']:.2f} s): latency, not bandwidth: each pays NCCL's launch and "
             "synchronisation; batch them (all-reduce once per N steps, or one flattened tensor), and do not read "
             "their results on the host every step")
@@ -282,3 +283,20 @@ def small_collectives(verdicts: list, info: dict | None) -> None:
         v.job["collectives"] = dict(info)
         v.evidence.update({"collectives_per_s": info["per_s"], "collective_median_bytes": info["median_bytes"]})
         v.notes.insert(0, text)
+
+
+def shared_gpus(verdicts: list, gpus: list[int], others: dict[int, list[dict]]) -> None:
+    """GPUs of a run's job that also ran another job's processes (``others``: {GPU: [{"pid", "name"}]}, processes
+    NVML listed there that are not of the command's tree): said on each, and a straggler's why names it (a rank
+    that shares its GPU falls behind its peers, and its GPU reads busier than theirs: not its own work)."""
+    for g, v in zip(gpus, verdicts):
+        procs = others.get(g) or []
+        if v is None or not procs or "shared_with" in v.job:
+            continue
+        words = ", ".join(f"pid {p.get('pid')} ({p.get('name') or '?'})" for p in procs[:3])
+        v.job["shared_with"] = [{"pid": p.get("pid"), "name": p.get("name")} for p in procs]
+        if v.job.get("straggler") == g:
+            v.job.setdefault("why", []).append(f"its GPU is shared with another job's process: {words}")
+            v.evidence_text += f"; its GPU is shared with another job's process ({words}): part of its load is not its own"
+        else:
+            v.notes.insert(0, f"this GPU also ran another job's process: {words}")

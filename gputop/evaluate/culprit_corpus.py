@@ -3,13 +3,14 @@ script wrote before gputop ran the job (which rank, which kind: by construction)
 
     python -m gputop.evaluate.culprit_corpus DIR [--json F]     # DIR: the corpus's folder (truth/, docs/)
 
-A case's truth: ``kind`` (left, outside, mismatch, straggler, none), ``ranks`` (the rank or ranks that are right:
+A case's truth: ``kind`` (left, outside, mismatch, straggler, small, none), ``ranks`` (the rank or ranks that are right:
 both of a 2-rank mismatch, which has no odd one out) and ``gpus``. Rank r of the torchrun job runs on GPU r
 (LOCAL_RANK r, no CUDA_VISIBLE_DEVICES). What is scored of each document:
 
 * **named**: the job-level ``culprit`` names ranks, all of them right (its GPUs, where a rank was not read);
   a straggler case: the GPU its verdicts name the straggler (or the lowest straggler score) is the right one;
-  a healthy run: no culprit, no GPU stalled or culprit at any time (a false stall or culprit is a miss);
+  a healthy run: no culprit, no GPU stalled or culprit at any time (a false stall or culprit is a miss); small
+  collectives: the document's ``collectives`` says small, and every GPU of the job's verdict carries it;
 * **per GPU**: the culprit rank's GPU's own verdict is "culprit" (its part told on its own verdict);
 * **hang verdict**: seconds from the stall's start (the live verdict's regime start) to the first live "stalled"
   verdict (``stall_seen_after_s``), and **culprit**: to the read that named it (``named_after_s``);
@@ -25,7 +26,7 @@ import statistics
 import sys
 from pathlib import Path
 
-KINDS = ("left", "outside", "mismatch", "straggler", "none")
+KINDS = ("left", "outside", "mismatch", "straggler", "small", "none")
 
 
 def _gpu(doc: dict, index: int) -> dict | None:
@@ -69,6 +70,13 @@ def score_case(truth: dict, doc: dict) -> dict:
         row["named"] = not c and not _any_stall(doc)
         row["named_kind"] = c.get("kind") or ("stalled" if _any_stall(doc) else "none")
         return row
+    if kind == "small":  # no culprit: the job's many small collectives named on every GPU of it
+        small = (doc.get("collectives") or {}).get("small") is True
+        told = all("collectives" in ((g.get("verdict") or {}).get("job") or {}) for g in doc.get("gpus") or []
+                   if g.get("used"))
+        row.update(named=small and told and not c, named_kind="small" if small else (c.get("kind") or "none"),
+                   per_gpu=told)
+        return row
     if kind == "straggler":
         s = _straggler(doc)
         row.update(named_ranks=[] if s is None else [s], named=s in want, named_kind="straggler" if s is not None
@@ -101,7 +109,7 @@ def summarize(folder: str | Path) -> dict:
                          "truth_ranks": truth.get("ranks"), "named_ranks": []})
             continue
         rows.append(score_case(truth, json.loads(d.read_text())))
-    faults = [r for r in rows if r["truth_kind"] not in ("none",)]
+    faults = [r for r in rows if r["truth_kind"] not in ("none", "small")]
     confusion: dict[str, dict[str, int]] = {}
     for r in rows:
         confusion.setdefault(r["truth_kind"], {}).setdefault(r.get("named_kind") or "none", 0)
@@ -109,6 +117,7 @@ def summarize(folder: str | Path) -> dict:
     hangs = [r for r in rows if r["truth_kind"] in ("left", "outside", "mismatch")]
     return {"cases": rows, "faults": len(faults), "named_right": sum(r["named"] for r in faults),
             "healthy_clean": all(r["named"] for r in rows if r["truth_kind"] == "none"),
+            "small_named": [r["named"] for r in rows if r["truth_kind"] == "small"],
             "median_hang_verdict_s": _median([r.get("hang_verdict_s") for r in hangs]),
             "median_culprit_s": _median([r.get("culprit_s") for r in hangs]),
             "confusion": confusion}

@@ -96,14 +96,16 @@ def read_job_map(directory: str | None) -> dict[str, list[str]]:
 
 
 class GputopCollector(Collector):
-    """``attribution``: a callable that returns the latest profiler window (``--run --profile -- CMD``), or None."""
+    """``attribution``: a callable that returns the latest profiler window (``--run --profile -- CMD``), or None;
+    ``stacks``: the stack reader to share (``--export`` beside ``--run``: the run's), else one of its own."""
 
-    def __init__(self, sampler, gpus: list[ExportedGpu], options: ExportOptions, attribution=None):
+    def __init__(self, sampler, gpus: list[ExportedGpu], options: ExportOptions, attribution=None, stacks=None):
         self.sampler, self.gpus, self.options = sampler, gpus, options
         self.attribution = attribution
         self.procs: dict[int, list[dict]] = {}  # position -> the last process list a tick carried
-        self.stacks = (StackWatch() if options.live  # the ranks' stacks while a GPU is stalled; a replay's recorded
-                       else RecordedStacks(sampler.source) if getattr(sampler.source, "extra", None) else None)
+        self.stacks = stacks or (StackWatch() if options.live  # the ranks' stacks while a GPU is stalled; a
+                                 else RecordedStacks(sampler.source) if getattr(sampler.source, "extra", None)
+                                 else None)  # replay's recorded ones; beside --run, the run's own reader
         self.live = LiveNode([g.pos for g in gpus], [g.static for g in gpus], [g.peaks for g in gpus],
                              [g.static.get("index", g.pos) for g in gpus], stacks=self.stacks).attach(sampler)
         self.scrapes = 0

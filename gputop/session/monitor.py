@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from gputop import exitcodes
 from gputop.analysis import thresholds as T
-from gputop.analysis.collectives import small_collectives
+from gputop.analysis.collectives import shared_gpus, small_collectives
 from gputop.analysis.comms import group_comms
 from gputop.analysis.live import LiveNode
 from gputop.analysis.evidence import Evidence, Key, declare
@@ -205,6 +205,21 @@ class Monitor:
                     out.setdefault(self.static[pos].get("index", pos), set()).add(p.get("pid"))
         return out
 
+    def _foreign(self, ticks: list[dict]) -> dict[int, list[dict]]:
+        """{NVML index: processes NVML listed on it that are not of the watched tree} (another job's), live only
+        (a replay's pids are another machine's: its finder knows none of them)."""
+        if self.source.kind != "live" or self.pid is None:
+            return {}
+        with self.finder.lock:
+            ours = set(self.finder.known)
+        out: dict[int, dict[int, dict]] = {}
+        for tick in ticks[::max(1, len(ticks) // 200)]:
+            for pos, smp in enumerate(tick.get("gpus") or []):
+                for p in smp.get("processes") or []:
+                    if p.get("pid") is not None and p["pid"] not in ours:
+                        out.setdefault(self.static[pos].get("index", pos), {})[p["pid"]] = p
+        return {g: list(ps.values()) for g, ps in out.items()}
+
     def analyze(self, exclude: list[tuple[float, float]] | None = None) -> dict:
         """:meth:`diagnose` as its document's part."""
         return self.diagnose(exclude).to_dict()
@@ -234,6 +249,7 @@ class Monitor:
         group_comms([g.verdict for g in job], [g.index for g in job], [g.timeline for g in job], stacks=records)
         if len(job) >= 2:
             small_collectives([g.verdict for g in job], collectives)
+        shared_gpus([g.verdict for g in job], [g.index for g in job], self._foreign(ticks))
         notes = []
         if how == "memory/activity rise":
             notes.append("the command's pids are not in NVML's process list (another PID namespace?); its GPUs "

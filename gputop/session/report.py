@@ -108,7 +108,7 @@ def render_text(doc: dict) -> str:
 
 def culprit_line(c: dict) -> str:
     """The job's culprit in one line: who and where, and how soon it was named."""
-    when = (f" (named {c['named_after_s']:.0f} s after the stall began at {c['stall_began_s']:.0f} s)"
+    when = (f" (named {c['named_after_s']:g} s after the stall began at {c['stall_began_s']:g} s)"
             if c.get("named_after_s") is not None else "")
     where = c.get("where") or c.get("sentence") or "?"
     if c.get("basis") == "telemetry":

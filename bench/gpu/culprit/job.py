@@ -12,6 +12,8 @@
              NCCL's communicator set-up, their GPUs idle
   dataloader the rank's DataLoader worker blocks on one sample (its main process waits on the loader's queue)
   healthy    no fault: DDP steps for --seconds (no stall, no culprit)
+  small      no fault, no DDP: a 4 KiB metric all-reduced and read on the host, again and again for --seconds
+             (thousands of small synchronous collectives a second: latency, not bandwidth)
 
 Each step: a forward and backward of an MLP under DistributedDataParallel (its gradient all-reduces), a metric
 all-reduced and read on the host (``.item()``, as a training loop logs its loss). NVLink multicast stays off.
@@ -109,6 +111,13 @@ def fault():
         return bigger[0].item()
 
 
+if a.case == "small":
+    small, end = torch.zeros(1024, device="cuda"), time.monotonic() + a.seconds
+    while time.monotonic() < end:  # (each rank on its own clock: they stop within a collective of each other)
+        dist.all_reduce(small)
+        small[0].item()
+    dist.destroy_process_group()
+    raise SystemExit(0)
 end = time.monotonic() + (a.seconds if a.case == "healthy" else a.before)
 stop = torch.zeros(1, device="cuda")
 while True:  # the ranks agree when the healthy part ends (rank 0's clock)

@@ -148,6 +148,8 @@ class TuiModel:
         if self.stacks is None:
             return ("this source's processes are another machine's: no stack to read" if self.source.kind != "replay"
                     else "this trace holds no stacks (recorded without a stall, or by an older gputop)")
+        if getattr(self.stacks, "closed", False):
+            return "the command has ended: its ranks are gone (the stacks read while it ran are shown)"
         if self.source.kind == "replay" and self.command is None:
             return "a recording: the stacks read while it ran, during its stalls (none up to this point)"
         pids = [p for ps in node_pids(self.live, self.sampler.window(60.0)).values() for p in ps]
