@@ -170,6 +170,7 @@ class StacksRead:
     since: float
     read: dict
     records: dict
+    stalled: bool = True  # False: read because the job's GPUs were held idle (no stall)
 
 
 IDLE_JOB_S = 20.0  # GPUs held by processes and idle this long (a job that waits for a rank): its stacks are read
@@ -214,7 +215,7 @@ def _stack_records_of(node, verdicts: list, window: list[dict]) -> dict | None:
     records = job_records(pids, classes, read) or None
     if records and node.on_stacks is not None and read_at != node.stacks_used_at:
         node.stacks_used_at = read_at
-        node.on_stacks(StacksRead(t, since, read, records))
+        node.on_stacks(StacksRead(t, since, read, records, bool(stalled)))
     return records
 
 

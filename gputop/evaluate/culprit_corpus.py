@@ -66,15 +66,15 @@ def score_case(truth: dict, doc: dict) -> dict:
            "named_kind": None, "named": False, "per_gpu": None, "hang_verdict_s": c.get("stall_seen_after_s"),
            "culprit_s": c.get("named_after_s"), "flight_recorder": (c.get("flight_recorder") or {}).get("kind"),
            "where": c.get("where") or c.get("sentence"), "status": doc.get("status")}
-    if kind == "none":
-        row["named"] = not c and not _any_stall(doc)
+    if kind == "none":  # clean: nobody named (a block that names no one is no culprit), no stall at any time
+        row["named"] = not (c.get("culprit_ranks") or c.get("culprit_gpus")) and not _any_stall(doc)
         row["named_kind"] = c.get("kind") or ("stalled" if _any_stall(doc) else "none")
         return row
     if kind == "small":  # no culprit: the job's many small collectives named on every GPU of it
         small = (doc.get("collectives") or {}).get("small") is True
         told = all("collectives" in ((g.get("verdict") or {}).get("job") or {}) for g in doc.get("gpus") or []
                    if g.get("used"))
-        row.update(named=small and told and not c, named_kind="small" if small else (c.get("kind") or "none"),
+        row.update(named=small and told and not (c.get("culprit_ranks") or c.get("culprit_gpus")), named_kind="small" if small else (c.get("kind") or "none"),
                    per_gpu=told)
         return row
     if kind == "straggler":

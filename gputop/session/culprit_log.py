@@ -70,7 +70,7 @@ class CulpritLog:
         if self.recorder is not None:
             rel = self.recorder.rel
             self.recorder.row({"type": "stacks", "t": rel(got.t), "since": rel(got.since),
-                               "seen": rel(seen) if seen is not None else None,
+                               "seen": rel(seen) if seen is not None else None, "stalled": got.stalled,
                                "stacks": {str(p): v for p, v in got.read.items()}, "records": _strip(got.records)})
 
     def _seen(self, since: float) -> float | None:
@@ -115,7 +115,8 @@ class CulpritLog:
         for r in rows:
             if r.get("type") == "stacks":
                 read = {int(p): v for p, v in (r.get("stacks") or {}).items()}
-                log.reads.append(StacksRead(r["t"], r.get("since", r["t"]), read, _dress(r.get("records"), read)))
+                log.reads.append(StacksRead(r["t"], r.get("since", r["t"]), read, _dress(r.get("records"), read),
+                                            r.get("stalled", True) is not False))
                 if r.get("seen") is not None:
                     log.stalls_seen.append((r["seen"], r.get("since", r["t"])))
             elif r.get("type") == "flight_recorder" and isinstance(r.get("result"), dict):
@@ -127,7 +128,8 @@ class CulpritLog:
         with self._lock:
             reads = list(self.reads)
         named = [r for r in reads if _kind(r.records) in NAMING]
-        return named[0] if named else (reads[-1] if reads else None)
+        stalls = [r for r in reads if r.stalled]  # a read of a job held idle that names no one says nothing
+        return named[0] if named else (stalls[-1] if stalls else None)
 
     def _mismatch(self, since: float | None = None) -> tuple[float, dict] | None:
         """The first dump that names a mismatch (of the stall begun at ``since``, where given)."""
