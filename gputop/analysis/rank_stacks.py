@@ -159,9 +159,9 @@ def _wait_words(ranks: list[Rank], idx: list[int]) -> str:
     parts = []
     for g in sorted(_groups(ranks, idx), key=lambda g: -len(g)):
         p = ranks[g[0]].place
-        verb = "wait" if len(g) > 1 or (ranks[g[0]].rank is None and len(g) > 1) else "waits"
+        verb, their = ("wait", "their") if len(g) > 1 else ("waits", "its")
         parts.append(f"{_names(ranks, g)} {verb} " + (p.words() if p.kind == "collective"
-                                                      else f"on their GPU ({p.words().replace('not in a collective: ', '')})"))
+                                                      else f"on {their} GPU ({p.words().replace('not in a collective: ', '')})"))
     return "; ".join(parts)
 
 
