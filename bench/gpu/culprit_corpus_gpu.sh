@@ -14,7 +14,7 @@
 set -u
 OUT=${OUT:-/tmp/gputop-culprit}; D="$OUT/culprit"; mkdir -p "$D"/{truth,docs,traces,logs}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
-G=$(nvidia-smi -L | wc -l); [ "$G" -ge 4 ] && G=4; [ "$G" -lt 2 ] && { echo "needs 2 GPUs or more" >&2; exit 2; }
+G=${GPUS:-$(nvidia-smi -L | wc -l)}; [ "$G" -ge 4 ] && G=4; [ "$G" -lt 2 ] && { echo "needs 2 GPUs or more" >&2; exit 2; }  # GPUS=2 on a 4-GPU machine: a 2-GPU job on GPUs 0-1
 C=$((G - 1))                       # the culprit: the last rank (a rank that is not 0: rank 0 is where people look)
 BEFORE=${BEFORE:-8}; T=${HANG_TIMEOUT:-38}; HEALTHY_S=${HEALTHY_S:-45}
 J="torchrun --standalone --nproc-per-node $G bench/gpu/culprit/job.py"
