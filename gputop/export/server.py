@@ -126,13 +126,13 @@ def _say_if_ended(src) -> bool:
 
 
 def _collector(args, sampler, static: list[dict], positions, hostname: str | None, live: bool,
-               attribution=None) -> GputopCollector:
+               attribution=None, stacks=None) -> GputopCollector:
     hostname = hostname or platform.node()
     gpus = [ExportedGpu(pos, static[pos], compute_peaks(static[pos]), gpu_labels(static[pos], hostname))
             for pos in positions]
     options = ExportOptions(cmdline=args.export_cmdline, job_map=args.job_map,
                             slurm_job=os.environ.get("SLURM_JOB_ID") or None, live=live)
-    return GputopCollector(sampler, gpus, options, attribution=attribution)
+    return GputopCollector(sampler, gpus, options, attribution=attribution, stacks=stacks)
 
 
 def _on_demand(live: bool):
@@ -195,5 +195,5 @@ def serve_session(args, session):
     positions = visible_positions(mon.static) if live else range(len(mon.static))
     latest = session.profile.latest if session.profile is not None else None
     collector = _collector(args, mon.sampler, mon.static, positions, getattr(mon.source, "hostname", None), live,
-                           attribution=latest)
+                           attribution=latest, stacks=mon.stacks)  # the run's own stack reader: one read for both
     return _listen(args, collector, f"{count(len(positions), 'GPU')} and the command's profiler windows")

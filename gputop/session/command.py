@@ -158,6 +158,8 @@ class Session:
                 stdout = None
             self.monitor.baseline()
             env = multicast_off(dict(os.environ))
+            flight = self.monitor.use_flight_recorder()  # PyTorch's flight recorder on, dumped on a stall
+            env = flight.env(env) if flight is not None else env
             self.child = Child(self.command, interrupt="group", grace_s=self.grace_s, timeout=self.timeout,
                                stdin=self.stdin, stdout=stdout, stderr=subprocess.PIPE,
                                env=self.profile.env(env) if self.profile else env).start()

@@ -44,7 +44,7 @@ class GputopApp(LoggedApp):
         Binding("1", "page('monitor')", "monitor"), Binding("2", "page('workloads')", "workloads"),
         Binding("question_mark", "help", "help"), Binding("q", "to('lifecycle', 'quit')", "quit"),
         Binding("ctrl+c", "to('lifecycle', 'quit')", "quit", show=False, priority=True),
-        Binding("g", "to('monitor', 'step_gpu', 1)", "GPU"),
+        Binding("g", "to('monitor', 'step_gpu', 1)", "GPU"), Binding("k", "to('monitor', 'show_stacks')", "stacks"),
         Binding("G", "to('monitor', 'step_gpu', -1)", "prev GPU", show=False),
         Binding("p", "to('monitor', 'toggle_pause')", "pause"),
         Binding("plus,equals_sign", "to('monitor', 'step_rate', 1)", "rate+"),
@@ -159,9 +159,9 @@ class GputopApp(LoggedApp):
         """In the key bar, never over the screen (no toasts); ``notes`` keeps every one (the tests read them)."""
         self.notes.append(str(message))
         del self.notes[:-100]
-        self.post_message(Noted(str(message), severity))  # any thread may notify; the bar redraws on the app's
+        self.post_message(Noted(str(message), severity))
 
-    def on_noted(self, event: Noted) -> None:
+    def on_noted(self, event: Noted) -> None:  # (any thread may notify: the bar redraws on the app's)
         self.keybar.message(event.text, event.severity)
 
     def screen_text(self) -> str:

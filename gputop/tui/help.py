@@ -25,6 +25,7 @@ HELP = """\
   w          a profiler window now, of the selected GPU's process (one
              started prepared: gputop --profile-env) or of --run's command
   a          --tui --run --profile: the latest window, in the pages' place
+  k          every rank's Python stack (read now), the culprit of a stall first
   ?          this help;  q quits (stopping a running workload cleanly)
 
 [b]reading the numbers[/b]
