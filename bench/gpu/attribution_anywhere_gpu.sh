@@ -17,7 +17,7 @@ AT=${PROFILE_AT:-6}
 W=$(mktemp -d)/anywhere; mkdir -p "$W"
 A=bench/gpu/anywhere
 C=bench/gpu/corpus
-N=$(nvidia-smi -L | wc -l)
+N=${GPUS:-$(nvidia-smi -L | wc -l)}  # GPUS=2 CUDA_VISIBLE_DEVICES=2,3: on two GPUs of a larger machine
 declare -A CMD=(
   [tp_spawn]="python3 $A/tp_spawn.py"
   [torchrun_plain]="torchrun --standalone --nproc-per-node $N $A/plain_allreduce.py"
