@@ -112,7 +112,7 @@ def test_pynvml_is_imported_in_one_place():
 # Lower numbers are lower layers; a module may import its own layer and those below, never above.
 LAYERS = {
     # base: the package itself, its data packages, documents, exit codes, formatting, paths, telemetry
-    "": 0, "data": 0, "schema": 0, "documents": 0, "exitcodes": 0, "format": 0, "paths": 0, "telemetry": 0,
+    "": 0, "data": 0, "schema": 0, "documents": 0, "exitcodes": 0, "crashlog": 0, "format": 0, "paths": 0, "telemetry": 0,
     "sources": 0,  # being moved into telemetry/
     "option_values": 0,  # the values options take (an address, a duration): parsed for cli and the frontends
     "analysis": 1,

@@ -17,6 +17,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+import loader_util
 from gputop import cli
 from gputop.analysis.attribution import apply_window, attribute, category
 from gputop.analysis.verdict import Verdict
@@ -26,8 +27,15 @@ SCHEMA = json.loads((ROOT / "gputop" / "schema" / "monitor.schema.json").read_te
 PY = sys.executable
 FAKE_PYNVML = ROOT / "tests" / "fake_pynvml"
 
+# A program "on the GPU": under the fake NVML of gputop() it is in NVML's process list from here (as a process is once
+# it has made its CUDA context), so gputop asks it rather than waiting for one that is.
+HOLD = """import os
+if os.environ.get("GPUTOP_FAKE_NVML_HOLDERS"):
+    open(os.path.join(os.environ["GPUTOP_FAKE_NVML_HOLDERS"], str(os.getpid())), "w").close()
+"""
+
 # A small training loop: nn.Module calls and optimizer steps (where the loader starts and stops its window).
-TRAIN = """
+TRAIN = HOLD + """
 import os, sys, time, torch
 m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.LayerNorm(64), torch.nn.ReLU())
 opt = torch.optim.SGD(m.parameters(), lr=0.01)
@@ -39,29 +47,56 @@ print("trained")
 sys.exit(3)
 """
 
-LOOP = "while time.time() - t0 < float(sys.argv[1]):"
+# A program that never imports torch nor holds a GPU: it runs until gputop (sampling at 10 Hz) has taken SAMPLES samples
+# since it started, past gputop's first chance to ask (GPUTOP_PROFILE_AT=0) however slowly the machine runs gputop, and
+# is never asked. It says whether a request ever reached its folder. (GPUTOP_FAKE_NVML_MARK: a byte a sample.)
+NOT_ASKED = ("import glob, os, sys, time\n"
+             "def samples():\n"
+             "    try:\n"
+             "        return os.path.getsize(os.environ['GPUTOP_FAKE_NVML_MARK'])\n"
+             "    except OSError:\n"
+             "        return 0\n"
+             "until, end = samples() + 20, time.time() + 60\n"
+             "while samples() < until and time.time() < end:\n"
+             "    time.sleep(0.02)\n"
+             "mine = os.path.join(os.environ['GPUTOP_PROFILE_DIR'], str(os.getpid()))\n"
+             "print('requests', len(glob.glob(mine + '/request-*')), 'loaded', os.path.exists(mine + '/loaded.json'))\n")
+
+LOOP = "while time.time() - t0 < float(sys.argv[1])"  # the programs' loops (PLAIN's adds a condition of its own)
 
 
 def windowed(prog: str) -> str:
-    """``prog`` (TRAIN, INFER, ...) with its loop running until its window is written, at most argv[1] seconds: torch's
-    profiler takes seconds to start on a busy machine (it imports torch's compiler), and a loop of fixed seconds may
-    end before the window has its seconds or steps."""
+    """``prog`` (TRAIN, INFER, ...) with its loop running until its window is written (in its own folder), at most
+    argv[1] seconds: torch's profiler takes seconds to start on a busy machine (it imports torch's compiler), and a loop
+    of fixed seconds may end before the window has its seconds or steps."""
     assert LOOP in prog
-    until = "while time.time() - t0 < float(sys.argv[1]) and not glob.glob(os.environ['GPUTOP_PROFILE_DIR'] + '/window-*'):"
+    until = (LOOP + " and not glob.glob(os.path.join(os.environ['GPUTOP_PROFILE_DIR'], str(os.getpid()), "
+             "'window-*'))")
     return prog.replace(LOOP, until).replace("import ", "import glob, os, ", 1)
 
 
-# A program that never imports torch and ends once gputop has asked for a window (its loader answers at exit).
-WAIT_FOR_REQUEST = ("import glob, os, sys, time\nend = time.time() + 30\n"
-                    "while not glob.glob(os.environ['GPUTOP_PROFILE_DIR'] + '/request-*') and time.time() < end:\n"
-                    "    time.sleep(0.02)\n")
+def gputop_env(cwd, env_extra=None) -> dict:
+    """gputop's environment (on the fake NVML) in ``cwd``: its command's loaders have their folders in ``cwd/pbase``,
+    NVML lists the processes that made a file in ``cwd/holders`` (HOLD in a test's program), and ``cwd/samples`` gets a
+    byte a sample."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_") and k != "PYTHONPATH"}
+    (Path(cwd) / "holders").mkdir(exist_ok=True)
+    env.update(PYTHONPATH=os.pathsep.join([str(FAKE_PYNVML), str(ROOT)]), GPUTOP_PROFILE_DIR=str(Path(cwd) / "pbase"),
+               GPUTOP_FAKE_NVML_HOLDERS=str(Path(cwd) / "holders"), GPUTOP_FAKE_NVML_MARK=str(Path(cwd) / "samples"),
+               **(env_extra or {}))
+    return env
 
 
 def gputop(*args, cwd, env_extra=None, timeout=90):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_") and k != "PYTHONPATH"}
-    env.update(PYTHONPATH=os.pathsep.join([str(FAKE_PYNVML), str(ROOT)]), **(env_extra or {}))
-    return subprocess.run([PY, "-m", "gputop", *args], capture_output=True, text=True, cwd=cwd, env=env,
-                          timeout=timeout)
+    """gputop run to its end in ``cwd`` (:func:`gputop_env`)."""
+    return subprocess.run([PY, "-m", "gputop", *args], capture_output=True, text=True, cwd=cwd,
+                          env=gputop_env(cwd, env_extra), timeout=timeout)
+
+
+def gputop_process(*args, cwd, env_extra=None) -> subprocess.Popen:
+    """gputop started in ``cwd`` (:func:`gputop_env`), its output piped."""
+    return subprocess.Popen([PY, "-m", "gputop", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=cwd, env=gputop_env(cwd, env_extra))
 
 
 def corpus_kernel_names() -> list[str]:
@@ -118,30 +153,60 @@ def test_profile_window_of_a_torch_program(tmp_path):
     assert inside > 0 and doc["sampling"]["ticks"] <= len(src.ticks) - inside  # the run left them out
 
 
-def test_user_sitecustomize_runs_under_the_loader(tmp_path):
-    """The user's own sitecustomize (on their PYTHONPATH, after the loader's folder) still runs."""
+def test_user_sitecustomize_runs_beside_the_loader(tmp_path):
+    """A program with the environment gputop gives its command (ProfileWindows.env): the user's own sitecustomize (on
+    their PYTHONPATH, after the loader's folder) runs, and so does the loader (its folder and loaded.json)."""
+    from gputop.runner.profile_loader import protocol as P
+    from gputop.session.profiling import ProfileWindows
+
     user = tmp_path / "site"
     user.mkdir()
     (user / "sitecustomize.py").write_text("import os\nos.environ['GPUTOP_TEST_USER_SC'] = 'ran'\n")
-    prog = WAIT_FOR_REQUEST + "print('marker', os.environ.get('GPUTOP_TEST_USER_SC')); sys.exit(4)"
+    prog = ("import os\nmine = os.path.join(os.environ['GPUTOP_PROFILE_DIR'], str(os.getpid()))\n"
+            "print('marker', os.environ.get('GPUTOP_TEST_USER_SC'), 'loaded', os.path.exists(mine + '/loaded.json'))\n")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_")}
+    base.update(PYTHONPATH=str(user), GPUTOP_PROFILE_DIR=str(tmp_path / "pbase"))
+    pw = ProfileWindows(first_at=None)
+    env = pw.env(base)
+    assert env["PYTHONPATH"].split(os.pathsep)[1:] == [str(user)] and env[P.RUN_ENV] == pw.token
+    r = subprocess.run([PY, "-c", prog], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "marker ran loaded True\n"
+
+
+@pytest.mark.slow
+def test_user_sitecustomize_runs_under_the_loader(tmp_path):
+    """The user's own sitecustomize (on their PYTHONPATH, after the loader's folder) still runs under gputop --run
+    --profile."""
+    user = tmp_path / "site"
+    user.mkdir()
+    (user / "sitecustomize.py").write_text("import os\nos.environ['GPUTOP_TEST_USER_SC'] = 'ran'\n")
+    prog = NOT_ASKED + "print('marker', os.environ.get('GPUTOP_TEST_USER_SC')); sys.exit(4)"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_")}
     env["PYTHONPATH"] = os.pathsep.join([str(FAKE_PYNVML), str(ROOT), str(user)])
+    env["GPUTOP_PROFILE_DIR"] = str(tmp_path / "pbase")
+    env["GPUTOP_FAKE_NVML_HOLDERS"] = str(tmp_path)  # (none)
+    env["GPUTOP_FAKE_NVML_MARK"] = str(tmp_path / "samples")
     r = subprocess.run([PY, "-m", "gputop", "--run", "--profile", "--", PY, "-c", prog], capture_output=True,
                        text=True, cwd=tmp_path, env=dict(env, GPUTOP_PROFILE_AT="0"), timeout=60)
     assert r.returncode == 4, r.stderr
-    assert "marker ran" in r.stdout  # text mode: the command's stdout passes through
-    assert "profiler windows" in r.stdout and "has not imported torch" in r.stdout
+    assert "marker ran" in r.stdout and "loaded True" in r.stdout  # text mode: the command's stdout passes through
+    assert "profiler windows" in r.stdout and "has imported torch or a CUDA library" in r.stdout
 
 
-def test_a_program_without_torch_and_a_non_python_command_get_one_line(tmp_path):
-    r = gputop("--json", "--run", "--profile", "--", PY, "-c", WAIT_FOR_REQUEST + "print('ok')",
-               cwd=tmp_path, env_extra={"GPUTOP_PROFILE_AT": "0"})
+@pytest.mark.slow
+def test_a_python_process_without_torch_or_a_gpu_is_never_asked_and_a_non_python_command_gets_one_line(tmp_path):
+    """A Python process that holds no GPU and imported neither torch nor a CUDA library (a launcher, multiprocessing's
+    resource tracker) is never asked: the document says why there is no window, in one line."""
+    r = gputop("--json", "--run", "--profile", "--", PY, "-c", NOT_ASKED, cwd=tmp_path,
+               env_extra={"GPUTOP_PROFILE_AT": "0"})
     assert r.returncode == 0, r.stderr
+    assert "requests 0 loaded True" in r.stderr  # it carried the loader, and no request reached it
     doc = json.loads(r.stdout)
     jsonschema.validate(doc, SCHEMA)
-    w = doc["attribution"]["windows"][0]
-    assert w["status"] == "unavailable" and "has not imported torch" in w["why_none"]
-    assert doc["attribution"]["why_none"] == w["why_none"] and "\n" not in w["why_none"]
+    a = doc["attribution"]
+    assert a["windows"] == [] and "none of the command's Python processes holds a GPU" in a["why_none"]
+    assert "\n" not in a["why_none"]
 
     r = gputop("--json", "--run", "--profile", "--", "sh", "-c", "sleep 0.5; echo shell; exit 5", cwd=tmp_path,
                env_extra={"GPUTOP_PROFILE_AT": "0"})
@@ -151,18 +216,16 @@ def test_a_program_without_torch_and_a_non_python_command_get_one_line(tmp_path)
     assert "not a Python program" in doc["attribution"]["why_none"]
 
 
-def test_profile_refuses_watch_before_anything_runs(capsys):
-    with pytest.raises(SystemExit) as e:
-        cli.parse(["--profile", "--watch", str(os.getpid())])
-    assert e.value.code == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "cannot give a loader to a process it did not start" in err
+def test_profile_options_go_with_profile_and_a_command_or_a_watch(capsys):
     with pytest.raises(SystemExit) as e:
         cli.parse(["--profile", "--run", "matmul"])
     assert e.value.code == 2
-    with pytest.raises(SystemExit) as e:
-        cli.parse(["--profile-seconds", "2", "--run", "--", "true"])
-    assert e.value.code == 2
+    for argv in (["--profile-seconds", "2", "--run", "--", "true"], ["--profile-steps", "2", "--watch", "1"]):
+        with pytest.raises(SystemExit) as e:
+            cli.parse(argv)
+        assert e.value.code == 2, argv
+    args, _ = cli.parse(["--watch", "1", "--profile", "--profile-seconds", "2"])
+    assert args.profile and args.profile_seconds == 2.0
 
 
 def test_without_profile_the_document_has_no_attribution(tmp_path):
@@ -248,7 +311,7 @@ def test_many_tiny_kernels_a_forward_pass_are_launch_bound_even_while_the_gpu_id
     assert few["finding"]["class"] == "host-bound" and few["step_kind"] is None
 
 
-INFER = """
+INFER = HOLD + """
 import os, sys, time, torch
 m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Sequential(torch.nn.LayerNorm(64), torch.nn.ReLU()))
 x = torch.randn(32, 64)
@@ -281,7 +344,7 @@ def test_without_an_optimizer_a_step_is_a_top_level_forward_pass(tmp_path):
     assert w["ops_per_step"] > 3
 
 
-COMPILED = """
+COMPILED = HOLD + """
 import sys, time, warnings, torch
 m = torch.compile(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU()), backend="eager")
 x = torch.randn(8, 64)
@@ -381,7 +444,7 @@ def test_a_window_ends_after_its_steps_and_leaves_the_programs_environment_alone
         assert w["status"] == "ok" and w["steps"] == 3 and w["wall_s"] < 30  # 3 steps, not 30 s
 
 
-def test_windows_are_asked_when_the_live_verdict_holds_and_when_it_changes(tmp_path):
+def test_windows_are_asked_when_the_live_verdict_holds_and_when_it_changes(tmp_path, monkeypatch):
     """Frames of the real H200 demo trace, one a second as the session's loop sees them: the first window once a
     busy class has held HOLD_S, another at each change that holds, one at a time, at most MAX_WINDOWS."""
     import time
@@ -401,6 +464,7 @@ def test_windows_are_asked_when_the_live_verdict_holds_and_when_it_changes(tmp_p
     mon.stop()
     ticks = mon.store.snapshot()
     pw = ProfileWindows(first_at=None)
+    folder = loader_util.stand_in(monkeypatch, tmp_path, run=pw.token)  # the command's process, in the test's place
     try:
         t0, i = ticks[0]["t"], 0
         while i < len(ticks):
@@ -415,8 +479,8 @@ def test_windows_are_asked_when_the_live_verdict_holds_and_when_it_changes(tmp_p
                 assert pw.pending
                 pw.consider(now - t0 + 1, [], None, None, None, None)
                 assert len(pw.asked) == asked + 1  # one at a time: nothing more until it is answered
-                (Path(pw.folder) / f"window-{pw.asked[-1]['seq']}-1.json").write_text(
-                    json.dumps({"status": "unavailable", "reason": "answered by the test"}))
+                (seq,) = pw.asked[-1]["asked"].seqs.values()
+                loader_util.answer(folder, seq, {"status": "unavailable", "reason": "answered by the test"})
             i = j
         reasons = [a["reason"] for a in pw.asked]
         assert 2 <= len(reasons) <= MAX_WINDOWS
@@ -428,7 +492,7 @@ def test_windows_are_asked_when_the_live_verdict_holds_and_when_it_changes(tmp_p
         assert [w["why_none"] for w in res["windows"]] == ["answered by the test"] * len(reasons)
     finally:
         pw.close()
-    assert not Path(pw.folder).exists()
+    assert Path(folder).exists()  # its process runs on: its folder stays
 
 
 def test_the_loader_ships_in_the_package():
@@ -551,6 +615,41 @@ def test_a_window_has_an_idle_breakdown_only_with_kernels():
                             ["items"]["properties"]["idle"])
 
 
+def test_each_window_says_how_it_was_taken_and_the_schema_names_it():
+    """A job's window (a torch rank started at its step, one started on time by its loader's thread, a CUPTI process):
+    the window and each process's part say what started it, whose host ops it holds and when the request was read,
+    every field named in the document's schema (monitor.schema.json), which rejects a value it does not name."""
+    from gputop.session.profiling import window_from_answers
+
+    gemm = _named("void cutlass::Kernel2<cutlass_75_tensorop_bf16")
+    answers = []
+    for pid, by, threads, busy in ((101, "step", "all", 0.9), (102, "time", "one", 0.8), (103, None, None, 0.7)):
+        a = _gpu_window([(gemm, 9, 90.0)], busy_s=busy)
+        a.update(status="ok", pid=pid, started_at=1_800_000_001.0, asked_at=1_800_000_000.25)
+        if by is None:
+            a["profiler"] = "cupti"  # its answer says neither
+        else:
+            a.update(started_by=by, ops_threads=threads)
+        answers.append(a)
+    win = window_from_answers({"seq": 1, "reason": "the test", "t": 2.0}, answers, True)
+    assert (win["pid"], win["started_by"], win["ops_threads"], win["request_read_at"]) == (101, "step", "all",
+                                                                                              1_800_000_000.25)
+    assert [(p["pid"], p["started_by"], p["ops_threads"]) for p in win["per_process"]] == [
+        (101, "step", "all"), (102, "time", "one"), (103, None, None)]
+    window_schema = SCHEMA["properties"]["attribution"]["oneOf"][1]["properties"]["windows"]["items"]
+    named = set(window_schema["properties"])
+    assert set(win) <= named, set(win) - named
+    assert {"started_by", "ops_threads", "request_read_at"} <= set(window_schema["properties"]["per_process"]["items"]
+                                                                   ["properties"])
+    schema = {**window_schema, "$defs": SCHEMA["$defs"]}
+    jsonschema.validate(win, schema)
+    for bad in ({"started_by": "later"}, {"ops_threads": 2}, {"request_read_at": "soon"}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**win, **bad}, schema)
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**win, "per_process": [{**win["per_process"][0], **bad}]}, schema)
+
+
 def test_hta_compare_prints_our_breakdown_of_a_saved_trace(tmp_path):
     """bench/tools/hta_compare.py on a chrome trace: gputop's rows (HTA's beside them where HTA is installed; the
     shared venv has no HTA, so it says so in one line)."""
@@ -598,11 +697,13 @@ import glob, os, socket, sys, time, torch, torch.distributed as dist, torch.mult
 
 def rank(r, port):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=r, world_size=2)
+    open(os.path.join(os.environ["GPUTOP_FAKE_NVML_HOLDERS"], str(os.getpid())), "w").close()  # on the GPU
     m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU())
     opt = torch.optim.SGD(m.parameters(), lr=0.01)
     x = torch.randn(32, 64)
     end = time.time() + 60
-    while not glob.glob(os.environ["GPUTOP_PROFILE_DIR"] + "/request-*") and time.time() < end:
+    mine = os.path.join(os.environ["GPUTOP_PROFILE_DIR"], str(os.getpid()))
+    while not glob.glob(mine + "/request-*") and time.time() < end:
         time.sleep(0.02)  # the window is asked for while the ranks train (each loader reads it on its own clock)
     for step in range(int(sys.argv[1])):
         loss = m(x).square().mean(); opt.zero_grad(); loss.backward()
@@ -633,6 +734,8 @@ def test_the_ranks_of_a_job_start_their_windows_at_the_same_step(tmp_path):
     w = doc["attribution"]["windows"][0]
     per = [p for p in w["per_process"] if p.get("status", "ok") == "ok"]
     assert w["status"] == "ok" and len(per) == 2, w
+    # the ranks on the GPU were asked; mp.spawn's main process and multiprocessing's resource tracker never were
+    assert {p["pid"] for p in w["per_process"]} == {int(p.name) for p in (tmp_path / "holders").iterdir()}
     assert all(p["steps"] == 5 and p["step_kind"] == "optimizer step" for p in per)
     (a0, a1), (b0, b1) = [(p["started_at"], p["started_at"] + p["wall_s"]) for p in per]
     overlap = min(a1, b1) - max(a0, b0)
@@ -648,27 +751,48 @@ def test_a_window_starts_at_the_first_step_after_the_start_time_it_was_given(tmp
     import time
 
     from gputop.runner.profile_loader import LOADER_DIR
-    from gputop.runner.profile_loader.protocol import ANSWER_FIELDS, DIR_ENV
+    from gputop.runner.profile_loader import protocol as P
 
-    folder = tmp_path / "ipc"
-    folder.mkdir()
-    start_at = round(time.time() + 4.0, 3)  # as gputop writes it: to the millisecond
-    (folder / "request-1").write_text(f"30 3 {start_at:.3f}")
-    # the program notes when each of its steps begins (its module call, then its optimizer step)
-    stepped = (TRAIN.replace("t0 = time.time()", "t0, began = time.time(), []")
+    # the program notes when each of its steps begins (its module call, then its optimizer step), and trains until
+    # its window is written
+    stepped = (windowed(TRAIN).replace("t0 = time.time()", "t0, began = time.time(), []")
                .replace("    loss = m(x)", "    began.append(time.time()); loss = m(x)")
                .replace('print("trained")', 'open("began", "w").write(" ".join(map(repr, began))); print("trained")'))
+    assert stepped.count("began.append") == 1
     (tmp_path / "train.py").write_text(stepped)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_")}
-    env.update({"PYTHONPATH": LOADER_DIR, DIR_ENV: str(folder)})
-    r = subprocess.run([PY, "train.py", "7"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 3, r.stderr
-    (answer,) = folder.glob("window-1-*.json")
-    w = json.loads(answer.read_text())
-    assert w["status"] == "ok" and w["steps"] == 3
-    assert set(w) <= set(ANSWER_FIELDS), set(w) - set(ANSWER_FIELDS)  # every field the protocol names
+    env.update({"PYTHONPATH": LOADER_DIR, P.BASE_ENV: str(tmp_path / "pbase")})
+    proc = subprocess.Popen([PY, "train.py", "90"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    folder = wait_for_loader(proc, env)
+    while "torch" not in (P.read_json(os.path.join(folder, P.LOADED)) or {}).get("frameworks", []):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    start_at = round(time.time() + 5.0, 3)  # as gputop writes it: to the millisecond; the program trains by then
+    assert P.ask(folder, P.Request(30, 3, start_at, os.getpid())) == (1, False)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, err
+    w = P.read_answer(folder, 1)
+    assert w["status"] == "ok" and w["steps"] == 3 and w["started_by"] == "step" and w["protocol"] == P.PROTOCOL
+    assert set(w) <= set(P.ANSWER_FIELDS), set(w) - set(P.ANSWER_FIELDS)  # every field the protocol names
     # the first step begun after the start time (k), or the one it fell in: before the step after k began, however
     # long the machine kept the program waiting between its steps
     began = [float(t) for t in (tmp_path / "began").read_text().split()]
     k = next(i for i, t in enumerate(began) if t >= start_at)
-    assert start_at <= w["started_at"] < began[k + 1], (w["started_at"] - start_at, began[k - 1:k + 2])
+    assert start_at <= w["started_at"] < began[k + 1], (w["started_at"] - start_at, began[max(k - 1, 0):k + 2])
+
+
+def wait_for_loader(proc, env, timeout=60):
+    """The folder of ``proc``'s loader once it has one (the process is asked nothing before)."""
+    import time
+
+    from gputop.runner.profile_loader import protocol as P
+
+    end = time.monotonic() + timeout
+    while True:
+        folder, loaded = P.folder_of(proc.pid, env)
+        if folder is not None:
+            return folder
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < end, "no loader folder for pid %d in %d s" % (proc.pid, timeout)
+        time.sleep(0.02)

@@ -25,7 +25,8 @@ def test_promtool_checks_the_rules():
 
 def test_promtool_unit_tests_every_alert_and_the_gpu_hours():
     alerts = set(re.findall(r"^\s*- alert: (\w+)$", (RULES / "gputop-rules.yml").read_text(), re.M))
-    assert alerts == {"GpuIdleHeldByJob", "GpuInputStarved", "GpuMemoryNearCapacity", "GpuCollectiveStalled"}
+    assert alerts == {"GpuIdleHeldByJob", "GpuInputStarved", "GpuMemoryNearCapacity", "GpuCollectiveStalled",
+                      "GpuJobHeldUpByRank"}
     tested = (RULES / "gputop-rules.test.yml").read_text()
     fired = set(re.findall(r"alertname: (\w+)\n\s+exp_alerts:\n\s+- exp_labels", tested))
     assert fired == alerts  # every alert has a case where it fires

@@ -124,7 +124,7 @@ def test_which_requests_go_to_cupti(monkeypatch):
 PROG = textwrap.dedent("""
     import glob, os, sys, time, types
     sys.modules["cupy"] = types.ModuleType("cupy")
-    folder, end = os.environ["GPUTOP_PROFILE_DIR"], time.time() + 40
+    folder, end = os.path.join(os.environ["GPUTOP_PROFILE_DIR"], str(os.getpid())), time.time() + 40
     while not glob.glob(folder + "/request-*") and time.time() < end:
         time.sleep(0.02)
     stop = time.time() + float(os.environ.get("EXIT_AFTER", "40"))
@@ -219,7 +219,8 @@ def run_gputop(tmp_path, *args, fake_cupti=False, env_extra=None, command=None):
         (tmp_path / "site" / "cupti" / "__init__.py").write_text("")
         (tmp_path / "site" / "cupti" / "cupti.py").write_text(FAKE_CUPTI)
         path.append(str(tmp_path / "site"))
-    env.update({"PYTHONPATH": os.pathsep.join(path), "GPUTOP_PROFILE_AT": "0", **(env_extra or {})})
+    env.update({"PYTHONPATH": os.pathsep.join(path), "GPUTOP_PROFILE_AT": "0",
+                "GPUTOP_PROFILE_DIR": str(tmp_path / "pbase"), **(env_extra or {})})
     (tmp_path / "prog.py").write_text(PROG)
     return subprocess.run([PY, "-m", "gputop", "--json", "--run", "--profile", *args, "--",
                            *(command or [PY, "prog.py"])], capture_output=True, text=True, cwd=tmp_path, env=env,

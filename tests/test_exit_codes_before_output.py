@@ -99,7 +99,8 @@ def test_mode_combinations_that_mean_nothing_are_usage_errors(argv, needle, caps
 
 EXAMPLE = {"once": ["--once"], "list": ["--list"], "record": ["--record", "x.jsonl"], "run-command": ["--run"],
            "run": ["--run", "roofline"], "watch": ["--watch", "1"], "export": ["--export"], "serve": ["--serve"],
-           "replay": ["--replay", "t.jsonl", "--json"], "doctor": ["--doctor"], "tui": []}  # a command line of each mode
+           "replay": ["--replay", "t.jsonl", "--json"], "doctor": ["--doctor"], "tui": [],
+           "profile-env": ["--profile-env"]}  # a command line of each mode
 SHIPPED = sorted((ROOT / "gputop" / "data" / "runs").glob("*.jsonl.gz"))
 VALUE = {"json": [], "output": ["x.json"], "seconds": ["3"], "csv": ["x.csv"], "param": ["n=1"], "log": ["x.log"],
          "recorded": [str(SHIPPED[0])], "quick": [], "timeout": ["3"], "grace": ["1"], "record": ["x.jsonl"],

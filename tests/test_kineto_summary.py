@@ -69,6 +69,19 @@ def test_kernels_ops_and_busy_time_by_construction():
     assert sorted(got["kernels_raw"]) == [(7, 30.0, 70.0, 1), (7, 60.0, 80.0, 2), (7, 220.0, 230.0, 3)]
 
 
+def test_an_op_the_dispatcher_enters_twice_is_one_op_as_key_averages_counts_it():
+    events = [
+        Ev("aten::mean", 0, 100), Ev("aten::mean", 5, 80), Ev("aten::sum", 10, 30), Ev("aten::div_", 50, 20),
+        Ev("aten::mul", 200, 50), Ev("aten::mul", 205, 10), Ev("aten::add", 220, 10),  # two children: both ops
+        Ev("aten::to", 300, 40), Ev("aten::to", 305, 10), Ev("aten::to", 320, 10),  # two same-named children
+    ]
+    ops = {o["name"]: o for o in summarize(events, CUDA)["ops"]}
+    assert ops["aten::mean"] == {"name": "aten::mean", "count": 1, "self_cpu_us": 50.0, "cpu_us": 100.0,
+                                 "device_us": 0.0}  # 100 less its grandchildren's 30 + 20
+    assert ops["aten::mul"]["count"] == 2 and ops["aten::mul"]["cpu_us"] == pytest.approx(60)
+    assert ops["aten::to"]["count"] == 3 and ops["aten::to"]["self_cpu_us"] == pytest.approx(20 + 10 + 10)
+
+
 @pytest.mark.slow
 def test_ops_agree_with_torch_profilers_key_averages_on_a_real_window():
     torch = pytest.importorskip("torch")

@@ -5,10 +5,12 @@ written down before gputop reads them, their stacks read with the real py-spy, a
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -277,3 +279,93 @@ def test_the_live_node_names_the_culprit_with_its_line_from_the_ranks_real_stack
     assert where in v1.evidence_text and "time.sleep(seconds)" in where
     assert v0.notes[0].startswith("from the ranks' stacks: rank 0 (pid")
     assert v0.job["culprit"]["culprit_gpus"] == [1]
+
+
+@needs_pyspy
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists("/usr/bin/python3"),
+                    reason="needs root, setpriv and /usr/bin/python3 to read a stack as another user")
+def test_a_process_not_ours_to_read_says_what_to_grant_in_one_line():
+    """gputop run as nobody reads a root process: the kernel refuses ptrace (the real py-spy's real error)."""
+    from gputop.session.stacks import py_spy
+
+    folder = tempfile.mkdtemp()
+    os.chmod(folder, 0o755)
+    program = os.path.join(folder, "py-spy")
+    shutil.copy(py_spy(), program)
+    os.chmod(program, 0o755)
+    me = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        code = f"from gputop.session.stacks import read_stack; print(read_stack({me.pid}, program={program!r}).why)"
+        out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env",
+                              f"PYTHONPATH={Path(__file__).resolve().parents[1]}", "/usr/bin/python3", "-c", code],
+                             capture_output=True, text=True, timeout=60)
+        assert out.stdout == (f"not allowed to read pid {me.pid}'s memory (ptrace): run gputop as the process's user "
+                              "or root; in a container add the SYS_PTRACE capability (docker run --cap-add "
+                              "SYS_PTRACE, or the pod's securityContext); or set kernel.yama.ptrace_scope=0\n"), out
+    finally:
+        me.kill()
+        me.wait()
+        shutil.rmtree(folder)
+
+
+@needs_pyspy
+def test_processes_that_exit_while_they_are_read_are_one_line_each():
+    """Python programs that live 0-60 ms, read as they end: each read is a stack or one line why not, never an
+    exception or a wait, and no py-spy is left running."""
+    whys, pids = set(), []
+    for i in range(12):
+        p = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({i * 0.005})"])
+        got = read_stack(p.pid, timeout_s=10)
+        p.wait()
+        pids.append(p.pid)
+        if not got.ok:
+            assert "\n" not in got.why and str(p.pid) in got.why, got.why
+            whys.add(got.why.replace(str(p.pid), "N"))
+    assert whys <= {"pid N is not running", "pid N exited before its stack was read",
+                    "pid N is a zombie (it exited; its parent has not reaped it): no stack to read",
+                    "py-spy found no Python thread in pid N"} | {w for w in whys if w.startswith("py-spy could not")}
+    for pid in pids:  # (py-spy runs with the read: none of ours outlives it)
+        left = subprocess.run(["pgrep", "-f", f"py-spy dump --pid {pid} "], capture_output=True, text=True).stdout
+        assert not left.split(), left
+
+
+@pytest.mark.slow
+@needs_pyspy
+def test_a_job_held_idle_by_a_rank_that_never_joined_has_its_stacks_read(job):
+    """Two GPUs held by a job's processes and idle (the first seconds of a recorded 2-H100 run, before its work,
+    repeated for 30 s, its process lists naming the ranks of a real gloo job whose rank 1 sleeps before it joins
+    the group while rank 0 waits in init_process_group): no GPU is stalled, yet after 20 s idle the node reads the
+    ranks' stacks and names rank 1."""
+    import copy
+
+    from gputop.analysis.live import IDLE_JOB_S, LiveNode
+    from gputop.analysis.peaks import compute_peaks
+    from gputop.session.stacks import StackWatch
+    from gputop.telemetry.trace import ReplaySource
+
+    j = job("nojoin")
+    ranks_of(j, {0: "dist.init_process_group", 1: "time.sleep"})
+    src = ReplaySource(str(Path(__file__).parent / "data" / "traces" / "corpus_multi_h100x2" / "hang_idle.jsonl.gz"))
+    idle = src.ticks[20]
+    statics = src.static()
+    got = []
+    watch = StackWatch()
+    node = LiveNode([0, 1], statics, [compute_peaks(s) for s in statics], stacks=watch, on_stacks=got.append)
+    for n in range(int((IDLE_JOB_S + 10) * 10)):
+        tick = copy.deepcopy(idle)
+        tick["t"] = n * 0.1
+        for i, g in enumerate(tick["gpus"]):
+            g["t"] = tick["t"]
+            g["processes"] = [{"pid": j.pids[i], "pgid": j.pids[0], "name": "python"}]
+        node.feed(tick)
+        if watch.busy():
+            assert watch.wait(60)
+        if got:
+            break
+    assert got, "the idle job's stacks were never read"
+    assert got[0].t >= IDLE_JOB_S and not got[0].stalled and all(v.cls == "idle" for v in node.snapshot().verdicts())
+    record = got[0].records[1]
+    assert record["kind"] == "outside" and record["culprit_ranks"] == [1]
+    assert record["where"].startswith(f"rank 1 (pid {j.pids[1]}, GPU 1) is not in a collective: in rank_main at "
+                                      "gloo_job.py:")
+    assert "rank 0 (pid" in record["sentence"] and "waits in init_process_group" in record["sentence"]

@@ -24,6 +24,7 @@ from gputop.tui.app import GputopApp, TuiConfig
 from gputop.tui.command import make_command_app
 from gputop.tui.command.panel import status_lines
 from gputop.tui.model import TAG_RUN, TAG_WATCH, view
+import loader_util
 from pilot_util import sync, wait_for, wait_screen
 
 TRACE = Path(__file__).parent / "data" / "traces" / "matmul_bf16.compute-bound.jsonl.gz"
@@ -256,12 +257,10 @@ async def test_the_attribution_view_shows_the_selected_gpus_own_rank(tmp_path):
     src = ReplaySource(str(multi), speed=float("inf"))
     src.ticks = src.ticks[:200]  # 20 s: the job's ranks listed on their GPUs
     profile = ProfileWindows(seconds=3.0, first_at=3600.0)
-    for rank in range(4):
-        answer = {"status": "ok", "pid": 938 + rank, "wall_s": 1.0, "gpu_busy_s": 0.9, "steps": 10, "ops": [],
-                  "kernels": [{"name": f"ncclDevKernel_AllReduce_rank{rank}_", "count": 100, "device_us": 9e5}],
-                  "seq": 1}
-        (Path(profile.folder) / f"window-1-{938 + rank}.json").write_text(json.dumps(answer))
-    profile.asked.append({"seq": 1, "reason": "test", "t": 1.0})
+    answers = [{"status": "ok", "pid": 938 + rank, "wall_s": 1.0, "gpu_busy_s": 0.9, "steps": 10, "ops": [],
+                "kernels": [{"name": f"ncclDevKernel_AllReduce_rank{rank}_", "count": 100, "device_us": 9e5}],
+                "seq": 1} for rank in range(4)]
+    profile.asked.append({"seq": 1, "reason": "test", "t": 1.0, "asked": loader_util.Answered(answers)})
     session = Session(Monitor(src), [PY, "-c", "import time; time.sleep(30)"], log=str(tmp_path / "cmd.log"),
                       grace_s=2.0, profile=profile).start()
     app = make_command_app(TuiConfig(src, hostname="test-host", specs=[], device="cpu"), session)

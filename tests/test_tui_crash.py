@@ -130,6 +130,34 @@ def test_a_served_session_that_dies_exits_70_and_the_server_shows_its_one_line(t
         server.kill()
 
 
+def test_a_headless_mode_that_dies_exits_70_with_one_line_its_log_and_its_json_document(tmp_path: Path):
+    """Not only the TUI: ``--replay F --json`` dying of a bug (its document never built) is the same one line, the
+    traceback in the log, exit 70, and stdout still holds its mode's one document, which says so."""
+    import json
+    import subprocess
+
+    import jsonschema
+
+    e = crash_env(tmp_path, fake_nvml=True)
+    e["GPUTOP_TEST_CRASH"] = "headless"
+    demo = Path(__file__).resolve().parents[1] / "gputop" / "data" / "demo.jsonl.gz"
+    p = subprocess.run([PY, "-m", "gputop", "--replay", str(demo), "--json"], env=e, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == exitcodes.INTERNAL_ERROR == 70, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+    m = re.fullmatch(r"gputop: gputop stopped on an internal error \(RuntimeError: " + re.escape(MESSAGE)
+                     + r"\); the traceback is in (\S+\.log)", lines[0])
+    assert m, lines[0]
+    body = Path(m.group(1)).read_text()
+    assert "Traceback (most recent call last)" in body and "replay_document" in body
+    doc = json.loads(p.stdout)
+    assert doc["exit_code"] == 70 and doc["errors"][0]["kind"] == "internal_error"
+    assert doc["errors"][0]["message"] == lines[0].removeprefix("gputop: ")
+    schema = Path(__file__).resolve().parents[1] / "gputop" / "schema" / "monitor.schema.json"
+    jsonschema.validate(doc, json.loads(schema.read_text()))
+
+
 def test_the_exit_code_is_in_the_readme_table():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert f"| {exitcodes.INTERNAL_ERROR} |" in readme and exitcodes.INTERNAL_ERROR in exitcodes.TABLE

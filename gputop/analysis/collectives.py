@@ -38,6 +38,10 @@ EVIDENCE = declare(
     Key("waiters_sm_clock_mhz", "MHz", "the SM clock of the GPUs that wait for it, mean"),
     Key("straggler_util_pct", "%", "the straggler's kernel duty cycle (slowed by its host)"),
     Key("waiters_util_pct", "%", "the kernel duty cycle of the GPUs that wait for it, mean"),
+    Key("straggler_score", "0-1", "this GPU's rank's relative performance score: the fastest rank's time on its own "
+        "work over this rank's (1: the fastest; 0.5: twice as slow), estimated from the GPUs' busy time"),
+    Key("collectives_per_s", "1/s", "collectives a second the job's ranks issued (their flight recorder)"),
+    Key("collective_median_bytes", "B", "the median size of those collectives"),
 )
 
 
@@ -195,6 +199,7 @@ def _stragglers(items: list, basis: str) -> None:
             nums.update({"straggler_sm_clock_mhz": ev.get("sm_clock_mhz"), "waiters_sm_clock_mhz": _mean_clock(wev)})
         if why:
             _name_straggler(g, v, waiters, why, nums, basis, COMMS_ADVICE[Sub.STRAGGLER])
+            _scores([(g, v)] + waiters, lambda e, u=unit: e.get(u + "_pct") or 0.0, slower_is_busier=True)
 
 
 def _name_straggler(g, v, waiters: list, why: list[str], nums: dict, basis: str, advice: str, **job_facts) -> None:
@@ -229,8 +234,69 @@ def _host_stragglers(waiters: list, host: list, basis: str) -> None:
                f"process ({v.cls})"]
         _name_straggler(g, v, waiters, why, {"straggler_util_pct": mine, "waiters_util_pct": theirs}, basis,
                         STRAGGLER_HOST_ADVICE, slowed_by="host")
+        _scores([(g, v)] + waiters, lambda e: e.get("util_gpu_pct") or 0.0, slower_is_busier=False)
 
 
 def _mean_clock(evs: list[dict]) -> float:
     c = [e["sm_clock_mhz"] for e in evs if e.get("sm_clock_mhz") is not None]
     return sum(c) / len(c) if c else 0.0
+
+
+SCORE_FLOOR_PCT = 1.0  # a unit less busy than this counts as this busy (a ratio of two near-zero numbers means nothing)
+
+
+def _scores(items: list, busy, slower_is_busier: bool) -> None:
+    """Each GPU's straggler score, NVIDIA's resiliency extension's relative performance score (the fastest rank's
+    section time over this rank's: 1 the fastest, 0.5 twice as slow), estimated from telemetry: a rank that does
+    more work or runs at a lower clock spends more of each step busy on its busiest unit (``slower_is_busier``: its
+    time on its own work is in proportion to that unit's busy share, and the fastest rank's is the least busy); a
+    rank slowed by its host keeps its GPU idle longer (its duty cycle lower: the score is its duty cycle over the
+    busiest's). On each verdict's evidence and ``job["straggler_scores"]`` ({GPU: score}) of every GPU named."""
+    vals = {g: max(SCORE_FLOOR_PCT, float(busy(v.evidence))) for g, v in items}
+    best = min(vals.values()) if slower_is_busier else max(vals.values())
+    scores = {g: round(best / x if slower_is_busier else x / best, 2) for g, x in vals.items()}
+    for g, v in items:
+        v.evidence["straggler_score"] = scores[g]
+        v.job["straggler_scores"] = dict(scores)
+    for g, v in items:
+        if "straggler" in v.job and v.job["straggler"] == g and "straggler score" not in v.evidence_text:
+            v.evidence_text += f"; straggler score {scores[g]:.2f} (1: as fast as the fastest rank)"
+
+
+def small_collectives(verdicts: list, info: dict | None) -> None:
+    """A job whose ranks issue many small collectives (their flight recorder's entries: gputop/analysis/fr_dumps.py's
+    ``collective_rate``, "small") is paying NCCL's latency, not moving bytes: said on every GPU of the job, whatever
+    each GPU's own class (the issue's metric all-reduced every step read input-starved on one GPU, latency-bound on
+    the other). Telemetry alone cannot say it: NVML and GPM count no collectives."""
+    if not info or not info.get("small"):
+        return
+    ops = ", ".join(f"{n} {op}" for op, n in sorted(info.get("ops", {}).items(), key=lambda kv: -kv[1])[:3])
+    b = info["median_bytes"]
+    size = f"{b} B" if b < 1024 else f"{b / 1024:.3g} KiB" if b < 1 << 20 else f"{b / (1 << 20):.3g} MiB"
+    text = (f"{info['per_s']:.0f} collectives a second of {size} (median; {ops} in the "
+            f"flight recorder's last {info['span_s']:.2f} s): latency, not bandwidth: each pays NCCL's launch and "
+            "synchronisation; batch them (all-reduce once per N steps, or one flattened tensor), and do not read "
+            "their results on the host every step")
+    for v in verdicts:
+        if v is None or "collectives" in v.job:
+            continue
+        v.job["collectives"] = dict(info)
+        v.evidence.update({"collectives_per_s": info["per_s"], "collective_median_bytes": info["median_bytes"]})
+        v.notes.insert(0, text)
+
+
+def shared_gpus(verdicts: list, gpus: list[int], others: dict[int, list[dict]]) -> None:
+    """GPUs of a run's job that also ran another job's processes (``others``: {GPU: [{"pid", "name"}]}, processes
+    NVML listed there that are not of the command's tree): said on each, and a straggler's why names it (a rank
+    that shares its GPU falls behind its peers, and its GPU reads busier than theirs: not its own work)."""
+    for g, v in zip(gpus, verdicts):
+        procs = others.get(g) or []
+        if v is None or not procs or "shared_with" in v.job:
+            continue
+        words = ", ".join(f"pid {p.get('pid')} ({p.get('name') or '?'})" for p in procs[:3])
+        v.job["shared_with"] = [{"pid": p.get("pid"), "name": p.get("name")} for p in procs]
+        if v.job.get("straggler") == g:
+            v.job.setdefault("why", []).append(f"its GPU is shared with another job's process: {words}")
+            v.evidence_text += f"; its GPU is shared with another job's process ({words}): part of its load is not its own"
+        else:
+            v.notes.insert(0, f"this GPU also ran another job's process: {words}")

@@ -160,21 +160,63 @@ def _carries_processes(tick: dict) -> bool:
     return isinstance(gpus, list) and any(isinstance(g, dict) and g.get("processes") is not None for g in gpus)
 
 
-def _stack_records_of(node, verdicts: list, window: list[dict]) -> dict | None:
-    """While a GPU of the node is stalled: ask ``node.stacks`` for the stacks of every process NVML last listed on
-    the node's GPUs (a rank that exited keeps the pid it had), and turn what it last read into each GPU's culprit
-    record (gputop/analysis/rank_stacks.py); None when nothing is stalled or nothing was read yet."""
-    if node.stacks is None or not any(v is not None and v.cls == Cls.STALLED for v in verdicts):
-        return None
+@dataclass(frozen=True)
+class StacksRead:
+    """A read of the ranks' stacks that named (or failed to name) the culprit of a stall, as the live node used it
+    (``LiveNode.on_stacks``): the tick time ``t`` it was first used at, when the stall began (``since``, tick time:
+    the earliest stalled GPU's regime start), the read ({pid: {"stack", "rank"}}), and each GPU's record."""
+
+    t: float
+    since: float
+    read: dict
+    records: dict
+    stalled: bool = True  # False: read because the job's GPUs were held idle (no stall)
+
+
+IDLE_JOB_S = 20.0  # GPUs held by processes and idle this long (a job that waits for a rank): its stacks are read
+
+
+def node_pids(node, window: list[dict]) -> dict:
+    """{GPU name: the pids NVML last listed on it} of the node's GPUs (a rank that exited keeps the pid it had)."""
     procs = latest_processes(window, node.positions, nonempty=True)
-    pids = {name: [int(p["pid"]) for p in procs.get(pos) or [] if p.get("pid") is not None]
+    return {name: [int(p["pid"]) for p in procs.get(pos) or [] if p.get("pid") is not None]
             for name, pos in zip(node.names, node.positions)}
+
+
+def _stack_records_of(node, verdicts: list, window: list[dict]) -> dict | None:
+    """While a GPU of the node is stalled (or two GPUs or more that processes hold have been idle for ``IDLE_JOB_S``:
+    a job waiting for a rank that never joined): ask ``node.stacks`` for the stacks of every process NVML last listed
+    on the node's GPUs, and turn what it read since the stall began into each GPU's culprit record
+    (gputop/analysis/rank_stacks.py); None when nothing is stalled or nothing was read yet. A read used for the
+    first time is handed to ``node.on_stacks`` (a run keeps it: who was named, and when)."""
+    if node.stacks is None:
+        return None
+    stalled = [v for v in verdicts if v is not None and v.cls == Cls.STALLED]
+    t = window[-1]["t"]
+    if stalled:
+        since = min(t - (v.evidence.get("stalled_for_s") or 0.0) for v in stalled)
+        pids = node_pids(node, window)
+    else:  # a job whose processes hold two GPUs or more and run nothing on them (a rank that never joined)
+        idle = [(name, v) for name, v in zip(node.names, verdicts) if v is not None and v.cls == Cls.IDLE
+                and v.t_start is not None and v.t_end - v.t_start >= IDLE_JOB_S]
+        if len(idle) < 2:
+            return None
+        pids = node_pids(node, window)
+        held = [v for name, v in idle if pids.get(name)]
+        if len(held) < 2:
+            return None
+        since = min(v.t_start for v in held)
     node.stacks.ask([p for ps in pids.values() for p in ps])
-    read = node.stacks.latest()
-    if not read:
+    read = node.stacks.latest(t)
+    read_at = node.stacks.read_at
+    if not read or read_at is None or read_at < since:  # a read from before this stall says nothing of it
         return None
     classes = {name: (v.cls if v is not None else None) for name, v in zip(node.names, verdicts)}
-    return job_records(pids, classes, read) or None
+    records = job_records(pids, classes, read) or None
+    if records and node.on_stacks is not None and read_at != node.stacks_used_at:
+        node.stacks_used_at = read_at
+        node.on_stacks(StacksRead(t, since, read, records, bool(stalled)))
+    return records
 
 
 def _copied(v: Verdict | None) -> Verdict | None:
@@ -198,16 +240,19 @@ class LiveNode:
     judged together and a new :meth:`snapshot` is published; any other tick costs the change detectors' step.
     ``stacks``: a reader of processes' stacks (gputop/session/stacks.py's ``StackWatch``: ``ask(pids)`` without
     waiting, ``latest()``), asked for the ranks of every GPU of the node while one of them is stalled; what it
-    last read names the culprit (gputop/analysis/rank_stacks.py). None: the telemetry's verdicts alone."""
+    last read names the culprit (gputop/analysis/rank_stacks.py). None: the telemetry's verdicts alone.
+    ``on_stacks(StacksRead)``: called on the sampler's thread with each new read the node names a culprit from."""
 
     def __init__(self, positions: list[int], statics: list[dict], peaks: list[dict], names: list[int] | None = None,
-                 watched_pid: Callable[[], int | None] | None = None, selected: int | None = None, stacks=None):
+                 watched_pid: Callable[[], int | None] | None = None, selected: int | None = None, stacks=None,
+                 on_stacks: Callable[[StacksRead], None] | None = None):
         self.positions, self.statics, self.peaks = list(positions), list(statics), list(peaks)
         self.names = ([s.get("index", p) for p, s in zip(self.positions, self.statics)] if names is None
                       else list(names))
         self.watched_pid = watched_pid
         self.selected = selected
-        self.stacks = stacks
+        self.stacks, self.on_stacks = stacks, on_stacks
+        self.stacks_used_at: float | None = None  # the read_at of the last read handed to on_stacks
         self.lives = [LiveVerdict() for _ in self.positions]
         self.errors: list[str | None] = [None] * len(self.positions)
         self.node_error: str | None = None  # judging the jobs together failed (the GPUs' own verdicts stand)

@@ -33,6 +33,8 @@ COLLECTIVES = frozenset({
     "broadcast", "broadcast_object_list", "reduce", "gather", "gather_object", "scatter", "scatter_object_list",
     "all_to_all", "all_to_all_single", "barrier", "monitored_barrier", "send", "recv", "isend", "irecv",
     "batch_isend_irecv", "send_object_list", "recv_object_list", "new_group", "init_process_group",
+    # DistributedDataParallel's set-up: its first collectives (the ranks' parameters checked and broadcast)
+    "_verify_param_shape_across_processes", "_sync_module_states", "_sync_params_and_buffers",
 })
 LIBRARY_MARKS = ("/site-packages/", "/dist-packages/")
 STDLIB = re.compile(r"/lib/python3\.\d+/")  # the interpreter's own library (not its site-packages)
@@ -157,9 +159,9 @@ def _wait_words(ranks: list[Rank], idx: list[int]) -> str:
     parts = []
     for g in sorted(_groups(ranks, idx), key=lambda g: -len(g)):
         p = ranks[g[0]].place
-        verb = "wait" if len(g) > 1 or (ranks[g[0]].rank is None and len(g) > 1) else "waits"
+        verb, their = ("wait", "their") if len(g) > 1 else ("waits", "its")
         parts.append(f"{_names(ranks, g)} {verb} " + (p.words() if p.kind == "collective"
-                                                      else f"on their GPU ({p.words().replace('not in a collective: ', '')})"))
+                                                      else f"on {their} GPU ({p.words().replace('not in a collective: ', '')})"))
     return "; ".join(parts)
 
 
@@ -199,7 +201,8 @@ def judge(ranks: list[Rank]) -> Culprit:
                          f"in (its GPU: {ranks[g[0]].gpu_class}); {'it is' if len(g) == 1 else 'they are'} "
                          + ranks[g[0]].place.words().replace("not in a collective: ", "")
                          for g in _groups(ranks, apart))
-        return Culprit("gpu", apart, ranks, f"{text}; {_wait_words(ranks, [i for i in waiting if i in known])}")
+        rest = _wait_words(ranks, [i for i in waiting if i in known])
+        return Culprit("gpu", apart, ranks, f"{text}; {rest}" if rest else text)
     return Culprit("none", [], ranks, "every rank is at the same kind of place ("
                    + _wait_words(ranks, known) + "): no rank of this node holds the others up (a peer on another "
                    "node, or the network)")
@@ -227,3 +230,61 @@ def job_records(pids_by_gpu: dict[int, list[int]], classes: dict[int, str | None
         r = c.ranks[i]
         out[r.gpu] = dict(record, where=f"{r.name()} is {r.place.words()}")
     return out
+
+
+def with_flight_recorder(records: dict, finding: dict | None) -> dict:
+    """``records`` (:func:`job_records`) with PyTorch's flight recorder's finding (gputop/analysis/fr_dumps.py's
+    ``first_mismatch``) in each (``flight_recorder``). Where the stacks named no culprit (every rank at the same
+    kind of place, or none readable: NCCL's ranks are past their asynchronous collectives, at their next sync
+    point) and the dumps name culprit ranks, those ranks' GPUs become the culprits: "mismatch" for another op, size
+    or dtype, "outside" for a rank that never called the collective its peers are in."""
+    if not records or not finding:
+        return records
+    out = {g: dict(r, flight_recorder=finding) for g, r in records.items()}
+    first = next(iter(records.values()))
+    if first.get("kind") not in ("none", "unreadable") or finding.get("kind") == "none":
+        return out
+    by_rank = {x.get("rank"): x for x in first.get("ranks") or [] if x.get("rank") is not None}
+    hit = [by_rank[r] for r in finding.get("culprit_ranks") or [] if r in by_rank and by_rank[r].get("gpu") in out]
+    if not hit:
+        return out
+    kind = "outside" if finding["kind"] == "behind" else "mismatch"
+    sentence = f"from the flight recorder: {finding['sentence']}; from the stacks: {first.get('sentence')}"
+    for g in out:
+        out[g].update(kind=kind, sentence=sentence, culprit_pids=[x["pid"] for x in hit],
+                      culprit_ranks=[x["rank"] for x in hit], culprit_gpus=[x["gpu"] for x in hit])
+    for x in hit:
+        at = f" (issued at {finding['where']})" if finding.get("where") else ""
+        what = ("never called collective #{seq} ({op}) its peers are in" if kind == "outside" else
+                "called another collective #{seq} than its peers ({op})").format(**finding)
+        out[x["gpu"]]["where"] = f"rank {x['rank']} (pid {x['pid']}, GPU {x['gpu']}) {what}{at}"
+    return out
+
+
+VIEW_FRAMES = 8  # frames shown of each group's first rank
+
+
+def view_lines(pids_by_gpu: dict[int, list[int]], classes: dict[int, str | None], read: dict[int, dict]) -> list[str]:
+    """Every rank's stack for people (the TUI's stack view): the judgement's sentence, then the ranks grouped by
+    place (in which collective, or where outside it; "stack unknown: why" where it could not be read), the culprits'
+    group first, each group with its first rank's frames, innermost first."""
+    ranks = [Rank(pid, (read.get(pid) or {}).get("rank"), gpu, classes.get(gpu), (read.get(pid) or {}).get("stack"))
+             for gpu, pids in sorted(pids_by_gpu.items()) for pid in pids if pid in read]
+    if not ranks:
+        return []
+    c = judge(ranks)
+    lines = [c.sentence if c.culprits else f"no culprit: {c.sentence}", ""]
+    groups = _groups(ranks, list(range(len(ranks))))
+    groups.sort(key=lambda g: (not any(i in c.culprits for i in g), -len(g) if not c.culprits else len(g), g))
+    for g in groups:
+        p = ranks[g[0]].place
+        mark = "culprit: " if any(i in c.culprits for i in g) else ""
+        lines.append(f"{mark}{_names(ranks, g)}: {p.words()}")
+        frames = (ranks[g[0]].stack or {}).get("frames") or []
+        for f in frames[:VIEW_FRAMES]:
+            code = f"  `{f['code']}`" if f.get("code") else ""
+            lines.append(f"    {f.get('name')}  {f.get('short')}:{f.get('line')}{code}")
+        if len(frames) > VIEW_FRAMES:
+            lines.append(f"    ... {len(frames) - VIEW_FRAMES} more frames")
+        lines.append("")
+    return lines[:-1]

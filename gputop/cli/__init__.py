@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 
 from gputop import exitcodes
 from gputop.cli import command, doctor, export, listing, once, record, replay, serve, tui, workload
@@ -47,7 +48,8 @@ from gputop.option_values import AddressError, opens_live_monitor, parse_address
 # The modes, in the order a command line is matched against them (the first it asks for runs; the TUI, last,
 # asks for nothing) and in which messages name them.
 MODES: tuple[Mode, ...] = (once.MODE, listing.MODE, record.MODE, command.RUN_COMMAND, workload.MODE,
-                           command.WATCH_PID, export.MODE, serve.MODE, replay.MODE, doctor.MODE, tui.MODE)
+                           command.WATCH_PID, command.PROFILE_ENV_MODE, export.MODE, serve.MODE, replay.MODE,
+                           doctor.MODE, tui.MODE)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,6 +83,13 @@ def main(argv: list[str] | None = None) -> int:
 
         nvml_early.start()
     args, words = parse(argv)
+    try:
+        return _run(args, words)
+    except Exception:  # a bug in gputop: one line, the traceback in a log file, 70; with --json, the document too
+        return internal_error(argv, traceback.format_exc())
+
+
+def _run(args, words) -> int:
     if args.verbose:
         import logging
 
@@ -96,3 +105,26 @@ def main(argv: list[str] | None = None) -> int:
         exitcodes.say("cannot write to stdout (closed); output lost")
         silence_stdout()
         return exitcodes.FAILED
+
+
+def internal_error(argv: list[str], text: str) -> int:
+    """A mode that died of an exception gputop did not handle (gputop/crashlog.py): logged, one line, exit 70; a
+    ``--json`` command line still gets its mode's one document, saying so."""
+    from gputop import crashlog
+    from gputop.cli.parser import json_document_of
+    from gputop.documents import emit, error
+
+    said = crashlog.line(text, "gputop")
+    exitcodes.say(said)
+    command = argv[argv.index("--") + 1:] if "--" in argv else []
+    own = argv[:argv.index("--")] if "--" in argv else argv
+    make = json_document_of(own, command)
+    doc = make(said) if make is not None else None
+    if doc is not None:
+        doc["exit_code"] = exitcodes.INTERNAL_ERROR
+        doc["errors"] = [error("internal_error", said)]
+        try:
+            emit(doc, json_mode=True)
+        except (OSError, ValueError):
+            pass
+    return exitcodes.INTERNAL_ERROR

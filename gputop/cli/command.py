@@ -13,8 +13,14 @@ WATCH = option("--watch", group=MODES_GROUP, type=int, metavar="PID", help="diag
 LOG = option("--log", group=WORKLOAD_GROUP, writes=True, metavar="FILE",
              help="with --run -- CMD: send the command's output to FILE")
 PROFILE = option("--profile", group=WORKLOAD_GROUP, action="store_true", hint=" (and --tui --run -- CMD)",
-                 help="with --run -- CMD (Python): record short torch.profiler windows in the command (CUPTI windows "
-                      "through cupti-python without torch) and attribute its GPU time to kernels and ops")
+                 help="with --run -- CMD or --watch PID (Python): record short torch.profiler windows in the "
+                      "processes that hold the GPUs (CUPTI windows through cupti-python without torch) and attribute "
+                      "their GPU time to kernels and ops; --watch needs a process started with gputop's loader "
+                      "(gputop --profile-env)")
+PROFILE_ENV = option("--profile-env", group=MODES_GROUP, action="store_true",
+                     help="print the shell line that gives gputop's profile loader to the Python processes a shell or "
+                          "job script starts (eval \"$(gputop --profile-env)\"): any gputop of this user can then ask "
+                          "them for a profiler window (--watch PID --profile, the TUI, --export's POST /profile)")
 PROFILE_SECONDS = option("--profile-seconds", group=WORKLOAD_GROUP, type=float, metavar="S",
                          refused="--profile-seconds goes with --profile and must be > 0",
                          help="with --profile: each window's length (default 3)")
@@ -44,12 +50,21 @@ def check_command(args, command) -> None:
         raise UsageError(export.ALONE)
     if (args.job_map or args.export_cmdline) and args.export is None:
         raise UsageError(export.BESIDE)
+    check_profile(args)
+    check_shown(args)
+    export.check_address(args)
+
+
+def check_profile(args) -> None:
     for opt, least in ((PROFILE_SECONDS, 1e-9), (PROFILE_STEPS, 0)):
         value = getattr(args, opt.dest)
         if value is not None and not (args.profile and value >= least):
             raise UsageError(opt.refused)
+
+
+def check_watch(args, command) -> None:
+    check_profile(args)
     check_shown(args)
-    export.check_address(args)
 
 
 def session_options(args, command: list[str]):
@@ -61,7 +76,8 @@ def session_options(args, command: list[str]):
         return SessionOptions(spec=args.spec, command=tuple(command), record=args.record, log=args.log,
                               timeout=args.timeout, grace_s=args.grace, profile=args.profile,
                               profile_seconds=args.profile_seconds, profile_steps=args.profile_steps)
-    return SessionOptions(spec=args.spec, pid=args.watch, record=args.record, seconds=args.seconds)
+    return SessionOptions(spec=args.spec, pid=args.watch, record=args.record, seconds=args.seconds,
+                          profile=args.profile, profile_seconds=args.profile_seconds, profile_steps=args.profile_steps)
 
 
 def run_command(args, command) -> int:
@@ -99,7 +115,21 @@ RUN_COMMAND = Mode("run-command", family="--run", usage="--run -- CMD", flags=(R
   gputop --tui --run -- CMD ...   the same, live in the TUI (also --tui --watch PID)
 """)
 WATCH_PID = Mode("watch", family="--watch", usage="--watch PID", flags=(WATCH,),
-                 options=(SECONDS, RECORD, TUI, JSON, OUTPUT), check=lambda args, command: check_shown(args),
-                 usage_lines="  gputop --watch PID              diagnose a process that is already running\n",
-                 entry=watch, refuses={PROFILE.dest: "--profile: gputop cannot give a loader to a process it did not "
-                                       "start (--watch PID); run it under gputop: gputop --run --profile -- CMD"})
+                 options=(PROFILE, PROFILE_SECONDS, PROFILE_STEPS, SECONDS, RECORD, TUI, JSON, OUTPUT),
+                 check=check_watch, entry=watch, usage_lines="""\
+  gputop --watch PID              diagnose a process that is already running
+  gputop --watch PID --profile    the same, and its kernels/ops (a process started with gputop's loader)
+""")
+
+
+def profile_env(args, command) -> int:
+    from gputop.session.profiling import profile_env_line
+
+    print(profile_env_line())
+    return 0
+
+
+PROFILE_ENV_MODE = Mode("profile-env", family="--profile-env", usage="--profile-env", flags=(PROFILE_ENV,),
+                        entry=profile_env, usage_lines="""\
+  gputop --profile-env            the shell line that prepares a job's Python processes for --profile
+""")

@@ -29,9 +29,11 @@ from gputop.export.attribution_series import attribution_families
 from gputop.export.dcgm_names import GPU_LABELS, JOB_LABEL, SERIES, value
 from gputop.export.doctor_series import doctor_families
 from gputop.export.jobs import GpuJobs
+from gputop.session.stacks import RecordedStacks, StackWatch
 from gputop.telemetry.doctor_state import LastDoctor
 
 CMDLINE_MAX = 200  # characters of a command line kept in a label
+WHERE_MAX = 200  # characters of a culprit's place kept in a label
 
 PEAKS = (  # (series, peaks key, help)
     ("gputop_peak_dram_bytes_per_second", "dram_bytes_per_s", "Theoretical DRAM bandwidth (bytes/s)."),
@@ -95,14 +97,18 @@ def read_job_map(directory: str | None) -> dict[str, list[str]]:
 
 
 class GputopCollector(Collector):
-    """``attribution``: a callable that returns the latest profiler window (``--run --profile -- CMD``), or None."""
+    """``attribution``: a callable that returns the latest profiler window (``--run --profile -- CMD``), or None;
+    ``stacks``: the stack reader to share (``--export`` beside ``--run``: the run's), else one of its own."""
 
-    def __init__(self, sampler, gpus: list[ExportedGpu], options: ExportOptions, attribution=None):
+    def __init__(self, sampler, gpus: list[ExportedGpu], options: ExportOptions, attribution=None, stacks=None):
         self.sampler, self.gpus, self.options = sampler, gpus, options
         self.attribution = attribution
         self.procs: dict[int, list[dict]] = {}  # position -> the last process list a tick carried
+        self.stacks = stacks or (StackWatch() if options.live  # the ranks' stacks while a GPU is stalled; a
+                                 else RecordedStacks(sampler.source) if getattr(sampler.source, "extra", None)
+                                 else None)  # replay's recorded ones; beside --run, the run's own reader
         self.live = LiveNode([g.pos for g in gpus], [g.static for g in gpus], [g.peaks for g in gpus],
-                             [g.static.get("index", g.pos) for g in gpus]).attach(sampler)
+                             [g.static.get("index", g.pos) for g in gpus], stacks=self.stacks).attach(sampler)
         self.scrapes = 0
         self.doctor = LastDoctor()  # each GPU's last gputop --doctor (gputop_doctor_* series)
         hostname = gpus[0].labels["Hostname"] if gpus else ""
@@ -154,6 +160,7 @@ class GputopCollector(Collector):
                         fam.add_metric(labels, v)
             yield fam
         yield from self._verdict_families(rows, names)
+        yield culprit_family(self.verdicts(), self.gpus, rows, names)
         yield from self._peak_families(rows, names)
         yield self._process_family()
         yield from doctor_families(self.doctor, self.gpus, rows, names)
@@ -242,3 +249,34 @@ class GputopCollector(Collector):
             return " ".join(psutil.Process(p["pid"]).cmdline())[:CMDLINE_MAX]
         except Exception:  # gone, another PID namespace, no permission
             return p.get("name") or ""
+
+
+def _label(text: str, cut: int = WHERE_MAX) -> str:
+    """A label value people read in an alert: printable, one line, at most ``cut`` characters."""
+    text = "".join(c if c.isprintable() else " " for c in " ".join(str(text).split()))
+    return text if len(text) <= cut else text[:cut - 1] + "…"
+
+
+def culprit_family(verdicts: dict, gpus: list, rows, names: list[str]) -> GaugeMetricFamily:
+    """``gputop_culprit_info``: 1 for each GPU whose rank holds its job up (its verdict "culprit": its peers wait
+    in a collective it is not in), labelled with its rank and pid where the ranks' stacks were read, the kind
+    (left, outside, mismatch) and where the rank is (its function, file:line and source line, or why it is gone):
+    what an alert on a stalled job says about who."""
+    fam = GaugeMetricFamily("gputop_culprit_info", "The GPU whose rank holds its job up (gputop's class culprit): "
+                            "1, labelled with the rank, its pid, the kind (left, outside, mismatch) and where the "
+                            "rank is (read from its Python stack while its peers are stalled).",
+                            labels=names + ["rank", "pid", "kind", "where"])
+    for g in gpus:
+        v = verdicts.get(g.pos)
+        if v is None or v.cls != Cls.CULPRIT:
+            continue
+        record = v.job.get("culprit") or {}
+        me = g.static.get("index", g.pos)
+        rank = next((r for r in record.get("ranks") or [] if r.get("gpu") == me and r.get("pid") in
+                     (record.get("culprit_pids") or [])), {})
+        where = record.get("where") or v.evidence_text
+        for labels in rows(g):
+            fam.add_metric(labels + ["" if rank.get("rank") is None else str(rank["rank"]),
+                                     "" if rank.get("pid") is None else str(rank["pid"]), v.subclass or "",
+                                     _label(where)], 1.0)
+    return fam

@@ -42,12 +42,15 @@ LANDING_PAGE = (b"<html><head><title>gputop exporter</title></head><body><h1>gpu
                 b'<p><a href="./metrics">Metrics</a></p></body></html>\n')
 
 
-def paths(metrics_app):
-    """The WSGI app served: ``metrics_app`` at /metrics, a page that links to it at /, 404 elsewhere."""
+def paths(metrics_app, profile_app=None):
+    """The WSGI app served: ``metrics_app`` at /metrics, a page that links to it at /, ``profile_app`` at /profile
+    (POST: a profiler window of a running process, export/profile_post.py), 404 elsewhere."""
     def app(environ, start_response):
         path = environ.get("PATH_INFO") or "/"
         if path == METRICS_PATH:
             return metrics_app(environ, start_response)
+        if path == "/profile" and profile_app is not None:
+            return profile_app(environ, start_response)
         if path == "/":
             start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
             return [LANDING_PAGE]
@@ -90,12 +93,14 @@ def main_export(args) -> int:
                     + (f" and --gpu {args.gpu}" if args.gpu else "") + " leave none of "
                     + (", ".join(f"{s.get('index')} ({s.get('uuid')})" for s in static) or "no GPUs"))
     sampler = Sampler(src, rate_hz=spec.rate_hz)
-    collector = _collector(args, sampler, static, positions, src.hostname, live)
+    on_demand = _on_demand(live)
+    collector = _collector(args, sampler, static, positions, src.hostname, live,
+                           attribution=on_demand.latest if on_demand else None)
     stop = threading.Event()
     stops = StopSignals(lambda signum: stop.set())
     with stops:  # before the server: a signal as soon as it answers is a clean stop too
         try:
-            close = _listen(args, collector, f"{count(len(positions), 'GPU')} ({src.kind})")
+            close = _listen(args, collector, f"{count(len(positions), 'GPU')} ({src.kind})", on_demand, sampler)
         except exitcodes.Failure as exc:
             src.close()
             return fail(exc.code, str(exc))
@@ -123,7 +128,7 @@ def _say_if_ended(src) -> bool:
 
 
 def _collector(args, sampler, static: list[dict], positions, hostname: str | None, live: bool,
-               attribution=None) -> GputopCollector:
+               attribution=None, stacks=None) -> GputopCollector:
     if live and os.environ.get("NODE_NAME"):  # Kubernetes' node name (the DaemonSet's), as dcgm-exporter labels it
         hostname = os.environ["NODE_NAME"]
     hostname = hostname or platform.node()
@@ -131,27 +136,57 @@ def _collector(args, sampler, static: list[dict], positions, hostname: str | Non
             for pos in positions]
     options = ExportOptions(cmdline=args.export_cmdline, job_map=args.job_map,
                             slurm_job=os.environ.get("SLURM_JOB_ID") or None, live=live)
-    return GputopCollector(sampler, gpus, options, attribution=attribution)
+    return GputopCollector(sampler, gpus, options, attribution=attribution, stacks=stacks)
 
 
-def _listen(args, collector: GputopCollector, what: str):
-    """Serve ``collector`` at ``--export``'s address; the function that stops it (Failure: cannot listen)."""
+def _on_demand(live: bool):
+    """Live: the windows ``POST /profile`` asks of running processes (gputop/export/profile_post.py)."""
+    if not live:
+        return None
+    from gputop.session.profile_on_demand import OnDemand
+
+    return OnDemand()
+
+
+def _profile_app(on_demand, sampler, port: int):
+    """(``POST /profile``'s app, its token's file), or (None, None) where no token could be written."""
+    from gputop.export import profile_post
+    from gputop.session.profiling import gpu_pids
+
+    try:
+        token, path = profile_post.write_token(port)
+    except Exception:  # no private folder for it: the exporter serves its metrics only
+        return None, None
+    return profile_post.app(on_demand, token, lambda: gpu_pids(sampler.window(5.0))), path
+
+
+def _listen(args, collector: GputopCollector, what: str, on_demand=None, sampler=None):
+    """Serve ``collector`` at ``--export``'s address (and ``on_demand``'s POST /profile); the function that stops it
+    (Failure: cannot listen)."""
     host, port = args.export_address
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     try:
         server, thread = start_http_server(port, addr=host, registry=registry)
-        server.set_app(paths(server.get_app()))
+        profile_app, token_file = _profile_app(on_demand, sampler, server.server_port) if on_demand else (None, None)
+        server.set_app(paths(server.get_app(), profile_app))
     except OSError as exc:  # in use, no such address on this machine, a privileged port
         raise exitcodes.Failure(exitcodes.USAGE, f"--export {args.export}: cannot listen on {host}:{port}: "
                                                  f"{exc.strerror or exc}") from None
     shown = f"[{host}]" if ":" in host else host
     exitcodes.say(f"exporting {what} at http://{shown}:{server.server_port}/metrics; Ctrl-C stops")
+    if token_file:
+        exitcodes.say(f"POST /profile?pid=N asks a running process for a profiler window (token: {token_file})")
 
     def close() -> None:
         server.shutdown()
         server.server_close()
         thread.join(2.0)
+        if token_file:
+            try:
+                os.remove(token_file)
+            except OSError:
+                pass
     return close
 
 
@@ -164,5 +199,5 @@ def serve_session(args, session):
     positions = visible_positions(mon.static) if live else range(len(mon.static))
     latest = session.profile.latest if session.profile is not None else None
     collector = _collector(args, mon.sampler, mon.static, positions, getattr(mon.source, "hostname", None), live,
-                           attribution=latest)
+                           attribution=latest, stacks=mon.stacks)  # the run's own stack reader: one read for both
     return _listen(args, collector, f"{count(len(positions), 'GPU')} and the command's profiler windows")

@@ -158,6 +158,8 @@ class Session:
                 stdout = None
             self.monitor.baseline()
             env = multicast_off(dict(os.environ))
+            flight = self.monitor.use_flight_recorder()  # PyTorch's flight recorder on, dumped on a stall
+            env = flight.env(env) if flight is not None else env
             self.child = Child(self.command, interrupt="group", grace_s=self.grace_s, timeout=self.timeout,
                                stdin=self.stdin, stdout=stdout, stderr=subprocess.PIPE,
                                env=self.profile.env(env) if self.profile else env).start()
@@ -200,7 +202,7 @@ class Session:
                 self.ended = "seconds"
         if not self.over:
             self.monitor.poll_marks()
-            if self.profile is not None and self.mode == "run":
+            if self.profile is not None:
                 self.profile.poll(time.monotonic() - self.t_start, self.monitor)
         return self.over
 
@@ -364,10 +366,15 @@ def open_session(opts: SessionOptions, *, output: str | None = None, json_mode: 
         mon.close()
         raise exitcodes.Failure(exitcodes.USAGE, missing)
     profile = None
-    if opts.profile and opts.command:
-        from gputop.session.profiling import ProfileWindows
+    if opts.profile:
+        from gputop.session.profiling import ProfileWindows, watchable
 
-        profile = ProfileWindows(opts.profile_seconds, max_steps=opts.profile_steps)
+        why = None if opts.command else watchable(opts.pid)
+        if why:
+            mon.close()
+            raise exitcodes.Failure(exitcodes.USAGE, f"--watch {opts.pid} --profile: {why}")
+        profile = ProfileWindows(opts.profile_seconds, max_steps=opts.profile_steps,
+                                 watch=None if opts.command else opts.pid)
     session = Session(mon, list(opts.command) or None, pid=None if opts.command else opts.pid, log=opts.log,
                       timeout=opts.timeout, seconds=opts.seconds, grace_s=opts.grace_s, json_mode=json_mode,
                       err=err, stdin=stdin, profile=profile)

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 from gputop import exitcodes
 from gputop.analysis import thresholds as T
+from gputop.analysis.collectives import shared_gpus, small_collectives
 from gputop.analysis.comms import group_comms
+from gputop.analysis.live import LiveNode
 from gputop.analysis.evidence import Evidence, Key, declare
 from gputop.analysis.peaks import compute_peaks
 from gputop.analysis.rules import advise
@@ -21,7 +23,9 @@ from gputop.analysis.summary import summarize
 from gputop.analysis.timeline import Segment, overall, timeline
 from gputop.analysis.verdict import RunVerdict, Verdict, display_name
 from gputop.analysis.vocabulary import Cls, Sub
+from gputop.session.culprit_log import CulpritLog, telemetry_block
 from gputop.session.finder import GpuFinder, TickStore
+from gputop.session.stacks import StackWatch
 from gputop.telemetry.errors import SourceError
 from gputop.telemetry.sampler import DEFAULT_RATE_HZ, Sampler
 from gputop.telemetry.source import SourceSpec, open_source
@@ -63,11 +67,13 @@ class Diagnosis:
     verdict: Verdict
     notes: list[str]
     sampling: dict
+    culprit: dict | None = None  # who held the job up (CulpritLog.block), where a stall's stacks were read
+    collectives: dict | None = None  # the job's collectives, as its flight recorder showed them
 
     def to_dict(self) -> dict:
         return {"gpus_used": self.gpus_used, "gpu_detection": self.gpu_detection,
                 "gpus": [g.to_dict() for g in self.gpus], "verdict": self.verdict.to_dict(), "notes": self.notes,
-                "sampling": self.sampling}
+                "sampling": self.sampling, "culprit": self.culprit, "collectives": self.collectives}
 
 
 def check_live_args(spec: SourceSpec, what: str) -> None:
@@ -84,7 +90,7 @@ def open_monitor(spec: SourceSpec, note: str, record: str | None = None, active_
     except SourceError as exc:
         raise exitcodes.failure_for(exc) from None
     try:
-        return Monitor(src, rate_hz=spec.rate_hz, record=record, note=note, active_ok=active_ok)
+        return Monitor(src, rate_hz=spec.rate_hz, record=record, note=note, active_ok=active_ok, culprit=True)
     except OSError as exc:
         src.close()
         raise exitcodes.Failure(exitcodes.USAGE, f"cannot write {record}: {exc.strerror}") from None
@@ -94,12 +100,14 @@ class Monitor:
     """Samples a source while one process (tree) runs, then diagnoses each GPU it used.
 
     ``source``: a LiveSource (opened by :func:`open_monitor` to list GPU processes every ``PROCESS_EVERY``-th
-    tick), or a ReplaySource (tests, offline diagnosis). The TUI can call :meth:`live` for the current verdicts
-    while a run is in progress.
+    tick), or a ReplaySource (tests, offline diagnosis). ``culprit``: judge the node live while it runs (``live``,
+    a :class:`LiveNode` over the sampler whose stack reader reads the ranks' stacks while a GPU is stalled), and
+    keep who held a stall up in ``culprits`` (gputop/session/culprit_log.py) for the document; the TUI's command
+    view reads the same live node.
     """
 
     def __init__(self, source, rate_hz: float = DEFAULT_RATE_HZ, record: str | None = None, note: str = "",
-                 window_s: float = T.WINDOW_S, tree=None, active_ok: bool = False):
+                 window_s: float = T.WINDOW_S, tree=None, active_ok: bool = False, culprit: bool = False):
         self.source = source
         self.static = source.static()
         self.peaks = [compute_peaks(s) for s in self.static]
@@ -113,6 +121,25 @@ class Monitor:
         self.t0: float | None = None
         self.oom_times: list[float] = []
         self._marked: set[tuple[int, str]] = set()  # (position, how found)
+        self.stacks, self.live, self.flight = None, None, None
+        self.culprits: CulpritLog | None = None
+        if culprit:
+            self.stacks, self.culprits = StackWatch(), CulpritLog(self.recorder)
+            self.live = LiveNode(list(range(len(self.static))), self.static, self.peaks, watched_pid=lambda: self.pid,
+                                 stacks=self.stacks, on_stacks=self.culprits.on_stacks).attach(self.sampler)
+            self.culprits.live = self.live
+            self.sampler.listeners.append(self.culprits)
+        elif getattr(source, "extra", None):  # a recorded run: the culprit as it was named while it ran
+            self.culprits = CulpritLog.from_rows(source.extra)
+
+    def use_flight_recorder(self):
+        """The command's flight recorder (gputop/session/flight_recorder.py): its ``env`` switches it on; dumps are
+        asked for while a stall lasts and once into a job of two GPUs or more."""
+        from gputop.session.flight_recorder import FlightRecorder
+
+        if self.flight is None and self.culprits is not None:
+            self.flight = self.culprits.flight = FlightRecorder()
+        return self.flight
 
     def baseline(self) -> None:
         """One tick before the process starts (the "before" of the rise detection)."""
@@ -138,6 +165,8 @@ class Monitor:
     def poll_marks(self) -> None:
         """Record "on GPU n" marks as the finder sees the tree appear (for traces)."""
         first, how = self.finder.result()
+        if self.culprits is not None and len(first) >= 2:
+            self.culprits.seen_on_gpus(sorted(first.values())[1], len(first))
         for pos, t in first.items():
             if (pos, how) not in self._marked:  # a rise seen first, then the process list: both marked
                 self._marked.add((pos, how))
@@ -152,6 +181,8 @@ class Monitor:
             self.recorder.mark(OOM_MARK, t)
 
     def stop(self) -> None:
+        if self.stacks is not None:  # the ranks are gone or going: what was read during the run stands
+            self.stacks.close()
         self.sampler.stop()
         self.poll_marks()
         if self.recorder is not None:
@@ -159,6 +190,8 @@ class Monitor:
 
     def close(self) -> None:
         self.source.close()
+        if self.flight is not None:
+            self.flight.close()
 
     def _hints(self, a: float, b: float) -> dict:
         return {"oom": True} if any(a <= t < b + self.window_s for t in self.oom_times) else {}
@@ -171,6 +204,21 @@ class Monitor:
                 for p in s.get("processes") or []:
                     out.setdefault(self.static[pos].get("index", pos), set()).add(p.get("pid"))
         return out
+
+    def _foreign(self, ticks: list[dict]) -> dict[int, list[dict]]:
+        """{NVML index: processes NVML listed on it that are not of the watched tree} (another job's), live only
+        (a replay's pids are another machine's: its finder knows none of them)."""
+        if self.source.kind != "live" or self.pid is None:
+            return {}
+        with self.finder.lock:
+            ours = set(self.finder.known)
+        out: dict[int, dict[int, dict]] = {}
+        for tick in ticks[::max(1, len(ticks) // 200)]:
+            for pos, smp in enumerate(tick.get("gpus") or []):
+                for p in smp.get("processes") or []:
+                    if p.get("pid") is not None and p["pid"] not in ours:
+                        out.setdefault(self.static[pos].get("index", pos), {})[p["pid"]] = p
+        return {g: list(ps.values()) for g, ps in out.items()}
 
     def analyze(self, exclude: list[tuple[float, float]] | None = None) -> dict:
         """:meth:`diagnose` as its document's part."""
@@ -196,7 +244,12 @@ class Monitor:
                                      round(first[pos] - t0, 3) if pos in first else None, segs, ov,
                                      summarize(ticks, pos, self.pid)))
         job = [g for g in gpus if g.used]  # one job's GPUs: comms, a stalled collective, a straggler, together
-        group_comms([g.verdict for g in job], [g.index for g in job], [g.timeline for g in job])
+        log = self.culprits
+        records, collectives = (log.records(), log.collectives()) if log is not None else (None, None)
+        group_comms([g.verdict for g in job], [g.index for g in job], [g.timeline for g in job], stacks=records)
+        if len(job) >= 2:
+            small_collectives([g.verdict for g in job], collectives)
+        shared_gpus([g.verdict for g in job], [g.index for g in job], self._foreign(ticks))
         notes = []
         if how == "memory/activity rise":
             notes.append("the command's pids are not in NVML's process list (another PID namespace?); its GPUs "
@@ -206,9 +259,17 @@ class Monitor:
                          "no rise in memory use or activity)")
         if self.oom_times:
             notes.append("the command reported an out-of-memory error on its stderr")
+        sampling = {"rate_hz": self.sampler.rate_hz, "ticks": len(ticks), "stride": self.store.stride,
+                    "sampler_errors": self.sampler.errors}
+        if self.stacks is not None:  # what reading the ranks' stacks cost (each read: all of them, on its thread)
+            sampling["stack_reads_s"] = list(self.stacks.read_s)
+        block, told = (log.block(t0) if log is not None else None), telemetry_block(job)
+        if told is not None and (block is None or block["kind"] in ("none", "unreadable")):
+            # the stacks named nobody (unreadable, or all at one kind of place): the telemetry's culprit GPUs stand
+            block = told if block is None else dict(block, **{k: told[k] for k in ("basis", "kind", "culprit_gpus")},
+                                                    sentence=f"{told['sentence']}; the stacks: {block['sentence']}")
         return Diagnosis([self.static[p].get("index", p) for p in used], how, gpus, _run_verdict(gpus, how), notes,
-                         {"rate_hz": self.sampler.rate_hz, "ticks": len(ticks), "stride": self.store.stride,
-                          "sampler_errors": self.sampler.errors})
+                         sampling, block, collectives)
 
 
 def _oom_overall(ov: RunVerdict) -> RunVerdict:

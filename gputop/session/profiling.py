@@ -1,17 +1,25 @@
-"""Profiler windows of a command gputop runs (``--run --profile -- CMD``): when to ask, and what came back.
+"""Profiler windows of a command gputop runs (``--run --profile -- CMD``) or a process it watches (``--watch PID
+--profile``): whom to ask, when, and what came back.
 
-gputop gives the command's Python processes a loader (:mod:`gputop.runner.profile_loader`: a folder first on
-their PYTHONPATH whose ``sitecustomize`` waits on a daemon thread) and a private folder of its own
-(``GPUTOP_PROFILE_DIR``). It asks for a window by writing ``request-N`` there; each process that carries the
-loader answers ``window-N-PID.json`` (the files and their fields: :mod:`gputop.runner.profile_loader.protocol`).
+gputop gives the command's Python processes a loader (:mod:`gputop.runner.profile_loader`: a folder first on their
+PYTHONPATH whose ``sitecustomize`` starts an agent on a daemon thread); a watched process has it where it was started
+prepared (``gputop --profile-env``) or, on Python 3.14+, gets it then (:mod:`gputop.session.profile_target`). Each
+process's loader has a folder of its own, found by its pid; a window is asked by writing a request there.
 
-When to ask (:meth:`ProfileWindows.poll`, from the session's loop):
+Whom (:func:`choose`): the processes that hold a GPU (NVML's process list, in the monitor's ticks), whatever launched
+them (torchrun, mp.spawn, a Pool, a shell script...); where NVML lists none of them (before the first kernel, another
+PID namespace, a CPU machine) those that have imported torch or a CUDA library. A process that holds no GPU and
+imported none (multiprocessing's resource tracker, a launcher) is never asked. The processes asked together are
+given one start time ``START_LEAD_S`` ahead: a job's ranks start their windows at the same step.
 
-* by default, once the live verdict (:class:`gputop.analysis.live.LiveVerdict` over the monitor's ticks on
-  the GPU the command was found on) has held one class for ``HOLD_S``, and again each time another class
-  has held that long, at most ``MAX_WINDOWS`` windows, one at a time;
-* ``first_at`` (``GPUTOP_PROFILE_AT`` seconds after the start, for tests and machines without a verdict):
-  the first window at that time, whatever the verdict.
+When (:meth:`ProfileWindows.poll`, from the session's loop):
+
+* by default, once the live verdict (:class:`gputop.analysis.live.LiveVerdict` over the monitor's ticks on the GPU
+  the command was found on) has held one class for ``HOLD_S``, and again each time another class has held that
+  long, at most ``MAX_WINDOWS`` windows, one at a time; a watched process also at once (``first_at`` 0);
+* ``first_at`` (``GPUTOP_PROFILE_AT`` seconds after the start, for tests and machines without a verdict): the first
+  window at that time, whatever the verdict;
+* whenever a frontend asks (:meth:`ProfileWindows.ask_now`: the TUI's key, an HTTP POST).
 
 A command that is not Python never answers: :meth:`ProfileWindows.result` says so in one line.
 """
@@ -20,8 +28,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import tempfile
+import secrets
 import time
 
 from gputop.analysis import thresholds as T
@@ -29,6 +36,7 @@ from gputop.analysis.attribution import attribute, job_categories
 from gputop.analysis.live import LiveVerdict
 from gputop.runner.profile_loader import LOADER_DIR
 from gputop.runner.profile_loader import protocol as P
+from gputop.session import profile_target as PT
 
 DEFAULT_SECONDS = 3.0
 # A window also ends after this many steps (optimizer steps; in inference, forward passes): a profile's cost to the
@@ -49,6 +57,8 @@ CHECK_EVERY_S = 1.0
 NO_LOADER = ("--profile attributes Python programs only, and the command is not a Python program (or it runs "
              "python -S / -I, which skip gputop's loader): no profiler window")
 NO_ANSWER = "the command ended before its loader answered"
+NO_TARGET = ("no process to ask yet: none of the command's Python processes holds a GPU or has imported torch or a "
+             "CUDA library")
 
 
 def first_at_from_env() -> float | None:
@@ -59,56 +69,189 @@ def first_at_from_env() -> float | None:
     return v if v >= 0 else None
 
 
-class ProfileWindows:
-    """The windows of one command; ``env(base)`` is the command's environment with the loader in it."""
+def gpu_pids(ticks: list[dict]) -> set[int]:
+    """The pids NVML lists on any GPU in the latest of ``ticks`` that carries each GPU's process list."""
+    latest: dict[int, list] = {}
+    for tick in ticks:
+        for pos, s in enumerate(tick.get("gpus") or []):
+            if s.get("processes") is not None:
+                latest[pos] = s["processes"]
+    return {p.get("pid") for procs in latest.values() for p in procs if p.get("pid") is not None}
 
-    def __init__(self, seconds: float | None = None, first_at: float | None = None, max_steps: int | None = None):
+
+def choose(targets: list[PT.Target], holders: set[int]) -> list[PT.Target]:
+    """Whom to ask of ``targets``: those that hold a GPU (NVML). Where NVML lists none of them (another PID
+    namespace, before the first kernel, a CPU machine): those in which torch has initialised CUDA; else those that
+    imported torch or a CUDA library and launched no other such process (a rank, not torchrun or mp.spawn's main
+    process above it). Never one that imported neither."""
+    on_gpu = [t for t in targets if t.pid in holders]
+    if on_gpu:
+        return on_gpu
+    cuda = [t for t in targets if t.cuda]
+    if cuda:
+        return cuda
+    users = [t for t in targets if t.frameworks]
+    pids = {t.pid for t in users}
+    launchers = set()
+    for t in users:
+        launchers |= _ancestors(t.pid) & pids
+    return [t for t in users if t.pid not in launchers]
+
+
+def _ancestors(pid: int) -> set[int]:
+    try:
+        import psutil
+
+        return {p.pid for p in psutil.Process(pid).parents()}
+    except Exception:
+        return set()
+
+
+def job_of(pid: int, holders: set[int]) -> set[int]:
+    """``pid`` and the processes of its job: the GPU holders under the same Python parent (torchrun, mp.spawn's
+    main process, accelerate's or DeepSpeed's launcher), which a window asks together."""
+    try:
+        import psutil
+
+        parent = psutil.Process(pid).parent()
+        if parent is None or not PT.python_of(parent.pid)[0]:
+            return {pid}
+        return {pid} | {c.pid for c in parent.children(recursive=True) if c.pid in holders}
+    except Exception:  # gone, or not ours to read
+        return {pid}
+
+
+def watchable(pid: int) -> str | None:
+    """None where process ``pid`` or one of its descendants carries gputop's loader (on Python 3.14+ the loader is
+    installed into ``pid`` if none does); else one line: why not, and how to prepare it."""
+    t, why = PT.find(pid)
+    if t is not None:
+        return None
+    if any(PT.find(p, attach_ok=False)[0] is not None for p in ProfileWindows._tree(pid)[1:]):
+        return None  # a launcher (torchrun, a shell script) whose Python processes carry it
+    return why
+
+
+def profile_env_line(environ: dict | None = None) -> str:
+    """The shell line that prepares the processes a shell or job script starts (``gputop --profile-env``): gputop's
+    loader first on their PYTHONPATH (and the folder this gputop finds them in, where it is not the default)."""
+    env = os.environ if environ is None else environ
+
+    def dq(text: str) -> str:
+        return re.sub(r'(["\\$`])', r"\\\1", text)
+    words = [f'PYTHONPATH="{dq(LOADER_DIR)}${{PYTHONPATH:+:$PYTHONPATH}}"', 'KINETO_LOG_LEVEL="${KINETO_LOG_LEVEL:-6}"']
+    if env.get(P.BASE_ENV):
+        words.append(f'{P.BASE_ENV}="{dq(env[P.BASE_ENV])}"')
+    return "export " + " ".join(words)
+
+
+class ProfileWindows:
+    """The windows of one command (``env(base)`` is its environment with the loader in it) or of a watched process
+    tree (``watch``: its pid)."""
+
+    def __init__(self, seconds: float | None = None, first_at: float | None = None, max_steps: int | None = None,
+                 watch: int | None = None):
         self.seconds = DEFAULT_SECONDS if seconds is None else float(seconds)
         self.max_steps = DEFAULT_MAX_STEPS if max_steps is None else int(max_steps)  # 0: seconds only
-        self.first_at = first_at_from_env() if first_at is None else first_at
-        self.folder = tempfile.mkdtemp(prefix="gputop-profile-")  # 0700: ours alone
-        self.asked: list[dict] = []  # {"seq", "reason", "t"}
+        self.watch = watch
+        default_first = 0.0 if watch is not None else None  # a running job: a window at once
+        self.first_at = first_at if first_at is not None else (first_at_from_env() if first_at_from_env() is not None
+                                                               else default_first)
+        self.token = f"{os.getpid()}-{secrets.token_hex(4)}"  # the run its command's loaders say they belong to
+        self.asked: list[dict] = []  # {"seq", "reason", "t", "asked": PT.Asked | None, "why": line | None}
         self.live = LiveVerdict()
+        self.holders: set[int] = set()  # the GPU holders in the latest ticks seen
+        self.seen: dict[int, PT.Target] = {}  # every loader of the command (or the watched tree) seen
         self._held_class: str | None = None
         self._asked_classes: list[str] = []
         self._next_check = 0.0
-        self._latest: tuple | None = None  # (the answer files read, the window): latest()'s cache
+        self._latest: tuple | None = None  # (the answers read, the window): latest()'s cache
+        self.why_not_asked: str | None = None  # it was time to ask, and no process could be (one line)
+        self._fallback_at: float | None = None  # no GPU holder when it was time: those with torch asked from then
+        self.closed = False
 
     def env(self, base: dict) -> dict:
         out = dict(base)
         out["PYTHONPATH"] = os.pathsep.join([LOADER_DIR] + ([base["PYTHONPATH"]] if base.get("PYTHONPATH") else []))
-        out[P.DIR_ENV] = self.folder
+        out[P.RUN_ENV] = self.token
         out.setdefault("KINETO_LOG_LEVEL", "6")  # torch's profiler prints a line at each start and stop below it
-        # (CUPTI's teardown after a window: the loader asks for it around its own stop only, see its _tearing_down)
         return out
 
+    # -- whom -------------------------------------------------------------------------------------------------------
+    def targets(self) -> list[PT.Target]:
+        """The loaders of the command's processes (or of the watched process and its descendants) now."""
+        if self.watch is None:
+            found = PT.of_run(self.token)
+        else:
+            found = []
+            for pid in self._tree(self.watch):
+                t, _why = PT.find(pid, attach_ok=False)
+                if t is not None:
+                    found.append(t)
+        found = [t for t in found if t.alive()]
+        self.seen.update({t.pid: t for t in found})
+        return found
+
+    @staticmethod
+    def _tree(pid: int) -> list[int]:
+        try:
+            import psutil
+
+            return [pid] + [c.pid for c in psutil.Process(pid).children(recursive=True)]
+        except Exception:
+            return [pid]
+
+    def _loaded(self) -> bool:
+        return bool(self.seen) or bool(self.targets())
+
+    # -- when -------------------------------------------------------------------------------------------------------
     @property
     def pending(self) -> bool:
         """A window asked for and not answered yet."""
-        return bool(self.asked) and not P.answer_paths(self.folder, self.asked[-1]["seq"])
+        last = self.asked[-1] if self.asked else None
+        return last is not None and last["asked"] is not None and not last["asked"].done
 
-    def ask(self, reason: str, t: float) -> None:
-        seq = len(self.asked) + 1
-        P.write_request(self.folder, seq, P.Request(self.seconds, self.max_steps, time.time() + START_LEAD_S))
-        self.asked.append({"seq": seq, "reason": reason, "t": t})
+    def ask(self, reason: str, t: float, pids: set[int] | None = None, wait: bool = False) -> str | None:
+        """Ask the chosen processes (``pids``: these, where they carry the loader) for a window; None, or one line
+        why no process was asked. ``wait``: where none of them holds a GPU yet, wait up to ``HOLD_S`` for one to
+        (a job's ranks start after its launcher) before asking those that imported torch or a CUDA library."""
+        found = self.targets()
+        if pids is None and wait and not any(x.pid in self.holders for x in found):
+            self._fallback_at = t + HOLD_S if self._fallback_at is None else self._fallback_at
+            if t < self._fallback_at:
+                return NO_TARGET
+        chosen = [x for x in found if x.pid in pids] if pids is not None else choose(found, self.holders)
+        if not chosen:
+            return NO_TARGET if pids is None else "none of pids %s carries gputop's profile loader" % sorted(pids)
+        request = P.Request(self.seconds, self.max_steps, time.time() + START_LEAD_S, os.getpid())
+        self.asked.append({"seq": len(self.asked) + 1, "reason": reason, "t": t, "asked": PT.Asked(chosen, request)})
+        return None
 
-    def ask_now(self, t_since_start: float) -> str:
-        """The user asks for a window (the TUI's key): asked unless one is pending; what happened, one line."""
+    def ask_now(self, t_since_start: float, pids: set[int] | None = None) -> str:
+        """The user asks for a window (the TUI's key, an HTTP POST): asked unless one is pending; what happened, one
+        line."""
         if not self._loaded():
             return "no profiler window: no process of the command carries gputop's loader (not Python, or not yet)"
         if self.pending:
             return f"window {self.asked[-1]['seq']} is still being recorded"
-        self.ask("asked for by the user", t_since_start)
-        return f"asked for window {self.asked[-1]['seq']} ({self.seconds:g} s)"
+        why = self.ask("asked for by the user", t_since_start, pids)
+        if why:
+            return f"no profiler window: {why}"
+        last = self.asked[-1]
+        shown = ", ".join(str(p) for p in sorted(last["asked"].seqs))
+        joined = " (joined another gputop's)" if last["asked"].joined else ""
+        return f"asked for window {last['seq']} ({self.seconds:g} s) of pid {shown}{joined}"
 
     def poll(self, t_since_start: float, monitor) -> None:
         """Ask for a window when it is time (looks at most once a CHECK_EVERY_S)."""
         if t_since_start < self._next_check:
             return
         self._next_check = t_since_start + CHECK_EVERY_S
+        ticks = monitor.sampler.window(T.LIVE_MAX_S)
+        self.holders = gpu_pids(ticks[-20:])
         first, _how = monitor.finder.result()
         pos = min(first, key=first.get) if first else None
-        window = monitor.sampler.window(T.LIVE_MAX_S) if pos is not None else []
+        window = ticks if pos is not None else []
         self.consider(t_since_start, window, *((monitor.static[pos], monitor.peaks[pos], pos, monitor.pid)
                                                if pos is not None else (None, None, None, None)))
 
@@ -119,7 +262,9 @@ class ProfileWindows:
             return
         if not self.asked and self.first_at is not None:
             if t_since_start >= self.first_at:
-                self.ask(f"{AT_ENV}={self.first_at:g}", t_since_start)
+                self.why_not_asked = self.ask(f"{AT_ENV}={self.first_at:g}" if self.watch is None
+                                              else "asked at the watch's start", t_since_start,
+                                              wait=self.watch is None)
             return
         if pos is None or not window:
             return
@@ -130,51 +275,48 @@ class ProfileWindows:
         cls = v.cls if window[-1]["t"] - start >= HOLD_S else None
         if cls is None or cls == "idle" or cls in self._asked_classes[-1:]:
             return
-        self._asked_classes.append(cls)
-        why = "the live verdict held" if len(self._asked_classes) == 1 else "the live verdict changed to"
-        self.ask(f"{why} {cls} for {HOLD_S:g} s", t_since_start)
+        why = "the live verdict held" if not self._asked_classes else "the live verdict changed to"
+        self.why_not_asked = self.ask(f"{why} {cls} for {HOLD_S:g} s", t_since_start, wait=self.watch is None)
+        if self.why_not_asked is None:
+            self._asked_classes.append(cls)
 
-    def _answers(self, seq: int) -> list[dict]:
-        return P.read_answers(self.folder, seq)
-
-    def _loaded(self) -> bool:
-        return P.any_loaded(self.folder)
+    # -- what came back ---------------------------------------------------------------------------------------------
+    def _answers(self, a: dict) -> list[dict]:
+        return [] if a["asked"] is None else list(a["asked"].answers().values())
 
     def latest(self) -> dict | None:
         """The newest window answered (analysed as in :meth:`result`), with ``ended_at`` (epoch seconds: when it
-        was written); None before the first answer. For the TUI's panel and ``--export``, from any thread: the
-        files are read once per new answer."""
-        if not os.path.isdir(self.folder):  # closed: the last one read
-            return self._latest[1] if self._latest else None
+        was read); None before the first answer. For the TUI's panel and ``--export``, from any thread: analysed
+        once per new answer."""
         for a in reversed(list(self.asked)):
-            paths = P.answer_paths(self.folder, a["seq"])
-            if not paths:
+            answers = self._answers(a)
+            if not answers:
                 continue
-            key = (a["seq"], tuple(paths))
+            key = (a["seq"], len(answers))
             if self._latest is None or self._latest[0] != key:
-                try:
-                    ended = max(os.path.getmtime(p) for p in paths)
-                except OSError:
-                    return self._latest[1] if self._latest else None
-                win = window_from_answers(a, self._answers(a["seq"]), True)
-                self._latest = (key, {**win, "ended_at": ended})
+                win = window_from_answers(a, answers, True)
+                self._latest = (key, {**win, "ended_at": time.time()})
             return self._latest[1]
         return None
 
     def result(self) -> dict:
         """The ``attribution`` part of the document: each window asked for, analysed (see analysis.attribution)."""
-        windows = [window_from_answers(a, self._answers(a["seq"]), self._loaded()) for a in self.asked]
+        loaded = self._loaded()
+        windows = [window_from_answers(a, self._answers(a), loaded) for a in self.asked]
         why = None
-        if not self._loaded():
+        if not loaded:
             why = NO_LOADER  # no Python process of the command loaded it, whether a window was asked for or not
         elif not self.asked:
-            why = "no window was asked for (the live verdict never held a busy class long enough)"
+            why = self.why_not_asked or "no window was asked for (the live verdict never held a busy class long enough)"
         elif all(w["status"] == "unavailable" for w in windows):
             why = windows[0]["why_none"]
         return {"seconds": self.seconds, "max_steps": self.max_steps, "windows": windows, "why_none": why}
 
     def close(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
+        """The folders of the command's processes that have ended go (a watched process keeps its own)."""
+        self.closed = True
+        if self.watch is None:
+            PT.remove_ended(list(self.seen.values()) + PT.of_run(self.token))
 
 
 SETTLE_S = 1.0  # after a window's stop and summary, the program takes this long to be itself again
@@ -213,10 +355,17 @@ def window_from_answers(asked: dict, answers: list[dict], loaded: bool) -> dict:
 
     best = max(ok, key=weight)
     out = {**base, "status": "ok", "pid": best["pid"], "processes": len(answers),
-           "profiler": best.get("profiler", "torch"), "torch": best.get("torch"), **attribute(best)}
+           "profiler": best.get("profiler", "torch"), "torch": best.get("torch"), **attribute(best),
+           **_how(best)}
     if len(ok) > 1:  # a job's ranks: each GPU's verdict takes its own rank's window (attribution.window_for_gpu)
         ranks = sorted(ok, key=lambda a: a.get("pid") or 0)
-        out["per_process"] = [{"pid": a.get("pid"), **attribute(a)} for a in ranks]
+        out["per_process"] = [{"pid": a.get("pid"), **attribute(a), **_how(a)} for a in ranks]
         out["job_categories"] = job_categories(out["per_process"])
     return out
 
+
+def _how(answer: dict) -> dict:
+    """How a window was taken: started at a step or on time, whose host ops it holds, and when the process read the
+    request (Unix time: the request's lead, then the wait for a step, to ``started_at``)."""
+    return {"started_by": answer.get("started_by"), "ops_threads": answer.get("ops_threads"),
+            "request_read_at": answer.get("asked_at")}

@@ -96,12 +96,26 @@ def render_text(doc: dict) -> str:
         lines.append("verdict: none (no GPU seen)")
     else:
         lines += _verdict_text(v, doc)
+    if doc.get("culprit"):
+        lines.append(culprit_line(doc["culprit"]))
     lines += _attribution_lines(doc.get("attribution"))
     if doc["mode"] == "run":
         lines.append(f"exit code {doc['exit_code']}")
     elif doc.get("interrupted"):
         lines.append(f"stopped by {doc['signal']}: exit code {doc['exit_code']}")
     return "\n".join(lines) + "\n"
+
+
+def culprit_line(c: dict) -> str:
+    """The job's culprit in one line: who and where, and how soon it was named."""
+    when = (f" (named {c['named_after_s']:g} s after the stall began at {c['stall_began_s']:g} s)"
+            if c.get("named_after_s") is not None else "")
+    where = c.get("where") or c.get("sentence") or "?"
+    if c.get("basis") == "telemetry":
+        return f"culprit (from telemetry; no rank's stack was read): {where}"
+    if c.get("kind") in ("none", "unreadable"):
+        return f"culprit: none named: {c.get('sentence')}{when}"
+    return f"culprit: {where}{when}"
 
 
 def _mean_max(mm: dict | None) -> str:

@@ -263,7 +263,9 @@ class StackWatch:
     """Reads the stacks of the pids it is asked about, on a thread of its own, never more than one read at a time
     and at most once every ``every_s`` for the same pids (a stalled job's stacks hardly move): what a live verdict
     (gputop/analysis/live.py's ``LiveNode``, fed on the sampler's thread) asks for without waiting. ``latest()``:
-    {pid: {"stack": Stack.to_dict(), "rank": int or None}} of the last read, and when it ended (monotonic)."""
+    {pid: {"stack": Stack.to_dict(), "rank": int or None}} of the last read, and ``read_at`` when it ended
+    (monotonic). ``ask(pids, force=True)``: read now, whenever the last read was (a person asked: the TUI's stack
+    view). ``close()``: no read starts any more (a run that ended: its ranks are gone or going)."""
 
     def __init__(self, every_s: float = STACKS_EVERY_S, timeout_s: float = PYSPY_TIMEOUT_S):
         self.every_s, self.timeout_s = every_s, timeout_s
@@ -274,21 +276,34 @@ class StackWatch:
         self._latest: dict[int, dict] = {}
         self.read_at: float | None = None
         self.reads = 0
+        self.read_s: list[float] = []  # each read's wall time (all its pids; the cost, for the document)
+        self.closed = False
 
-    def ask(self, pids) -> None:
-        """Read these pids' stacks soon (at once if they changed or the last read is older than ``every_s``)."""
+    def ask(self, pids, force: bool = False) -> bool:
+        """Read these pids' stacks soon (at once if they changed, the last read is older than ``every_s``, or
+        ``force``); False where no read starts (one in flight, a recent one of the same pids, closed)."""
         pids = tuple(sorted({int(p) for p in pids}))
         if not pids:
-            return
+            return False
         now = time.monotonic()
         with self._lock:
-            if self._busy or (pids == self._asked and self._asked_at is not None
-                              and now - self._asked_at < self.every_s):
-                return
+            if self.closed or self._busy or (not force and pids == self._asked and self._asked_at is not None
+                                             and now - self._asked_at < self.every_s):
+                return False
             self._busy, self._asked, self._asked_at = True, pids, now
         threading.Thread(target=self._read, args=(pids,), name="gputop-stacks", daemon=True).start()
+        return True
+
+    def busy(self) -> bool:
+        with self._lock:
+            return self._busy
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed = True
 
     def _read(self, pids: tuple) -> None:
+        t0 = time.monotonic()
         try:
             got = read_stacks(list(pids), self.timeout_s)
             out = {}
@@ -298,11 +313,13 @@ class StackWatch:
             with self._lock:
                 self._latest, self.read_at = out, time.monotonic()
                 self.reads += 1
+                self.read_s.append(round(self.read_at - t0, 3))
         finally:
             with self._lock:
                 self._busy = False
 
-    def latest(self) -> dict[int, dict]:
+    def latest(self, t: float | None = None) -> dict[int, dict]:
+        """The last read ({pid: {"stack", "rank"}}; ``t``, the tick time asking, matters to a recording only)."""
         with self._lock:
             return dict(self._latest)
 
@@ -315,3 +332,33 @@ class StackWatch:
                     return True
             time.sleep(0.02)
         return False
+
+
+class RecordedStacks:
+    """The stacks a recorded trace holds (its ``stacks`` rows, gputop/telemetry/trace.py), in the place of a
+    :class:`StackWatch` on a replay: ``latest(t)`` is the last read recorded at or before tick time ``t`` of the
+    replay (``source.stacks_at``), ``read_at`` its time; asking reads nothing (the ranks were another machine's)."""
+
+    closed = False
+
+    def __init__(self, source):
+        self.source = source
+        self.read_at: float | None = None
+        self.reads = 0
+
+    def ask(self, pids, force: bool = False) -> bool:
+        return False
+
+    def busy(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+    def latest(self, t: float | None = None) -> dict[int, dict]:
+        row = self.source.stacks_at(t) if t is not None else None
+        if row is None:
+            return {}
+        if row["t"] != self.read_at:
+            self.read_at, self.reads = row["t"], self.reads + 1
+        return {int(pid): got for pid, got in (row.get("stacks") or {}).items()}

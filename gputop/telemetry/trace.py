@@ -5,7 +5,13 @@ A trace is::
     {"type": "header", "format": "gputop-trace", "version": 1, "devices": [static...], ...}
     {"type": "tick", "t": 0.1, "gpus": [sample...], "host": {...}}
     {"type": "mark", "t": 3.2, "label": "matmul bf16"}      # optional phase labels
+    {"type": "stacks", "t": 41.3, "since": 30.2, "stacks": {...}, "records": {...}}   # a run's ranks' stacks
+    {"type": "flight_recorder", "t": 33.0, "result": {...}}   # its flight recorder's dump, judged
     ...
+
+``stacks`` and ``flight_recorder`` rows (``--record`` with ``--run -- CMD``: gputop/session/culprit_log.py) are what
+named the culprit of a stall while the run went: a replay says it too (``ReplaySource.extra``, ``stacks_at``).
+A trace without them reads as before, and a reader that does not know a row's type skips it.
 
 ``t`` is seconds since the recording started. A replay source gives the same ticks that a live
 source gives, so every consumer (headless, TUI, classifier) runs unchanged on a trace.
@@ -33,6 +39,7 @@ from gputop.telemetry.trace_file import GZIP_MAGIC, Rows, TraceError, name_of, r
 
 FORMAT = "gputop-trace"
 VERSION = 1
+EXTRA_ROWS = ("stacks", "flight_recorder")  # a run's culprit evidence (module doc); their shape is their reader's
 
 
 def _open(path: str, mode: str):
@@ -157,6 +164,8 @@ def read_trace(path: str) -> tuple[dict, Rows]:
         raise TraceError(f"{name}: the header's \"devices\" is not a list of GPUs")
     body = Rows(r for r in rows[1:] if isinstance(r, dict) and r.get("type") in ("tick", "mark"))
     body.truncated = rows.truncated
+    body.extra = sorted((r for r in rows[1:] if isinstance(r, dict) and r.get("type") in EXTRA_ROWS
+                         and _number(r.get("t"))), key=lambda r: r["t"])
     for n, r in enumerate(body, 1):
         why = _bad_row(r)
         if not why and r["type"] == "tick" and len(r["gpus"]) != len(devices):
@@ -227,6 +236,8 @@ class ReplaySource:
         self.truncated = rows.truncated  # why the file ends early (cut off while written), or None
         self.ticks = [r for r in rows if r["type"] == "tick"]
         self.marks = [(r["t"], r["label"]) for r in rows if r["type"] == "mark"]
+        self.extra = list(getattr(rows, "extra", []))  # stacks and flight_recorder rows, by time
+        self._stacks = [r for r in self.extra if r["type"] == "stacks" and isinstance(r.get("stacks"), dict)]
         self.speed = speed
         self.loop = loop
         self._i = 0
@@ -249,6 +260,16 @@ class ReplaySource:
             if mt <= t:
                 label = lab
         return label
+
+    def stacks_at(self, t: float) -> dict | None:
+        """The last ``stacks`` row recorded at or before tick time ``t`` of this play (its ``t`` in that time, a
+        loop's offset added), or None."""
+        got = None
+        for r in self._stacks:
+            if r["t"] + self._offset > t:
+                break
+            got = r
+        return None if got is None else dict(got, t=got["t"] + self._offset)
 
     def read(self) -> dict | None:
         if self._i >= len(self.ticks):

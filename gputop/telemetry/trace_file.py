@@ -41,6 +41,7 @@ class Rows(list):
     """The rows of a trace, in file order; ``truncated``: why the file ends early (None: it is whole)."""
 
     truncated: str | None = None
+    extra: list = []  # a trace's rows other than ticks and marks that its reader keeps (gputop/telemetry/trace.py)
 
 
 def is_stdin(path) -> bool:

@@ -1,9 +1,8 @@
 """The gputop Textual app: it composes two pages (monitor, workloads) over one model and routes keys and messages.
 
-State lives in the model (gputop/tui/model), whose changes announce themselves: the app then draws a frame (also
-from a timer at ``fps``, when a tick came), only the page shown. The pages own their work: each draws itself and
-carries out the keys routed to it (``BINDINGS``). How the session starts and ends (sampling, q, the stop signals, the
-terminal gone; a command's run under ``--tui --run``) is the lifecycle's (gputop/tui/lifecycle.py).
+State lives in the model (gputop/tui/model), whose changes announce themselves: the app then draws a frame of the page
+shown (also from a timer at ``fps``, when a tick came). The pages own their work: each draws itself and carries out
+the keys routed to it (``BINDINGS``). How a session starts and ends is the lifecycle's (gputop/tui/lifecycle.py).
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ class GputopApp(LoggedApp):
         Binding("1", "page('monitor')", "monitor"), Binding("2", "page('workloads')", "workloads"),
         Binding("question_mark", "help", "help"), Binding("q", "to('lifecycle', 'quit')", "quit"),
         Binding("ctrl+c", "to('lifecycle', 'quit')", "quit", show=False, priority=True),
-        Binding("g", "to('monitor', 'step_gpu', 1)", "GPU"),
+        Binding("g", "to('monitor', 'step_gpu', 1)", "GPU"), Binding("k", "to('monitor', 'show_stacks')", "stacks"),
         Binding("G", "to('monitor', 'step_gpu', -1)", "prev GPU", show=False),
         Binding("p", "to('monitor', 'toggle_pause')", "pause"),
         Binding("plus,equals_sign", "to('monitor', 'step_rate', 1)", "rate+"),
@@ -160,9 +159,9 @@ class GputopApp(LoggedApp):
         """In the key bar, never over the screen (no toasts); ``notes`` keeps every one (the tests read them)."""
         self.notes.append(str(message))
         del self.notes[:-100]
-        self.post_message(Noted(str(message), severity))  # any thread may notify; the bar redraws on the app's
+        self.post_message(Noted(str(message), severity))
 
-    def on_noted(self, event: Noted) -> None:
+    def on_noted(self, event: Noted) -> None:  # (any thread may notify: the bar redraws on the app's)
         self.keybar.message(event.text, event.severity)
 
     def screen_text(self) -> str:

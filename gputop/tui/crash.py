@@ -14,19 +14,12 @@ driver) is the same crash. A crash outranks a stop signal that came meanwhile in
 from __future__ import annotations
 
 import io
-import os
-import sys
-import tempfile
-import time
 import traceback
 
 from rich.console import Console
 from textual.app import App
 
-from gputop import exitcodes
-
-SUMMARY_MAX = 200  # characters of the exception's own line kept in the one line
-
+from gputop.crashlog import report
 
 class LoggedApp(App):
     """An App whose unhandled exception is kept as text (``crash``) instead of printed on the terminal."""
@@ -58,53 +51,3 @@ def crash_code(app: LoggedApp) -> int | None:
     """None when the app ended as it should; else, once its crash is logged and said in one line, INTERNAL_ERROR.
     (Called after the app's way in has stopped what the app ran: the line comes last.)"""
     return None if app.crash is None else report(app.crash)
-
-
-def log_folder() -> str:
-    """``$XDG_STATE_HOME/gputop`` (``~/.local/state/gputop`` when it is unset)."""
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(state, "gputop")
-
-
-def write_log(text: str) -> str:
-    """``text`` with what gputop was running, in a new file of the log folder (else of the temporary folder); its
-    path. OSError where neither can be written."""
-    name = f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    import platform
-
-    import textual
-
-    from gputop import __version__
-
-    head = (f"gputop {__version__}, Python {platform.python_version()}, textual {textual.__version__}, "
-            f"{time.strftime('%Y-%m-%d %H:%M:%S %z')}\ncommand line: {' '.join(sys.argv)}\n\n")
-    last: OSError | None = None
-    for folder in (log_folder(), tempfile.gettempdir()):
-        path = os.path.join(folder, name)
-        try:
-            os.makedirs(folder, mode=0o700, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as f:
-                f.write(head + text)
-            return path
-        except OSError as exc:
-            last = exc
-    raise last
-
-
-def summary(text: str) -> str:
-    """The exception's own line of a traceback, printable and cut to ``SUMMARY_MAX`` characters."""
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    last = lines[-1].strip() if lines else "an exception"
-    last = "".join(c if c.isprintable() else "?" for c in last)
-    return last if len(last) <= SUMMARY_MAX else last[:SUMMARY_MAX - 1] + "…"
-
-
-def report(text: str) -> int:
-    """The crash logged and said in one line; its exit code."""
-    try:
-        where = f"the traceback is in {write_log(text)}"
-    except OSError as exc:
-        where = f"its traceback could not be written ({exc.strerror or exc})"
-    exitcodes.say(f"the TUI stopped on an internal error ({summary(text)}); {where}")
-    return exitcodes.INTERNAL_ERROR

@@ -22,7 +22,10 @@ HELP = """\
   s          save the shown run as JSON (in the current folder)
   v          the shown verdict whole, in the plot's place ("… (v)")
   n          gputop --tour: the next stop of the tour
-  w / a      --tui --run --profile: a profiler window now / show the latest
+  w          a profiler window now, of the selected GPU's process (one
+             started prepared: gputop --profile-env) or of --run's command
+  a          --tui --run --profile: the latest window, in the pages' place
+  k          every rank's Python stack (read now), the culprit of a stall first
   ?          this help;  q quits (stopping a running workload cleanly)
 
 [b]reading the numbers[/b]

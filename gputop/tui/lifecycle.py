@@ -45,6 +45,7 @@ class Lifecycle:
 
     def __init__(self):
         self.app = None
+        self.on_demand = None  # the windows w asked of running processes (gputop.session.profile_on_demand)
         self.stop_signal: int | None = None  # the first SIGINT/SIGTERM/SIGHUP gputop got, if any
         self.pending_signals: list[int] = []  # stop signals that came before the app watched them (main_tui)
         self.terminal_gone = False  # the terminal (or the browser) went away (tui.terminal)
@@ -104,14 +105,38 @@ class Lifecycle:
 
     # -- the session going on ------------------------------------------------------------------------------------
     def frame(self) -> None:
-        """Each frame, before the app draws it."""
+        """Each frame, before the app draws it: a profiler window asked with w that has come, as a notice."""
+        if self.on_demand is not None:
+            for line in self.on_demand.news():
+                self.app.notify(line, timeout=12)
 
     def key_items(self, items: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """The key bar's keys, with this lifecycle's own."""
         return items
 
     def ask_window(self) -> None:
-        """w: a profiler window now (a command's, with --profile)."""
+        """w: a profiler window now of the process on the selected GPU (one started with gputop's loader, gputop
+        --profile-env; on Python 3.14+ any) and of its job's other ranks (gputop/session/profile_on_demand.py)."""
+        model = self.app.model
+        pids = sorted(p for p in model.pids_on_selected() if p)
+        if model.source.kind != "live" or not pids:
+            self.app.notify("w asks the process on the selected GPU for a profiler window: "
+                            + ("a live GPU's only" if model.source.kind != "live" else "no process on this GPU"),
+                            severity="warning")
+            return
+        from gputop.session.profile_on_demand import OnDemand
+        from gputop.session.profiling import gpu_pids
+
+        if self.on_demand is None:
+            self.on_demand = OnDemand()
+        lines = []
+        for pid in pids:
+            ok, line = self.on_demand.ask(pid, gpu_pids(model.sampler.window(5.0)))
+            if ok:
+                self.app.notify(line)
+                return
+            lines.append(line)
+        self.app.notify(lines[0], severity="warning", timeout=12)
 
     def toggle_attribution(self) -> None:
         """a: the latest profiler window in the pages' place, and back (a command's, with --profile)."""

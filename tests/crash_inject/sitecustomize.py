@@ -11,9 +11,11 @@ import sys
 
 MESSAGE = "raised on purpose by tests/crash_inject"
 TARGETS = {"gputop.tui.help": "HelpScreen", "gputop.tui.cluster.help": "ClusterHelp"}
+# GPUTOP_TEST_CRASH=headless: a mode without a TUI dies instead (--replay F --json: its document is never built)
+HEADLESS = {"gputop.headless.replay": "replay_document"}
 
 
-def _raise(self):
+def _raise(self, *args, **kwargs):
     raise RuntimeError(MESSAGE)
 
 
@@ -21,7 +23,7 @@ class _Patcher(importlib.abc.MetaPathFinder):
     """Finds the target modules as usual, and patches their help screen once the module has run."""
 
     def find_spec(self, name, path=None, target=None):
-        if name not in TARGETS:
+        if name not in (HEADLESS if os.environ.get("GPUTOP_TEST_CRASH") == "headless" else TARGETS):
             return None
         sys.meta_path.remove(self)
         try:
@@ -32,7 +34,10 @@ class _Patcher(importlib.abc.MetaPathFinder):
 
         def exec_module(module):
             run(module)
-            getattr(module, TARGETS[name]).compose = _raise
+            if name in HEADLESS:
+                setattr(module, HEADLESS[name], _raise)
+            else:
+                getattr(module, TARGETS[name]).compose = _raise
 
         spec.loader.exec_module = exec_module
         return spec

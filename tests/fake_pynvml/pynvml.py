@@ -18,7 +18,9 @@ Environment:
   answered from it, and nothing else above applies (``gputop --doctor``'s tests).
 
 NVML's process list holds the processes under this one (the command gputop launched, its children), as
-on a GPU machine where the command runs on the GPU.
+on a GPU machine where the command runs on the GPU; with GPUTOP_FAKE_NVML_HOLDERS=DIR, only those of them that
+have made a file ``DIR/PID`` (as a process appears in NVML's list once it has created its CUDA context: a test's
+ranks do, its launcher and multiprocessing's helpers do not).
 """
 
 import importlib.machinery
@@ -96,28 +98,29 @@ class _SubprocessFake(_fake_nvml.LinksNvml if _LINKS else _fake_nvml.FakeNvml):
         return super().nvmlDeviceGetUtilizationRates(h)
 
     def nvmlDeviceGetComputeRunningProcesses(self, h):
-        import psutil
-
-        try:
-            kids = psutil.Process().children(recursive=True)
-        except psutil.Error:
-            kids = []
-        return [types.SimpleNamespace(pid=k.pid, usedGpuMemory=1 << 30) for k in kids]
+        return [types.SimpleNamespace(pid=k.pid, usedGpuMemory=1 << 30) for k in _holders()]
 
     def nvmlDeviceGetProcessUtilization(self, h, since):
         import time
 
-        import psutil
-
-        try:
-            kids = psutil.Process().children(recursive=True)
-        except psutil.Error:
-            kids = []
+        kids = _holders()
         now = int(time.time() * 1e6)
         if not kids or now <= since:
             raise _fake_nvml.pynvml.NVMLError(_fake_nvml.pynvml.NVML_ERROR_NOT_FOUND)
         return [types.SimpleNamespace(pid=k.pid, timeStamp=now, smUtil=40, memUtil=20, encUtil=0, decUtil=0)
                 for k in kids]
+
+
+def _holders():
+    """The processes NVML lists: this one's descendants (GPUTOP_FAKE_NVML_HOLDERS: those that made their file)."""
+    import psutil
+
+    try:
+        kids = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return []
+    marks = os.environ.get("GPUTOP_FAKE_NVML_HOLDERS")
+    return [k for k in kids if os.path.exists(os.path.join(marks, str(k.pid)))] if marks else kids
 
 
 def _answers(path: str):

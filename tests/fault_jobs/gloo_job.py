@@ -4,7 +4,8 @@ as told: the truth of a culprit test is written here, before gputop looks.
     python gloo_job.py FAULT PORT [SECONDS]
 
 FAULT: ``sleep`` (rank 0 leaves the loop and sleeps in Python while rank 1 waits in all_reduce), ``mismatch``
-(rank 0 calls broadcast, rank 1 all_reduce: both block), ``healthy`` (both all-reduce in a loop). Each rank writes
+(rank 0 calls broadcast, rank 1 all_reduce: both block), ``nojoin`` (rank 1 sleeps before it joins the group,
+rank 0 waits in init_process_group), ``healthy`` (both all-reduce in a loop). Each rank writes
 ``READY <rank> <pid>`` on stdout once it is where the fault puts it.
 """
 
@@ -19,6 +20,12 @@ import torch.multiprocessing as mp
 
 def rank_main(rank: int, fault: str, port: str, seconds: float) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=str(rank), WORLD_SIZE="2")
+    if fault == "nojoin":
+        os.write(1, f"READY {rank} {os.getpid()}\n".encode())
+        if rank == 1:
+            time.sleep(seconds)  # the culprit: never joins the group
+        dist.init_process_group("gloo", rank=rank, world_size=2)  # rank 0 waits here for rank 1
+        return
     dist.init_process_group("gloo", rank=rank, world_size=2)
     x = torch.ones(1024)
     for _ in range(3):

@@ -56,16 +56,17 @@ def describe(sub, ev: dict, job: dict | None = None) -> str:
     """The evidence sentence of a culprit's verdict, with where its rank is where the stacks say it."""
     job = job or {}
     waiting = gpu_names(job.get("stalled") or [])
+    verb = "waits" if len(job.get("stalled") or []) == 1 else "wait"
     for_s = f" for {ev['culprit_stall_s']:.0f} s" if ev.get("culprit_stall_s") is not None else ""
     node = " (if of their job)" if job.get("basis") == "node" else ""
     if sub == Sub.LEFT:
         text = (f"its rank left the job{node}: no process on this GPU any more while {waiting} wait in a "
                 f"collective{for_s}")
     elif sub == Sub.MISMATCH:
-        text = f"its rank is in another collective than the one {waiting} wait in{for_s}"
+        text = f"its rank is in another collective than the one {waiting} {verb} in{for_s}"
     else:
         doing = DOING.get(job.get("was"), "did other work")
-        text = f"its rank is not in the collective {waiting} wait in{for_s}{node}: this GPU {doing}"
+        text = f"its rank is not in the collective {waiting} {verb} in{for_s}{node}: this GPU {doing}"
     place = (job.get("culprit") or {}).get("where")
     if place:
         text += f"; {place}"

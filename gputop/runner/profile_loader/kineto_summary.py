@@ -11,7 +11,8 @@ From the raw events (:func:`summarize`):
 * ``kernels``: [{name, count, device_us}] by name, every device event (kernels, memcpy, memset) but the user
   annotations (``record_function`` ranges that torch mirrors on the GPU's timeline: spans, not kernels);
 * ``ops``: [{name, count, self_cpu_us, cpu_us, device_us}] by name of the CPU-side events, the self time by their
-  nesting on each thread (an event's time less its children's, as key_averages' ``self_cpu_time_total``), and
+  nesting on each thread (an event's time less its children's, as key_averages' ``self_cpu_time_total``; an op
+  whose only child has its name, the dispatcher entering aten::mean twice, is one op, as key_averages counts it), and
   ``device_us`` the time of the kernels each op launched, counted for it and each op around it (as
   ``device_time_total``): a kernel belongs to the op whose span holds the runtime call (cudaLaunchKernel, ...) with
   the kernel's correlation id;
@@ -61,36 +62,53 @@ def summarize(events, cuda_type, pause=None):
             kernel_us_by_corr[c] = kernel_us_by_corr.get(c, 0.0) + (b - a)
     ops = {}
 
-    def close(frame):
-        _, end, name, dur, child, dev = frame
+    def add(name, self_us, total_us, dev_us):
         o = ops.get(name)
         if o is None:
             ops[name] = o = [0, 0.0, 0.0, 0.0]
         o[0] += 1
-        o[1] += max(0.0, dur - child)
-        o[2] += dur
-        o[3] += dev
+        o[1] += self_us
+        o[2] += total_us
+        o[3] += dev_us
+
+    def close(frame, parent):
+        # frame: [start, end, name, dur, children's time, device time, children, a same-named only child]
+        _, _, name, dur, child, dev, kids, dup = frame
+        if dup is not None:
+            if kids == 1:  # a dispatcher's re-entry (aten::mean inside aten::mean): one op, as key_averages counts it
+                child = dup[4]
+            else:
+                add(*dup[:4])
+        if parent is not None and parent[2] == name:
+            if parent[7] is not None:  # a second same-named child: the parent has more than one
+                add(*parent[7][:4])
+            parent[7] = (name, max(0.0, dur - child), dur, dev, child)  # held until the parent knows its children
+        else:
+            add(name, max(0.0, dur - child), dur, dev)
 
     n = 0
     for evs in ops_by_thread.values():
         evs.sort()  # by start, the longest first where two start together (the parent)
-        stack = []  # [start, end, name, dur, children's time, device time]
+        stack = []  # frames, as close() reads them
         for start, neg, name, corr in evs:
             n += 1
             if pause is not None and n % YIELD_EVERY == 0:
                 pause()
             dur = -neg
             while stack and stack[-1][1] <= start:
-                close(stack.pop())
+                frame = stack.pop()
+                close(frame, stack[-1] if stack else None)
             if stack:
                 stack[-1][4] += dur
+                stack[-1][6] += 1
             dev = kernel_us_by_corr.get(corr, 0.0) if corr in launch_of else 0.0
             if dev:
                 for frame in stack:  # every op around the launch counts the kernel's time (inclusive)
                     frame[5] += dev
-            stack.append([start, start + dur, name, dur, 0.0, dev])
+            stack.append([start, start + dur, name, dur, 0.0, dev, 0, None])
         while stack:
-            close(stack.pop())
+            frame = stack.pop()
+            close(frame, stack[-1] if stack else None)
     return {
         "kernels": [{"name": k, "count": c, "device_us": round(us, 3)} for k, (c, us) in kernels.items()],
         "ops": [{"name": k, "count": c, "self_cpu_us": round(s, 3), "cpu_us": round(t, 3), "device_us": round(d, 3)}

@@ -1,13 +1,33 @@
-"""A torch.profiler window of the program gputop started (the loader's, gputop/runner/profile_loader): started at
-the program's next ``nn.Module`` call on its own thread (the profiler is thread-local) and stopped there after N
-seconds or N steps (optimizer steps, else top-level forward passes). Stdlib only: torch is the program's, passed in.
+"""A torch.profiler window of a prepared program (the loader's, gputop/runner/profile_loader): started at the
+program's next step (a top-level ``nn.Module`` call or an optimizer step, on whichever thread makes it) after the
+request's start time, or, where no step comes within the window's seconds (a plain tensor loop, CUDA graph replays,
+a loop of torch.matmul and all_reduce), from the loader's own thread at that time; stopped after N seconds or N steps
+(optimizer steps, else top-level forward passes).
+
+Which threads: where torch has ``profile_all_threads`` (its experimental config; torch 2.7+), the window holds the
+host ops of every thread of the program and may be started and stopped on any of them (``ops_threads`` "all");
+on an older torch, only the ops of the thread it started on ("one"), and it is stopped on that thread. Kernels,
+copies and fills come through CUPTI, which is the whole process's either way.
+
+Never inside a CUDA graph capture (a synchronize there would break the program's capture): a step seen while the
+program's thread captures is let pass. A window the loader's thread ends does not synchronize the device (another
+thread may be capturing): the kernels still queued at its stop are left out.
+
+Stdlib only: torch is the program's, passed in.
 """
 
+import importlib.util
 import os
 import sys
 import threading
 import time
 import warnings
+
+_spec = importlib.util.spec_from_file_location("_gputop_quiet_stderr",
+                                               os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                            "quiet_stderr.py"))
+_quiet_stderr = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_quiet_stderr)
 
 
 _MODULE_PY = os.path.join("nn", "modules", "module.py")
@@ -50,26 +70,88 @@ class TearingDown:
         return False
 
 
-class Window:
-    """One requested window: started and stopped on the program's thread by the hooks."""
+class Profile:
+    """torch's autograd profiler with Kineto (what torch.profiler.profile wraps), with torch.profiler's names:
+    ``start``, ``stop``, ``key_averages``, ``events``, ``export_chrome_trace``, ``profiler`` (its raw results).
+    Not torch.profiler.profile itself: its start looks up ``torch._inductor`` (``hasattr(torch, "_inductor")``
+    imports it: some 800 modules and seconds, on the starting thread, racing the program's own imports where that is
+    the loader's: a CPU program under test died of a circular import). Where torch has ``profile_all_threads`` it
+    records every thread's ops (``all_threads``)."""
 
-    def __init__(self, torch, seconds, max_steps=0):
+    def __init__(self, torch, cuda):
+        kwargs = dict(use_cpu=True, use_device="cuda" if cuda else None, use_kineto=True, record_shapes=False,
+                      with_stack=False)
+        self.all_threads = False
+        try:
+            kwargs["experimental_config"] = torch._C._profiler._ExperimentalConfig(profile_all_threads=True)
+            self.all_threads = True
+        except Exception:  # an older torch: the starting thread's ops only
+            pass
+        try:
+            self.profiler = torch.autograd.profiler.profile(**kwargs)
+        except TypeError:
+            kwargs.pop("experimental_config", None)
+            self.all_threads = False
+            self.profiler = torch.autograd.profiler.profile(**kwargs)
+
+    def start(self):
+        self.profiler.__enter__()
+
+    def stop(self):
+        """Stopped without the device synchronize of the profiler's own exit (on the loader's thread it would be the
+        wrong device's, and another thread may be capturing a CUDA graph): the caller synchronizes where it may."""
+        saved, self.profiler.use_device = self.profiler.use_device, None
+        try:
+            self.profiler.__exit__(None, None, None)
+        finally:
+            self.profiler.use_device = saved
+
+    def key_averages(self):
+        return self.profiler.key_averages()
+
+    def events(self):
+        return self.profiler.function_events
+
+    def export_chrome_trace(self, path):
+        return self.profiler.export_chrome_trace(path)
+
+
+def _cuda_on(torch):
+    return bool(torch.cuda.is_available() and torch.cuda.is_initialized())
+
+
+def _capturing(torch):
+    """Whether this thread's current stream is capturing a CUDA graph (nothing of the window's may run then)."""
+    try:
+        return _cuda_on(torch) and torch.cuda.is_current_stream_capturing()
+    except Exception:
+        return False
+
+
+class Window:
+    """One requested window: started at a step (the hooks) or on time (the loader's thread, :meth:`start_on_time`),
+    stopped at a step after its seconds or steps, or on time (:meth:`stop_on_time`)."""
+
+    def __init__(self, torch, seconds, max_steps=0, start_at=0.0):
         self.torch, self.seconds, self.max_steps = torch, seconds, max_steps
         self.prof = None
         self.t0 = self.wall_s = self.started_at = self.stop_s = None
         self.raw = None
         self.steps = 0  # optimizer steps in the window
         self.forwards = 0  # top-level nn.Module calls in the window (a forward pass: a token when decoding)
-        self.depth = 0  # nn.Module calls under way on the program's thread (forward pre-hook in, forward hook out)
-        self.thread = None  # the profiler is thread-local: started and stopped on this thread
+        self.depth = {}  # thread -> nn.Module calls under way on it (forward pre-hook in, forward hook out)
+        self.thread = None  # the thread the profiler started on
+        self.all_threads = False  # it records every thread's ops and may stop on any (profile_all_threads)
+        self.started_by = None  # "step" or "time"
         self.error = None
+        self.started = threading.Event()
         self.done = threading.Event()
         self.handles = []
         self._quiet = None  # the warnings filter quiet() added (removed by finish())
         self.lock = threading.RLock()
-        self.start_at = 0.0  # Unix time: the window starts at the first module call or step after it (a job's ranks
-        # asked together start at the same step: one rank profiled alone slows its host, and the others then wait
-        # for it in their collectives)
+        self.start_at = start_at  # Unix time: the window starts at the first module call or step after it (a job's
+        # ranks asked together start at the same step: one rank profiled alone slows its host, and the others then
+        # wait for it in their collectives)
         self.ended_by = None  # why the window ended before its seconds or steps (the program's own profiler)
         self._starting = False  # our own profiler's start is under way (the guard lets it through)
         self._guarded_cls = self._original_prepare = None
@@ -78,8 +160,9 @@ class Window:
         """Every nn.Module call (the global forward pre-hook): the window starts (at a top-level call: a forward
         pass's start) or ends here."""
         self._guarded(entry=True)
-        if threading.get_ident() == self.thread:
-            self.depth += 1
+        if self.prof is not None:
+            me = threading.get_ident()
+            self.depth[me] = self.depth.get(me, 0) + 1
         return None
 
     def _guarded(self, entry=False):
@@ -94,9 +177,11 @@ class Window:
     def out_hook(self, *args, **kwargs):
         """Every nn.Module call's end (the global forward hook): a top-level one ends a forward pass, counted as a
         step where no gradient is recorded (inference, decoding: a training loop's steps are its optimizer's)."""
-        if threading.get_ident() == self.thread and self.depth > 0:
-            self.depth -= 1
-            if (self.depth == 0 and self.prof is not None and not self.done.is_set()
+        me = threading.get_ident()
+        depth = self.depth.get(me, 0)
+        if depth > 0:
+            self.depth[me] = depth - 1
+            if (depth == 1 and self.prof is not None and not self.done.is_set()
                     and not self.torch.is_grad_enabled()):
                 self.forwards += 1
         return None
@@ -125,48 +210,75 @@ class Window:
         if self.done.is_set():
             return
         with self.lock:
-            if self.done.is_set():
+            if self.done.is_set() or _capturing(self.torch):
                 return
             if self.prof is None:
-                if time.time() < self.start_at:
-                    return
-                torch = self.torch
-                if torch.autograd.profiler._is_profiler_enabled or torch._C._autograd._profiler_enabled():
-                    self.error = "the program's own profiler is recording"
-                    self.finish()
-                    return
-                acts = [torch.profiler.ProfilerActivity.CPU]
-                if torch.cuda.is_available() and torch.cuda.is_initialized():
-                    acts.append(torch.profiler.ProfilerActivity.CUDA)
-                prof = torch.profiler.profile(activities=acts, record_shapes=False, with_stack=False)
-                started_at = time.time()  # the window in the program's wall clock (throughput outside it), from
-                # the step it began at (the profiler's start, tens of ms, is the window's)
-                self._starting = True
-                try:
-                    prof.start()
-                finally:
-                    self._starting = False
-                self.prof, self.t0, self.thread = prof, time.perf_counter(), threading.get_ident()
-                self.started_at = started_at
-            elif threading.get_ident() == self.thread and (time.perf_counter() - self.t0 >= self.seconds or
-                                                           0 < self.step_limit() <= self.counted()[0]):
+                if time.time() >= self.start_at:
+                    self._start("step")
+            elif (self.all_threads or threading.get_ident() == self.thread) and \
+                    (time.perf_counter() - self.t0 >= self.seconds or 0 < self.step_limit() <= self.counted()[0]):
                 self.stop()
 
-    def stop(self, teardown=True):
-        """End the window on the program's thread. ``teardown``: CUPTI is let go of as the profiler stops
-        (:class:`TearingDown`); not at the program's exit, where nothing runs after it."""
+    def _start(self, by):
+        """Start the profiler on this thread (under the lock)."""
+        torch = self.torch
+        if torch.autograd.profiler._is_profiler_enabled or torch._C._autograd._profiler_enabled():
+            self.error = "the program's own profiler is recording"
+            self.finish()
+            return
+        prof = Profile(torch, _cuda_on(torch))
+        self.all_threads = prof.all_threads
+        started_at = time.time()  # the window in the program's wall clock (throughput outside it), from the step
+        # it began at (the profiler's start, tens of ms, is the window's)
+        self._starting = True
+        try:
+            if threading.current_thread() is threading.main_thread():
+                prof.start()
+            else:  # Kineto's first start off the thread that imported torch prints a line: not the program's
+                with _quiet_stderr.DroppingLine():
+                    prof.start()
+        finally:
+            self._starting = False
+        self.prof, self.t0, self.thread = prof, time.perf_counter(), threading.get_ident()
+        self.started_at, self.started_by = started_at, by
+        self.started.set()
+
+    def start_on_time(self):
+        """The loader's thread: no step came within the window's seconds after its start time; it starts now."""
+        with self.lock:
+            if self.prof is None and not self.done.is_set():
+                self._start("time")
+
+    def stop_on_time(self, why=None):
+        """The loader's thread ends a window that can be ended from any thread (``why``: it was due and no step
+        came); one started on this thread is ended here too. False where it cannot be (a thread-local profiler)."""
+        with self.lock:
+            if self.done.is_set() or self.prof is None:
+                return True
+            if not (self.all_threads or threading.get_ident() == self.thread):
+                return False
+            self.stop(sync=False)
+            if why and self.ended_by is None:
+                self.ended_by = why
+            return True
+
+    def stop(self, teardown=True, sync=True):
+        """End the window. ``teardown``: CUPTI is let go of as the profiler stops (:class:`TearingDown`); not at the
+        program's exit, where nothing runs after it. ``sync``: wait for the device first (on a program's thread,
+        never while it captures a graph; not on the loader's)."""
         with self.lock:
             if self.done.is_set() or self.prof is None:
                 return
-            cuda = self.torch.cuda.is_available() and self.torch.cuda.is_initialized()
-            if cuda:
+            cuda = _cuda_on(self.torch)
+            sync = sync and cuda and not _capturing(self.torch)
+            if sync:
                 self.torch.cuda.synchronize()
             self.wall_s = time.perf_counter() - self.t0  # the window, not the profiler's own stop
             with TearingDown(teardown and cuda):
                 self.prof.stop()
-            if teardown and cuda:
+            if teardown and sync:
                 self.torch.cuda.synchronize()  # Kineto finalizes CUPTI from the next CUDA runtime call: this one
-            self.stop_s = time.perf_counter() - self.t0 - self.wall_s  # the program's thread, held by the stop
+            self.stop_s = time.perf_counter() - self.t0 - self.wall_s  # the stopping thread, held by the stop
             self.finish()
 
     def guard_profilers(self):
@@ -199,7 +311,7 @@ class Window:
             if self.prof is None:
                 self.error = "the program started its own profiler"
                 self.finish()
-            elif threading.get_ident() == self.thread:
+            elif self.all_threads or threading.get_ident() == self.thread:
                 self.ended_by = "the program started its own profiler"
                 self.stop(teardown=False)  # its profiler takes CUPTI over at once
 

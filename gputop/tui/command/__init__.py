@@ -69,10 +69,14 @@ def main_command_tui(args, command: list[str]) -> int:
         return exitcodes.fail(exitcodes.USAGE, missing)
     log = args.log or (None if watch else os.path.abspath(f"gputop-cmd-{os.getpid()}.log"))
     profile = None
-    if getattr(args, "profile", False) and not watch:
-        from gputop.session.profiling import ProfileWindows
+    if getattr(args, "profile", False):
+        from gputop.session.profiling import ProfileWindows, watchable
 
-        profile = ProfileWindows(args.profile_seconds, max_steps=args.profile_steps)
+        why = watchable(args.watch) if watch else None
+        if why:
+            mon.close()
+            return exitcodes.fail(exitcodes.USAGE, f"--watch {args.watch} --profile: {why}")
+        profile = ProfileWindows(args.profile_seconds, max_steps=args.profile_steps, watch=args.watch if watch else None)
     session = Session(mon, command or None, pid=args.watch if watch else None, log=log,
                       timeout=args.timeout, seconds=args.seconds, grace_s=args.grace, stdin=subprocess.DEVNULL,
                       err=io.StringIO(), profile=profile)

@@ -82,9 +82,8 @@ class CommandLifecycle(Lifecycle):
     def ask_window(self) -> None:
         s = self.session
         if s.profile is None:
-            self.app.notify("profiler windows need --profile: gputop --tui --run --profile -- CMD"
-                            + (" (a --watch PID cannot get gputop's loader)" if s.mode == "watch" else ""),
-                            severity="warning")
+            self.app.notify("profiler windows need --profile: gputop --tui --run --profile -- CMD (or --watch PID "
+                            "--profile of a process started with gputop's loader)", severity="warning")
         elif s.over:
             self.app.notify("the command has ended: no more windows", severity="warning")
         else:

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gputop.analysis.comms import latest_processes
-from gputop.analysis.live import LiveNode
+from gputop.analysis.live import LiveNode, node_pids
+from gputop.analysis.rank_stacks import view_lines
 from gputop.telemetry.sampler import MAX_RATE_HZ, MIN_RATE_HZ, Sampler
 from gputop.tui.config import TuiConfig
 from gputop.tui.model import view
@@ -69,6 +70,7 @@ class TuiModel:
         self.specs_loaded = config.specs is not None
         if self.specs_loaded:
             self._add_recordings()
+        self.stacks = self._stack_reader()  # the ranks' stacks: read while a GPU is stalled, and on request (k)
         self.live = self._live_node()  # last: its listener asks watched_pid() (the controller) from the next tick
 
     # -- observers ---------------------------------------------------------------------------------
@@ -98,6 +100,7 @@ class TuiModel:
         self.selected = 0
         self.sticky = view.Sticky()
         self.sampler.listeners.append(self.sticky.observe)
+        self.stacks = self._stack_reader()
         self.live = self._live_node()
         if self.config.start_sampler:
             self.sampler.start()
@@ -119,9 +122,54 @@ class TuiModel:
 
     def _live_node(self) -> LiveNode:
         """The live verdicts of the GPUs shown, fed by the sampler's thread at each tick (the selected GPU judged
-        every LIVE_EVERY_S, the strip's others every LIVE_STRIP_EVERY_S); the monitor page reads its snapshot."""
+        every LIVE_EVERY_S, the strip's others every LIVE_STRIP_EVERY_S); the monitor page reads its snapshot. A
+        command's (--tui --run / --watch): its monitor's own live node, which keeps the run's culprit."""
+        own = getattr(self.command.monitor, "live", None) if self.command is not None else None
+        if own is not None and own.positions == self.positions:
+            own.selected = self.selected
+            return own
         return LiveNode(self.positions, self.statics, self.peaks, watched_pid=self.watched_pid,
-                        selected=self.selected).attach(self.sampler)
+                        selected=self.selected, stacks=self.stacks).attach(self.sampler)
+
+    def _stack_reader(self):
+        """Who reads the ranks' stacks (gputop/session/stacks.py): a command's monitor's reader; a replay's recorded
+        reads; py-spy on this machine's processes for a live source; none for a remote source (dcgm-exporter)."""
+        from gputop.session.stacks import RecordedStacks, StackWatch
+
+        if self.command is not None:
+            return getattr(self.command.monitor, "stacks", None)
+        if self.source.kind == "replay":
+            return RecordedStacks(self.source) if getattr(self.source, "extra", None) else None
+        return StackWatch() if self.source.kind == "live" else None
+
+    # -- the ranks' stacks (the stack view, k) ----------------------------------------------------------------------
+    def ask_stacks(self) -> str:
+        """Read the stacks of the processes on the GPUs shown now (a person asked); what happens, in words."""
+        if self.stacks is None:
+            return ("this source's processes are another machine's: no stack to read" if self.source.kind != "replay"
+                    else "this trace holds no stacks (recorded without a stall, or by an older gputop)")
+        if getattr(self.stacks, "closed", False):
+            return "the command has ended: its ranks are gone (the stacks read while it ran are shown)"
+        if self.source.kind == "replay" and self.command is None:
+            return "a recording: the stacks read while it ran, during its stalls (none up to this point)"
+        pids = [p for ps in node_pids(self.live, self.sampler.window(60.0)).values() for p in ps]
+        if not pids:
+            return "no process on the GPUs shown: no stack to read"
+        if self.stacks.ask(pids, force=True):
+            return f"reading the stacks of {len(pids)} process(es)"
+        return "a read is under way"
+
+    def stack_view(self) -> list[str]:
+        """Every rank's stack, grouped by place, the culprit first (gputop/analysis/rank_stacks.py); [] before any
+        read."""
+        if self.stacks is None:
+            return []
+        latest = self.sampler.latest()
+        read = self.stacks.latest(latest["t"] if latest else None)
+        snap = self.live.snapshot()
+        classes = {name: (g.verdict.cls if g.verdict is not None else None)
+                   for name, g in zip(self.live.names, snap.gpus)}
+        return view_lines(node_pids(self.live, self.sampler.window(60.0)), classes, read)
 
     def describe(self) -> str:
         """What the monitor shows from the source, in words ("the demo", "this machine's host only", ...)."""

@@ -243,6 +243,13 @@ class MonitorPage(Box):
             self.notify("this source has one GPU: g / G switch between GPUs" if self.model.statics
                         else "this source has no GPU: g / G switch between GPUs", severity="warning")
 
+    def show_stacks(self) -> None:
+        """k: every rank's stack (read now), the culprit of a stall first (gputop/tui/monitor/stacks.py)."""
+        from gputop.tui.monitor.stacks import StacksScreen
+
+        if not isinstance(self.app.screen, StacksScreen):
+            self.app.push_screen(StacksScreen(self.model))
+
     def toggle_pause(self) -> None:
         self.model.toggle_pause()
         self.post_message(Redraw())

@@ -1,0 +1,111 @@
+"""The culprit of a recorded stall where people meet it: ``--replay F --json`` and its text, ``--export``'s
+``gputop_culprit_info`` series (and the alert rule that reads it: test_cluster_rules.py), and the TUI's stack view
+(``k``). The trace (tests/data/traces/culprit/hang_idle_stacks.jsonl.gz, tests/data/make_culprit_trace.py) is a real
+2-H100 hang whose ranks' stacks were read while it stalled (a real gloo job's: rank 0 sleeps at gloo_job.py:30
+outside the loop, rank 1 waits in all_reduce); none of this needs py-spy, torch or a GPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gputop.analysis.peaks import compute_peaks
+from gputop.export.collector import ExportedGpu, ExportOptions, GputopCollector, _label, gpu_labels
+from gputop.headless.replay import replay_document
+from gputop.session.report import render_text
+from gputop.telemetry.sampler import Sampler
+from gputop.telemetry.trace import ReplaySource
+from gputop.tui.config import TuiConfig
+from gputop.tui.model import TuiModel
+from pilot_util import sync, wait_for, wait_screen
+
+TRACE = Path(__file__).parent / "data" / "traces" / "culprit" / "hang_idle_stacks.jsonl.gz"
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "gputop" / "schema" / "monitor.schema.json").read_text())
+SLEEPS = "is not in a collective: in rank_main at gloo_job.py:30 (`time.sleep(seconds)  # the culprit: out of the loop`)"
+
+
+def test_the_replay_of_a_recorded_stall_names_its_culprit_rank_with_its_line():
+    doc = replay_document(str(TRACE))
+    jsonschema.validate(json.loads(json.dumps(doc)), SCHEMA)
+    c = doc["culprit"]
+    assert c["kind"] == "outside" and c["culprit_ranks"] == [0] and c["culprit_gpus"] == [1]
+    assert c["where"].endswith(SLEEPS) and c["where"].startswith("rank 0 (pid ")
+    assert c["stall_began_s"] > 8 and c["named_after_s"] >= 0 and c["named_at_s"] >= c["stall_began_s"]
+    v0, v1 = (g["verdict"] for g in doc["gpus"])
+    assert (v1["class"], v1["subclass"]) == ("culprit", "outside") and SLEEPS in v1["evidence_text"]
+    assert v0["class"] == "stalled" and v0["notes"][0].startswith("from the ranks' stacks: rank 0 (pid")
+
+
+def test_replay_json_from_the_command_line_and_its_text():
+    out = subprocess.run([sys.executable, "-m", "gputop", "--replay", str(TRACE), "--json"], capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["culprit"]["where"].endswith(SLEEPS)
+    text = render_text(json.loads(out.stdout))  # the text report of the same document: the culprit in one line
+    lines = [ln for ln in text.splitlines() if ln.startswith("culprit: ")]
+    assert len(lines) == 1 and SLEEPS in lines[0] and "after the stall began" in lines[0], text[-800:]
+
+
+def test_export_names_the_culprit_rank_in_an_info_series():
+    src = ReplaySource(str(TRACE), speed=float("inf"))
+    static = src.static()
+    sampler = Sampler(src)
+    gpus = [ExportedGpu(i, s, compute_peaks(s), gpu_labels(s, "n1")) for i, s in enumerate(static)]
+    collector = GputopCollector(sampler, gpus, ExportOptions(live=False))
+    named = None
+    while not src.finished and named is None:  # tick by tick until the stall's stacks row is in force
+        sampler.step()
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(collector)
+        fams = {f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())}
+        named = next(iter(fams["gputop_culprit_info"].samples), None)
+    assert named is not None, "no culprit exported over the whole stall"
+    assert named.value == 1.0
+    lab = named.labels
+    assert (lab["gpu"], lab["rank"], lab["kind"]) == ("1", "0", "outside") and lab["pid"].isdigit()
+    assert lab["where"].endswith(" ".join(SLEEPS.split())) and lab["UUID"] == static[1]["uuid"]
+
+
+def test_a_culprits_place_is_one_printable_cut_line_in_a_label():
+    assert _label("in f at a.py:3 (`x =\t'\x1b[31m'`)\nnext") == "in f at a.py:3 (`x = ' [31m'`) next"
+    long = _label("x" * 500)
+    assert len(long) == 200 and long.endswith("…")
+
+
+def test_the_tui_model_shows_every_ranks_stack_the_culprit_first():
+    m = TuiModel(TuiConfig(ReplaySource(str(TRACE), speed=float("inf")), start_sampler=False, specs=[]))
+    assert m.stack_view() == []  # before the stall: nothing read
+    assert m.ask_stacks().startswith("a recording: the stacks read while it ran")
+    while not m.source.finished and not m.stack_view():
+        m.sampler.step()
+    lines = m.stack_view()
+    assert lines[0].startswith("rank 0 (pid ") and SLEEPS in lines[0]
+    culprit = lines.index(next(ln for ln in lines if ln.startswith("culprit: rank 0")))
+    waits = lines.index(next(ln for ln in lines if ln.startswith("rank 1 (pid ")))
+    assert culprit < waits and "in all_reduce at gloo_job.py:32" in lines[waits]
+    assert any(ln.strip().startswith("rank_main  ") and "gloo_job.py:30" in ln for ln in lines[culprit:waits])
+
+
+@sync
+async def test_k_shows_every_ranks_stack_in_the_tui_of_a_recorded_stall():
+    from gputop.tui.app import GputopApp
+
+    app = GputopApp(TuiConfig(ReplaySource(str(TRACE), speed=float("inf")), start_sampler=False, specs=[]))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("k")  # before the stall: nothing recorded yet, said so
+        await wait_screen(pilot, ["the ranks' stacks", "a recording: the stacks read while it ran"])
+        await pilot.press("escape")
+        while not app.model.source.finished and not app.model.stack_view():
+            app.model.sampler.step()
+        await pilot.press("k")
+        text = await wait_screen(pilot, ["culprit: rank 0 (pid", "rank 1 (pid"])
+        assert "gloo_job.py:30" in text and "in all_reduce at gloo_job.py:32" in text
+        assert text.index("culprit: rank 0") < text.index("GPU 0): in all_reduce")  # the culprit's group first
+        await pilot.press("k")  # k closes it too
+        await wait_for(pilot, lambda: type(app.screen).__name__ != "StacksScreen")
