@@ -146,3 +146,31 @@ def test_ranks_whose_stacks_cannot_be_read_say_why_and_the_telemetry_verdict_sta
     v1 = doc["gpus"][1]["verdict"]
     assert (v1["class"], v1["subclass"]) == ("culprit", "outside")  # the telemetry's: its GPU sat idle
     assert doc["gpus"][0]["verdict"]["class"] == "stalled"
+
+
+def test_a_dump_of_a_running_job_names_no_mismatch_and_a_run_is_judged_on_its_own_gpus():
+    """The 4-H100 corpus's shared-GPU run (no hang): the flight recorder dump taken 20 s into the running job had
+    rank 2 one collective behind (the ranks' buffers read moments apart) and was named a mismatch culprit. A dump
+    names a mismatch only when taken during a stall, and a trace from before the flag (none) counts it as one only
+    after a stall began. A run's culprit block is its own GPUs' records (a neighbour's stalled job on the node is
+    not the run's)."""
+    from gputop.analysis.live import StacksRead
+    from gputop.session.culprit_log import CulpritLog
+
+    behind = {"kind": "behind", "seq": 7820, "op": "all_reduce", "culprit_ranks": [2], "sentence": "rank 2 behind"}
+    log = CulpritLog.from_rows([{"type": "flight_recorder", "t": 30.7, "result": {"mismatch": behind},
+                                 "stalled": False}])
+    assert log.block(0.0) is None and log.records() is None
+    old = CulpritLog.from_rows([{"type": "flight_recorder", "t": 30.7, "result": {"mismatch": behind}}])
+    assert old.block(0.0) is None  # no flag, no stall seen: not a hang
+    hung = CulpritLog.from_rows([{"type": "flight_recorder", "t": 30.7, "result": {"mismatch": behind},
+                                  "stalled": True}])
+    assert hung.block(0.0)["culprit_ranks"] == [2]
+    neighbour = {2: {"kind": "outside", "sentence": "rank 0 (pid 20, GPU 2) is ...", "culprit_ranks": [0],
+                     "culprit_gpus": [2], "culprit_pids": [20], "ranks": []}}
+    mine = {0: {"kind": "left", "sentence": "pid 11 (GPU 1) left the job", "culprit_ranks": [None],
+                "culprit_gpus": [1], "culprit_pids": [11], "ranks": []}}
+    log = CulpritLog()
+    log.reads += [StacksRead(9.2, 8.7, {}, neighbour), StacksRead(27.3, 26.8, {}, mine)]
+    assert log.block(0.0)["culprit_gpus"] == [2]  # the node's first named culprit
+    assert log.block(0.0, gpus={0, 1})["culprit_gpus"] == [1]  # the run's own

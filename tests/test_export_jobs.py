@@ -14,7 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from export_util import free_port, get, start_exporter, stop, wait_for
-from gputop.export.jobs import Job, JobReader, cgroup_pod, environ_job
+from gputop.telemetry.process_job import Job, JobReader, cgroup_pod, environ_job
 
 ROOT = Path(__file__).resolve().parents[1]
 SLEEP = [sys.executable, "-c", "import time; time.sleep(120)"]
@@ -32,7 +32,9 @@ CGROUPS = {
 
 def child(**env: str) -> subprocess.Popen:
     """A real process with ``env`` added to this one's, in a session (and process group) of its own."""
-    return subprocess.Popen(SLEEP, env=dict(os.environ, **env), start_new_session=True)
+    clean = {k: v for k, v in os.environ.items() if k not in ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "MASTER_ADDR",
+                                                                "MASTER_PORT")}
+    return subprocess.Popen(SLEEP, env=dict(clean, **env), start_new_session=True)
 
 
 @pytest.mark.parametrize("layout", sorted(CGROUPS))
@@ -47,6 +49,10 @@ def test_the_environment_names_the_job_slurm_first_then_torchrun():
     assert environ_job(b"TORCHELASTIC_RUN_ID=abc\0") == Job("torchelastic:abc", "torchelastic")
     assert environ_job(b"TORCHELASTIC_RUN_ID=none\0") is None  # torchrun's default id names no job
     assert environ_job(b"SLURM_JOB_ID=\0HOME=/root") is None
+    assert environ_job(b"MASTER_ADDR=10.0.0.7\0MASTER_PORT=29500\0", "n1") == Job("rendezvous:10.0.0.7:29500",
+                                                                                "rendezvous")
+    assert environ_job(b"MASTER_ADDR=127.0.0.1\0MASTER_PORT=29501\0", "n1") == Job("rendezvous:127.0.0.1:29501@n1",
+                                                                                  "rendezvous")  # one node's
 
 
 def test_real_processes_jobs_come_from_their_environment_else_their_process_group():
@@ -55,7 +61,7 @@ def test_real_processes_jobs_come_from_their_environment_else_their_process_grou
         reader = JobReader("node-a")
         got = [reader.of_process({"pid": p.pid, "pgid": os.getpgid(p.pid)}) for p in procs]
         assert got == [Job("4242", "slurm"), Job("torchelastic:run-7", "torchelastic"),
-                       Job(f"pgid:{procs[2].pid}@node-a", "process-group")]
+                       Job(f"launcher:{os.getpid()}@node-a", "launcher")]  # a session of its own: its launcher's
         assert reader.take_unreadable() == {}
         # a GPU's jobs, each once; a replay (not live) has only the recorded process group
         listed = [{"pid": p.pid, "pgid": os.getpgid(p.pid)} for p in procs + procs[:1]]
@@ -85,7 +91,7 @@ def test_another_users_environment_is_unreadable_and_said():
         if not any(line.startswith("Uid:") and line.split()[1] == "0" for line in f):
             pytest.skip("PID 1 is not root's here")
     code = textwrap.dedent(f"""
-        from gputop.export.jobs import JobReader
+        from gputop.telemetry.process_job import JobReader
         {drop}
         r = JobReader("node-a")
         print(r.of_process({{"pid": 1, "pgid": 1}}))

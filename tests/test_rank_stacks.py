@@ -369,3 +369,75 @@ def test_a_job_held_idle_by_a_rank_that_never_joined_has_its_stacks_read(job):
     assert record["where"].startswith(f"rank 1 (pid {j.pids[1]}, GPU 1) is not in a collective: in rank_main at "
                                       "gloo_job.py:")
     assert "rank 0 (pid" in record["sentence"] and "waits in init_process_group" in record["sentence"]
+
+
+def test_a_rank_at_the_line_its_peers_wait_at_waits_with_them():
+    """The 4-H100 corpus's data-loader stall (tests/data/traces/culprit_h100x4/dataloader): 0.5 s into it, rank 1's
+    GPU still read input-starved, but rank 1 is at the very `.item()` line where ranks 0 and 2 wait; rank 3 is in
+    its data loader. Rank 3 alone is named. Where no such rank stands apart by its line (a size mismatch at the same
+    line), the GPU that is not in the stall is still named."""
+    item = [frame("step", "job.py", 82, "return metric[0].item()")]
+    ranks = [Rank(40, 0, 0, "stalled", stack(40, item)), Rank(41, 1, 1, "input-starved", stack(41, item)),
+             Rank(42, 2, 2, "comms-bound", stack(42, item)),
+             Rank(43, 3, 3, "idle", stack(43, [frame("step", "job.py", 75, "x = next(loader).cuda()")]))]
+    c = judge(ranks)
+    assert c.kind == "gpu" and c.culprits == [3], c.sentence
+    same_line = [Rank(50, 0, 0, "stalled", stack(50, item)), Rank(51, 1, 1, "latency-bound", stack(51, item))]
+    c = judge(same_line)
+    assert c.kind == "gpu" and c.culprits == [1]
+
+
+def _node_of(pids_jobs: list[tuple[int, str]], classes: list[str], stacks_read: dict):
+    """A live node's parts _stack_records_of reads: four GPUs, one process each (pid, job), each GPU's verdict,
+    and a stack reader that has read ``stacks_read``."""
+    from types import SimpleNamespace
+
+    from gputop.analysis.verdict import Verdict
+
+    class Read:
+        read_at = 100.0
+        asked: list = []
+
+        def ask(self, pids, force=False):
+            self.asked = list(pids)
+            return True
+
+        def latest(self, t=None):
+            return stacks_read
+
+    window = [{"t": 100.5, "gpus": [{"index": i, "processes": [{"pid": pid, "pgid": pid, "job": job}]}
+                                    for i, (pid, job) in enumerate(pids_jobs)]}]
+    verdicts = [Verdict(c, evidence={"stalled_for_s": 1.0} if c == "stalled" else {}, t_start=90.0, t_end=100.5)
+                for c in classes]
+    got = []
+    node = SimpleNamespace(positions=[0, 1, 2, 3], names=[0, 1, 2, 3], stacks=Read(), on_stacks=got.append,
+                           stacks_used_at=None)
+    return node, verdicts, window, got
+
+
+def test_two_jobs_on_one_node_are_judged_each_on_its_own_ranks():
+    """The 2-H100 corpus's shape (2026-11-27): a stalled 2-rank job on GPUs 0-1 (rank 1 sleeps) beside another
+    job's 2 ranks working on GPUs 2-3, every rank the leader of a session of its own (torchrun's). Only the stalled
+    job's stacks are asked for and judged; the neighbour's working rank is never its culprit."""
+    from gputop.analysis.live import _stack_records_of
+
+    item = [frame("step", "job.py", 82, "return metric[0].item()")]
+    read = {10: {"rank": 0, "stack": stack(10, item)},
+            11: {"rank": 1, "stack": stack(11, [frame("fault", "job.py", 89, "time.sleep(3600)")])},
+            20: {"rank": 0, "stack": stack(20, [frame("step", "other.py", 23, "y = torch.matmul(x, w)")])},
+            21: {"rank": 1, "stack": stack(21, [frame("step", "other.py", 23, "y = torch.matmul(x, w)")])}}
+    node, verdicts, window, got = _node_of([(10, "launcher:1@n"), (11, "launcher:1@n"), (20, "launcher:2@n"),
+                                            (21, "launcher:2@n")],
+                                           ["stalled", "idle", "input-starved", "compute-bound"], read)
+    records = _stack_records_of(node, verdicts, window)
+    assert sorted(node.stacks.asked) == [10, 11]  # the waiting job's ranks only
+    assert sorted(records) == [0, 1]
+    assert records[1]["culprit_ranks"] == [1] and records[1]["culprit_pids"] == [11]
+    assert "time.sleep(3600)" in records[1]["where"]
+    assert len(got) == 1 and sorted(got[0].records) == [0, 1]
+    # the same node read as one job (no job read, groups of one: a trace from before): everyone judged together
+    for g in window[0]["gpus"]:
+        g["processes"][0].pop("job")
+    node.stacks_used_at = None
+    together = _stack_records_of(node, verdicts, window)
+    assert sorted(together) == [0, 1, 2, 3]

@@ -3,7 +3,7 @@
 Pure (no NVML, no torch). :func:`group_comms` looks at the verdicts of the GPUs of one process group together: a
 collective is only as fast as its slowest link, GPUs that talk through host memory are comms-bound over PCIe, and
 :func:`gputop.analysis.collectives.judge_job` finds a stalled collective or a straggler. :func:`node_jobs` groups
-a node's GPUs into jobs by the process group of their processes; :func:`judge_node` judges each job (the TUI's and
+a node's GPUs into jobs by their processes' job (gputop/telemetry/process_job.py); :func:`judge_node` judges each job (the TUI's and
 ``--export``'s live verdicts). The comms-bound class itself (its thresholds, score and words) is
 gputop/analysis/rules/comms_bound.py.
 """
@@ -14,6 +14,7 @@ from gputop.analysis.collectives import judge_job
 from gputop.analysis.evidence import number
 from gputop.analysis.rules.comms_bound import ADVICE, PCIE_COMMS_BALANCE, PCIE_COMMS_MIN_BPS, group_text
 from gputop.analysis.vocabulary import Cls, Sub
+from gputop.telemetry.process_job import recorded_job
 from gputop.format import si
 
 
@@ -80,17 +81,35 @@ def latest_processes(window: list[dict], positions: list[int], nonempty: bool = 
     return last
 
 
+def _jobs_of(procs: list[dict]) -> dict[int, str | None]:
+    """{id(process): its job} of a node's listed processes: what the sampler read (gputop/telemetry/process_job.py),
+    else (a trace from before jobs were read) its recorded process group where another GPU process shares it (a
+    group of one says nothing: torchrun starts each rank as the leader of a group of its own)."""
+    groups: dict = {}
+    for p in procs:
+        if not p.get("job") and p.get("pgid") is not None:
+            groups[p["pgid"]] = groups.get(p["pgid"], 0) + 1
+    out = {}
+    for p in procs:
+        job = recorded_job(p)
+        out[id(p)] = (None if job is None or (not p.get("job") and groups.get(p.get("pgid"), 0) < 2)
+                      else job.job)
+    return out
+
+
 def node_jobs(window: list[dict], positions: list[int]) -> list[list[int]]:
-    """A node's GPUs (indices into ``positions``, the source's positions shown) grouped into jobs by the process
-    group of the processes NVML last listed on each in ``window`` (``pgid``: torchrun's ranks, mp.spawn's children,
-    a shell job share theirs; two jobs started apart have two). A GPU with no process joins every job (a rank that
-    left its GPU is its job's). One job, or no process group seen (a trace without them, another PID namespace):
-    every GPU together, as one job."""
+    """A node's GPUs (indices into ``positions``, the source's positions shown) grouped into jobs by the job of the
+    processes NVML last listed on each in ``window`` (gputop/telemetry/process_job.py: Slurm's, torchrun's run id,
+    the rendezvous address, else the launcher or process group; torchrun's ranks, mp.spawn's children, a shell
+    script's ranks are one job; two jobs started apart are two). A GPU with no process joins every job (a rank that
+    left its GPU is its job's). One job, or no job seen (a trace without them, another PID namespace): every GPU
+    together, as one job."""
     last = latest_processes(window, positions)
-    jobs: dict[int, list[int]] = {}
+    job_of = _jobs_of([p for ps in last.values() for p in ps or []])
+    jobs: dict[str, list[int]] = {}
     free = []
     for i, pos in enumerate(positions):
-        groups = {p.get("pgid") for p in last.get(pos) or [] if p.get("pgid") is not None}
+        groups = {j for p in last.get(pos) or [] for j in [job_of[id(p)]] if j is not None}
         if not groups:
             free.append(i)
         for g in groups:
@@ -98,6 +117,27 @@ def node_jobs(window: list[dict], positions: list[int]) -> list[list[int]]:
     if len(jobs) <= 1:
         return [list(range(len(positions)))]
     return [sorted(set(members) | set(free)) for members in jobs.values()]
+
+
+def job_pids(window: list[dict], positions: list[int]) -> list[dict[int, list[int]]]:
+    """Each job of the node as its processes: [{index into ``positions``: the pids of that job NVML last listed on
+    the GPU}], from each GPU's last list that named a process (a rank that exited keeps its pid). Grouped as
+    :func:`node_jobs` groups; processes of no known job are a group of their own where the node has two jobs or
+    more, else everyone's."""
+    last = latest_processes(window, positions, nonempty=True)
+    job_of = _jobs_of([p for ps in last.values() for p in ps or []])
+    by_job: dict[str | None, dict[int, list[int]]] = {}
+    for i, pos in enumerate(positions):
+        for p in last.get(pos) or []:
+            if p.get("pid") is not None:
+                by_job.setdefault(job_of[id(p)], {}).setdefault(i, []).append(int(p["pid"]))
+    if len([j for j in by_job if j is not None]) <= 1:
+        merged: dict[int, list[int]] = {}
+        for pids in by_job.values():
+            for i, ps in pids.items():
+                merged.setdefault(i, []).extend(ps)
+        return [merged] if merged else []
+    return list(by_job.values())
 
 
 def judge_node(verdicts: list, window: list[dict], positions: list[int], gpus: list[int] | None = None,

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 
 from gputop.analysis import thresholds as T
 from gputop.analysis.classify import classify
-from gputop.analysis.comms import judge_node, latest_processes
+from gputop.analysis.comms import job_pids, judge_node, latest_processes
 from gputop.analysis.rank_stacks import job_records
 from gputop.analysis.rules.stalled import describe as describe_stall
 from gputop.analysis.segments import ChangeDetector
@@ -183,39 +183,54 @@ def node_pids(node, window: list[dict]) -> dict:
             for name, pos in zip(node.names, node.positions)}
 
 
+def node_job_pids(node, window: list[dict]) -> list[dict]:
+    """Each job of the node (gputop/analysis/comms.py's ``job_pids``) as {GPU name: its pids of that job}."""
+    return [{node.names[i]: ps for i, ps in job.items()} for job in job_pids(window, node.positions)]
+
+
+def _held_up_since(verdicts: list, job: dict[int, list[int]], t: float) -> float | None:
+    """When this job (``job``: {GPU index: its pids}) began to wait: its stalled GPUs' earliest stall, else, where
+    two of its GPUs or more have been idle for ``IDLE_JOB_S`` (a job waiting for a rank that never joined), their
+    earliest idle start; None when it does not wait."""
+    stalled = [verdicts[i] for i in job if verdicts[i] is not None and verdicts[i].cls == Cls.STALLED]
+    if stalled:
+        return min(t - (v.evidence.get("stalled_for_s") or 0.0) for v in stalled)
+    idle = [verdicts[i] for i in job if verdicts[i] is not None and verdicts[i].cls == Cls.IDLE
+            and verdicts[i].t_start is not None and verdicts[i].t_end - verdicts[i].t_start >= IDLE_JOB_S]
+    return min(v.t_start for v in idle) if len(idle) >= 2 else None
+
+
 def _stack_records_of(node, verdicts: list, window: list[dict]) -> dict | None:
-    """While a GPU of the node is stalled (or two GPUs or more that processes hold have been idle for ``IDLE_JOB_S``:
-    a job waiting for a rank that never joined): ask ``node.stacks`` for the stacks of every process NVML last listed
-    on the node's GPUs, and turn what it read since the stall began into each GPU's culprit record
-    (gputop/analysis/rank_stacks.py); None when nothing is stalled or nothing was read yet. A read used for the
-    first time is handed to ``node.on_stacks`` (a run keeps it: who was named, and when)."""
+    """For each job of the node (its processes' job: gputop/analysis/comms.py's ``job_pids``) that waits (a GPU of
+    it stalled, or two GPUs or more of it held idle for ``IDLE_JOB_S``: a job waiting for a rank that never joined):
+    ask ``node.stacks`` for the stacks of its processes, and turn what it read since the wait began into each of its
+    GPUs' culprit record (gputop/analysis/rank_stacks.py), one job's ranks judged apart from another's; None when no
+    job waits or nothing was read yet. A read used for the first time is handed to ``node.on_stacks`` (a run keeps
+    it: who was named, and when)."""
     if node.stacks is None:
         return None
-    stalled = [v for v in verdicts if v is not None and v.cls == Cls.STALLED]
     t = window[-1]["t"]
-    if stalled:
-        since = min(t - (v.evidence.get("stalled_for_s") or 0.0) for v in stalled)
-        pids = node_pids(node, window)
-    else:  # a job whose processes hold two GPUs or more and run nothing on them (a rank that never joined)
-        idle = [(name, v) for name, v in zip(node.names, verdicts) if v is not None and v.cls == Cls.IDLE
-                and v.t_start is not None and v.t_end - v.t_start >= IDLE_JOB_S]
-        if len(idle) < 2:
-            return None
-        pids = node_pids(node, window)
-        held = [v for name, v in idle if pids.get(name)]
-        if len(held) < 2:
-            return None
-        since = min(v.t_start for v in held)
-    node.stacks.ask([p for ps in pids.values() for p in ps])
+    waiting = [(job, since) for job in job_pids(window, node.positions)
+               for since in [_held_up_since(verdicts, job, t)] if since is not None]
+    if not waiting:
+        return None
+    node.stacks.ask([p for job, _ in waiting for ps in job.values() for p in ps])
     read = node.stacks.latest(t)
     read_at = node.stacks.read_at
-    if not read or read_at is None or read_at < since:  # a read from before this stall says nothing of it
+    if not read or read_at is None:
         return None
     classes = {name: (v.cls if v is not None else None) for name, v in zip(node.names, verdicts)}
-    records = job_records(pids, classes, read) or None
-    if records and node.on_stacks is not None and read_at != node.stacks_used_at:
+    records: dict = {}
+    for job, since in waiting:
+        if read_at < since:  # a read from before this job's wait says nothing of it
+            continue
+        records.update(job_records({node.names[i]: ps for i, ps in job.items()}, classes, read))
+    if not records:
+        return None
+    if node.on_stacks is not None and read_at != node.stacks_used_at:
         node.stacks_used_at = read_at
-        node.on_stacks(StacksRead(t, since, read, records, bool(stalled)))
+        stalled = any(v is not None and v.cls == Cls.STALLED for v in verdicts)
+        node.on_stacks(StacksRead(t, min(since for _, since in waiting), read, records, stalled))
     return records
 
 

@@ -12,8 +12,10 @@ line's source). :func:`judge` groups the ranks by place and names the culprit, i
    order — the group with the fewest ranks is named;
 4. **with NCCL's asynchronous collectives** a waiting rank's Python has moved on to its next sync point (an
    ``.item()``, a ``synchronize``) and is in no collective frame: the GPUs say who waits. GPUs in the stalled
-   collective (their verdict "stalled") wait; a rank of the job whose GPU is not in the stall (idle, working, or
-   left) is the culprit, and its stack says where it is.
+   collective (their verdict "stalled", or still "comms-bound" in the first seconds of the stall) wait; a rank of
+   the job whose GPU is not in the stall (idle, working, or left) is the culprit, and its stack says where it is.
+   Where some of those ranks are at the very line their waiting peers are at, they wait too (their GPU's verdict
+   lags the stall by a second or so) and the others are named.
 
 Where no stack could be read, the reason stands in the place of the stack and the telemetry's verdict stands.
 The culprit's record (:meth:`Culprit.to_dict`) is what the run document, the TUI's stack view, ``--export``'s
@@ -39,7 +41,7 @@ COLLECTIVES = frozenset({
 LIBRARY_MARKS = ("/site-packages/", "/dist-packages/")
 STDLIB = re.compile(r"/lib/python3\.\d+/")  # the interpreter's own library (not its site-packages)
 # GPU classes of a rank whose GPU is in the stalled collective (it waits), and of ranks that did something else
-WAITING_CLASSES = ("stalled",)
+WAITING_CLASSES = ("stalled", "comms-bound")  # comms-bound: in a collective, not yet judged stalled
 
 
 @dataclass
@@ -196,6 +198,10 @@ def judge(ranks: list[Rank]) -> Culprit:
     # NCCL's collectives are asynchronous: the GPUs say who waits in the stalled collective
     waiting = [i for i in everyone if ranks[i].gpu_class in WAITING_CLASSES]
     apart = [i for i in known if i not in waiting and ranks[i].gpu_class is not None]
+    at_their_line = {ranks[i].place.key() for i in waiting if i in known}
+    odd = [i for i in apart if ranks[i].place.key() not in at_their_line]
+    if odd:  # a rank at the very line its peers wait at waits with them (its GPU not judged stalled yet)
+        apart = odd
     if waiting and apart:
         text = "; ".join(f"{_names(ranks, g)} {'is' if len(g) == 1 else 'are'} not in the collective its peers wait "
                          f"in (its GPU: {ranks[g[0]].gpu_class}); {'it is' if len(g) == 1 else 'they are'} "
@@ -228,8 +234,31 @@ def job_records(pids_by_gpu: dict[int, list[int]], classes: dict[int, str | None
     out = {gpu: dict(record) for gpu in pids_by_gpu}
     for i in c.culprits:
         r = c.ranks[i]
-        out[r.gpu] = dict(record, where=f"{r.name()} is {r.place.words()}")
+        said = f"left the job ({r.place.words()})" if r.place.kind == "gone" else f"is {r.place.words()}"
+        out[r.gpu] = dict(record, where=f"{r.name()} {said}")
     return out
+
+
+def judged_again(records: dict, read: dict) -> dict:
+    """Recorded culprit records ({GPU: record}, a trace's ``stacks`` row) judged again by this gputop's
+    :func:`judge` from what they hold: each job's ranks (their pid, rank, GPU and its class then) and the read's
+    stacks, as a replay's verdicts are the classifier's of now on the recorded telemetry."""
+    out: dict = {}
+    jobs: dict[frozenset, dict] = {}
+    for r in records.values():
+        ranks = [x for x in r.get("ranks") or [] if x.get("pid") is not None]
+        if ranks:
+            jobs.setdefault(frozenset(int(x["pid"]) for x in ranks), {"ranks": ranks})
+    for job in jobs.values():
+        pids_by_gpu: dict = {}
+        classes: dict = {}
+        for x in job["ranks"]:
+            pids_by_gpu.setdefault(x.get("gpu"), []).append(int(x["pid"]))
+            classes[x.get("gpu")] = x.get("gpu_class")
+        got = {pid: dict(read.get(pid) or {}, rank=(read.get(pid) or {}).get("rank", x.get("rank")))
+               for x in job["ranks"] for pid in [int(x["pid"])]}
+        out.update(job_records(pids_by_gpu, classes, got))
+    return out if jobs else records
 
 
 def with_flight_recorder(records: dict, finding: dict | None) -> dict:

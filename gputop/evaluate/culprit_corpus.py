@@ -116,7 +116,8 @@ def summarize(folder: str | Path) -> dict:
         confusion[r["truth_kind"]][r.get("named_kind") or "none"] += 1
     hangs = [r for r in rows if r["truth_kind"] in ("left", "outside", "mismatch")]
     return {"cases": rows, "faults": len(faults), "named_right": sum(r["named"] for r in faults),
-            "healthy_clean": all(r["named"] for r in rows if r["truth_kind"] == "none"),
+            "healthy_clean": (all(r["named"] for r in rows if r["truth_kind"] == "none")
+                              if any(r["truth_kind"] == "none" for r in rows) else None),  # None: no healthy run
             "small_named": [r["named"] for r in rows if r["truth_kind"] == "small"],
             "median_hang_verdict_s": _median([r.get("hang_verdict_s") for r in hangs]),
             "median_culprit_s": _median([r.get("culprit_s") for r in hangs]),
@@ -143,8 +144,8 @@ def render(summary: dict) -> str:
                    f"{'-' if r.get('per_gpu') is None else 'yes' if r['per_gpu'] else 'no':4s} "
                    f"{r.get('hang_verdict_s') if r.get('hang_verdict_s') is not None else '-':>6} "
                    f"{r.get('culprit_s') if r.get('culprit_s') is not None else '-':>9}  {str(r.get('where'))[:90]}")
-    out += ["", f"culprit named right: {summary['named_right']} of {summary['faults']} faults; healthy run clean: "
-                f"{summary['healthy_clean']}; median time to the hang verdict {summary['median_hang_verdict_s']} s, "
+    clean = {None: "no healthy run", True: "healthy run clean", False: "healthy run NOT clean"}[summary["healthy_clean"]]
+    out += ["", f"culprit named right: {summary['named_right']} of {summary['faults']} faults; {clean}; median time to the hang verdict {summary['median_hang_verdict_s']} s, "
                 f"to the culprit {summary['median_culprit_s']} s (from the stall's start)", "", confusion_table(summary)]
     return "\n".join(out)
 

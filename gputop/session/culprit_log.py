@@ -20,9 +20,10 @@ began; ``stall_seen_after_s``: when the live verdict first said "stalled").
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 from gputop.analysis.live import StacksRead
-from gputop.analysis.rank_stacks import with_flight_recorder
+from gputop.analysis.rank_stacks import judged_again, with_flight_recorder
 from gputop.analysis.vocabulary import Cls
 
 SAMPLE_AT_S = 20.0  # a job on two GPUs or more: its flight recorder read once this long after the command started
@@ -54,7 +55,8 @@ class CulpritLog:
     def __init__(self, recorder=None, flight=None):
         self.recorder, self.flight, self.live = recorder, flight, None
         self.reads: list[StacksRead] = []
-        self.dumps: list[tuple[float, dict]] = []  # (tick time, FlightRecorder.dump()'s result)
+        self.dumps: list[tuple[float, dict, bool | None]] = []  # (tick time, FlightRecorder.dump()'s result, taken
+        # while a GPU of the node was stalled: None where a trace did not say)
         self.t_first_gpu: float | None = None  # when the command was first seen on two GPUs
         self._lock = threading.Lock()
         self._asked_stall: float | None = None  # the stall (its start) a dump was asked for
@@ -92,9 +94,10 @@ class CulpritLog:
         if res is not None and at != self._fr_seen:
             self._fr_seen = at
             with self._lock:
-                self.dumps.append((t, res))
+                self.dumps.append((t, res, bool(stalled)))
             if self.recorder is not None:
-                self.recorder.row({"type": "flight_recorder", "t": self.recorder.rel(t), "result": res})
+                self.recorder.row({"type": "flight_recorder", "t": self.recorder.rel(t), "result": res,
+                                   "stalled": bool(stalled)})
         if stalled:
             old = t - since >= FR_AFTER_STALL_S
             if old and (self._asked_stall is None or since > self._asked_stall + 1.0) and self.flight.dump_async():
@@ -110,40 +113,51 @@ class CulpritLog:
     # -- read back from a trace -------------------------------------------------------------------------------------
     @classmethod
     def from_rows(cls, rows: list[dict]) -> "CulpritLog":
-        """The log a recorded run kept (its ``stacks`` and ``flight_recorder`` rows, trace time)."""
+        """The log a recorded run kept (its ``stacks`` and ``flight_recorder`` rows, trace time), each read's
+        culprit judged again from its ranks and stacks (rank_stacks.judged_again)."""
         log = cls()
         for r in rows:
             if r.get("type") == "stacks":
                 read = {int(p): v for p, v in (r.get("stacks") or {}).items()}
-                log.reads.append(StacksRead(r["t"], r.get("since", r["t"]), read, _dress(r.get("records"), read),
+                records = judged_again(_dress(r.get("records"), read), read)  # by this gputop's judge
+                log.reads.append(StacksRead(r["t"], r.get("since", r["t"]), read, records,
                                             r.get("stalled", True) is not False))
                 if r.get("seen") is not None:
                     log.stalls_seen.append((r["seen"], r.get("since", r["t"])))
             elif r.get("type") == "flight_recorder" and isinstance(r.get("result"), dict):
-                log.dumps.append((r["t"], r["result"]))
+                log.dumps.append((r["t"], r["result"], r.get("stalled")))
         return log
 
     # -- the document -----------------------------------------------------------------------------------------------
-    def _naming(self) -> StacksRead | None:
+    def _naming(self, gpus: set | None = None) -> StacksRead | None:
+        """The first read that named a culprit, else the last of a stall; ``gpus``: the run's GPUs (NVML indices):
+        only its job's records count (a neighbour's job on the node, stalled too, is not the run's)."""
         with self._lock:
             reads = list(self.reads)
+        if gpus is not None:
+            reads = [replace(r, records={g: rec for g, rec in r.records.items() if g in gpus}) for r in reads]
+            reads = [r for r in reads if r.records]
         named = [r for r in reads if _kind(r.records) in NAMING]
         stalls = [r for r in reads if r.stalled]  # a read of a job held idle that names no one says nothing
         return named[0] if named else (stalls[-1] if stalls else None)
 
     def _mismatch(self, since: float | None = None) -> tuple[float, dict] | None:
-        """The first dump that names a mismatch (of the stall begun at ``since``, where given)."""
+        """The first dump taken during a stall that names a mismatch (of the stall begun at ``since``, where
+        given). A dump of a job that runs says nothing of a hang: its ranks' buffers are read moments apart, so one
+        rank is often a collective behind the others."""
         with self._lock:
             dumps = list(self.dumps)
-        for t, res in dumps:
-            if res.get("mismatch") and (since is None or t >= since):
+            stalls = [s for _, s in self.stalls_seen] + [r.since for r in self.reads if r.stalled]
+        for t, res, stalled in dumps:
+            during = stalled if stalled is not None else any(s <= t for s in stalls)  # older traces: no flag
+            if res.get("mismatch") and during and (since is None or t >= since):
                 return t, res["mismatch"]
         return None
 
-    def records(self) -> dict | None:
+    def records(self, gpus: set | None = None) -> dict | None:
         """{GPU: its culprit record} for the run document's verdicts (the flight recorder's mismatch merged in where
-        the stacks named none); None where no stack was read during a stall."""
-        got = self._naming()
+        the stacks named none), of the run's ``gpus`` where given; None where no stack was read during a stall."""
+        got = self._naming(gpus)
         if got is None:
             return None
         fr = self._mismatch(got.since)
@@ -152,13 +166,13 @@ class CulpritLog:
     def collectives(self) -> dict | None:
         """The job's collectives as its flight recorder showed them (rate, size, small), the latest dump's."""
         with self._lock:
-            got = [res["collectives"] for _, res in self.dumps if res.get("collectives")]
+            got = [res["collectives"] for _, res, _ in self.dumps if res.get("collectives")]
         return got[-1] if got else None
 
-    def block(self, t0: float) -> dict | None:
-        """The run document's job-level ``culprit`` (module doc; times in seconds since ``t0``, the run's start);
-        None where no stall's stacks were read and no dump names a mismatch."""
-        got = self._naming()
+    def block(self, t0: float, gpus: set | None = None) -> dict | None:
+        """The run document's job-level ``culprit`` (module doc; times in seconds since ``t0``, the run's start), of
+        the run's ``gpus`` where given; None where no stall's stacks were read and no dump names a mismatch."""
+        got = self._naming(gpus)
         fr = self._mismatch(got.since if got else None)
         if got is None and fr is None:
             return None

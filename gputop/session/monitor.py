@@ -245,7 +245,8 @@ class Monitor:
                                      summarize(ticks, pos, self.pid)))
         job = [g for g in gpus if g.used]  # one job's GPUs: comms, a stalled collective, a straggler, together
         log = self.culprits
-        records, collectives = (log.records(), log.collectives()) if log is not None else (None, None)
+        mine = {g.index for g in job} or None  # the run's GPUs: a neighbour's job on the node is not judged here
+        records, collectives = (log.records(mine), log.collectives()) if log is not None else (None, None)
         group_comms([g.verdict for g in job], [g.index for g in job], [g.timeline for g in job], stacks=records)
         if len(job) >= 2:
             small_collectives([g.verdict for g in job], collectives)
@@ -263,7 +264,7 @@ class Monitor:
                     "sampler_errors": self.sampler.errors}
         if self.stacks is not None:  # what reading the ranks' stacks cost (each read: all of them, on its thread)
             sampling["stack_reads_s"] = list(self.stacks.read_s)
-        block, told = (log.block(t0) if log is not None else None), telemetry_block(job)
+        block, told = (log.block(t0, mine) if log is not None else None), telemetry_block(job)
         if told is not None and (block is None or block["kind"] in ("none", "unreadable")):
             # the stacks named nobody (unreadable, or all at one kind of place): the telemetry's culprit GPUs stand
             block = told if block is None else dict(block, **{k: told[k] for k in ("basis", "kind", "culprit_gpus")},

@@ -11,9 +11,11 @@ from __future__ import annotations
 import ctypes
 import math
 import os
+import platform
 import time
 
 from gputop.telemetry.nvml import Nvml, reason_name, text
+from gputop.telemetry.process_job import JobReader
 from gputop.telemetry.static import handle
 
 # GPM metric ids from nvml.h (NVML_GPM_METRIC_*), by the sample field they fill.
@@ -202,10 +204,12 @@ PROCESS_EVERY = 10  # the live view lists GPU processes on every 10th read (once
 
 
 class GpuReader:
-    """Reads dynamic samples of one GPU. Processes are refreshed every ``process_every`` reads."""
+    """Reads dynamic samples of one GPU. Processes are refreshed every ``process_every`` reads, each with its job
+    (gputop/telemetry/process_job.py: what groups a node's processes into jobs, read once per process)."""
 
     def __init__(self, nvml: Nvml, index: int, gpm: bool = True, process_every: int = PROCESS_EVERY):
         self.nvml, self.index = nvml, index
+        self.jobs = JobReader(platform.node())
         self.h = handle(nvml, index)
         sup = nvml.get("gpm_supported", "nvmlGpmQueryDeviceSupport", self.h, gpu=index) if gpm else None
         self.gpm = GpmWindow(nvml, index, self.h) if sup is not None and sup.isSupportedDevice else None
@@ -270,8 +274,13 @@ class GpuReader:
         for p in procs:
             name, user = self._who(p.pid)
             used = getattr(p, "usedGpuMemory", None)
-            out.append({"pid": int(p.pid), "name": name, "user": user, "pgid": _pgid(int(p.pid)),
-                        "gpu_memory_bytes": int(used) if isinstance(used, int) else None})
+            one = {"pid": int(p.pid), "name": name, "user": user, "pgid": _pgid(int(p.pid)),
+                   "gpu_memory_bytes": int(used) if isinstance(used, int) else None}
+            job = self.jobs.of_process(one)
+            one["job"], one["job_source"] = (job.job, job.source) if job else (None, None)
+            out.append(one)
+        self.jobs.forget_gone({int(p.pid) for p in procs})
+        self.jobs.take_unreadable()  # counted for --export's series (export/jobs.py reads its own)
         return out
 
     def _process_sm(self) -> dict[str, float] | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gputop.analysis.comms import latest_processes
-from gputop.analysis.live import LiveNode, node_pids
+from gputop.analysis.live import LiveNode, node_job_pids, node_pids
 from gputop.analysis.rank_stacks import view_lines
 from gputop.telemetry.sampler import MAX_RATE_HZ, MIN_RATE_HZ, Sampler
 from gputop.tui.config import TuiConfig
@@ -160,8 +160,8 @@ class TuiModel:
         return "a read is under way"
 
     def stack_view(self) -> list[str]:
-        """Every rank's stack, grouped by place, the culprit first (gputop/analysis/rank_stacks.py); [] before any
-        read."""
+        """Every rank's stack, grouped by place, the culprit first (gputop/analysis/rank_stacks.py), each job of the
+        node apart; [] before any read."""
         if self.stacks is None:
             return []
         latest = self.sampler.latest()
@@ -169,7 +169,15 @@ class TuiModel:
         snap = self.live.snapshot()
         classes = {name: (g.verdict.cls if g.verdict is not None else None)
                    for name, g in zip(self.live.names, snap.gpus)}
-        return view_lines(node_pids(self.live, self.sampler.window(60.0)), classes, read)
+        jobs = node_job_pids(self.live, self.sampler.window(60.0))
+        if len(jobs) <= 1:
+            return view_lines(jobs[0] if jobs else {}, classes, read)
+        out: list[str] = []  # two jobs or more on the node: each judged on its own ranks
+        for n, job in enumerate(jobs, 1):
+            lines = view_lines(job, classes, read)
+            if lines:
+                out += [f"job {n} of {len(jobs)} (GPU {', '.join(str(g) for g in sorted(job))})", *lines, ""]
+        return out[:-1]
 
     def describe(self) -> str:
         """What the monitor shows from the source, in words ("the demo", "this machine's host only", ...)."""
