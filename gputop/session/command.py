@@ -75,6 +75,7 @@ class Session:
         self.started_at: str | None = None
         self.t_start: float | None = None
         self._logf = None
+        self._log_error: OSError | None = None  # closing --log FILE failed (a full disk)
         self._pumps: list[OutputPump] = []
         self._lock = threading.Lock()
 
@@ -213,7 +214,10 @@ class Session:
                 self.monitor.poll_marks()  # "on GPU" marks found since the last poll go before the exit mark
                 self.monitor.mark(f"exited {exitcodes.shell_code(self.child.returncode)}")
                 if self._logf is not None:
-                    self._logf.close()
+                    try:  # what the pumps' last writes left in its buffer goes out now, or is said lost
+                        self._logf.close()
+                    except OSError as exc:
+                        self._log_error = exc
             attribution, held = None, None
             if self.profile is not None:
                 attribution = self.profile.result()
@@ -232,7 +236,7 @@ class Session:
     def output_lost(self) -> str | None:
         """``cannot write LOG: why`` where gputop could not copy the command's stderr into ``--log FILE`` (a full
         disk), else None."""
-        errors = [p.error for p in self._pumps if p.error is not None]
+        errors = [p.error for p in self._pumps if p.error is not None] + [e for e in [self._log_error] if e]
         if not errors or self.log is None:
             return None
         return f"cannot write {self.log}: {errors[0].strerror or errors[0]}; the command's output there is incomplete"
