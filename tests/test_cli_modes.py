@@ -73,7 +73,7 @@ def test_the_rate_has_one_default_and_reaches_every_mode_that_samples():
 
 def test_the_modes_hand_typed_values_down():
     from gputop.cli.command import session_options
-    from gputop.session.command import SessionOptions
+    from gputop.session.command_options import SessionOptions
 
     args, command = cli.parse(["--rate", "4", "--record", "t.jsonl", "--timeout", "3", "--grace", "1", "--log", "x.log",
                                "--run", "--profile", "--profile-steps", "0", "--", "python", "t.py"])

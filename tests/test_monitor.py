@@ -21,7 +21,7 @@ from gputop import cli, documents, exitcodes
 from gputop.cli.command import session_options
 from gputop.headless import command as headless
 from gputop.runner.run import drive
-from gputop.session import command as session_command
+from gputop.session import command_options
 from gputop.session.command import Session
 from gputop.session.finder import GpuFinder, TickStore
 from gputop.session.monitor import PROCESS_EVERY, Monitor
@@ -276,7 +276,7 @@ def test_a_second_signal_kills_a_command_that_ignores_sigint():
 
 
 def test_main_command_json_document_and_exit_code(monkeypatch, capfd):
-    monkeypatch.setattr(session_command, "open_monitor", replay_open)
+    monkeypatch.setattr(command_options, "open_monitor", replay_open)
     assert main_command(["--json", "--run", "--", PY, "-c", "print('hi'); raise SystemExit(4)"]) == 4
     out, err = capfd.readouterr()
     doc = json.loads(out)  # stdout is one JSON document
@@ -285,7 +285,7 @@ def test_main_command_json_document_and_exit_code(monkeypatch, capfd):
 
 
 def test_main_command_text_and_output_file(monkeypatch, capfd, tmp_path):
-    monkeypatch.setattr(session_command, "open_monitor", replay_open)
+    monkeypatch.setattr(command_options, "open_monitor", replay_open)
     out_json = tmp_path / "doc.json"
     assert main_command(["-o", str(out_json), "--run", "--", PY, "-c", "pass"]) == 0
     out, _ = capfd.readouterr()
@@ -294,7 +294,7 @@ def test_main_command_text_and_output_file(monkeypatch, capfd, tmp_path):
 
 
 def test_main_command_not_found_exits_2(monkeypatch, capfd):
-    monkeypatch.setattr(session_command, "open_monitor", replay_open)
+    monkeypatch.setattr(command_options, "open_monitor", replay_open)
     assert main_command(["--run", "--", "no-such-command-gputop-test", "x"]) == 2
     err = capfd.readouterr().err
     assert err.strip() == "gputop: command not found: no-such-command-gputop-test"
@@ -423,7 +423,7 @@ def test_live_source_finds_the_child_by_pid_with_a_fake_nvml(monkeypatch, capfd)
     gpm = {GPM_METRICS["sm_active_pct"]: 97.0, GPM_METRICS["tensor_pct"]: 94.0, GPM_METRICS["hmma_pct"]: 94.0,
            GPM_METRICS["dram_bw_pct"]: 16.0, GPM_METRICS["fp32_pct"]: 1.0}
     src = LiveSource(Nvml(Fake(static, gpm_values=gpm)), process_every=PROCESS_EVERY)  # as open_monitor opens it
-    monkeypatch.setattr(session_command, "open_monitor",
+    monkeypatch.setattr(command_options, "open_monitor",
                         lambda spec, note, record=None, active_ok=False: Monitor(src, rate_hz=spec.rate_hz))
     assert main_command(["--json", "--rate", "20", "--run", "--", PY, "-c", "import time; time.sleep(2.5)"]) == 0
     doc = json.loads(capfd.readouterr().out)

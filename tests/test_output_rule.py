@@ -70,6 +70,17 @@ def test_run_command_log_on_dev_full_exits_1_with_one_line():
     assert one_document(r)["command_exit_code"] == 0
 
 
+def test_run_command_log_on_dev_full_with_a_few_bytes_exits_1_with_one_line():
+    """A few bytes of stderr sit in the log's buffer until gputop closes it: that close fails on a full disk and is
+    said the same way (not an internal error)."""
+    r = gputop("--json", "--log", "/dev/full", "--run", "--", PY, "-c", "import sys; sys.stderr.write('x')",
+               fake_nvml=True)
+    assert r.returncode == 1, r.stderr
+    assert last_line(r) == "gputop: cannot write /dev/full: No space left on device; the command's output there is " \
+                           "incomplete"
+    assert one_document(r)["command_exit_code"] == 0
+
+
 def limited(size: int):
     """A child whose files stop growing at ``size`` bytes (RLIMIT_FSIZE, SIGXFSZ ignored: each write past it fails
     with EFBIG, the way a disk that fills fails with ENOSPC)."""

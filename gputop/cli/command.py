@@ -1,7 +1,7 @@
 """``gputop --run -- CMD ARGS...`` and ``gputop --watch PID``: a command run, or a process watched, and diagnosed;
 the report when it ends (``--tui``: live in the TUI). ``--run [--profile] -- CMD`` also takes ``--export``: that
 run's GPUs served while it runs. What the session needs of the command line goes down as one
-:class:`gputop.session.command.SessionOptions` (:func:`session_options`)."""
+:class:`gputop.session.command_options.SessionOptions` (:func:`session_options`)."""
 
 from __future__ import annotations
 
@@ -68,9 +68,9 @@ def check_watch(args, command) -> None:
 
 
 def session_options(args, command: list[str]):
-    """The :class:`~gputop.session.command.SessionOptions` of a ``--run -- CMD`` (``command``) or ``--watch PID``
+    """The :class:`~gputop.session.command_options.SessionOptions` of a ``--run -- CMD`` (``command``) or ``--watch PID``
     command line."""
-    from gputop.session.command import SessionOptions
+    from gputop.session.command_options import SessionOptions
 
     if command:
         return SessionOptions(spec=args.spec, command=tuple(command), record=args.record, log=args.log,

@@ -18,7 +18,9 @@ import shlex
 from gputop import exitcodes
 from gputop.documents import emit, monitor_error_document, writable
 from gputop.runner.run import drive
-from gputop.session.command import Session, SessionOptions, open_session, start_failure, write_report
+from gputop.session.command import Session
+from gputop.session.command_options import SessionOptions, open_session, start_failure
+from gputop.session.report import write_report
 
 
 def _refuse(mode: str, exc: exitcodes.Failure, json_mode: bool, output: str | None, command=None, pid=None) -> int:

@@ -9,84 +9,29 @@ ends and the pid lives on), then ``document()`` (built once). ``exit_code`` is g
 N stopped gputop, 0 for a watch that ended by itself.
 
 The command's stdout passes through (to ``err`` with ``json_mode``, so stdout stays one document); its
-stderr passes through a pipe that gputop reads to spot out-of-memory errors; ``log`` sends both to a file.
-What both frontends start and write live here too, on typed values (never the command line): the options a
-session is asked for (:class:`SessionOptions`), the session they ask for, checked and with its monitor open
-(:func:`open_session`; ``check_command``, ``check_watch``, ``command_missing``, ``start_failure`` for a frontend
-that opens it step by step), and how its report goes out (:func:`write_report`).
+stderr passes through a pipe that gputop reads to spot out-of-memory errors
+(:class:`~gputop.session.output_pump.OutputPump`); ``log`` sends both to a file. The session a frontend asks for,
+checked and with its monitor open, comes from :func:`gputop.session.command_options.open_session`; its report goes
+out through :func:`gputop.session.report.write_report`.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import shlex
-import shutil
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from gputop import exitcodes
-from gputop.documents import check_writable, emit
 from gputop.runner.child import GRACE_S, Child
 from gputop.runner.status import command_status, exit_code_for
-from gputop.session.monitor import check_live_args, open_monitor
+from gputop.session.output_pump import OutputPump, TextSink
 from gputop.session.profiling import PROFILED_MARK, held_spans
-from gputop.session.report import build_document, render_text
-from gputop.session.without_gpu import run_without_gpu, without_gpu
+from gputop.session.report import build_document
+from gputop.session.without_gpu import without_gpu
 from gputop.telemetry.devices import multicast_off
-from gputop.telemetry.source import SourceSpec
-
-OOM_PATTERN = re.compile(rb"out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation",
-                         re.IGNORECASE)
-
-
-class _Pump(threading.Thread):
-    """Copies the child's stderr to ``dst`` as it comes (bytes, no line buffering), spotting OOM errors."""
-
-    def __init__(self, src, dst, on_oom):
-        super().__init__(name="gputop-stderr", daemon=True)
-        self.src, self.dst, self.on_oom = src, dst, on_oom
-        self.oom = False
-        self.error: OSError | None = None  # the first write to dst that failed (a --log on a full disk)
-
-    def run(self) -> None:
-        tail = b""
-        fd = self.src.fileno()
-        while True:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            try:
-                self.dst.write(chunk)
-                self.dst.flush()
-            except OSError as exc:
-                self.error = self.error or exc
-            except ValueError:
-                pass
-            if not self.oom and OOM_PATTERN.search(tail + chunk):
-                self.oom = True
-                self.on_oom()
-            tail = chunk[-64:]
-
-
-class _TextSink:
-    """Bytes into a text stream (a test's StringIO)."""
-
-    def __init__(self, stream):
-        self.stream = stream
-
-    def write(self, b: bytes) -> None:
-        self.stream.write(b.decode("utf-8", "replace"))
-
-    def flush(self) -> None:
-        self.stream.flush()
 
 
 def _fileno(stream) -> int | None:
@@ -130,7 +75,8 @@ class Session:
         self.started_at: str | None = None
         self.t_start: float | None = None
         self._logf = None
-        self._pumps: list[_Pump] = []
+        self._log_error: OSError | None = None  # closing --log FILE failed (a full disk)
+        self._pumps: list[OutputPump] = []
         self._lock = threading.Lock()
 
     # -- start -------------------------------------------------------------------------------------
@@ -173,11 +119,11 @@ class Session:
         self.monitor.watch(self.pid)
         self.monitor.start()
         err_bin = getattr(self.err, "buffer", None)
-        dst = self._logf if self._logf is not None else (err_bin if err_bin is not None else _TextSink(self.err))
+        dst = self._logf if self._logf is not None else (err_bin if err_bin is not None else TextSink(self.err))
         proc = self.child.proc
-        self._pumps = [_Pump(proc.stderr, dst, self.monitor.note_oom)]
+        self._pumps = [OutputPump(proc.stderr, dst, self.monitor.note_oom)]
         if stdout is subprocess.PIPE:  # --json into a stream without a file descriptor (tests)
-            self._pumps.append(_Pump(proc.stdout, dst, lambda: None))
+            self._pumps.append(OutputPump(proc.stdout, dst, lambda: None))
         for p in self._pumps:
             p.start()
         if self.on_start is not None:
@@ -268,7 +214,10 @@ class Session:
                 self.monitor.poll_marks()  # "on GPU" marks found since the last poll go before the exit mark
                 self.monitor.mark(f"exited {exitcodes.shell_code(self.child.returncode)}")
                 if self._logf is not None:
-                    self._logf.close()
+                    try:  # what the pumps' last writes left in its buffer goes out now, or is said lost
+                        self._logf.close()
+                    except OSError as exc:
+                        self._log_error = exc
             attribution, held = None, None
             if self.profile is not None:
                 attribution = self.profile.result()
@@ -287,7 +236,7 @@ class Session:
     def output_lost(self) -> str | None:
         """``cannot write LOG: why`` where gputop could not copy the command's stderr into ``--log FILE`` (a full
         disk), else None."""
-        errors = [p.error for p in self._pumps if p.error is not None]
+        errors = [p.error for p in self._pumps if p.error is not None] + [e for e in [self._log_error] if e]
         if not errors or self.log is None:
             return None
         return f"cannot write {self.log}: {errors[0].strerror or errors[0]}; the command's output there is incomplete"
@@ -296,116 +245,3 @@ class Session:
     def exit_code(self) -> int | None:
         """gputop's exit code once it is over; None before."""
         return self.facts()["exit_code"] if self.over else None
-
-
-# -- a session from its typed options: what both frontends (headless/command.py, tui/command.py) start and write --
-@dataclass(frozen=True)
-class SessionOptions:
-    """What a ``--run -- CMD`` (``command``) or ``--watch PID`` (``pid``) session is asked for, typed: the source (its
-    rate included), the trace to record, the command's log, its limits, and its profiler windows."""
-
-    spec: SourceSpec
-    command: tuple[str, ...] = ()
-    pid: int | None = None
-    record: str | None = None  # --record FILE: the trace, with the run's marks
-    log: str | None = None  # --log FILE: the command's output
-    timeout: float | None = None  # --timeout S: the command is stopped then
-    seconds: float | None = None  # --seconds N: a watch ends then
-    grace_s: float | None = None  # --grace S (None: the supervisor's default)
-    profile: bool = False  # --profile: torch.profiler (or CUPTI) windows in the command
-    profile_seconds: float | None = None
-    profile_steps: int | None = None
-
-    @property
-    def note(self) -> str:
-        """What the trace's header says was recorded."""
-        return "gputop --run -- " + shlex.join(self.command) if self.command else f"gputop --watch {self.pid}"
-
-
-def check_command(spec: SourceSpec, command: list[str] | tuple[str, ...], *, output: str | None = None,
-                  log: str | None = None, record: str | None = None) -> None:
-    """Raise Failure for bad input to ``--run -- CMD`` before anything runs (``output``: the report's file)."""
-    check_live_args(spec, "--run -- CMD")
-    if not command:
-        raise exitcodes.Failure(exitcodes.USAGE, "no command after `--`")
-    check_writable(output, "--output")
-    check_writable(log, "--log")
-    check_writable(record, "--record")
-
-
-def check_watch(spec: SourceSpec, pid: int, *, output: str | None = None, record: str | None = None) -> None:
-    """Raise Failure for bad input to ``--watch PID`` (no such process) before anything runs."""
-    import psutil
-
-    check_live_args(spec, "--watch PID")
-    check_writable(output, "--output")
-    check_writable(record, "--record")
-    if pid <= 0 or not psutil.pid_exists(pid):
-        raise exitcodes.Failure(exitcodes.USAGE, f"--watch {pid}: no such process")
-
-
-def open_session(opts: SessionOptions, *, output: str | None = None, json_mode: bool = False, err=None,
-                 stdin=None, gpu_optional: bool = False) -> Session:
-    """The session ``opts`` ask for, not started: its input checked, its monitor open (NVML first: exit 3 before
-    anything runs), its command found, its profiler windows ready. Raises Failure (3 without NVML, 2 for bad input;
-    ``output``: the report's file, checked with the rest). ``gpu_optional``: a command runs where no GPU is seen
-    (:func:`run_without_gpu`)."""
-    if opts.command:
-        check_command(opts.spec, opts.command, output=output, log=opts.log, record=opts.record)
-    else:
-        check_watch(opts.spec, opts.pid, output=output, record=opts.record)
-    no_gpu = None
-    try:
-        mon = open_monitor(opts.spec, opts.note, opts.record, active_ok=not opts.command)
-    except exitcodes.Failure as exc:
-        if not (gpu_optional and opts.command and exc.code == exitcodes.NO_GPU):
-            raise
-        mon, no_gpu = run_without_gpu(opts, exc), str(exc)
-    missing = command_missing(opts.command) if opts.command else None
-    if missing:
-        mon.close()
-        raise exitcodes.Failure(exitcodes.USAGE, missing)
-    profile = None
-    if opts.profile:
-        from gputop.session.profiling import ProfileWindows, watchable
-
-        why = None if opts.command else watchable(opts.pid)
-        if why:
-            mon.close()
-            raise exitcodes.Failure(exitcodes.USAGE, f"--watch {opts.pid} --profile: {why}")
-        profile = ProfileWindows(opts.profile_seconds, max_steps=opts.profile_steps,
-                                 watch=None if opts.command else opts.pid)
-    session = Session(mon, list(opts.command) or None, pid=None if opts.command else opts.pid, log=opts.log,
-                      timeout=opts.timeout, seconds=opts.seconds, grace_s=opts.grace_s, json_mode=json_mode,
-                      err=err, stdin=stdin, profile=profile)
-    session.no_gpu = no_gpu
-    return session
-
-
-def command_missing(command: list[str] | tuple[str, ...]) -> str | None:
-    """Why ``command`` cannot run (not on PATH, a folder, not executable), or None."""
-    name = command[0]
-    if "/" not in name:
-        return f"command not found: {name or repr(name)}" if shutil.which(name) is None else None
-    if os.path.isdir(name):
-        return f"cannot run the command: {name} (a folder)"
-    if os.path.exists(name) and not os.access(name, os.X_OK):
-        return f"cannot run the command: {name} (not executable: chmod +x it, or run it with its interpreter)"
-    return None
-
-
-def start_failure(exc: BaseException, session: Session) -> exitcodes.Failure:
-    """Why a session could not start, as a usage Failure."""
-    if session.mode == "watch":
-        return exitcodes.Failure(exitcodes.USAGE, f"--watch {session.pid}: {exc}")
-    if isinstance(exc, OSError) and session.log and exc.filename == session.log:
-        return exitcodes.Failure(exitcodes.USAGE, f"cannot write {session.log}: {exc.strerror or exc}")
-    why = "command not found" if isinstance(exc, FileNotFoundError) else "cannot run the command"
-    return exitcodes.Failure(exitcodes.USAGE, f"{why}: {session.command[0]} ({getattr(exc, 'strerror', None) or exc})")
-
-
-def write_report(doc: dict, *, json_mode: bool = False, output: str | None = None) -> int:
-    """The report out (``output`` first, then stdout as JSON or text); gputop's exit code."""
-    if not emit(doc, json_mode=json_mode, output=output, render_text=render_text):
-        return doc["exit_code"] or exitcodes.FAILED
-    return doc["exit_code"]

@@ -1,4 +1,5 @@
-"""The report of a monitored run (``--run -- CMD`` / ``--watch PID``): the document and its text.
+"""The report of a monitored run (``--run -- CMD`` / ``--watch PID``): the document, its text, and how it goes out
+(:func:`write_report`, for both frontends).
 
 Schema: ``gputop/schema/monitor.schema.json``. ``exit_code`` is gputop's own exit code (the command's,
 or 6 after --timeout, or 128+N when signal N stopped gputop); ``command_exit_code`` is the command's
@@ -10,12 +11,13 @@ from __future__ import annotations
 import platform
 import shlex
 
+from gputop import exitcodes
 from gputop.analysis.attribution import apply_window, discount_profiler_idle, window_for_gpu
 from gputop.analysis.idle import idle_line
 from gputop.analysis.timeline import format_timeline
 from gputop.analysis.verdict import display_name
 from gputop.analysis.vocabulary import Cls
-from gputop.documents import header, signal_fields
+from gputop.documents import emit, header, signal_fields
 from gputop.format import gb, pct
 
 
@@ -231,3 +233,8 @@ def _summary_text(s: dict) -> str:
     return ", ".join(parts)
 
 
+def write_report(doc: dict, *, json_mode: bool = False, output: str | None = None) -> int:
+    """The report out (``output`` first, then stdout as JSON or text); gputop's exit code."""
+    if not emit(doc, json_mode=json_mode, output=output, render_text=render_text):
+        return doc["exit_code"] or exitcodes.FAILED
+    return doc["exit_code"]

@@ -19,7 +19,7 @@ HOST_FIELDS = ("samples", "seconds", "workload_cpu_pct", "host_cpu_pct")  # what
 
 
 def run_without_gpu(opts, exc: exitcodes.Failure) -> Monitor:
-    """The monitor of ``opts`` (a :class:`gputop.session.command.SessionOptions`) where NVML sees no GPU (``exc``
+    """The monitor of ``opts`` (a :class:`gputop.session.command_options.SessionOptions`) where NVML sees no GPU (``exc``
     says why): the host alone, so that the command still runs under the one supervisor with its exit code, its wall
     time and its CPU reported. What needs a GPU is refused: ``--record`` (it records GPU telemetry; exit 3, the
     line says to run without it)."""

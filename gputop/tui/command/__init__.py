@@ -45,7 +45,8 @@ def main_command_tui(args, command: list[str]) -> int:
     """``gputop --tui --run -- CMD ARGS...`` / ``gputop --tui --watch PID``; the exit code as headless."""
     import platform
 
-    from gputop.session.command import check_command, check_watch, command_missing, start_failure, write_report
+    from gputop.session.command_options import check_command, check_watch, command_missing, start_failure
+    from gputop.session.report import write_report
     from gputop.session.monitor import open_monitor
 
     watch = not command
