@@ -7,9 +7,9 @@ and ``job``, stamped with the scrape's time; JSON lines, gzipped. It also checks
 exporters must say by themselves: each GPU's series carry its job as its processes know it (``gputop_job{source}``),
 one job id on both "nodes".
 
-``judge``: those samples as OpenMetrics, backfilled with ``promtool tsdb create-blocks-from openmetrics`` into a
-Prometheus started on them, and the cluster read at moments of the run (``fleet/reader.ClusterReader`` with "now"
-set to them): every GPU, each job judged whole over the two "nodes", the accounting with what a fix would win back.
+``judge``: those samples backfilled into a Prometheus started on them and the cluster read at moments of the run
+(gputop/evaluate/cluster_live.py): every GPU, each job judged whole over the two "nodes", the accounting with what a
+fix would win back.
 
     python bench/gpu/cluster_live_record.py record --target node-a=127.0.0.1:9501 --target node-b=127.0.0.1:9502 \
         --seconds 90 --out $OUT/scrapes.jsonl.gz
@@ -63,25 +63,8 @@ def record(targets: list[str], seconds: float, every: float, out: Path) -> int:
     return 0 if both else 1
 
 
-def openmetrics(samples: list[dict]) -> str:
-    """The samples as one OpenMetrics text: each family's lines together, each series in time order."""
-    by_family: dict[str, dict[tuple, list]] = {}
-    for s in samples:
-        if s["value"] != s["value"]:  # NaN: nothing to keep
-            continue
-        key = tuple(sorted(s["labels"].items()))
-        by_family.setdefault(s["name"], {}).setdefault(key, []).append((s["t"], s["value"]))
-    out = []
-    for name, series in by_family.items():
-        out.append(f"# TYPE {name} gauge")
-        for labels, points in series.items():
-            text = ",".join(f'{k}="{v}"' for k, v in labels)
-            out += [f"{name}{{{text}}} {v} {t:.3f}" for t, v in sorted(points)]
-    return "\n".join(out) + "\n# EOF\n"
-
-
 def judge(path: Path, at: list[float]) -> int:
-    from gputop.analysis.cluster_jobs import judge_jobs
+    from gputop.evaluate.cluster_live import LOOKBACK, backfill, read
     from gputop.fleet.reader import ClusterReader
     from gputop.telemetry.prometheus import PrometheusClient
 
@@ -91,25 +74,20 @@ def judge(path: Path, at: list[float]) -> int:
 
     with gzip.open(path, "rt") as f:
         samples = [json.loads(line) for line in f]
-    t0, t1 = min(s["t"] for s in samples), max(s["t"] for s in samples)
+    t0, t1 = min(float(s["t"]) for s in samples), max(float(s["t"]) for s in samples)
     work = Path(tempfile.mkdtemp(prefix="cluster_live-"))
     proc = None
     try:
-        (work / "data").mkdir()
-        (work / "scrapes.om").write_text(openmetrics(samples))
-        subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(work / "scrapes.om"),
-                        str(work / "data")], check=True, stdout=subprocess.DEVNULL)
-        proc, url = start_prometheus(work / "data", work)
-        reader = ClusterReader(PrometheusClient(url, env={}))
-        for offset in at or [t1 - t0]:
-            now = t0 + offset
-            rows = reader.snapshot(now)
-            print(f"== t+{offset:.0f} s: {len(rows)} GPUs" + (f"; not read: {reader.notes}" if reader.notes else ""))
-            for r in rows:
-                print(f"   {r.node} ({r.instance}) GPU {r.gpu}: {r.cls} ({r.subclass}) jobs {r.jobs}")
-            for job, j in sorted(judge_jobs(rows).items()):
-                print(f"   job {job} on {j.nodes}: {j.finding}: {j.sentence}")
-        jobs, step = reader.accounting(t1 - t0, t1)
+        data = backfill(samples, work)
+        proc, url = start_prometheus(data, work, (f"--query.lookback-delta={LOOKBACK}",))
+        for moment in read(url, t0, at or [t1 - t0]):
+            print(f"== t+{moment['offset']:.0f} s: {len(moment['rows'])} GPUs"
+                  + (f"; not read: {moment['notes']}" if moment["notes"] else ""))
+            for r in moment["rows"]:
+                print(f"   {r['node']} ({r['instance']}) GPU {r['gpu']}: {r['cls']} ({r['subclass']}) jobs {r['jobs']}")
+            for job, j in moment["jobs"].items():
+                print(f"   job {job} on {j['nodes']}: {j['finding']}: {j['sentence']}")
+        jobs, step = ClusterReader(PrometheusClient(url, env={})).accounting(t1 - t0, t1)
         for j in jobs:
             d = j.to_dict()
             print(f"   accounting: job {j.job}: {d['gpu_hours']:.4f} GPU-h, win back {d['win_back_share']:.0%}, "

@@ -61,14 +61,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_prometheus(data: Path, work: Path) -> tuple[subprocess.Popen, str]:
+def start_prometheus(data: Path, work: Path, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
     port = free_port()
     config = work / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 30s\n")
     log = open(work / "prometheus.log", "w")
     proc = subprocess.Popen(
         ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={data}", "--storage.tsdb.retention.time=15d",
-         f"--web.listen-address=127.0.0.1:{port}", "--query.max-samples=200000000"],
+         f"--web.listen-address=127.0.0.1:{port}", "--query.max-samples=200000000", *extra],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
