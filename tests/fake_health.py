@@ -18,6 +18,7 @@ is listed in ``missing`` (a test can assert there is none).
 from __future__ import annotations
 
 import ctypes
+import gzip
 import json
 import types
 from pathlib import Path
@@ -26,6 +27,8 @@ import pynvml
 
 FORMAT, VERSION = "gputop-nvml-answers", 1
 DATA = Path(__file__).resolve().parent / "data" / "health"
+RECORDED = "recorded_h100_80gb_hbm3_x2.json"  # a healthy 2x H100 node at rest, 2026-11-27 (data/health/README.md)
+RUNS = DATA / "doctor_h100x2_2026-11-27"  # the documents of the doctor's runs on that node, and nvidia-smi -q
 
 
 class Handle:
@@ -181,3 +184,14 @@ def record_node(nvml) -> None:
     src.read()
     src.read()
     src.close()
+
+
+def recorded_document(name: str) -> dict:
+    """One document ``gputop --doctor --json`` wrote on the recorded node (``full_3``, ``quick_1``, ``passive_2``)."""
+    return json.loads(gzip.decompress((RUNS / f"{name}.json.gz").read_bytes()))
+
+
+def recorded_figures(run: str = "full_3", gpu: int = 1) -> dict:
+    """The figures GPU ``gpu`` measured in doctor run ``run`` on the recorded node (default: GPU 1 of the full run
+    in which nothing was beyond ok: a healthy H100's)."""
+    return dict(recorded_document(run)["gpus"][gpu]["active"]["figures"])

@@ -9,7 +9,7 @@ import copy
 
 import pytest
 
-from fake_health import RecordedNvml
+from fake_health import RECORDED, RecordedNvml, recorded_figures
 from gputop.analysis.doctor import (FIGURES, REFERENCES, judge, judge_figure, link_stats, loaded_findings,
                                     model_expected, pair_findings, phase_stats)
 from gputop.analysis.doctor_findings import DEGRADED, FAILED, NA, OK
@@ -18,11 +18,10 @@ from gputop.telemetry.health import read_health
 from gputop.telemetry.nvml import Nvml
 from gputop.telemetry.static import read_static
 
-HEALTHY = {"dram_bytes_per_s": 3.15e12, "fp32_flops": 65.3e12, "bf16_flops": 826e12, "bf16_sustained_flops": 700e12,
-           "sm_clock_loaded_mhz": 1755.0, "h2d_bytes_per_s": 55.1e9, "d2h_bytes_per_s": 54.9e9}
+HEALTHY = recorded_figures()  # GPU 1's in the full doctor run that came out healthy on 2 H100s (2026-11-27)
 
 
-def node(n: int = 2, record: str = "constructed_h100x2_healthy.json", figures: dict | None = None) -> dict:
+def node(n: int = 2, record: str = RECORDED, figures: dict | None = None) -> dict:
     """A node of ``n`` GPUs as the doctor's run hands it to judge(): each with the record's facts (GPU 0's and 1's,
     repeated) and the figures ``figures[i]`` (healthy ones by default)."""
     nvml = Nvml(RecordedNvml(record))
@@ -86,22 +85,23 @@ def test_a_figure_below_the_models_healthy_one_is_degraded_then_failed(name, sca
 
 
 def test_the_slower_gpu_is_named_against_its_siblings():
-    """The issue's 2-H100 machine: under the same load GPU 1 ran at 1297 MHz, GPU 0 at 1485."""
-    figures = {0: {**HEALTHY, "sm_clock_loaded_mhz": 1485.0, "bf16_sustained_flops": 700e12},
-               1: {**HEALTHY, "sm_clock_loaded_mhz": 1297.0, "bf16_sustained_flops": 612e12}}
+    """The recorded 2-H100 node's second full run (2026-11-27): GPU 0 in software thermal slowdown at 1260 MHz, GPU 1
+    at 1395 MHz under its power cap, as in the issue (GPU 1 at 1297 MHz, GPU 0 at 1485, on an earlier machine)."""
+    figures = {i: recorded_figures("full_2", i) for i in (0, 1)}
     v = judge(node(2, figures=figures))
-    assert v["gpus"] == {0: OK, 1: DEGRADED} and v["status"] == DEGRADED
-    clock = finding(v, "sm_clock_loaded_mhz", 1)
+    assert v["gpus"] == {0: DEGRADED, 1: OK} and v["status"] == DEGRADED
+    clock = finding(v, "sm_clock_loaded_mhz", 0)
     assert clock.status == DEGRADED and clock.references == [clock.references[0]]  # no model reference for clocks
-    assert "1297 MHz: 13% below the node's other GPUs of this model (1485 MHz)" in clock.message
-    sus = finding(v, "bf16_sustained_flops", 1)
-    assert sus.status == DEGRADED and "median of GPU 0" in sus.source
-    assert finding(v, "bf16_sustained_flops", 0).status == OK  # the faster one is not named
+    assert "1260 MHz: 10% below the node's other GPUs of this model (1395 MHz)" in clock.message
+    sus = finding(v, "bf16_sustained_flops", 0)
+    assert sus.status == DEGRADED and "median of GPU 1" in sus.source and "628 TFLOP/s: 10% below" in sus.message
+    assert finding(v, "bf16_sustained_flops", 1).status == OK  # the faster one is not named
+    assert {f.check for f in v["findings"] if f.status != OK} == {"sm_clock_loaded_mhz", "bf16_sustained_flops"}
 
 
 def test_a_slow_gpu_among_eight_is_named_and_its_siblings_are_not():
     figures = {i: dict(HEALTHY) for i in range(8)}
-    figures[5]["dram_bytes_per_s"] = 3.15e12 * 0.94  # 6% below: over the 5% sibling margin, within the model's 10%
+    figures[5]["dram_bytes_per_s"] = HEALTHY["dram_bytes_per_s"] * 0.94  # 6% below: over the 5% sibling margin, within the model's 10%
     v = judge(node(8, figures=figures))
     assert [i for i, s in v["gpus"].items() if s != OK] == [5]
     f = finding(v, "dram_bytes_per_s", 5)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fake_health import RecordedNvml
+from fake_health import DATA, RecordedNvml, load_record, recorded_figures
 from gputop.documents import validate
 from gputop.session import doctor as doctor_mod
 from gputop.session.doctor import DoctorOptions, DoctorRun
@@ -22,14 +22,20 @@ from gputop.telemetry.nvml import Nvml
 
 HERE = Path(__file__).resolve().parent
 LOAD, P2P = HERE / "fault_doctor" / "load.py", HERE / "fault_doctor" / "p2p.py"
-UUID = "GPU-c0175a7d-0000-4000-8000-c0a57ac7ed00"  # the constructed record's; GPU i's ends in -i
+LOADED_NODE = "recorded_h100_80gb_hbm3_x2_loaded.json"  # 2 H100s recorded under a load (2026-11-27)
+NODE = load_record(DATA / LOADED_NODE)
+UUIDS = [NODE["answers"][f"nvmlDeviceGetUUID(gpu{i})"] for i in (0, 1)]
+MEASURED = recorded_figures()  # what a healthy H100 of that node measured in its full doctor run
+FIGURES = {"dram": MEASURED["dram_bytes_per_s"], "fp32": MEASURED["fp32_flops"], "bf16": MEASURED["bf16_flops"],
+           "sustained": MEASURED["bf16_sustained_flops"], "h2d": MEASURED["h2d_bytes_per_s"],
+           "d2h": MEASURED["d2h_bytes_per_s"]}  # the loads' stand-ins say these (tests/fault_doctor/load.py)
 WAIT_S = 60.0  # a loaded 2-core machine: far above the ~1.5 s a run takes
 
 
-def start(tmp_path, record="constructed_h100x2_healthy.json", mode="quick", **fake) -> DoctorRun:
+def start(tmp_path, record=LOADED_NODE, mode="quick", **fake) -> DoctorRun:
     pids = tmp_path / "pids"
     pids.mkdir(exist_ok=True)
-    env = {"DOCTOR_FAKE_PIDS": str(pids), "DOCTOR_FAKE_PHASE_S": "0.3"}
+    env = {"DOCTOR_FAKE_PIDS": str(pids), "DOCTOR_FAKE_PHASE_S": "0.3", "DOCTOR_FAKE_FIGURES": json.dumps(FIGURES)}
     env.update({f"DOCTOR_FAKE_{k.upper()}": v if isinstance(v, str) else json.dumps(v) for k, v in fake.items()})
     opts = DoctorOptions(mode=mode, load_cmd=[sys.executable, str(LOAD)], p2p_cmd=[sys.executable, str(P2P)],
                          sustained_s=0.3, extra_env=env, kernel_log=[])
@@ -68,7 +74,8 @@ def test_a_quick_doctor_of_a_healthy_node_loads_every_gpu_at_once_and_finds_noth
         assert set(a["figures"]) == {"dram_bytes_per_s", "fp32_flops", "bf16_flops", "bf16_sustained_flops",
                                      "sm_clock_loaded_mhz", "h2d_bytes_per_s", "d2h_bytes_per_s"}
         assert a["load"]["pcie"]["samples"] >= 1 and a["load"]["sustained"]["samples"] >= 1
-        assert a["figures"]["sm_clock_loaded_mhz"] == 1755  # what NVML said while it ran
+        # what NVML said while the recorded node was loaded (GPU 0 1440 MHz, GPU 1 1560: 8% apart, within the margin)
+        assert a["figures"]["sm_clock_loaded_mhz"] == NODE["answers"][f"nvmlDeviceGetClockInfo(gpu{g['index']},1)"]
     assert [p["gpus"] for p in doc["pairs"]] == [[0, 1], [1, 0]] and {p["kind"] for p in doc["pairs"]} == {"nvlink"}
     spans = [[(p["t_start"], p["t_end"]) for p in ld.events.phases if p["name"] == "pcie"][0] for ld in run.loads]
     (a0, a1), (b0, b1) = sorted(spans)
@@ -77,8 +84,8 @@ def test_a_quick_doctor_of_a_healthy_node_loads_every_gpu_at_once_and_finds_noth
     assert abs(both[0] - both[1]) < max(s1 - s0 for s0, s1 in spans) + 5  # started together, not one after the other
     assert {g["health_after"]["index"] for g in doc["gpus"]} == {0, 1} and doc["gpus"][0]["xids"] == []
     kept = state_records(doc)
-    assert [k["uuid"] for k in kept] == [f"{UUID}-0", f"{UUID}-1"] and kept[0]["status"] == "ok"
-    assert kept[0]["figures"]["dram_bytes_per_s"] == 3.15e12 and kept[0]["findings"] == []
+    assert [k["uuid"] for k in kept] == UUIDS and kept[0]["status"] == "ok"
+    assert kept[0]["figures"]["dram_bytes_per_s"] == MEASURED["dram_bytes_per_s"] and kept[0]["findings"] == []
 
 
 def test_the_thermal_gpu_of_the_issue_is_named_under_load(tmp_path):
@@ -98,7 +105,7 @@ def test_a_pcie_link_trained_at_gen3_is_found_under_load(tmp_path):
 
 
 def test_a_gpu_slower_than_its_sibling_is_named(tmp_path):
-    doc = finish(start(tmp_path, scale={f"{UUID}-1": 0.85}), tmp_path)
+    doc = finish(start(tmp_path, scale={UUIDS[1]: 0.85}), tmp_path)
     bad = {f["check"] for f in findings(doc, 1, "degraded")}
     assert {"dram_bytes_per_s", "fp32_flops", "bf16_flops"} <= bad and not findings(doc, 0, "degraded")
 
@@ -109,7 +116,7 @@ def test_a_hung_load_is_stopped_at_its_deadline_and_the_other_gpu_is_checked(tmp
     monkeypatch.setattr(doctor_mod, "TURN_S", 0.5)
     monkeypatch.setattr(doctor_mod, "TURN_LIMIT_S", 1.0)
     t0 = time.monotonic()
-    doc = finish(start(tmp_path, fault={f"{UUID}-0": "hang@bf16"}), tmp_path)
+    doc = finish(start(tmp_path, fault={UUIDS[0]: "hang@bf16"}), tmp_path)
     assert time.monotonic() - t0 < 5.0 + 0.3 + 1.0 + 1.0 + 10.0  # its deadline, the grace period and some slack
     (f,) = [f for f in findings(doc, 0) if f["check"] == "active"]
     assert f["status"] == "failed" and "the load hung (stopped)" in f["message"]
@@ -119,17 +126,17 @@ def test_a_hung_load_is_stopped_at_its_deadline_and_the_other_gpu_is_checked(tmp
 
 
 def test_a_load_that_crashes_during_its_copies_gives_the_turn_to_the_next(tmp_path):
-    doc = finish(start(tmp_path, fault={f"{UUID}-0": "segv@pcie", f"{UUID}-1": ""}), tmp_path)
+    doc = finish(start(tmp_path, fault={UUIDS[0]: "segv@pcie", UUIDS[1]: ""}), tmp_path)
     (f,) = [f for f in findings(doc, 0) if f["check"] == "active"]
     assert f["status"] == "failed" and "killed by signal 11" in f["message"]
     assert "d2h_bytes_per_s" in doc["gpus"][1]["active"]["figures"]  # GPU 1 still had its turn
 
 
 def test_a_cuda_error_is_the_gpus_failure_and_a_missing_package_is_exit_4(tmp_path):
-    doc = finish(start(tmp_path, fault={f"{UUID}-1": "cuda@dram"}), tmp_path)
+    doc = finish(start(tmp_path, fault={UUIDS[1]: "cuda@dram"}), tmp_path)
     (f,) = [f for f in findings(doc, 1) if f["check"] == "active"]
     assert f["status"] == "failed" and "illegal memory access" in f["message"] and doc["exit_code"] == 8
-    doc = finish(start(tmp_path, fault={f"{UUID}-0": "missing"}), tmp_path)
+    doc = finish(start(tmp_path, fault={UUIDS[0]: "missing"}), tmp_path)
     assert doc["exit_code"] == 4 and doc["errors"][0]["kind"] == "missing_dependency"
 
 
@@ -148,7 +155,7 @@ def test_a_stop_ends_every_child_and_the_document_says_interrupted(tmp_path):
 @pytest.mark.slow
 def test_a_load_hung_in_its_host_copies_loses_its_turn_and_the_next_gpu_copies(tmp_path, monkeypatch):
     monkeypatch.setattr(doctor_mod, "TURN_LIMIT_S", 1.0)
-    run = start(tmp_path, fault={f"{UUID}-0": "hang@pcie", f"{UUID}-1": ""})
+    run = start(tmp_path, fault={UUIDS[0]: "hang@pcie", UUIDS[1]: ""})
     doc = finish(run, tmp_path)
     (f,) = [f for f in findings(doc, 0) if f["check"] == "active"]
     assert f["status"] == "failed" and "the host copies did not end within 1 s" in f["message"]

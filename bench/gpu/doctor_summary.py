@@ -26,7 +26,7 @@ def main(folder: str) -> int:
             parts = line.split()
             if len(parts) == 4:
                 walls[(parts[0], parts[1])] = parts[3].removeprefix("wall=")
-    for mode in ("quick", "full"):
+    for mode in ("passive", "quick", "full"):
         docs = []
         for p in sorted(d.glob(f"{mode}_*.json"), key=lambda p: int(p.stem.split("_")[1])):
             try:

@@ -4,8 +4,9 @@ Constructed, not recorded: a 2-GPU H100 80GB HBM3 node whose NVLink answers are 
 (``tests/data/traces/corpus_multi_h100x2/nvml_links.json``), its device facts the published H100 SXM figures
 (``tests/data/static/h100_sxm_published.json``), and every health answer in the shape nvml.h documents for it, with
 the values a healthy card under gputop's load would give. Each fault is the few answers that differ, over that
-base (``"base"``). ``bench/gpu/doctor_gpu.sh`` records the real ones (``recorded_*.json``), which replace the
-healthy base; no fault was recorded on a real card yet, so the fault files stay constructed: their names say so.
+base (``"base"``). ``bench/gpu/doctor_gpu.sh`` records real nodes (``recorded_*.json``: a healthy 2x H100 on
+2026-11-27), which the tests of a healthy node use; no fault was recorded on a real card yet, so the fault files
+and their base stay constructed: their names say so.
 """
 
 from __future__ import annotations
