@@ -268,3 +268,24 @@ def test_json_on_a_full_stdout_is_one_line_and_exit_1():
         r = subprocess.run([PY, "-m", "gputop", "--once", "--demo", "--json"], cwd=ROOT, env=env(), stdout=full,
                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, timeout=RUN_S)
     assert r.returncode == 1 and r.stderr == "gputop: cannot write to stdout (No space left on device); output lost\n"
+
+
+@pytest.mark.slow
+def test_tui_run_says_a_log_it_could_not_finish_and_exits_1():
+    """``--tui --run --log /dev/full -- CMD`` on a real pty: the command ends on its own, q closes the TUI, and the
+    log it could not write is said in one line after the screen (as headless says it), exit 1, no traceback."""
+    from pty_util import Pty
+
+    pty = Pty(100, 30)
+    try:
+        proc = pty.spawn([sys.executable, "-m", "gputop", "--tui", "--log", "/dev/full", "--run", "--", "sh", "-c",
+                          "echo err >&2; sleep 0.5"], env=env(fake_nvml=True))
+        pty.wait_text("exited with code 0", 90)
+        pty.press("q")
+        assert pty.wait(60) == 1, pty.read()
+        text = pty.read()
+        assert "cannot write /dev/full: No space left on device" in text and "Traceback" not in text, text[-3000:]
+    finally:
+        pty.close()
+        if proc.poll() is None:
+            proc.kill()

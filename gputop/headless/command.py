@@ -89,9 +89,7 @@ def _run_and_report(session: Session, json_mode: bool, output: str | None, **who
     if why and json_mode:  # the text report says it; --json's stdout is the document
         exitcodes.say(f"--profile: {why}")
     code = write_report(doc, json_mode=json_mode, output=output)
-    recorder = session.monitor.recorder
-    for lost in (recorder.why_failed() if recorder is not None else None, session.output_lost()):
-        if lost:  # --record FILE, --log FILE on a disk that filled
-            exitcodes.say(lost)
-            code = code or exitcodes.FAILED
+    for lost in session.files_lost():  # --record FILE, --log FILE on a disk that filled
+        exitcodes.say(lost)
+        code = code or exitcodes.FAILED
     return code

@@ -233,6 +233,12 @@ class Session:
                 self.doc.update(without_gpu(self.monitor, self.no_gpu, self.pid))
             return self.doc
 
+    def files_lost(self) -> list[str]:
+        """One line for each file gputop was asked to write and could not finish (``--record FILE``, ``--log FILE``
+        on a disk that filled): every frontend says them and exits non-zero."""
+        recorder = self.monitor.recorder
+        return [lost for lost in (recorder.why_failed() if recorder is not None else None, self.output_lost()) if lost]
+
     def output_lost(self) -> str | None:
         """``cannot write LOG: why`` where gputop could not copy the command's stderr into ``--log FILE`` (a full
         disk), else None."""

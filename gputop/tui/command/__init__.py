@@ -103,4 +103,7 @@ def main_command_tui(args, command: list[str]) -> int:
     finally:
         mon.close()
     code = write_report(doc)
+    for lost in session.files_lost():  # --record FILE, --log FILE on a disk that filled: said after the screen
+        exitcodes.say(lost)
+        code = code or exitcodes.FAILED
     return crash.crash_code(app) or code  # the TUI's own exception (logged, one line) outranks the command's code
