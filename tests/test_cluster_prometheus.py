@@ -11,22 +11,17 @@ CLI and check every row against what its exporter serves.
 from __future__ import annotations
 
 import gzip
-import hashlib
-import http.server
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
-import threading
 import time
-import urllib.parse
 from pathlib import Path
 
 import jsonschema
 import pytest
 
+from cluster_util import DcgmServer, cluster_json, dcgm_text, gputop, node_uuid, query
 from export_util import free_port, get, start_exporter, stop, wait_for
 from gputop.analysis.vocabulary import CLASSES
 
@@ -74,37 +69,6 @@ def held_trace(src: Path, dest: Path, hostname: str, stretch: tuple[float, float
     return dest
 
 
-def node_uuid(node: str, index: int) -> str:
-    """A GPU UUID of the node's own (the shipped recordings were made on one machine: they share theirs)."""
-    h = hashlib.sha1(f"{node}/{index}".encode()).hexdigest()
-    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
-
-
-def dcgm_text(name: str, node: str, extra: str) -> bytes:
-    text = (DCGM / name).read_text().replace('Hostname="vm"', f'Hostname="{node}"' + (f",{extra}" if extra else ""))
-    return re.sub(r'UUID="[^"]*"', f'UUID="{node_uuid(node, 0)}"', text).encode()
-
-
-class _Dcgm(http.server.BaseHTTPRequestHandler):
-    texts: dict[str, bytes] = {}
-
-    def do_GET(self):
-        body = self.texts.get(self.path)
-        self.send_response(200 if body else 404)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.end_headers()
-        self.wfile.write(body or b"")
-
-    def log_message(self, *args):
-        pass
-
-
-def query(port: int, promql: str) -> list[dict]:
-    body = json.loads(get(f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": promql})))
-    assert body["status"] == "success", body
-    return body["data"]["result"]
-
-
 def exported_class(port: int) -> tuple[str, str | None]:
     """The class (and subclass) an exporter serves now, read from its /metrics text."""
     for line in get(f"http://127.0.0.1:{port}/metrics").splitlines():
@@ -117,9 +81,8 @@ def exported_class(port: int) -> tuple[str, str | None]:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cluster")
-    _Dcgm.texts = {f"/{node}/metrics": dcgm_text(name, node, extra) for node, (name, extra, _) in DCGM_NODES.items()}
-    dcgm = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Dcgm)
-    threading.Thread(target=dcgm.serve_forever, daemon=True).start()
+    dcgm = DcgmServer({f"/{node}/metrics": dcgm_text(name, node, extra, uuid=node_uuid(node, 0))
+                       for node, (name, extra, _) in DCGM_NODES.items()})
     ports, procs, prom = {}, [], None
     rules = (ROOT / "docs/prometheus/gputop-rules.yml").read_text()
     # the test's copy: alerts after a second, GPU-hours counted every second (the shipped figures: test_cluster_rules)
@@ -136,9 +99,7 @@ def cluster(tmp_path_factory):
                                         str(held_trace(trace, tmp / f"{node}.jsonl.gz", node, stretch)),
                                         "--job-map", str(jobs)))
         targets = [f"127.0.0.1:{p}" for p in ports.values()]
-        dcgm_jobs = "\n".join(f"""  - job_name: {node}
-    metrics_path: /{node}/metrics
-    static_configs: [{{targets: ["127.0.0.1:{dcgm.server_address[1]}"]}}]""" for node in DCGM_NODES)
+        dcgm_jobs = dcgm.scrape_jobs(DCGM_NODES).rstrip("\n")
         config = tmp / "prometheus.yml"
         config.write_text(f"""global: {{scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}}
 rule_files: ["{tmp / 'rules.yml'}"]
@@ -179,22 +140,7 @@ scrape_configs:
             stop(prometheus["proc"])
         for p in procs:
             stop(p)
-        dcgm.shutdown()
-        dcgm.server_close()
-
-
-def gputop(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    e = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
-    return subprocess.run([sys.executable, "-m", "gputop", *args], capture_output=True, text=True, cwd=ROOT,
-                          env=e, timeout=60)
-
-
-def cluster_json(url: str, *extra: str) -> dict:
-    r = gputop("--source", f"prometheus={url}", "--once", "--json", *extra)
-    assert r.returncode == 0, r.stderr
-    doc = json.loads(r.stdout)
-    jsonschema.validate(doc, json.loads((ROOT / "gputop/schema/cluster.schema.json").read_text()))
-    return doc
+        dcgm.close()
 
 
 def test_every_gpu_comes_out_on_its_row_with_the_class_that_went_in(cluster):

@@ -60,20 +60,12 @@ def test_run_command_record_on_dev_full_exits_1_with_one_line():
     assert one_document(r)["command_exit_code"] == 0
 
 
-def test_run_command_log_on_dev_full_exits_1_with_one_line():
-    """gputop copies the command's stderr into --log FILE: a copy that fails is said, not dropped."""
-    r = gputop("--json", "--log", "/dev/full", "--run", "--", PY, "-c", "import sys; sys.stderr.write('x' * 100000)",
-               fake_nvml=True)
-    assert r.returncode == 1, r.stderr
-    assert last_line(r) == "gputop: cannot write /dev/full: No space left on device; the command's output there is " \
-                           "incomplete"
-    assert one_document(r)["command_exit_code"] == 0
-
-
-def test_run_command_log_on_dev_full_with_a_few_bytes_exits_1_with_one_line():
-    """A few bytes of stderr sit in the log's buffer until gputop closes it: that close fails on a full disk and is
-    said the same way (not an internal error)."""
-    r = gputop("--json", "--log", "/dev/full", "--run", "--", PY, "-c", "import sys; sys.stderr.write('x')",
+@pytest.mark.parametrize("written", [100000, 1], ids=["a copy that fails", "a close that fails"])
+def test_run_command_log_on_dev_full_exits_1_with_one_line(written):
+    """gputop copies the command's stderr into --log FILE: a copy that fails is said, not dropped; a few bytes sit in
+    the log's buffer until gputop closes it, and that close fails on a full disk and is said the same way (not an
+    internal error)."""
+    r = gputop("--json", "--log", "/dev/full", "--run", "--", PY, "-c", f"import sys; sys.stderr.write('x' * {written})",
                fake_nvml=True)
     assert r.returncode == 1, r.stderr
     assert last_line(r) == "gputop: cannot write /dev/full: No space left on device; the command's output there is " \
