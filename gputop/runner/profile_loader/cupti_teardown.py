@@ -6,7 +6,11 @@ program's exit, :func:`settle_at_exit`). Stdlib only; torch is the program's, pa
 import os
 import time
 
-SETTLE_S = 2.0  # how long the loader makes CUDA calls for Kineto's teardown thread to finish (see settle)
+# How long the loader makes CUDA calls for Kineto's teardown thread to finish (see settle): the thread finalizes at
+# the first call after its flush (milliseconds); a thread the stop's span saw start that is not Kineto's (the
+# program's own, started meanwhile) does not end, and costs the loader's thread this long, the exit EXIT_SETTLE_S.
+SETTLE_S = 1.0
+EXIT_SETTLE_S = 0.5
 _UNSETTLED = set()  # Kineto teardown threads (ids in /proc/self/task) still waiting: the exit handler tries again
 
 
@@ -53,7 +57,7 @@ def settle_at_exit(torch):
     """At the program's exit (the loader's exit handler, on the main thread): a teardown still waiting is let finish
     now, before the interpreter and CUDA's own teardown wait on it for good."""
     if _UNSETTLED and torch is not None:
-        settle(torch, set(_UNSETTLED))
+        settle(torch, set(_UNSETTLED), EXIT_SETTLE_S)
 
 
 class TearingDown:
