@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -113,7 +114,7 @@ def test_which_requests_go_to_cupti(monkeypatch):
     monkeypatch.setitem(cw._FOUND, "torch", False)
     assert cw.wanted()  # no torch in the environment: nothing to wait for
     monkeypatch.setitem(cw._FOUND, "cupti", False)
-    assert cw.exit_reason() == cw.NO_CUPTI and cw.answer(1.0)["reason"] == cw.NO_CUPTI
+    assert cw.exit_reason() == cw.no_cupti() and cw.answer(1.0)["reason"] == cw.no_cupti()
     monkeypatch.setitem(cw._FOUND, "cupti", True)
     assert cw.exit_reason() == cw.ENDED
 
@@ -276,8 +277,34 @@ def test_without_cupti_python_the_line_says_what_to_install(tmp_path):
     r = run_gputop(tmp_path, env_extra={"EXIT_AFTER": "20"})
     assert r.returncode == 7 and "cupy program done" in r.stderr
     doc, w = window_of(r)
-    assert w["status"] == "unavailable" and w["why_none"] == cw.NO_CUPTI
-    assert "pip install cupti-python" in doc["attribution"]["why_none"]
+    assert w["status"] == "unavailable" and w["why_none"] == cw.no_cupti(python=PY)  # (no driver here)
+    assert f"{PY} -m pip install 'cupti-python'" in doc["attribution"]["why_none"]
+    assert "\n" not in w["why_none"] and f"gputop: --profile: {w['why_none']}" in r.stderr  # one line, said
+
+
+def test_the_cupti_line_names_the_drivers_cuda_and_the_programs_python():
+    """On the 2026-11-27 H100 image (driver 580: CUDA 13.0, CuPy 14.2, no cupti-python) the line said to pip install
+    cupti-python; which one, and into which Python, it now says."""
+    line = cw.no_cupti((13, 0), "/opt/torch/.venv/bin/python3")
+    assert line == ("the program has not imported torch and has no cupti-python in its environment: "
+                    "/opt/torch/.venv/bin/python3 -m pip install 'cupti-python==13.*' (the driver runs CUDA 13.0), "
+                    "for CUDA kernels of CuPy, JAX, Numba... without PyTorch")
+    assert "'cupti-python==12.*' (the driver runs CUDA 12.8)" in cw.no_cupti((12, 8), "python3")
+    assert cw.driver_cuda() is None or cw.driver_cuda() >= (11, 0)  # this machine's driver, where it has one
+
+
+@pytest.mark.skipif(not shutil.which("cc"), reason="no C compiler for a stand-in libcuda")
+def test_the_drivers_cuda_is_read_from_libcuda_in_the_programs_process(tmp_path):
+    """A libcuda.so.1 of the test's own (cuDriverGetVersion says 12080) first on the child's library path: the
+    loader's driver_cuda reads (12, 8) from it, as it reads a driver's in a CUDA program."""
+    (tmp_path / "cuda.c").write_text("int cuDriverGetVersion(int *v) { *v = 12080; return 0; }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libcuda.so.1"), str(tmp_path / "cuda.c")],
+                   check=True, timeout=60)
+    code = "from gputop.runner.profile_loader import cupti_window as cw; print(cw.driver_cuda(), cw.no_cupti())"
+    r = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                       env=dict(os.environ, LD_LIBRARY_PATH=str(tmp_path), PYTHONPATH=str(ROOT)))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("(12, 8) ") and "'cupti-python==12.*' (the driver runs CUDA 12.8)" in r.stdout
 
 
 @pytest.mark.slow

@@ -133,7 +133,8 @@ def test_every_field_of_a_cupti_answer_is_named():
 
 
 def test_the_protocol_is_stdlib_only_and_the_loader_loads_its_files_by_path():
-    for name in ("protocol", "agent", "sitecustomize", "torch_answer", "torch_window", "quiet_stderr"):
+    for name in ("protocol", "agent", "sitecustomize", "torch_answer", "torch_window", "quiet_stderr",
+                 "cupti_teardown"):
         path = Path(LOADER_DIR) / f"{name}.py"
         for node in ast.walk(ast.parse(path.read_text())):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import) else

@@ -2,12 +2,17 @@
 # Attribution for any Python GPU program however it is launched, and on a job already running (issue 37), on a
 # machine of 2 GPUs (1 works: the 2-process shapes then share it). Each program shape runs once under
 #   GPUTOP_PROFILE_AT=$AT python -m gputop --json -o shape_CASE.json --run --profile -- CMD --seconds $S --truth T
-# and writes its own truth (torch.profiler over its last steps, bench/gpu/corpus/_corpus.py); then one
-# `gputop --watch PID --profile` of a running prepared process, and bench/gpu/anywhere/cycles.py: the throughput a
-# window costs (one against none), request-to-window times, 50 request cycles on one long-running process.
-#   source .whl/use.sh && bash bench/gpu/attribution_anywhere_gpu.sh [CASE ...]
-# $OUT: anywhere.md (the tables), progress.txt (as it goes), anywhere.tar.gz (documents, truths, logs).
-# About 7 minutes on 2 H100s: 9 shapes x ~25 s, the watch ~25 s, cycles.py ~3 min.
+# and writes its own truth (torch.profiler over its last steps, bench/gpu/corpus/_corpus.py; a job's every rank:
+# T, T.rankN.json); then `watch`: one `gputop --watch PID --profile` of a running prepared process, and `cycles`:
+# bench/gpu/anywhere/cycles.py, the throughput a window costs (one against none), request-to-window times, 50
+# request cycles on one long-running process.
+#   source .whl/use.sh && bash bench/gpu/attribution_anywhere_gpu.sh [CASE ...]   # CASE: a shape, watch, cycles
+# $OUT: anywhere.md (the tables), progress.txt (as it goes), anywhere.tar.gz (documents, truths, logs: remade
+# after every step, so a run cut short keeps what it did). Scored by bench/tools/anywhere_check.py.
+# On 2 H100s the 9 shapes take about 6.5 minutes (decode alone ~1 min), `watch cycles` about 4.5: more than one
+# call's 10 minutes together, so two calls:
+#   GPUS=2 CUDA_VISIBLE_DEVICES=2,3 bash bench/gpu/attribution_anywhere_gpu.sh            # the shapes
+#   GPUS=2 CUDA_VISIBLE_DEVICES=2,3 bash bench/gpu/attribution_anywhere_gpu.sh watch cycles
 set -u
 OUT=${OUT:-/tmp/gputop-anywhere}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
@@ -30,13 +35,17 @@ declare -A CMD=(
   [cupy]="python3 $C/cupy_loops.py --op gemm"
 )
 ORDER="tp_spawn torchrun_plain accelerate shell_two infer server graphs decode cupy"
+STEPS=${*:-$ORDER watch cycles}
 say() { echo "$(date -u +%T) $*" | tee -a "$OUT/progress.txt"; }
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; git rev-parse --short HEAD 2>/dev/null
   python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)'
   for m in accelerate cupy cupti transformers; do python3 -c "import $m; print('$m', $m.__version__)" 2>&1 | tail -1; done
 } > "$W/env.txt" 2>&1
 cat "$W/env.txt" >> "$OUT/progress.txt"
-for c in ${*:-$ORDER}; do
+keep() { tar -C "$(dirname "$W")" -czf "$OUT/anywhere.tar.gz" anywhere; }
+has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
+for c in $STEPS; do
+  case " $ORDER " in *" $c "*) ;; *) continue;; esac
   if [ "$c" = accelerate ] && ! python3 -c 'import accelerate' 2>/dev/null; then say "$c: skipped (no accelerate)"; continue; fi
   if [ "$c" = cupy ] && ! python3 -c 'import cupy' 2>/dev/null; then say "$c: skipped (no cupy)"; continue; fi
   if [ "$c" = shell_two ]; then args="$S $W/shape_$c.truth.json"; else args="--seconds $S --truth $W/shape_$c.truth.json"; fi
@@ -44,24 +53,30 @@ for c in ${*:-$ORDER}; do
   GPUTOP_PROFILE_AT=$AT timeout ${CASE_TIMEOUT:-100} python3 -m gputop --json -o "$W/shape_$c.json" --run --profile -- \
     ${CMD[$c]} $args > "$W/shape_$c.log" 2>&1
   say "$c: exit $?"
-  tar -C "$(dirname "$W")" -czf "$OUT/anywhere.tar.gz" anywhere
+  keep
 done
 
 # --watch PID --profile on a running process started prepared (the line gputop --profile-env prints)
-say "watch: start"
-( eval "$(python3 -m gputop --profile-env)"; exec python3 $A/long_run.py --seconds 40 --truth "$W/watch.truth.json" ) \
-  > "$W/watch_program.log" 2>&1 &
-P=$!
-sleep 10
-timeout 60 python3 -m gputop --json -o "$W/watch.json" --watch $P --profile --seconds 12 > "$W/watch.log" 2>&1
-say "watch: gputop exit $?"
-wait $P; say "watch: program exit $?"
+if has watch; then
+  say "watch: start"
+  ( eval "$(python3 -m gputop --profile-env)"; exec python3 $A/long_run.py --seconds 40 --truth "$W/watch.truth.json" ) \
+    > "$W/watch_program.log" 2>&1 &
+  P=$!
+  sleep 10
+  timeout 60 python3 -m gputop --json -o "$W/watch.json" --watch $P --profile --seconds 12 > "$W/watch.log" 2>&1
+  say "watch: gputop exit $?"
+  wait $P; say "watch: program exit $?"
+  keep
+fi
 
-say "cycles: start"
-timeout 420 python3 $A/cycles.py "$W" > "$W/cycles.log" 2>&1
-say "cycles: exit $?"
+if has cycles; then
+  say "cycles: start"
+  timeout 420 python3 $A/cycles.py "$W" > "$W/cycles.log" 2>&1
+  say "cycles: exit $?"
+  keep
+fi
 
-{ echo "## Program shapes under gputop --run --profile (each first window)"; echo
+{ echo "## Program shapes under gputop --run --profile (every window)"; echo
   python3 bench/tools/anywhere_check.py "$W"; echo
   echo "## --watch PID --profile of a running prepared process"; echo
   python3 - "$W/watch.json" <<'PY'
@@ -81,6 +96,6 @@ PY
   echo; echo "## A window's cost, request times, 50 request cycles (cycles.py)"; echo
   cat "$W/cycles.md" 2>/dev/null || echo "- cycles.py wrote nothing (see cycles.log)"
 } > "$OUT/anywhere.md" 2>&1
-tar -C "$(dirname "$W")" -czf "$OUT/anywhere.tar.gz" anywhere
+keep
 say "done"
 ls -la "$OUT"

@@ -6,11 +6,15 @@ PYTHONPATH whose ``sitecustomize`` starts an agent on a daemon thread); a watche
 prepared (``gputop --profile-env``) or, on Python 3.14+, gets it then (:mod:`gputop.session.profile_target`). Each
 process's loader has a folder of its own, found by its pid; a window is asked by writing a request there.
 
-Whom (:func:`choose`): the processes that hold a GPU (NVML's process list, in the monitor's ticks), whatever launched
-them (torchrun, mp.spawn, a Pool, a shell script...); where NVML lists none of them (before the first kernel, another
-PID namespace, a CPU machine) those that have imported torch or a CUDA library. A process that holds no GPU and
-imported none (multiprocessing's resource tracker, a launcher) is never asked. The processes asked together are
-given one start time ``START_LEAD_S`` ahead: a job's ranks start their windows at the same step.
+Whom (:mod:`gputop.session.profile_whom`): the processes that hold a GPU (NVML's process list, in the monitor's
+ticks), whatever launched them (torchrun, mp.spawn, a Pool, a shell script...); where NVML lists none of them (before
+the first kernel, another PID namespace, a CPU machine) those in which torch initialised CUDA, else those that have
+imported torch or a CUDA library and launched none of the others. A process that holds no GPU and imported none
+(multiprocessing's resource tracker, a launcher) is never asked. When it is time to ask and no process holds a GPU
+or has initialised CUDA, gputop waits ``HOLD_S`` for one, ``CUDA_WAIT_S`` where the node has GPUs and the command
+has imported torch (it is starting up); and a job's ranks not all on their GPUs yet are waited for ``HOLD_S``. The
+processes asked together are given one start time ``START_LEAD_S`` ahead: a job's ranks start their windows at the
+same step.
 
 When (:meth:`ProfileWindows.poll`, from the session's loop):
 
@@ -37,6 +41,7 @@ from gputop.analysis.live import LiveVerdict
 from gputop.runner.profile_loader import LOADER_DIR
 from gputop.runner.profile_loader import protocol as P
 from gputop.session import profile_target as PT
+from gputop.session.profile_whom import choose, gpu_pids, job_of, late_mates  # noqa: F401 (gpu_pids, job_of: theirs)
 
 DEFAULT_SECONDS = 3.0
 # A window also ends after this many steps (optimizer steps; in inference, forward passes): a profile's cost to the
@@ -59,6 +64,14 @@ NO_LOADER = ("--profile attributes Python programs only, and the command is not 
 NO_ANSWER = "the command ended before its loader answered"
 NO_TARGET = ("no process to ask yet: none of the command's Python processes holds a GPU or has imported torch or a "
              "CUDA library")
+# On a node with GPUs, a program that has imported torch and holds none yet is starting (building its model, its
+# launcher's ranks importing): a window then records its start-up, not its GPU work (on 2 H100s, 2026-11-27, GPT-2
+# decoding and accelerate's ranks made their CUDA contexts 17 s after their start; windows asked at 11 s recorded
+# no kernel, one of them of accelerate's launcher). Asked from then only once this long has passed.
+CUDA_WAIT_S = 30.0
+NO_CUDA_YET = ("no process to ask yet: the command's Python processes have imported torch but none holds a GPU or "
+               "has initialised CUDA")
+MATES_LATE = "waiting for the job's other ranks to hold a GPU (pid %s)"
 
 
 def first_at_from_env() -> float | None:
@@ -67,58 +80,6 @@ def first_at_from_env() -> float | None:
     except ValueError:
         return None
     return v if v >= 0 else None
-
-
-def gpu_pids(ticks: list[dict]) -> set[int]:
-    """The pids NVML lists on any GPU in the latest of ``ticks`` that carries each GPU's process list."""
-    latest: dict[int, list] = {}
-    for tick in ticks:
-        for pos, s in enumerate(tick.get("gpus") or []):
-            if s.get("processes") is not None:
-                latest[pos] = s["processes"]
-    return {p.get("pid") for procs in latest.values() for p in procs if p.get("pid") is not None}
-
-
-def choose(targets: list[PT.Target], holders: set[int]) -> list[PT.Target]:
-    """Whom to ask of ``targets``: those that hold a GPU (NVML). Where NVML lists none of them (another PID
-    namespace, before the first kernel, a CPU machine): those in which torch has initialised CUDA; else those that
-    imported torch or a CUDA library and launched no other such process (a rank, not torchrun or mp.spawn's main
-    process above it). Never one that imported neither."""
-    on_gpu = [t for t in targets if t.pid in holders]
-    if on_gpu:
-        return on_gpu
-    cuda = [t for t in targets if t.cuda]
-    if cuda:
-        return cuda
-    users = [t for t in targets if t.frameworks]
-    pids = {t.pid for t in users}
-    launchers = set()
-    for t in users:
-        launchers |= _ancestors(t.pid) & pids
-    return [t for t in users if t.pid not in launchers]
-
-
-def _ancestors(pid: int) -> set[int]:
-    try:
-        import psutil
-
-        return {p.pid for p in psutil.Process(pid).parents()}
-    except Exception:
-        return set()
-
-
-def job_of(pid: int, holders: set[int]) -> set[int]:
-    """``pid`` and the processes of its job: the GPU holders under the same Python parent (torchrun, mp.spawn's
-    main process, accelerate's or DeepSpeed's launcher), which a window asks together."""
-    try:
-        import psutil
-
-        parent = psutil.Process(pid).parent()
-        if parent is None or not PT.python_of(parent.pid)[0]:
-            return {pid}
-        return {pid} | {c.pid for c in parent.children(recursive=True) if c.pid in holders}
-    except Exception:  # gone, or not ours to read
-        return {pid}
 
 
 def watchable(pid: int) -> str | None:
@@ -168,6 +129,8 @@ class ProfileWindows:
         self._latest: tuple | None = None  # (the answers read, the window): latest()'s cache
         self.why_not_asked: str | None = None  # it was time to ask, and no process could be (one line)
         self._fallback_at: float | None = None  # no GPU holder when it was time: those with torch asked from then
+        self._mates_at: float | None = None  # a job's ranks not all on their GPUs when it was time: asked from then
+        self.node_gpus = 0  # the GPUs the node has (the monitor's): a program with torch and none held is starting
         self.closed = False
 
     def env(self, base: dict) -> dict:
@@ -216,13 +179,21 @@ class ProfileWindows:
         why no process was asked. ``wait``: where none of them holds a GPU yet, wait up to ``HOLD_S`` for one to
         (a job's ranks start after its launcher) before asking those that imported torch or a CUDA library."""
         found = self.targets()
-        if pids is None and wait and not any(x.pid in self.holders for x in found):
-            self._fallback_at = t + HOLD_S if self._fallback_at is None else self._fallback_at
+        if pids is None and wait and not any(x.pid in self.holders or x.cuda for x in found):
+            torch = self.node_gpus > 0 and any("torch" in x.frameworks for x in found)
+            self._fallback_at = t + (CUDA_WAIT_S if torch else HOLD_S) if self._fallback_at is None \
+                else self._fallback_at
             if t < self._fallback_at:
-                return NO_TARGET
+                return NO_CUDA_YET if torch else NO_TARGET
         chosen = [x for x in found if x.pid in pids] if pids is not None else choose(found, self.holders)
         if not chosen:
             return NO_TARGET if pids is None else "none of pids %s carries gputop's profile loader" % sorted(pids)
+        late = late_mates(chosen, found) if pids is None and wait and (
+            any(x.pid in self.holders or x.cuda for x in chosen)) else []
+        if late:
+            self._mates_at = t + HOLD_S if self._mates_at is None else self._mates_at
+            if t < self._mates_at:
+                return MATES_LATE % ", ".join(str(p) for p in late)
         request = P.Request(self.seconds, self.max_steps, time.time() + START_LEAD_S, os.getpid())
         self.asked.append({"seq": len(self.asked) + 1, "reason": reason, "t": t, "asked": PT.Asked(chosen, request)})
         return None
@@ -249,6 +220,7 @@ class ProfileWindows:
         self._next_check = t_since_start + CHECK_EVERY_S
         ticks = monitor.sampler.window(T.LIVE_MAX_S)
         self.holders = gpu_pids(ticks[-20:])
+        self.node_gpus = len(monitor.static)
         first, _how = monitor.finder.result()
         pos = min(first, key=first.get) if first else None
         window = ticks if pos is not None else []

@@ -1,7 +1,7 @@
 """Shared by the programs of bench/gpu/attribution_anywhere_gpu.sh (issue 37): a timed loop of one process or of a
 job's ranks (the same number of steps on every rank: rank 0 times a warm-up and sends the count), and the ground
-truth of a run from the program's own torch.profiler (bench/gpu/corpus/_corpus.py's ``profile_truth``: every kernel's
-time over its last steps, and each step's end for the throughput in and out of gputop's windows)."""
+truth of a run from the program's own torch.profiler, each rank's (bench/gpu/corpus/_corpus.py's ``profile_truth``:
+every kernel's time over its last steps, and each step's end for the throughput in and out of gputop's windows)."""
 
 from __future__ import annotations
 
@@ -41,8 +41,12 @@ def rank_loop(step, seconds: float, dist, device) -> int:
 
 
 def truth_path(path: str | None, rank: int) -> str | None:
-    """Rank 0 writes the truth (the others profile the same steps, their collectives matched)."""
-    return path if rank == 0 else None
+    """Each rank profiles the same steps (their collectives matched) and writes its truth: rank 0 to ``path``
+    (FILE.json), rank N to FILE.rankN.json (a job's kernel time by category is compared over all its ranks: each
+    rank's NCCL share says when it reached the collective, the job's how much the job communicates)."""
+    if not path:
+        return None
+    return path if rank == 0 else (path[:-5] if path.endswith(".json") else path) + f".rank{rank}.json"
 
 
 def multicast_off() -> None:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -120,7 +121,7 @@ def profile_truth(step, steps: int, path: str | None, input_pipeline: str | None
     step_s = LOOP.get("step_s") or wall_us / 1e6 / steps  # no timed loop: the profiled steps' own wall time
     kernel_s = kernel_us / 1e6 / steps
     truth = {
-        "by": "torch.profiler", "steps": steps, "profiled_wall_s": round(wall_us / 1e6, 3),
+        "by": "torch.profiler", "pid": os.getpid(), "steps": steps, "profiled_wall_s": round(wall_us / 1e6, 3),
         "kernel_s_per_step": round(kernel_s, 6), "step_s": round(step_s, 6), "loop_steps": LOOP.get("steps"),
         "busy": round(min(1.0, kernel_s / step_s), 3) if step_s else 0.0,
         "gemm_share": round(gemm_us / kernel_us, 3) if kernel_us else 0.0,

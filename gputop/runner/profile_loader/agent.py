@@ -158,6 +158,19 @@ def _serve(folder):
 
 
 def _at_exit():
+    """The program ends: a pending request answered (:func:`_answer_at_exit`), then a CUPTI teardown of a window's
+    stop still waiting for a CUDA call is let finish (torch_window.settle: left waiting, the exit hangs)."""
+    try:
+        _answer_at_exit()
+    finally:
+        if os.getpid() == _state.get("pid"):
+            try:
+                _torch_answer.M.torch_window.settle_at_exit(sys.modules.get("torch"))
+            except Exception:
+                pass
+
+
+def _answer_at_exit():
     """The program ends with a request pending: a window being recorded is stopped and still written (the waiting
     thread dies at exit); one not started gets its one line now."""
     folder = _state["folder"]

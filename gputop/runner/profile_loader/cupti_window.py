@@ -22,8 +22,7 @@ import os
 import sys
 import threading
 
-NO_CUPTI = ("the program has not imported torch and has no cupti-python in its environment: "
-            "pip install cupti-python (CUDA kernels of CuPy, JAX, Numba... without PyTorch)")
+NO_CUPTI = "the program has not imported torch and has no cupti-python in its environment"  # (no_cupti's start)
 ENDED = "the program has not imported torch and ended before the CUPTI window started"
 # Modules that run CUDA without torch: a request while one is imported (and torch is not) goes to CUPTI at once.
 CUDA_MODULES = ("cupy", "jax", "jaxlib", "numba.cuda", "pycuda", "cuda.core", "cuda.bindings", "cudf",
@@ -57,9 +56,37 @@ def wanted():
     return any(n in sys.modules for n in CUDA_MODULES) or not _found("torch")
 
 
+def driver_cuda():
+    """(major, minor) of the CUDA version the driver supports (``cuDriverGetVersion`` of libcuda, which a CUDA
+    program has loaded; it initialises nothing), or None (no driver, not Linux)."""
+    try:
+        import ctypes
+
+        lib = ctypes.CDLL("libcuda.so.1")
+        v = ctypes.c_int(0)
+        if lib.cuDriverGetVersion(ctypes.byref(v)) != 0 or v.value <= 0:
+            return None
+        return v.value // 1000, (v.value % 1000) // 10
+    except Exception:
+        return None
+
+
+def no_cupti(driver=None, python=None):
+    """The one line of a program without torch and without cupti-python: what to install, into which Python, for
+    which CUDA (cupti-python's major is CUDA's: 13.x pulls CUPTI 13 and cuda-bindings 13; the driver's major, as a
+    newer minor of it worked on driver 580 / CUDA 13.0, gputop's CuPy window of 2026-11-26). ``driver``: (major,
+    minor), else read (:func:`driver_cuda`); ``python``: the program's interpreter."""
+    driver = driver_cuda() if driver is None else driver
+    python = python or sys.executable or "python3"
+    spec = "cupti-python==%d.*" % driver[0] if driver else "cupti-python"
+    cuda = " (the driver runs CUDA %d.%d)" % driver if driver else ""
+    return ("%s: %s -m pip install '%s'%s, for CUDA kernels of CuPy, JAX, Numba... without PyTorch"
+            % (NO_CUPTI, python, spec, cuda))
+
+
 def exit_reason():
     """Why a program without torch that ends with a request pending has no window."""
-    return ENDED if _found("cupti") else NO_CUPTI
+    return ENDED if _found("cupti") else no_cupti()
 
 
 # -- pure: records to the window ------------------------------------------------------------------------
@@ -187,7 +214,7 @@ def answer(seconds, state=None):
     """A CUPTI window of ``seconds`` (on the loader's waiting thread), or one line saying why not. ``state``:
     the loader's state dict, given the window as ``win`` so that its exit handler can end it."""
     if not _found("cupti"):
-        return unavailable(NO_CUPTI)
+        return unavailable(no_cupti())
     injected = [v for v in _INJECTORS if os.environ.get(v)]
     if injected:
         return unavailable("CUPTI is busy: %s is set (Nsight or another tool profiles this program); "

@@ -10,7 +10,8 @@ thread for one request of a program that imported torch.
    process of a job asked at once starts at the same time), and ends it ``seconds`` later. A window started at a
    step whose program makes no step after its seconds is ended on time by this thread too (one that records every
    thread: ``profile_all_threads``), ``LATE_S`` after it was due.
-4. The summary: torch's raw events (kineto_summary.py) or key averages, and the kernel timeline (kernel_spans.py).
+4. Kineto's CUPTI teardown let finish (``torch_window.settle``: one left waiting hangs the program at its exit).
+5. The summary: torch's raw events (kineto_summary.py) or key averages, and the kernel timeline (kernel_spans.py).
 
 Stdlib only. The agent hands it its siblings, loaded by path: ``M.protocol``, ``M.cupti``, ``M.kineto``,
 ``M.torch_window``, ``M.kernel_spans``.
@@ -111,6 +112,7 @@ def answer(request, state, folder, seq):
     as ``win`` so that its exit handler can end it)."""
     torch = sys.modules["torch"]
     win = record(torch, request, state)
+    win.settle()  # Kineto's CUPTI teardown finished, not left waiting for the program's next CUDA call
     if win.error:
         return M.protocol.unavailable(win.error)
     if not win.started.is_set() or win.wall_s is None:

@@ -11,7 +11,8 @@ copies and fills come through CUPTI, which is the whole process's either way.
 
 Never inside a CUDA graph capture (a synchronize there would break the program's capture): a step seen while the
 program's thread captures is let pass. A window the loader's thread ends does not synchronize the device (another
-thread may be capturing): the kernels still queued at its stop are left out.
+thread may be capturing): the kernels still queued at its stop are left out. After every window the loader lets
+Kineto's CUPTI teardown finish (cupti_teardown.py): one left waiting for a CUDA call hangs the program at its exit.
 
 Stdlib only: torch is the program's, passed in.
 """
@@ -28,6 +29,14 @@ _spec = importlib.util.spec_from_file_location("_gputop_quiet_stderr",
                                                             "quiet_stderr.py"))
 _quiet_stderr = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_quiet_stderr)
+_teardown = sys.modules.get("_gputop_cupti_teardown")
+if _teardown is None:  # (one per process: it keeps the teardowns still waiting for the exit handler)
+    _spec = importlib.util.spec_from_file_location("_gputop_cupti_teardown",
+                                                   os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                "cupti_teardown.py"))
+    _teardown = importlib.util.module_from_spec(_spec)
+    sys.modules["_gputop_cupti_teardown"] = _teardown
+    _spec.loader.exec_module(_teardown)
 
 
 _MODULE_PY = os.path.join("nn", "modules", "module.py")
@@ -50,24 +59,8 @@ def _nesting():
     return n
 
 
-class TearingDown:
-    """``TEARDOWN_CUPTI=1`` while the window's profiler stops, unless the program set its own: Kineto then
-    finalizes CUPTI, which otherwise stays subscribed and slows the program for good (pytorch/pytorch#144455;
-    GPT-2 training on an H100: 9% slower after one window without it, 0.5% with it). Only around our stop:
-    Kineto reads the variable at each stop, and a program's own profiler that stopped with it just before the
-    program ended hung at exit (GPT-2 and the compiled MLP of the corpus, exit 124)."""
-
-    def __init__(self, on):
-        self.on = on and "TEARDOWN_CUPTI" not in os.environ
-
-    def __enter__(self):
-        if self.on:
-            os.environ["TEARDOWN_CUPTI"] = "1"
-
-    def __exit__(self, *exc):
-        if self.on:
-            os.environ.pop("TEARDOWN_CUPTI", None)
-        return False
+settle_at_exit = _teardown.settle_at_exit  # (the agent's exit handler calls it)
+TearingDown = _teardown.TearingDown
 
 
 class Profile:
@@ -155,6 +148,7 @@ class Window:
         self.ended_by = None  # why the window ended before its seconds or steps (the program's own profiler)
         self._starting = False  # our own profiler's start is under way (the guard lets it through)
         self._guarded_cls = self._original_prepare = None
+        self.teardown_threads = set()  # the threads our stop started (Kineto's teardown): settle() sees them end
 
     def hook(self, *args, **kwargs):
         """Every nn.Module call (the global forward pre-hook): the window starts (at a top-level call: a forward
@@ -274,12 +268,21 @@ class Window:
             if sync:
                 self.torch.cuda.synchronize()
             self.wall_s = time.perf_counter() - self.t0  # the window, not the profiler's own stop
+            before = _teardown.tasks() if cuda else None  # (a teardown of the program's own TEARDOWN_CUPTI too)
             with TearingDown(teardown and cuda):
                 self.prof.stop()
+            if before is not None:
+                self.teardown_threads = _teardown.tasks() - before
             if teardown and sync:
                 self.torch.cuda.synchronize()  # Kineto finalizes CUPTI from the next CUDA runtime call: this one
             self.stop_s = time.perf_counter() - self.t0 - self.wall_s  # the stopping thread, held by the stop
             self.finish()
+
+    def settle(self, seconds=None):
+        """After the window (on the loader's thread): Kineto's teardown let finish (cupti_teardown.settle)."""
+        if not self.teardown_threads:
+            return True
+        return _teardown.settle(self.torch, self.teardown_threads, _teardown.SETTLE_S if seconds is None else seconds)
 
     def guard_profilers(self):
         """While the window is pending or recording, a profiler the program starts itself comes first: torch keeps
