@@ -135,6 +135,12 @@ def test_launchers_ranks_are_one_job_and_two_launchers_two(trees):
     gpus = [[p] for name in "abcd" for p in procs[name]]
     assert sorted(node_jobs(tick(gpus), list(range(8)))) == [[0, 1], [2, 3], [4, 5], [6, 7]]
     assert sorted(sorted(j) for j in job_pids(tick(gpus), list(range(8)))) == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    # a window asked of one rank from the monitor (its key, POST /profile) asks its job's GPU holders with it
+    from gputop.session.profile_whom import job_of
+
+    holders = {p for pids in ranks.values() for p in pids}
+    for name, pids in ranks.items():
+        assert job_of(pids[0], holders) == set(pids), name
 
 
 def test_ranks_that_meet_at_one_address_are_one_job_whatever_launched_them(trees):

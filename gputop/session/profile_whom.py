@@ -6,7 +6,10 @@ under one parent, :func:`late_mates`; a rank's job for the TUI's key and the HTT
 
 from __future__ import annotations
 
+import platform
+
 from gputop.session import profile_target as PT
+from gputop.telemetry.process_job import JobReader
 
 # multiprocessing's own helpers (they carry the loader, never run the program's work): not ranks
 _MP_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver", "multiprocessing.semaphore_tracker")
@@ -83,14 +86,11 @@ def late_mates(chosen: list[PT.Target], targets: list[PT.Target]) -> list[int]:
 
 
 def job_of(pid: int, holders: set[int]) -> set[int]:
-    """``pid`` and the processes of its job: the GPU holders under the same Python parent (torchrun, mp.spawn's
-    main process, accelerate's or DeepSpeed's launcher), which a window asks together."""
-    try:
-        import psutil
-
-        parent = psutil.Process(pid).parent()
-        if parent is None or not PT.python_of(parent.pid)[0]:
-            return {pid}
-        return {pid} | {c.pid for c in parent.children(recursive=True) if c.pid in holders}
-    except Exception:  # gone, or not ours to read
+    """``pid`` and the GPU holders of its job (gputop/telemetry/process_job.py: Slurm's job, torchrun's run id, the
+    rendezvous address, the launcher, the process group: what groups a node's processes into jobs everywhere), which
+    a window asks together."""
+    reader = JobReader(platform.node())
+    mine = reader.of_process({"pid": pid})
+    if mine is None:
         return {pid}
+    return {pid} | {h for h in holders if h != pid and reader.of_process({"pid": h}) == mine}
