@@ -151,7 +151,7 @@ def _on_demand(live: bool):
 def _profile_app(on_demand, sampler, port: int):
     """(``POST /profile``'s app, its token's file), or (None, None) where no token could be written."""
     from gputop.export import profile_post
-    from gputop.session.profiling import gpu_pids
+    from gputop.session.profile_whom import gpu_pids
 
     try:
         token, path = profile_post.write_token(port)

@@ -1,8 +1,9 @@
 """Profiler windows asked of any prepared process on the node, from the monitor: the TUI's key on the selected GPU's
 process and ``--export``'s ``POST /profile`` (gputop/export/profile_post.py). The process is found by its pid
 (:func:`gputop.session.profile_target.find`: its loader's folder, or on Python 3.14+ the loader attached; else one
-line on how to prepare it) and asked with the other processes of its job that hold a GPU (the ranks under the same
-Python launcher: :func:`gputop.session.profiling.job_of`), which start the window at the same time.
+line on how to prepare it) and asked with the other processes of its job that hold a GPU (its job as
+gputop/telemetry/process_job.py reads it: :func:`gputop.session.profile_whom.job_of`), which start the window at the
+same time.
 
 :class:`OnDemand` keeps the windows asked this way: :meth:`~OnDemand.latest` (the newest answered, analysed as a run's
 windows are: ``--export``'s ``gputop_attribution_*`` series) and :meth:`~OnDemand.news` (a window newly answered,
@@ -17,7 +18,8 @@ import time
 
 from gputop.runner.profile_loader import protocol as P
 from gputop.session import profile_target as PT
-from gputop.session.profiling import DEFAULT_MAX_STEPS, DEFAULT_SECONDS, START_LEAD_S, job_of, window_from_answers
+from gputop.session.profile_whom import job_of
+from gputop.session.profiling import DEFAULT_MAX_STEPS, DEFAULT_SECONDS, START_LEAD_S, window_from_answers
 
 
 class OnDemand:

@@ -41,7 +41,7 @@ from gputop.analysis.live import LiveVerdict
 from gputop.runner.profile_loader import LOADER_DIR
 from gputop.runner.profile_loader import protocol as P
 from gputop.session import profile_target as PT
-from gputop.session.profile_whom import choose, gpu_pids, job_of, late_mates  # noqa: F401 (gpu_pids, job_of: theirs)
+from gputop.session.profile_whom import choose, gpu_pids, late_mates
 
 DEFAULT_SECONDS = 3.0
 # A window also ends after this many steps (optimizer steps; in inference, forward passes): a profile's cost to the

@@ -125,7 +125,7 @@ class Lifecycle:
                             severity="warning")
             return
         from gputop.session.profile_on_demand import OnDemand
-        from gputop.session.profiling import gpu_pids
+        from gputop.session.profile_whom import gpu_pids
 
         if self.on_demand is None:
             self.on_demand = OnDemand()
