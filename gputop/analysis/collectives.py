@@ -143,7 +143,7 @@ def _stalls(items: list, lines: dict, stacks: dict | None = None) -> None:
             others = [w for w in stalled if w != g]
             blame(v, others, Cls.STALLED, False, "run" if lines else "node", _stalled_for(v), v.confidence,
                   stacks[g])
-        elif g in left + idle and "stalled" not in job and v.cls != Cls.CULPRIT:
+        elif (g in left + idle or _named_by_stacks(g, stacks)) and "stalled" not in job and v.cls != Cls.CULPRIT:
             waited = (max((spans[w][2] for w in stalled if spans[w]), default=None)
                       or max((_stalled_for(wv) or 0.0 for w, wv in items if w in stalled), default=0.0))
             if waited < CULPRIT_MIN_STALL_S:  # the job's ranks finishing apart: teardown, not a hang
@@ -159,6 +159,13 @@ def _stalls(items: list, lines: dict, stacks: dict | None = None) -> None:
                 job["stalled"] = stalled
                 v.notes.insert(0, f"this GPU has no process while {_gpus(stalled)} wait in a collective: if its rank "
                                   "was of their job, it left the job")
+
+
+def _named_by_stacks(g: int, stacks: dict | None) -> bool:
+    """Whether the ranks' stacks name ``g``'s rank the culprit (its GPU at work of its own while its peers wait: a
+    collective of another size or kind on 4 H100s read latency-bound, underfilled)."""
+    record = (stacks or {}).get(g) or {}
+    return bool(record.get("where")) and g in (record.get("culprit_gpus") or [])
 
 
 def _busiest(ev: dict) -> tuple[str, float]:

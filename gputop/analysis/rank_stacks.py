@@ -266,11 +266,20 @@ def with_flight_recorder(records: dict, finding: dict | None) -> dict:
     ``first_mismatch``) in each (``flight_recorder``). Where the stacks named no culprit (every rank at the same
     kind of place, or none readable: NCCL's ranks are past their asynchronous collectives, at their next sync
     point) and the dumps name culprit ranks, those ranks' GPUs become the culprits: "mismatch" for another op, size
-    or dtype, "outside" for a rank that never called the collective its peers are in."""
+    or dtype, "outside" for a rank that never called the collective its peers are in. Where both name the same
+    ranks and the dumps say another op, size or dtype, the culprit is a "mismatch" (the 4-H100 corpus's `op` and
+    `size`: the GPUs named rank 3 at 0.5 s, its dump said broadcast for all_reduce, 32 for 4195328 elements)."""
     if not records or not finding:
         return records
     out = {g: dict(r, flight_recorder=finding) for g, r in records.items()}
     first = next(iter(records.values()))
+    agree = (first.get("kind") in ("gpu", "outside") and finding.get("kind") in ("op", "sizes", "dtypes")
+             and set(finding.get("culprit_ranks") or []) == set(first.get("culprit_ranks") or []))
+    if agree:  # the stacks named the rank (NCCL: its Python past the call), the dumps say what it called instead
+        for g in out:
+            out[g].update(kind="mismatch", sentence=f"{first.get('sentence')}; from the flight recorder: "
+                                                    f"{finding['sentence']}")
+        return out
     if first.get("kind") not in ("none", "unreadable") or finding.get("kind") == "none":
         return out
     by_rank = {x.get("rank"): x for x in first.get("ranks") or [] if x.get("rank") is not None}
