@@ -110,6 +110,7 @@ def test_the_4_h100_corpus_names_every_culprit_and_no_bystander(corpus_x4):
     assert "left the job" in rows["exit"]["where"]
     for case in ("op", "size"):  # named by the GPUs at 0.5 s; the flight recorder's dump says what it called instead
         assert rows[case]["named_kind"] == "mismatch" and rows[case]["per_gpu"], rows[case]
+    assert rows["nojoin"]["per_gpu"]  # no GPU stalled (the others wait in DDP's set-up): its own verdict says it
     shared = json.loads((corpus_x4 / "docs" / "shared.json").read_text())
     assert shared.get("culprit") is None or not shared["culprit"].get("culprit_ranks")
     assert s["healthy_clean"] is None  # the corpus's healthy run did not run: said, not counted as clean

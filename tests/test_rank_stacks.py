@@ -338,7 +338,7 @@ def test_a_job_held_idle_by_a_rank_that_never_joined_has_its_stacks_read(job):
     """Two GPUs held by a job's processes and idle (the first seconds of a recorded 2-H100 run, before its work,
     repeated for 30 s, its process lists naming the ranks of a real gloo job whose rank 1 sleeps before it joins
     the group while rank 0 waits in init_process_group): no GPU is stalled, yet after 20 s idle the node reads the
-    ranks' stacks and names rank 1."""
+    ranks' stacks and names rank 1, on its own GPU's verdict too."""
     import copy
 
     from gputop.analysis.live import IDLE_JOB_S, LiveNode
@@ -366,7 +366,10 @@ def test_a_job_held_idle_by_a_rank_that_never_joined_has_its_stacks_read(job):
         if got:
             break
     assert got, "the idle job's stacks were never read"
-    assert got[0].t >= IDLE_JOB_S and not got[0].stalled and all(v.cls == "idle" for v in node.snapshot().verdicts())
+    assert got[0].t >= IDLE_JOB_S and not got[0].stalled
+    v0, v1 = node.snapshot().verdicts()  # no GPU stalled: rank 1's own verdict says it holds rank 0 in its set-up
+    assert v0.cls == "idle" and v0.notes[0].startswith("from the ranks' stacks: rank 1 (pid")
+    assert (v1.cls, v1.subclass) == ("culprit", "outside") and "idle" in v1.mixed
     record = got[0].records[1]
     assert record["kind"] == "outside" and record["culprit_ranks"] == [1]
     assert record["where"].startswith(f"rank 1 (pid {j.pids[1]}, GPU 1) is not in a collective: in rank_main at "

@@ -72,6 +72,7 @@ def judge_job(verdicts: list, gpus: list[int] | None = None, timelines: list | N
     lines = dict(zip(gpus, timelines)) if timelines is not None else {}
     items = [(g, v) for g, v in zip(gpus, verdicts) if v is not None]
     _stalls(items, lines, stacks)
+    _held_by_stacks(items, stacks, "run" if lines else "node")
     _stragglers(items, "run" if lines else "node")
     return verdicts
 
@@ -159,6 +160,31 @@ def _stalls(items: list, lines: dict, stacks: dict | None = None) -> None:
                 job["stalled"] = stalled
                 v.notes.insert(0, f"this GPU has no process while {_gpus(stalled)} wait in a collective: if its rank "
                                   "was of their job, it left the job")
+
+
+def _held_by_stacks(items: list, stacks: dict | None, basis: str) -> None:
+    """No GPU of the job stalled in a kernel, yet the ranks' stacks (read while two GPUs or more of it sat held: a
+    rank that never joined) name a rank outside while its peers wait in a collective's Python call (NCCL's set-up,
+    DDP's first broadcast, a barrier: the wait is on the CPU side, the GPUs read host-bound or idle): the culprit's
+    verdict tells it, and the waiting GPUs' say whom they wait for (the 4-H100 corpus's `nojoin`)."""
+    if any(v.cls in (Cls.STALLED, Cls.CULPRIT) for _, v in items):
+        return
+    record = next((r for r in (stacks or {}).values() if r.get("kind") in ("outside", "left")
+                   and r.get("culprit_gpus") and r.get("sentence")), None)
+    if record is None:
+        return
+    culprits = set(record["culprit_gpus"])
+    waiting = sorted({x["gpu"] for x in record.get("ranks") or [] if x.get("place") == "collective"
+                      and x.get("gpu") is not None} - culprits)
+    if not waiting:
+        return
+    for g, v in items:
+        if g in culprits:
+            blame(v, waiting, v.cls, record.get("kind") == "left", basis, None, v.confidence,
+                  (stacks or {}).get(g) or record)
+        elif g in waiting and "culprit" not in v.job:
+            v.job["culprit"] = record
+            v.notes.insert(0, "from the ranks' stacks: " + record["sentence"])
 
 
 def _named_by_stacks(g: int, stacks: dict | None) -> bool:
