@@ -17,6 +17,7 @@ import sys
 import pytest
 
 import loader_util
+from export_util import wait_for
 from gputop.runner.profile_loader import protocol as P
 from gputop.session import profile_whom as W
 from gputop.session import profiling
@@ -38,6 +39,8 @@ def tree():
         launcher = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, text=True)
         kids = [int(x) for x in launcher.stdout.readline().split()]
         started.append((launcher, kids))
+        for pid, c in zip(kids, children):  # each child exec'd (between fork and exec it reads as its parent)
+            wait_for(lambda: c.encode() in _cmdline(pid), 60, f"child {pid} to start its program", step=0.01)
         return launcher.pid, kids
     yield make
     for launcher, kids in started:
@@ -48,6 +51,14 @@ def tree():
                 pass
         launcher.kill()
         launcher.wait(timeout=30)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ")
+    except OSError:
+        return b""
 
 
 def loaders(monkeypatch, tmp_path, token, frameworks: dict[int, tuple], cuda=()):
