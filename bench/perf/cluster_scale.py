@@ -9,27 +9,32 @@ For each fleet size (``--gpus 256 512 1024 2048``: nodes of 8 GPUs) this script
    the whole day and the blocks do not overlap);
 3. starts Debian's ``prometheus`` on the blocks and waits for it to compact them (2 h -> 6 h -> 18 h blocks, as a
    server that scraped the day itself would hold them; on 13 uncompacted 2 h blocks the queries cost about 1.5x);
-4. measures, with "now" the data's last sample plus the time since measuring began (the backfill leaves the
-   data minutes behind the wall clock; the queries are those of the wall clock's now):
+4. measures, with "now" ``--cpu-seconds`` + 90 s before the data's last sample plus the time since measuring
+   began (the backfill leaves the data minutes behind the wall clock; the queries are those of the wall clock's now;
+   every refresh reads a fleet that is reporting: the samples after "now" are the future, which Prometheus does not
+   show, and none is older than the reader's OLD_S; the 24 h range stays within the 24 h + 10 min generated):
    * a cluster page refresh (``ClusterReader.snapshot``): the first, with nothing cached ("cold": the worst
      case, which recurs each time the judged GPUs' window moves on), then ``--cpu-seconds`` of refreshes at the
      page's cadence (``--cadence``, 5 s: the page's REFRESH_S) with their median and worst latency, this
      process' CPU (``resource.getrusage``) and Prometheus' (``/proc/PID/stat``), each as % of one core;
    * the job accounting over 24 h (``ClusterReader.accounting(86400)``, ``--accountings`` times): latency and
-     CPU; the page's whole CPU adds one every ``--account-every`` (60 s: the page's ACCOUNT_S);
+     CPU; the page's whole CPU adds one every ``--account-every`` (default: the page's ACCOUNT_S, 300 s);
    * where each read's time goes: the wall time a query to Prometheus was in flight ("prom"; the accounting
      sends several at once), this process' CPU decoding JSON ("json") and the rest of its CPU ("py": rows,
      judging the dcgm-exporter GPUs); and Prometheus' CPU for the read;
+   * with ``--queries``: each query of one refresh and of one accounting sent again alone, one after the other:
+     its wall time, Prometheus' CPU and the answer's size (which queries cost Prometheus what);
 5. stops Prometheus and removes its temporary directory (also on Ctrl-C or an error).
 
-    python bench/perf/cluster_scale.py [--gpus 256 512 1024 2048] [--json FILE] [--keep DIR]
+    python bench/perf/cluster_scale.py [--gpus 256 512 1024 2048] [--json FILE] [--keep DIR] [--queries]
 
 ``--keep DIR`` keeps each fleet's TSDB under DIR and measures again on it the next time (its "now" stays the
 data's end).
 
 Prints a table (and writes ``--json``). Needs ``prometheus`` and ``promtool`` on PATH. On 2 cores the 2,048-GPU
 fleet (156 M samples) took 6 min to generate and 11 min to backfill (promtool reading one block while the next is
-written).
+written); the 8,192-GPU one (641 M samples, 2.0 GB of TSDB) 19 and 47 min, ~32 GB of disk at its peak (two blocks'
+text, 14 GB each) and promtool ~17 GB of RSS (the text it maps included).
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -105,12 +111,14 @@ class Timed:
     def __init__(self):
         self.spans: list[tuple[float, float]] = []
         self.json_s = 0.0
+        self.sent: list[tuple[tuple, dict]] = []  # each request's arguments (--queries sends them again)
 
     def install(self) -> None:
         import gputop.telemetry.prometheus as P
         timed, real_request, real_loads = self, P.request, json.loads  # (the modules, never patched)
 
         def request(*a, **k):  # the client's whole request (telemetry/urls.request): sent to its body's last byte
+            timed.sent.append((a, k))
             t0 = time.perf_counter()
             try:
                 return real_request(*a, **k)
@@ -130,9 +138,25 @@ class Timed:
                     timed.json_s += time.thread_time() - t
 
         P.request, P.json = request, _Json()
+        self.real_request = real_request
 
     def reset(self) -> None:
-        self.spans, self.json_s = [], 0.0
+        self.spans, self.json_s, self.sent = [], 0.0, []
+
+    def each_alone(self, sent: list[tuple[tuple, dict]], prom_pid: int) -> list[dict]:
+        """Each request of ``sent`` again, alone and in turn: wall time, Prometheus' CPU, answer bytes, the query."""
+        out = []
+        for a, k in sent:
+            c, t = proc_cpu_s(prom_pid), time.perf_counter()
+            answer = self.real_request(*a, **k)
+            wall, cpu = time.perf_counter() - t, proc_cpu_s(prom_pid) - c
+            url, data = a[0], k.get("data")
+            form = urllib.parse.parse_qs(data.decode() if data else urllib.parse.urlparse(url).query)
+            out.append({"wall_s": round(wall, 3), "prometheus_cpu_s": round(cpu, 2), "bytes": len(answer.body),
+                        "endpoint": urllib.parse.urlparse(url).path,
+                        "query": (form.get("query") or form.get("match[]") or [""])[0][:400],
+                        "step": (form.get("step") or [None])[0]})
+        return out
 
     def waited_s(self) -> float:
         total, end = 0.0, float("-inf")
@@ -145,7 +169,8 @@ class Timed:
 
 def wait_compacted(url: str, limit_s: float = 240.0) -> dict:
     """Prometheus compacts the backfilled 2 h blocks (6 h, 18 h) as a live server's would be after a day: wait
-    until it has (the block count lower than at start and still for 15 s), or ``limit_s``."""
+    until it has (the block count lower than at start and still for 45 s: at 8,192 GPUs the last compaction, three 6 h
+    blocks into one, ran 24 s with the count unchanged), or ``limit_s``."""
     def blocks() -> int:  # Prometheus' own /metrics (it scrapes nothing here, itself included)
         with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
             for line in r.read().decode().splitlines():
@@ -160,22 +185,23 @@ def wait_compacted(url: str, limit_s: float = 240.0) -> dict:
         n = blocks()
         if n != last:
             last, still = n, time.monotonic()
-        elif n < first and time.monotonic() - still >= 15:
+        elif n < first and time.monotonic() - still >= 45:
             break
     return {"blocks_backfilled": first, "blocks_served": last, "compaction_wait_s": time.monotonic() - t0}
 
 
 def measure(url: str, end: float, cadence: float, cpu_seconds: float, prom_pid: int, range_s: float,
-            account_every: float, accountings: int) -> dict:
-    """The page's reads against Prometheus at ``url``; "now" is the data's ``end`` plus the time since this began
-    (the wall clock's now, as if the data had been scraped until this moment)."""
+            account_every: float, accountings: int, queries: bool = False) -> dict:
+    """The page's reads against Prometheus at ``url``; "now" is ``LEAD_S`` + ``cpu_seconds`` before the data's last
+    sample ``end`` plus the time since this began (the wall clock's now, as if the data had been scraped until this
+    moment: every refresh reads the fleet reporting, whatever ``cpu_seconds``)."""
     from gputop.analysis.cluster_jobs import judge_jobs
     from gputop.fleet.reader import ClusterReader
     from gputop.telemetry.prometheus import PrometheusClient
-    t_start = time.monotonic()
+    t_start, begin = time.monotonic(), end - LEAD_S - cpu_seconds
 
     def clock() -> float:
-        return end + (time.monotonic() - t_start)
+        return begin + (time.monotonic() - t_start)
 
     client = PrometheusClient(url, timeout=300)
     timed = Timed()
@@ -224,6 +250,10 @@ def measure(url: str, end: float, cadence: float, cpu_seconds: float, prom_pid: 
     out["snapshot_worst_s"] = max(r["wall_s"] for r in runs)
     out["client_cpu_pct"] = 100 * (self_cpu_s() - c0) / wall
     out["prometheus_cpu_pct"] = 100 * (proc_cpu_s(prom_pid) - p0) / wall
+    out["last_refresh_behind_data_end_s"] = round(end - clock())  # > 0: every refresh read the fleet reporting
+    if queries:  # which queries cost Prometheus what: one refresh's, each sent again alone
+        timed_call(lambda: refresh(reader))
+        out["queries_refresh"] = timed.each_alone(list(timed.sent), prom_pid)
     # the job accounting over the range (the page reads it every ``account_every`` seconds)
     runs = []
     for _ in range(accountings):
@@ -242,7 +272,14 @@ def measure(url: str, end: float, cadence: float, cpu_seconds: float, prom_pid: 
     out["page_client_cpu_pct"] = out["client_cpu_pct"] + 100 * out["accounting"]["cpu_s"] / account_every
     out["page_prometheus_cpu_pct"] = out["prometheus_cpu_pct"] + 100 * statistics.median(
         r["prometheus_cpu_s"] for r in runs) / account_every
+    if queries:  # ... and one accounting's
+        timed_call(lambda: reader.accounting(range_s, clock()))
+        out["queries_accounting"] = timed.each_alone(list(timed.sent), prom_pid)
     return out
+
+
+LEAD_S = 90.0  # "now" starts this long + --cpu-seconds before the data's end (cold refresh, the last one's overrun)
+MARGIN_S = 600  # the history generated beyond --hours: "now" may start at most this long (less a step) before the end
 
 
 def median_run(runs: list[dict]) -> dict:
@@ -259,7 +296,7 @@ def one_fleet(gpus: int, args, root: Path) -> dict:
         shutil.rmtree(work, ignore_errors=True)
         (work / "data").mkdir(parents=True)
         end = int(time.time()) // args.step * args.step + args.step
-        start = end - int(args.hours * 3600) - 600  # 10 min more than the range: its first step has a sample
+        start = end - int(args.hours * 3600) - MARGIN_S  # 10 min more than the range: "now" may start before the end
         t = time.perf_counter()
         made = backfill(work / "data", gpus, start, end, args.step, work)
         made.update(end=end, backfill_s=time.perf_counter() - t)
@@ -272,7 +309,7 @@ def one_fleet(gpus: int, args, root: Path) -> dict:
         made["prometheus_start_s"] = time.perf_counter() - t
         made.update(wait_compacted(url))
         result = measure(url, made["end"] - args.step, args.cadence, args.cpu_seconds, proc.pid,
-                         args.hours * 3600, args.account_every, args.accountings)
+                         args.hours * 3600, args.account_every, args.accountings, args.queries)
     finally:
         stop(proc)
     return {"gpus": gpus, "nodes": gpus // GPUS_PER_NODE, **made, **result}
@@ -300,19 +337,27 @@ def table(results: list[dict]) -> str:
 
 
 def main() -> int:
+    from gputop.tui.cluster.model import ACCOUNT_S, REFRESH_S
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", type=int, nargs="+", default=[256, 512, 1024, 2048], help="fleet sizes (x8 per node)")
     ap.add_argument("--hours", type=float, default=24.0, help="history generated (and the accounting's range)")
     ap.add_argument("--step", type=int, default=30, help="scrape interval of the generated data, s")
-    ap.add_argument("--cadence", type=float, default=5.0, help="the cluster page's refresh interval, s (its REFRESH_S)")
-    ap.add_argument("--account-every", type=float, default=60.0,
+    ap.add_argument("--cadence", type=float, default=REFRESH_S,
+                    help="the cluster page's refresh interval, s (its REFRESH_S)")
+    ap.add_argument("--account-every", type=float, default=ACCOUNT_S,
                     help="the page's accounting interval, s (its ACCOUNT_S): for the page's whole CPU")
     ap.add_argument("--cpu-seconds", type=float, default=60.0, help="refreshes at the cadence for this long")
     ap.add_argument("--accountings", type=int, default=3, help="accountings timed")
+    ap.add_argument("--queries", action="store_true",
+                    help="also send each query of one refresh and one accounting again alone: its cost to Prometheus")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--keep", help="keep the TSDBs under this directory, and reuse those already there (default: "
                     "a temporary directory, removed)")
     args = ap.parse_args()
+    if LEAD_S + args.cpu_seconds > MARGIN_S - args.step:
+        print(f"--cpu-seconds {args.cpu_seconds:g}: at most {MARGIN_S - args.step - LEAD_S:g} (the refreshes read the "
+              f"generated data's last {MARGIN_S} s)", file=sys.stderr)
+        return 2
     for tool in ("prometheus", "promtool"):
         if shutil.which(tool) is None:
             print(f"{tool} not on PATH (apt-get install prometheus)", file=sys.stderr)
