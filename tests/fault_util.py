@@ -132,6 +132,25 @@ def read_pids(path: Path) -> list[Proc] | None:
     return [Proc(pid, ctime, role) for role, (pid, ctime) in data.items()]
 
 
+def cmdline(pid: int) -> bytes:
+    """A process's command line as /proc has it, its arguments joined by spaces (b"" where it is gone); between
+    fork and exec it is its parent's."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ")
+    except OSError:
+        return b""
+
+
+def sigkill(pids) -> None:
+    """SIGKILL each of ``pids`` that is still there."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 def descendants(pid: int) -> list[Proc]:
     """Every process under ``pid`` now (the run's processes, gputop's own helpers)."""
     try:

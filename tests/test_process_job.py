@@ -8,13 +8,13 @@ one node are two — never merged (issue 36's culprit judged a neighbour's ranks
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
+from fault_util import cmdline, sigkill
 from gputop.analysis.comms import job_pids, node_jobs
 from gputop.telemetry.process_job import JobReader, recorded_job
 
@@ -61,15 +61,7 @@ def ranks_of(pid: int, n: int) -> list[int]:
     from export_util import wait_for
 
     def ranks():
-        got = []
-        for c in children(pid):
-            try:
-                with open(f"/proc/{c}/cmdline", "rb") as f:
-                    cmd = f.read()
-            except OSError:
-                continue
-            if b"time.sleep(120)" in cmd or b"spawn_main" in cmd:
-                got.append(c)
+        got = [c for c in children(pid) if b"time.sleep(120)" in cmdline(c) or b"spawn_main" in cmdline(c)]
         return sorted(got) if len(got) == n else None
     return wait_for(ranks, 60, f"{n} ranks of {pid}", step=0.05)
 
@@ -81,11 +73,7 @@ def reap_tree(p: subprocess.Popen) -> None:
         pid = todo.pop()
         seen.append(pid)
         todo.extend(children(pid))
-    for pid in seen:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+    sigkill(seen)
     p.wait()
 
 

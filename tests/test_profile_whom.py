@@ -10,7 +10,6 @@ other, 1.0 s later, did not (a window of one rank, profiled alone: NCCL 43% of i
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 
@@ -18,6 +17,7 @@ import pytest
 
 import loader_util
 from export_util import wait_for
+from fault_util import cmdline, sigkill
 from gputop.runner.profile_loader import protocol as P
 from gputop.session import profile_whom as W
 from gputop.session import profiling
@@ -40,25 +40,13 @@ def tree():
         kids = [int(x) for x in launcher.stdout.readline().split()]
         started.append((launcher, kids))
         for pid, c in zip(kids, children):  # each child exec'd (between fork and exec it reads as its parent)
-            wait_for(lambda: c.encode() in _cmdline(pid), 60, f"child {pid} to start its program", step=0.01)
+            wait_for(lambda: c.encode() in cmdline(pid), 60, f"child {pid} to start its program", step=0.01)
         return launcher.pid, kids
     yield make
     for launcher, kids in started:
-        for pid in kids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        sigkill(kids)
         launcher.kill()
         launcher.wait(timeout=30)
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ")
-    except OSError:
-        return b""
 
 
 def loaders(monkeypatch, tmp_path, token, frameworks: dict[int, tuple], cuda=()):
