@@ -138,7 +138,8 @@ def test_a_stack_that_cannot_be_read_says_why_in_one_line(tmp_path):
 
 def test_a_py_spy_that_hangs_is_killed_after_its_timeout(tmp_path):
     hang = tmp_path / "py-spy"
-    hang.write_text("#!/bin/sh\nexec sleep 60\n")
+    seconds = f"60.{os.getpid()}"  # this test's own hung program: another suite on the machine runs the same test
+    hang.write_text(f"#!/bin/sh\nexec sleep {seconds}\n")
     hang.chmod(0o755)
     me = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
@@ -149,7 +150,8 @@ def test_a_py_spy_that_hangs_is_killed_after_its_timeout(tmp_path):
     finally:
         me.kill()
         me.wait()
-    left = subprocess.run(["pgrep", "-f", "exec sleep 60|^sleep 60$"], capture_output=True, text=True).stdout.split()
+    left = subprocess.run(["pgrep", "-f", f"exec sleep {seconds}|^sleep {seconds}$"], capture_output=True,
+                          text=True).stdout.split()
     assert not left, f"the hung py-spy outlived its timeout: {left}"
 
 
