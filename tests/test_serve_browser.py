@@ -217,11 +217,15 @@ def browsed(chromium) -> dict:
         async def both():
             turns = asyncio.Lock()  # the tabs take turns in front for their screenshots
             tasks = {c: asyncio.create_task(session_in_browser(chromium, ports[c], c, turns)) for c in (False, True)}
-            for _ in range(300):  # the server side: one gputop per browser session, with the right flags
-                sessions = {c: served_gputops(servers[c]) for c in servers}
+            # the server side: one gputop per browser session, with the right flags; each server's first seen is
+            # kept (a session ends with its tab: on a loaded machine a later look may come after it)
+            sessions = {c: [] for c in servers}
+            end = time.monotonic() + 60
+            while time.monotonic() < end:
+                sessions = {c: sessions[c] or served_gputops(servers[c]) for c in servers}
                 if all(sessions.values()) or all(t.done() for t in tasks.values()):
                     break
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.05)
             outs = {c: await t for c, t in tasks.items()}
             for c in outs:
                 outs[c]["sessions"] = sessions[c]
