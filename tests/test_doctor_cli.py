@@ -142,3 +142,13 @@ def test_the_whole_quick_doctor_writes_its_report_and_keeps_each_gpu(tmp_path, m
     kept = doctor_state.read_all({"GPUTOP_DOCTOR_DIR": str(tmp_path)})
     assert sorted(s["status"] for s in kept.values()) == ["degraded", "ok"]
     assert all(s["mode"] == "quick" and s["figures"]["dram_bytes_per_s"] == 3.15e12 for s in kept.values())
+
+
+def test_gpu_takes_several_indices_at_once_or_repeated():
+    """`--doctor --gpu 2 3` as the issue writes it, and `--gpu 2 --gpu 3` as before; `--run` still ends at `--`."""
+    from gputop.cli import parse
+
+    assert parse(["--doctor", "--quick", "--gpu", "2", "3"])[0].gpu == [2, 3]
+    assert parse(["--doctor", "--gpu", "2", "--gpu", "3", "--json"])[0].gpu == [2, 3]
+    args, rest = parse(["--gpu", "1", "--json", "--run", "--", "python3", "-c", "1"])
+    assert args.gpu == [1] and rest == ["python3", "-c", "1"]
