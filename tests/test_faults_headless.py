@@ -117,7 +117,7 @@ def ended(g: Gputop, rep: Report, procs: list[Proc], code: int) -> int:
 
 
 # -- gputop --run NAME ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("sig", SIGNALS, ids=signal_name)
+@pytest.mark.parametrize("sig", [pytest.param(signal.SIGINT, marks=pytest.mark.slow), signal.SIGTERM, pytest.param(signal.SIGHUP, marks=pytest.mark.slow)], ids=signal_name)  # quick: TERM
 def test_run_name_signal_to_gputop(tmp_path, reaper, sig):
     g, pid_file, out = start_workload(tmp_path, reaper)
     procs = under_way(g, pid_file)
@@ -161,7 +161,8 @@ def test_run_name_child_killed_from_outside(tmp_path, reaper):
     rep.finish()
 
 
-@pytest.mark.parametrize("end,code,status", [("exit3", 1, "error"), ("segv", 5, "crashed")], ids=["exit3", "segv"])
+@pytest.mark.parametrize("end,code,status", [pytest.param("exit3", 1, "error", marks=pytest.mark.slow),  # quick: segv
+                                             ("segv", 5, "crashed")], ids=["exit3", "segv"])
 def test_run_name_child_fails(tmp_path, reaper, end, code, status):
     """``sys.exit(3)`` in the workload: exit 1, "error"; a segfault: exit 5, "crashed"."""
     g, pid_file, out = start_workload(tmp_path, reaper, f"end={end}")
