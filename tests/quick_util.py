@@ -29,3 +29,8 @@ def only(cases: Iterable, quick: Callable[[object], bool], ids: Callable[[object
         out.append(pytest.param(*values, marks=() if quick(case) else pytest.mark.slow,
                                 id=ids(case) if ids else None))
     return out
+
+
+def slow(*values, id: str | None = None):
+    """One case of a parametrize list that only the full suite runs."""
+    return pytest.param(*values, marks=pytest.mark.slow, id=id)

@@ -20,7 +20,7 @@ from fault_util import PY, ROOT, env
 from gputop import documents
 from gputop.runner.recording import read_recording
 from io_util import DEMO, RUN_S, gputop, one_document, one_line
-from quick_util import first_of_each, only
+from quick_util import first_of_each, only, slow
 
 RUN = ["--run", "fault_ok", "--device", "cpu"]  # a workload of a second (tests/fault_workloads/fault_ok.py)
 
@@ -32,7 +32,7 @@ def last_line(r: subprocess.CompletedProcess) -> str:
 
 
 # -- a file that cannot be written whole ---------------------------------------------------------------------------
-@pytest.mark.parametrize("flag", [pytest.param("--record-run", marks=pytest.mark.slow), "--csv", pytest.param("-o", marks=pytest.mark.slow)])  # the quick loop: --csv
+@pytest.mark.parametrize("flag", [slow("--record-run"), "--csv", slow("-o")])  # the quick loop: --csv
 def test_a_workload_output_on_dev_full_exits_1_and_says_which(flag):
     r = gputop(*RUN, flag, "/dev/full", "--json")
     assert r.returncode == 1, r.stderr
@@ -115,7 +115,7 @@ def full_fs(tmp_path):
         subprocess.run(["umount", str(mnt)], check=False)
 
 
-@pytest.mark.parametrize("flag", [pytest.param("--record-run", marks=pytest.mark.slow), "-o", pytest.param("--csv", marks=pytest.mark.slow)])  # the quick loop: -o
+@pytest.mark.parametrize("flag", [slow("--record-run"), "-o", slow("--csv")])  # the quick loop: -o
 def test_outputs_on_a_full_filesystem_exit_1(full_fs, flag):
     out = full_fs / "out"
     r = gputop(*RUN, flag, str(out), *([] if flag == "-o" else ["-o", str(full_fs.parent / "doc.json")]))
