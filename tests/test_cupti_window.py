@@ -234,6 +234,7 @@ def window_of(r):
     return doc, doc["attribution"]["windows"][0]
 
 
+@pytest.mark.slow
 def test_a_cuda_program_without_torch_gets_a_cupti_window(tmp_path):
     r = run_gputop(tmp_path, "--profile-seconds", "1", fake_cupti=True)
     assert r.returncode == 7, r.stderr

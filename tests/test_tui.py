@@ -217,6 +217,7 @@ async def test_cancel_a_running_workload_and_one_run_per_device():
 
 
 @sync
+@pytest.mark.slow
 async def test_quit_stops_the_running_workload():
     app = make(fps=4)  # with the frame timer, as gputop runs: it fires while the app shuts down
     async with app.run_test(size=(100, 30)) as pilot:
