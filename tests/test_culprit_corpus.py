@@ -97,6 +97,7 @@ def corpus_x4(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow
 def test_the_4_h100_corpus_names_every_culprit_and_no_bystander(corpus_x4):
     """Rank 3 is the culprit of every fault by construction: it alone is named (rank 1, whose GPU's verdict lagged
     the stall, is not), with the line it is at; the shared GPU's straggler is rank 3; a flight recorder dump of the
@@ -116,6 +117,7 @@ def test_the_4_h100_corpus_names_every_culprit_and_no_bystander(corpus_x4):
     assert s["healthy_clean"] is None  # the corpus's healthy run did not run: said, not counted as clean
 
 
+@pytest.mark.slow
 def test_docs_table_is_the_4_h100_corpus_as_replayed(corpus_x4):
     """docs/diagnosis.md's table of the 4-H100 corpus is this replay's (held equal, so a change of the judge that
     changes it changes the docs)."""

@@ -119,6 +119,7 @@ def test_the_readme_and_the_exit_code_table_agree():
     assert "## Is this node healthy: `--doctor`" in readme
 
 
+@pytest.mark.slow
 def test_the_whole_quick_doctor_writes_its_report_and_keeps_each_gpu(tmp_path, monkeypatch, capsys):
     """``main_doctor`` down the layers in this process: recorded NVML answers, the loads' stand-ins (real
     processes), the report on stdout within 80 columns, each GPU kept for --export, the exit code."""
