@@ -16,12 +16,15 @@ SCHEMAS = Path(__file__).resolve().parents[1] / "gputop" / "schema"
 NUMBER = re.compile(r"(?<![\w.-])(-?\d+(?:\.\d+)?)(?:\s?([kMGTP])(?=[A-Za-z/]))?")
 SI = {"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 QUOTED = re.compile(r"'[^']*'")  # names quoted in a sentence ('batch=64', '+persistent') are not numbers
+# nor are the names of a place in a program or of a process: quoted code (`time.sleep(3600)`), a file's line
+# (train.py:16), a pid, a rank, a GPU's index (what the ranks' stacks say of a culprit: its where, not a measure)
+NAMES = re.compile(r"`[^`]*`|[\w./<>-]+\.py:\d+|\b(?:pid|rank|ranks|GPU)s? \d+(?:(?:, | and |-)\d+)*")
 
 
 def quoted_numbers(text: str) -> list[tuple[float, int, str | None]]:
     """(value, decimals shown, SI prefix or None) of each number in ``text``."""
     out = []
-    for m in NUMBER.finditer(QUOTED.sub("''", text)):
+    for m in NUMBER.finditer(NAMES.sub("''", QUOTED.sub("''", text))):
         digits = m.group(1)
         out.append((float(digits), len(digits.split(".")[1]) if "." in digits else 0, m.group(2)))
     return out

@@ -26,7 +26,7 @@ is blamed only on a run's GPUs (the command's own) or where its process is of th
 from __future__ import annotations
 
 from gputop.analysis.evidence import Key, declare
-from gputop.analysis.rules.base import MULTI2, MULTI4, Example, Rule, Score
+from gputop.analysis.rules.base import MULTI2, MULTI4, TRACES, Example, Rule, Score
 from gputop.analysis.rules.stalled import gpu_names
 from gputop.analysis.verdict import Verdict
 from gputop.analysis.vocabulary import Cls, Sub
@@ -120,6 +120,16 @@ EXAMPLES = (
             judged="run"),
     Example(MULTI4 + "straggler.jsonl.gz", 0, 0, 0, False, "a straggler slows its job but nobody is stalled",
             judged="run"),
+    # the culprit corpora (bench/gpu/culprit_corpus_gpu.sh, 2026-11-27): the ranks' stacks and flight recorder
+    # dumps recorded, judged again on replay
+    Example(TRACES + "culprit_h100x4/size.jsonl.gz", 3, 0, 0, True, "rank 3 all-reduces other sizes than ranks "
+            "0-2: the stacks name it, its dump says what it called", sub=Sub.MISMATCH, judged="run"),
+    Example(TRACES + "culprit_h100x2/op.jsonl.gz", 1, 0, 0, True, "rank 1 broadcasts where rank 0 all-reduces: two "
+            "ranks that differ (the dumps' tie), the stacks name rank 1", sub=Sub.MISMATCH, judged="run"),
+    Example(TRACES + "culprit_h100x2/nojoin.jsonl.gz", 1, 0, 0, True, "rank 1 never joins: its peer waits in DDP's "
+            "set-up, no GPU stalled", sub=Sub.OUTSIDE, judged="run"),
+    Example(TRACES + "culprit_h100x2/sleep.jsonl.gz", 0, 0, 0, False, "rank 0 waits for the sleeping rank 1: "
+            "stalled, not the culprit (a healthy job on GPUs 2-3 of the node beside it)", judged="run"),
 )
 
 RULE = Rule(Cls.CULPRIT, score, describe, ADVICE, EVIDENCE, EXAMPLES, job_level=True)
