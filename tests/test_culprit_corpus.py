@@ -85,16 +85,21 @@ def test_the_summary_from_the_command_line(corpus, tmp_path, capsys):
     assert render(summarize(corpus)).splitlines()[0].startswith("case")
 
 
-@pytest.fixture(scope="module")
-def corpus_x4(tmp_path_factory):
-    """The GPU corpus of 2026-11-27 on 4 H100s (tests/data/traces/culprit_h100x4/README.md), replayed."""
-    src = TRACES / "culprit_h100x4"
-    d = tmp_path_factory.mktemp("culprit_x4")
+def replayed(tmp_path_factory, name: str) -> Path:
+    """A GPU corpus's folder (tests/data/traces/NAME: its traces and truths) with each trace's document replayed."""
+    src = TRACES / name
+    d = tmp_path_factory.mktemp(name)
     (d / "docs").mkdir()
     (d / "truth").symlink_to(src / "truth")
     for t in sorted(src.glob("*.jsonl.gz")):
         (d / "docs" / (t.name.split(".")[0] + ".json")).write_text(json.dumps(replay_document(str(t))))
     return d
+
+
+@pytest.fixture(scope="module")
+def corpus_x4(tmp_path_factory):
+    """The GPU corpus of 2026-11-27 on 4 H100s (tests/data/traces/culprit_h100x4/README.md), replayed."""
+    return replayed(tmp_path_factory, "culprit_h100x4")
 
 
 @pytest.mark.slow
@@ -130,13 +135,7 @@ def test_docs_table_is_the_4_h100_corpus_as_replayed(corpus_x4):
 def corpus_x2(tmp_path_factory):
     """The GPU corpus of 2026-11-27 on 2 H100s beside a healthy job (tests/data/traces/culprit_h100x2/README.md),
     replayed."""
-    src = TRACES / "culprit_h100x2"
-    d = tmp_path_factory.mktemp("culprit_x2")
-    (d / "docs").mkdir()
-    (d / "truth").symlink_to(src / "truth")
-    for t in sorted(src.glob("*.jsonl.gz")):
-        (d / "docs" / (t.name.split(".")[0] + ".json")).write_text(json.dumps(replay_document(str(t))))
-    return d
+    return replayed(tmp_path_factory, "culprit_h100x2")
 
 
 @pytest.mark.slow
