@@ -27,7 +27,7 @@ from gputop.analysis.cluster_identity import gpu_id, resolve
 from gputop.analysis.cluster_text import hours_text, job_line
 from gputop.cli import parse, parse_duration
 from gputop.headless.cluster import cluster_document
-from gputop.fleet.accounting import range_step, slices
+from gputop.fleet.accounting import RULES_FILE, RULES_GROUP, range_step, slices
 from gputop.fleet.reader import ClusterReader
 from gputop.fleet.series import values_regex
 from gputop.telemetry.errors import BadSource, NoGpu, QueryFailed, SourceUnreachable
@@ -310,6 +310,8 @@ def test_a_document_from_made_up_answers_follows_its_schema(stub):
                 return [{"metric": {**labels, "class": "idle"}, "value": [at, "0.9"]}]
             if "last_over_time" in promql or promql.startswith("max by (UUID") or " and on(" in promql:
                 return []  # no GPU gone, none late; no class that reads the clocks or the links
+            if promql.startswith("count(job_class:"):
+                return []  # no recording rules: the accounting reads the raw series
             if promql.startswith("group by"):  # each GPU's model and jobs
                 return [{"metric": labels, "value": [at, "1"]}]
             if promql.startswith("sum by") or (promql.startswith("max by") and "max_over_time" in promql):
@@ -337,7 +339,10 @@ def test_a_document_from_made_up_answers_follows_its_schema(stub):
                                           "win_back_gpu_hours": 1.0, "win_back_share": 1.0, "classes": [
         {"class": "idle", "subclass": None, "gpu_hours": 1.0, "share": 1.0}], "win_back": [
         {"class": "idle", "gpu_hours": 1.0, "of_class_gpu_hours": 1.0, "method": "all of it"}]}]
-    assert row["reporting"] and not row["duplicate"] and row["flags"] == [] and doc["notes"] == []
+    assert row["reporting"] and not row["duplicate"] and row["flags"] == []
+    assert doc["notes"] == [f"accounting from the raw series: the recording rules of {RULES_FILE} (group "
+                            f"{RULES_GROUP}) do not hold the range (with them loaded for that long, it reads a few "
+                            "series a job)"]
     with pytest.raises(NoGpu, match="is it scraping the exporters"):
         ClusterReader(PrometheusClient(url, env={})).snapshot()
     Stub.series = [{"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": f"n{i}", "gpu": "0"} for i in range(3)]
