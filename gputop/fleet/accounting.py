@@ -17,7 +17,14 @@
 * the dcgm-exporter GPUs judged here window by window, at most ``ACCOUNT_JUDGE_POINTS`` samples of each over the
   range (the GPUs of the nodes that exported no verdict in the range: a node whose gputop exported at any time of it
   is counted from its verdicts alone; their nodes in ``PARALLEL`` shares), each window's recoverable share from its
-  samples.
+  samples. The samples fall on a grid of their step from the first accounting's time (the reader keeps it, in
+  ``cache``): the accountings within one step of it (the page counts every 5 min, a 24 h range's step is 3 h) reuse
+  the first one's verdicts instead of reading and judging the day again.
+
+The exported verdicts' parts (``PARTS``) come from the recording rules of ``RULES_FILE`` (group ``RULES_GROUP``:
+each part's figure at one instant, by job) where they hold the range (``recorded``), summed over the range in one
+query each: a few series a job instead of every GPU's series joined at every step. Where they do not, from the raw
+series, the range in ``PARALLEL`` slices, and a note says so.
 
 A query that fails (a timeout at scale) costs its own part: the rest is counted and a note says what is missing
 (``account``'s third value). The sums are ``analysis/cluster_accounting.py``'s.

@@ -13,10 +13,15 @@ One :class:`ClusterReader` per server (``telemetry/prometheus.PrometheusClient``
    exporter that stopped, a node gone, an exporter whose clock is behind: its timestamps put its samples in the
    past), from the newest sample time of each GPU's ``DCGM_FI_DEV_GPU_UTIL``;
 4. for the GPUs without a verdict (dcgm-exporter's nodes), the ``DCGM_FI_*`` series the classifier reads
-   (``JUDGE_NAMES``) over the last ``JUDGE_WINDOW_S`` at ``JUDGE_STEP_S`` (``query_range``, on those GPUs' nodes
-   only: named by the label index and asked for beside 1-3, the nodes the index missed after), which this process
-   judges itself with the classifier (``analysis/cluster.judge``). The refreshes within one step of a grid of
-   ``JUDGE_STEP_S`` (the cluster page reads every 5 s) reuse the first one's verdicts.
+   (``JUDGE_NAMES``) at the marks of a grid of ``JUDGE_STEP_S`` over the last ``JUDGE_WINDOW_S`` (on those GPUs'
+   nodes only: named by the label index and asked for beside 1-3, the nodes the index missed after), which this
+   process judges itself with the classifier (``analysis/cluster.judge``). The grid's marks fall every
+   ``JUDGE_STEP_S`` from the reader's first read: the refreshes within one step (the cluster page reads every 5 s)
+   reuse the first one's verdicts, and the window is rolled on, not read again: a mark once read does not change,
+   so a refresh asks only for the marks since the last one it holds (one instant query, where the page reads within
+   a step; at 8,192 GPUs the page reads less often and the whole minute's ``query_range`` was a third of a
+   refresh's work in Prometheus: docs/benchmarks.md, "Cluster scale"), and for the whole window of a node it does
+   not hold yet.
 
 Rows are GPUs as ``analysis/cluster_identity.py`` defines them: a UUID through one scrape target, never merged by
 host name or index; a dcgm-exporter beside the node's gputop is the same GPU (one row); any other two targets
