@@ -156,8 +156,9 @@ def account(client, range_s: float, now: float, cache: dict | None = None) -> tu
         except SourceError as exc:
             selectors = []
             notes.append(f"dcgm-exporter's GPUs not counted: which nodes export no verdict could not be read ({exc})")
-        for i, q in enumerate(selectors):  # the largest answers first
-            calls[("judged", i)] = lambda q=q: client.query_range(q, start, grid_end, judge_step)
+        for i, q in enumerate(selectors):  # the largest answers first; each judged in its thread as it comes
+            calls[("judged", i)] = lambda q=q: _judged(client.query_range(q, start, grid_end, judge_step), range_s,
+                                                       judge_step)
     for o, w in slices(range_s, step, 1 if rules else S.PARALLEL):
         window = f"[{int(w) - 1}s:{int(step)}s]"
         for part in PARTS:
@@ -181,7 +182,8 @@ def account(client, range_s: float, now: float, cache: dict | None = None) -> tu
                            step, Cls.THROTTLED, _clock_deficit)
     recovered += _by_model(got("fp32"), fp32_steps, step, Cls.COMPUTE_BOUND, _mixed_precision)
     if judged is None:
-        judged = _judged(got("judged"), range_s, judge_step)
+        shares = [a for k, a in answers.items() if isinstance(k, tuple) and k[0] == "judged"]
+        judged = ([e for a in shares for e in a[0]], [r for a in shares for r in a[1]])
         if cache is not None and judge_read and not any(k[0] == "judged" for k in failed if isinstance(k, tuple)):
             for k in [k for k in cache if k[0] != "phase"]:
                 del cache[k]
@@ -193,7 +195,8 @@ def account(client, range_s: float, now: float, cache: dict | None = None) -> tu
 
 
 def _judged(answer: list[dict], range_s: float, judge_step: float) -> tuple[list, list]:
-    """dcgm-exporter's GPUs judged window by window on their samples: (entries, recovered) by job."""
+    """dcgm-exporter's GPUs (of one share of their nodes) judged window by window on their samples: (entries,
+    recovered) by job."""
     entries, recovered = [], []
     window_s = max(range_s / ACCOUNT_WINDOWS, 2 * judge_step)
     for key, g in S.groups(answer, with_job=True).items():
