@@ -24,9 +24,19 @@ For each fleet size (``--gpus 256 512 1024 2048``: nodes of 8 GPUs) this script
      judging the dcgm-exporter GPUs); and Prometheus' CPU for the read;
    * with ``--queries``: each query of one refresh and of one accounting sent again alone, one after the other:
      its wall time, Prometheus' CPU and the answer's size (which queries cost Prometheus what);
+   * with ``--raw-accountings N``: N accountings more as without the recording rules (the raw series, a new
+     reader each: nothing cached), their time and totals beside the rules' (the same jobs, the hours they count);
 5. stops Prometheus and removes its temporary directory (also on Ctrl-C or an error).
 
+Between 3 and 4 (unless ``--no-rules``), the accounting's recording rules (docs/prometheus/gputop-rules.yml, group
+``gputop-accounting-parts``) are evaluated over the generated day by ``promtool tsdb create-blocks-from rules``
+against the running Prometheus, their blocks moved into its TSDB and Prometheus restarted on it (once: ``--keep``
+keeps them), as a server that had the rules loaded all day holds them. promtool writes no staleness markers: a
+job's recorded series holds a step of the look-back (5 min) after the job's GPUs leave a class, on top of the
+backfilled raw series' own (docs/benchmarks.md, "Cluster scale at 8,192 GPUs").
+
     python bench/perf/cluster_scale.py [--gpus 256 512 1024 2048] [--json FILE] [--keep DIR] [--queries]
+        [--no-rules] [--raw-accountings N]
 
 ``--keep DIR`` keeps each fleet's TSDB under DIR and measures again on it the next time (its "now" stays the
 data's end).

@@ -84,6 +84,10 @@ PARTS = (("classes", JOB_CLASS_SUB, "gputop_verdict_confidence", True, "job_clas
 # "Cluster scale"); where they do not, it reads the raw series and says so (one line).
 RULES_GROUP = "gputop-accounting-parts"
 RULES_FILE = "docs/prometheus/gputop-rules.yml"
+RULE_FRESH_S = 65  # a rule's figure counts at a step where it was evaluated within this long (the group's 1m
+# interval), not within the look-back's 5 min: a live rule's series ends with a staleness marker, but rule blocks
+# that ``promtool tsdb create-blocks-from rules`` wrote have none, and their figures would count 5 min past a
+# job's end (docs/benchmarks.md, "Cluster scale at 8,192 GPUs")
 
 
 def rule_expr(part: tuple) -> str:
@@ -96,7 +100,7 @@ def part_query(part: tuple, window: str, recorded: bool) -> str:
     """A part summed by job over a subquery's ``window`` (``[length:step]``), from the raw series or the rule's."""
     _, by, what, counted, record = part
     if recorded:
-        return f"sum by ({by}) (sum_over_time({record}{window}))"
+        return f"sum by ({by}) (sum_over_time(last_over_time({record}[{RULE_FRESH_S}s]){window}))"
     return f"sum by ({by}) ({'count' if counted else 'sum'}_over_time({what}{window}))"
 
 
