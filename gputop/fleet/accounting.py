@@ -161,8 +161,8 @@ def account(client, range_s: float, now: float, cache: dict | None = None) -> tu
             selectors = []
             notes.append(f"dcgm-exporter's GPUs not counted: which nodes export no verdict could not be read ({exc})")
         for i, q in enumerate(selectors):  # the largest answers first; each judged in its thread as it comes
-            calls[("judged", i)] = lambda q=q: _judged(client.query_range(q, start, grid_end, judge_step), range_s,
-                                                       judge_step)
+            calls[("judged", i)] = lambda q=q: _judged(client.query_range(S.by_gpu(q, S.META_LABELS), start,
+                                                                          grid_end, judge_step), range_s, judge_step)
     for o, w in slices(range_s, step, 1 if rules else S.PARALLEL):
         window = f"[{int(w) - 1}s:{int(step)}s]"
         for part in PARTS:
