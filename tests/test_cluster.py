@@ -428,6 +428,8 @@ def test_the_judged_gpus_window_rolls_on_and_judges_as_a_window_read_whole():
         whole = R.ClusterReader(Client()).snapshot(t)[0]  # a new reader: the minute to t read whole
         assert (row.cls, row.subclass, row.confidence, row.missing) == \
             (whole.cls, whole.subclass, whole.confidence, whole.missing), t
+    reader.snapshot(t0 + 40)  # the clock set back: its minute read whole, no mark of the future kept
+    assert client.history[-1] == ("range", t0 - 30, t0 + 30)
 
 
 def test_the_accounting_judges_dcgm_exporters_gpus_once_a_step_of_their_grid():

@@ -293,7 +293,8 @@ class ClusterReader:
         step), the whole window of the others; the marks before the window dropped."""
         first = end - JUDGE_WINDOW_S
         asked = {(label, v) for label, values in nodes.items() for v in values}
-        kept = asked & self._window_nodes if self._window_at is not None and self._window_at >= first else set()
+        held = self._window_at is not None and first <= self._window_at <= end  # (a clock set back: read it whole)
+        kept = asked & self._window_nodes if held else set()
         since = (self._window_at or end) + JUDGE_STEP_S
         history: dict[tuple, dict] = {}
         if kept:
