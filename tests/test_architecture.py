@@ -7,12 +7,23 @@ module in a layer: evaluate (not shipped) above everything the product is made o
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "gputop"
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(source: str) -> ast.AST:
+    return ast.parse(source)
+
+
+def tree(path: Path) -> ast.AST:
+    """The file's syntax tree, parsed once per content for the whole module (each check walks every file)."""
+    return _parsed(path.read_text())
 
 
 def modules() -> dict[str, Path]:
@@ -29,7 +40,7 @@ def modules() -> dict[str, Path]:
 def imports_of(path: Path, known: set[str]) -> list[tuple[str, ast.AST]]:
     """(gputop module imported, node) for every import statement in the file."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree(path)):
         names = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
@@ -72,7 +83,7 @@ def test_textual_and_rich_only_in_the_tui():
     for mod, path in modules().items():
         if mod.startswith("gputop.tui"):
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(tree(path)):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                      [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             bad = [n for n in names if n.split(".")[0] in ("textual", "rich")]
@@ -82,7 +93,7 @@ def test_textual_and_rich_only_in_the_tui():
 def test_no_guarded_import_of_the_project_itself():
     """Neither in the package nor in the workload scripts (which put their checkout on the path instead)."""
     for path in list(modules().values()) + sorted((ROOT / "workloads").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(tree(path)):
             if not isinstance(node, ast.Try):
                 continue
             catches_import_error = any(
@@ -138,7 +149,7 @@ def gputop_imports(mod: str, path: Path, known: set[str]) -> set[str]:
     ``from .. import x``) of gputop.x where x is a module."""
     package = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree(path)):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -262,7 +273,7 @@ def tui_room_crossings(mods: dict[str, Path]) -> list[str]:
             continue
         my_level, my_room, sideways = level[me]
         if my_room in TUI_PLAIN:
-            for node in ast.walk(ast.parse(path.read_text())):
+            for node in ast.walk(tree(path)):
                 names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                          [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
                 for n in names:

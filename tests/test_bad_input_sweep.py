@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from fault_util import ROOT, env
+from quick_util import first_of_each
 
 NO_PYNVML = Path(__file__).resolve().parent / "no_pynvml"
 DEMO = ROOT / "gputop" / "data" / "demo.jsonl.gz"
@@ -225,7 +226,7 @@ def servers():
         socketserver.ThreadingTCPServer.allow_reuse_address = True
         server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
         server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()  # shutdown() within 50 ms
         running.append(server)
         out[name] = f"127.0.0.1:{server.server_address[1]}"
     yield out
@@ -249,7 +250,9 @@ def _filled(argv: list[str], tmp_path: Path, servers: dict) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("name, argv, code, words, extra", CASES, ids=[c[0] for c in CASES])
+# the quick loop runs the first case of each family (the word before the first "-"), the full suite every case
+@pytest.mark.parametrize("name, argv, code, words, extra", first_of_each(CASES, lambda c: c[0].split("-")[0],
+                                                                       ids=lambda c: c[0]))
 def test_bad_input(tmp_path, servers, name, argv, code, words, extra):
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     (tmp_path / "plain.txt").write_text("echo hello\n")

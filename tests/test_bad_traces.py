@@ -18,6 +18,7 @@ from gputop import documents
 from gputop.telemetry.trace import ReplaySource, TraceError, read_trace
 from gputop.telemetry.trace_file import IDLE_S
 from io_util import DEMO, RUN_S, flipped, gputop, one_document, one_line
+from quick_util import only, slow
 
 
 def free_port() -> int:
@@ -55,7 +56,7 @@ def test_a_corrupt_gzip_is_a_trace_error_naming_the_file_in_one_line(corrupt):
         assert str(p) in str(exc.value) and "\n" not in str(exc.value)
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", [0] + [slow(s) for s in range(1, 4)])  # the quick loop: one seed
 def test_replay_json_of_a_corrupt_gzip_is_exit_2_and_one_error_document(corrupt, seed):
     r = gputop("--replay", str(corrupt[seed]), "--json")
     one_line(r, 2, str(corrupt[seed]))
@@ -106,7 +107,7 @@ def test_a_plain_trace_whose_last_line_is_cut_says_which_line(tmp_path):
     assert src.truncated == f"its last line (line {n}) is cut off" and src.label == "cut.jsonl (cut off)"
 
 
-@pytest.mark.parametrize("device", ["/dev/zero", "/dev/null", "/dev/urandom"])
+@pytest.mark.parametrize("device", ["/dev/zero", slow("/dev/null"), slow("/dev/urandom")])  # the quick loop: one
 @pytest.mark.parametrize("argv", [["--json"], ["--once"]], ids=["replay-json", "once"])
 def test_a_device_is_refused_before_a_byte_is_read(device, argv):
     r = gputop("--replay", device, *argv)
@@ -138,7 +139,7 @@ def test_a_fifo_nobody_writes_to_is_given_up_on_not_waited_for_forever(tmp_path)
     assert one_document(r)["exit_code"] == 2
 
 
-@pytest.mark.parametrize("name", ["-", "/dev/stdin"])
+@pytest.mark.parametrize("name", ["-", slow("/dev/stdin")])  # the quick loop: "-"
 @pytest.mark.parametrize("gz", [True, False], ids=["gzip", "plain"])
 def test_replay_dash_reads_the_trace_piped_on_stdin(name, gz):
     data = DEMO.read_bytes() if gz else gzip.decompress(DEMO.read_bytes())
@@ -189,7 +190,7 @@ def test_replay_dash_in_the_tui_is_refused_where_it_would_read_the_keys(argv):
     one_line(gputop(*argv, input=DEMO.read_bytes()), 2, "reads the trace from stdin")
 
 
-@pytest.mark.parametrize("row, why", [
+@pytest.mark.parametrize("row, why", only([  # the quick loop: the first row and a sample that is not a number
     ('{"type":"tick","gpus":[]}', "has no time t"),
     ('{"type":"tick","t":"x","gpus":[]}', "has no time t"),
     ('{"type":"tick","t":1,"gpus":{}}', "no list of GPU samples"),
@@ -198,7 +199,7 @@ def test_replay_dash_in_the_tui_is_refused_where_it_would_read_the_keys(argv):
     ('{"type":"tick","t":1,"gpus":[{"t":1,"clock_reasons":"none"}]}', "clock_reasons or processes"),
     ('{"type":"tick","t":1,"gpus":[],"host":[]}', "host that is not an object"),
     ('{"type":"mark","t":1}', "has no label"),
-])
+], lambda case: case[0] == '{"type":"tick","gpus":[]}' or "not a number" in case[1], unpack=True))
 def test_a_row_of_the_wrong_shape_is_a_trace_error_not_a_traceback_later(tmp_path, row, why):
     p = tmp_path / "shape.jsonl"
     p.write_text('{"type":"header","format":"gputop-trace","version":1,"devices":[]}\n'
@@ -208,7 +209,7 @@ def test_a_row_of_the_wrong_shape_is_a_trace_error_not_a_traceback_later(tmp_pat
     one_line(gputop("--replay", str(p), "--json"), 2, why)
 
 
-@pytest.mark.parametrize("which", ["corrupt", "/dev/zero"])
+@pytest.mark.parametrize("which", ["corrupt", slow("/dev/zero")])  # the quick loop: a corrupt trace
 def test_the_tui_on_a_real_terminal_says_one_line_exit_2(corrupt, which):
     from fault_util import Terminal, plain
 

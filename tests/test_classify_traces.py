@@ -104,9 +104,11 @@ def test_labelled_trace_gets_its_label(path):
         assert checked, f"{path.name}: every labelled phase is shorter than {MIN_PHASE_TICKS} samples"
 
 
-# (the corpus' real programs are the slow loop's; the labelled traces, the demo and the workloads' the quick loop's)
+# (the corpus' real programs, the H200 demo and the workloads' traces are the slow loop's; the demo and the
+# labelled traces of one class each the quick loop's)
 @pytest.mark.parametrize("path", [Path(demo_trace_path())] + [pytest.param(p, marks=pytest.mark.slow)
-                                  if p.name.startswith("corpus_") else p for p in LABELLED], ids=lambda p: p.name)
+                                  if p.name.startswith(("corpus_", "wl_", "h200_demo")) else p for p in LABELLED],
+                         ids=lambda p: p.name)
 def test_every_verdict_on_a_recorded_trace_has_one_shape_and_quotes_its_evidence(path):
     """Each window's, each segment's, each GPU's and the run's verdict: the schema's verdict, with every
     number of its sentence one of its evidence numbers."""

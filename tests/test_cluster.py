@@ -256,13 +256,17 @@ def schema() -> dict:
     return json.loads((ROOT / "gputop/schema/cluster.schema.json").read_text())
 
 
-@pytest.mark.parametrize("answer, code, words", [
-    ((200, "text/html", "<html>Grafana</html>"), exitcodes.USAGE, "not Prometheus' HTTP API"),
-    ((200, "application/json", '{"hello": "world"}'), exitcodes.USAGE, "not Prometheus' HTTP API"),
-    ((422, "application/json", '{"status": "error", "errorType": "execution", "error": "query processing would '
-      'load too many samples into memory"}'), exitcodes.NO_GPU, "too many samples"),
+@pytest.mark.parametrize("answer, code, words", [  # the quick loop: the 503; the full suite: every answer
+    pytest.param((200, "text/html", "<html>Grafana</html>"), exitcodes.USAGE, "not Prometheus' HTTP API",
+                 marks=pytest.mark.slow),
+    pytest.param((200, "application/json", '{"hello": "world"}'), exitcodes.USAGE, "not Prometheus' HTTP API",
+                 marks=pytest.mark.slow),
+    pytest.param((422, "application/json", '{"status": "error", "errorType": "execution", "error": "query processing '
+                  'would load too many samples into memory"}'), exitcodes.NO_GPU, "too many samples",
+                 marks=pytest.mark.slow),
     ((503, "text/plain", "Service Unavailable"), exitcodes.NO_GPU, "HTTP 503"),
-    ((200, "application/json", json.dumps(EMPTY)), exitcodes.NO_GPU, "no GPU series"),
+    pytest.param((200, "application/json", json.dumps(EMPTY)), exitcodes.NO_GPU, "no GPU series",
+                 marks=pytest.mark.slow),
 ])
 def test_a_source_that_cannot_give_the_cluster_is_one_line_and_its_exit_code(stub, answer, code, words):
     _, url = stub

@@ -21,6 +21,7 @@ END = 1_800_000_000  # a 2 h block boundary
 START = END - 5 * 3600 - 600  # three 2 h blocks, the first partial
 
 
+@pytest.mark.slow
 def test_the_fleet_is_openmetrics_in_the_readers_series_and_labels(tmp_path):
     plan = S.schedule(4, START, END)  # 4 nodes: 3 run gputop --export, the 4th dcgm-exporter only
     times = list(range(END - 600, END, 30))

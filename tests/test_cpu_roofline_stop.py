@@ -76,6 +76,7 @@ def test_a_sigint_while_the_host_roofs_are_measured_stops_them(tmp_path):
     assert "measured_roofs" not in (doc["results"] or {})
 
 
+@pytest.mark.slow
 def test_a_host_roof_asked_to_stop_drops_its_measurement():
     np = pytest.importorskip("numpy")
     from gputop.measure import host

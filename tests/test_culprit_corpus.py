@@ -97,6 +97,7 @@ def corpus_x4(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow
 def test_the_4_h100_corpus_names_every_culprit_and_no_bystander(corpus_x4):
     """Rank 3 is the culprit of every fault by construction: it alone is named (rank 1, whose GPU's verdict lagged
     the stall, is not), with the line it is at; the shared GPU's straggler is rank 3; a flight recorder dump of the
@@ -116,9 +117,50 @@ def test_the_4_h100_corpus_names_every_culprit_and_no_bystander(corpus_x4):
     assert s["healthy_clean"] is None  # the corpus's healthy run did not run: said, not counted as clean
 
 
+@pytest.mark.slow
 def test_docs_table_is_the_4_h100_corpus_as_replayed(corpus_x4):
     """docs/diagnosis.md's table of the 4-H100 corpus is this replay's (held equal, so a change of the judge that
     changes it changes the docs)."""
     doc = (Path(__file__).parents[1] / "docs" / "diagnosis.md").read_text()
     table = doc.split("<!-- culprit-x4:start -->")[1].split("<!-- culprit-x4:end -->")[0]
     assert table.strip() == "```\n" + render(summarize(corpus_x4)) + "\n```"
+
+
+@pytest.fixture(scope="module")
+def corpus_x2(tmp_path_factory):
+    """The GPU corpus of 2026-11-27 on 2 H100s beside a healthy job (tests/data/traces/culprit_h100x2/README.md),
+    replayed."""
+    src = TRACES / "culprit_h100x2"
+    d = tmp_path_factory.mktemp("culprit_x2")
+    (d / "docs").mkdir()
+    (d / "truth").symlink_to(src / "truth")
+    for t in sorted(src.glob("*.jsonl.gz")):
+        (d / "docs" / (t.name.split(".")[0] + ".json")).write_text(json.dumps(replay_document(str(t))))
+    return d
+
+
+@pytest.mark.slow
+def test_the_2_h100_corpus_beside_a_healthy_job_names_every_culprit_and_none_of_the_neighbours(corpus_x2):
+    """Rank 1 is the culprit of every fault by construction; the healthy neighbour job on GPUs 2-3 of the node is
+    never named, nor judged with the run; the mismatches of two ranks (a tie in the dumps) are named "mismatch" on
+    the rank the stacks named; thousands of 4 KiB all-reduces a second are named small on both GPUs."""
+    s = summarize(corpus_x2)
+    rows = {r["case"]: r for r in s["cases"]}
+    assert s["named_right"] == s["faults"] == 10, render(s)
+    for case, r in rows.items():
+        if case != "small":
+            assert r["named_ranks"] == [1] and r["per_gpu"], (case, r)
+    for case in ("op", "size"):
+        assert rows[case]["named_kind"] == "mismatch", rows[case]
+    assert rows["small"]["named"] and s["small_named"] == [True]
+    for case in rows:
+        doc = json.loads((corpus_x2 / "docs" / f"{case}.json").read_text())
+        assert {g["index"] for g in doc["gpus"] if g.get("used")} == {0, 1}, case
+        assert not set((doc.get("culprit") or {}).get("culprit_gpus") or []) & {2, 3}, case
+
+
+@pytest.mark.slow
+def test_docs_table_is_the_2_h100_corpus_as_replayed(corpus_x2):
+    doc = (Path(__file__).parents[1] / "docs" / "diagnosis.md").read_text()
+    table = doc.split("<!-- culprit-x2:start -->")[1].split("<!-- culprit-x2:end -->")[0]
+    assert table.strip() == "```\n" + render(summarize(corpus_x2)) + "\n```"

@@ -174,3 +174,64 @@ def test_a_dump_of_a_running_job_names_no_mismatch_and_a_run_is_judged_on_its_ow
     log.reads += [StacksRead(9.2, 8.7, {}, neighbour), StacksRead(27.3, 26.8, {}, mine)]
     assert log.block(0.0)["culprit_gpus"] == [2]  # the node's first named culprit
     assert log.block(0.0, gpus={0, 1})["culprit_gpus"] == [1]  # the run's own
+
+
+# The flight recorder dump of the healthy 15-minute DDP job on GPUs 2-3 of a 4-H100 node (2026-11-27 09:35 UTC,
+# .devrun of the lead: bench/gpu/culprit/job.py --case healthy --seconds 900 under gputop --run), taken 33 s into it
+# while the culprit corpus's job on GPUs 0-1 was stalled: rank 0 one collective behind (the ranks' buffers read
+# moments apart), named as the healthy job's mismatch culprit.
+HEALTHY_DUMP = {"asked": 2, "ranks": [0, 1], "why": None, "unreadable": [],
+                "mismatch": {"kind": "behind", "process_group": "0", "seq": 34420, "culprit_ranks": [0],
+                             "op": "all_reduce", "where": "job.py:81 (step)", "ops": {"1": "broadcast"},
+                             "sizes": {"1": [[1]]},
+                             "sentence": "rank 0 never called collective #34420 (broadcast) of process group 0 that "
+                                         "rank 1 called: behind, at #34419 (all_reduce); its last collective was "
+                                         "issued at job.py:81 (step)"},
+                "collectives": {"per_s": 1788.0, "median_bytes": 16781312, "mean_bytes": 8393745, "count": 2000,
+                                "span_s": 1.118, "ops": {"broadcast": 500, "all_reduce": 1500}, "small": False}}
+
+
+class _Node:
+    """What CulpritLog reads of the monitor's live node: its GPUs' NVML indices and a snapshot of their verdicts."""
+
+    def __init__(self, names, stalled):
+        from gputop.analysis.live import Judged, NodeSnapshot
+        from gputop.analysis.verdict import Cls, Verdict
+        self.names = names
+        self._snap = NodeSnapshot(40.0, tuple(
+            Judged(i, Verdict(Cls.STALLED, "collective", 0.9, {"stalled_for_s": 12.0}) if g in stalled
+                   else Verdict(Cls.COMMS_BOUND, None, 0.6)) for i, g in enumerate(names)))
+
+    def snapshot(self):
+        return self._snap
+
+
+class _Dumps:
+    """The command's flight recorder as CulpritLog reads it: its latest dump, when it was read, and asks for more."""
+
+    def __init__(self, result):
+        self.latest, self.read_at, self.asked = result, 33.1, 0
+
+    def dump_async(self):
+        self.asked += 1
+        return True
+
+
+def test_a_neighbour_jobs_stall_is_not_the_runs_and_its_flight_recorder_dump_names_no_culprit():
+    from gputop.session.culprit_log import CulpritLog
+
+    log = CulpritLog(flight=_Dumps(HEALTHY_DUMP))
+    log.live = _Node([0, 1, 2, 3], stalled={0})  # the neighbour's job (GPUs 0-1) stalled, this run's (2-3) not
+    log.seen_on_gpus(5.0, {2, 3})
+    log({"t": 20.0})  # (15 s after the job's start: not yet its collectives' sample at 20 s)
+    assert log.flight.asked == 0  # a neighbour's stall asks this job's ranks for nothing
+    assert log.block(0.0, {2, 3}) is None and log.records({2, 3}) is None
+    rows = [{"type": "flight_recorder", "t": 33.1, "result": HEALTHY_DUMP, "stalled": False, "stalled_gpus": [0]}]
+    assert CulpritLog.from_rows(rows).block(0.0, {2, 3}) is None  # replayed: the same
+    rows[0].update(stalled=True, stalled_gpus=[0, 2])  # the run's own GPU stalled: its dump names rank 0
+    assert CulpritLog.from_rows(rows).block(0.0, {2, 3})["culprit_ranks"] == [0]
+    own = CulpritLog(flight=_Dumps(HEALTHY_DUMP))
+    own.live = _Node([0, 1, 2, 3], stalled={2})
+    own.seen_on_gpus(5.0, {2, 3})
+    own({"t": 20.0})
+    assert own.flight.asked == 1 and own.block(0.0, {2, 3})["culprit_ranks"] == [0]

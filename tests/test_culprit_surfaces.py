@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import jsonschema
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -52,6 +53,7 @@ def test_replay_json_from_the_command_line_and_its_text():
     assert len(lines) == 1 and SLEEPS in lines[0] and "after the stall began" in lines[0], text[-800:]
 
 
+@pytest.mark.slow
 def test_export_names_the_culprit_rank_in_an_info_series():
     src = ReplaySource(str(TRACE), speed=float("inf"))
     static = src.static()

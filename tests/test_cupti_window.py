@@ -234,6 +234,7 @@ def window_of(r):
     return doc, doc["attribution"]["windows"][0]
 
 
+@pytest.mark.slow
 def test_a_cuda_program_without_torch_gets_a_cupti_window(tmp_path):
     r = run_gputop(tmp_path, "--profile-seconds", "1", fake_cupti=True)
     assert r.returncode == 7, r.stderr
@@ -257,6 +258,7 @@ def test_a_program_that_exits_during_its_cupti_window_still_gets_it(tmp_path):
     assert w["gpu_busy_s"] == 0.5
 
 
+@pytest.mark.slow
 def test_a_busy_cupti_is_one_line_and_the_program_goes_on(tmp_path):
     r = run_gputop(tmp_path, fake_cupti=True, env_extra={"FAKE_CUPTI_BUSY": "1"})
     assert r.returncode == 7 and "cupy program done" in r.stderr
@@ -273,6 +275,7 @@ def test_a_busy_cupti_is_one_line_and_the_program_goes_on(tmp_path):
     assert w["why_none"].startswith("CUPTI is busy: CUDA_INJECTION64_PATH is set")
 
 
+@pytest.mark.slow
 def test_without_cupti_python_the_line_says_what_to_install(tmp_path):
     r = run_gputop(tmp_path, env_extra={"EXIT_AFTER": "20"})
     assert r.returncode == 7 and "cupy program done" in r.stderr

@@ -67,7 +67,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 def exporter():
     """A localhost HTTP server: ``exporter(name)`` is the URL that serves tests/data/dcgm/name."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield lambda name: f"http://127.0.0.1:{server.server_address[1]}/{name}"

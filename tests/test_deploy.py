@@ -83,6 +83,7 @@ def test_the_kubernetes_manifests_follow_kubernetes_openapi_schemas_strictly(ver
         kv.validate(bad, want, strict=True)
 
 
+@pytest.mark.slow
 def test_the_service_monitor_follows_prometheus_operators_fields_and_kubernetes_metadata():
     kv = pytest.importorskip("kubernetes_validate.utils", reason="kubernetes-validate not installed")
     (monitor,) = docs(SERVICE_MONITOR)

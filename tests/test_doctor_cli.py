@@ -119,6 +119,7 @@ def test_the_readme_and_the_exit_code_table_agree():
     assert "## Is this node healthy: `--doctor`" in readme
 
 
+@pytest.mark.slow
 def test_the_whole_quick_doctor_writes_its_report_and_keeps_each_gpu(tmp_path, monkeypatch, capsys):
     """``main_doctor`` down the layers in this process: recorded NVML answers, the loads' stand-ins (real
     processes), the report on stdout within 80 columns, each GPU kept for --export, the exit code."""
@@ -142,3 +143,13 @@ def test_the_whole_quick_doctor_writes_its_report_and_keeps_each_gpu(tmp_path, m
     kept = doctor_state.read_all({"GPUTOP_DOCTOR_DIR": str(tmp_path)})
     assert sorted(s["status"] for s in kept.values()) == ["degraded", "ok"]
     assert all(s["mode"] == "quick" and s["figures"]["dram_bytes_per_s"] == 3.15e12 for s in kept.values())
+
+
+def test_gpu_takes_several_indices_at_once_or_repeated():
+    """`--doctor --gpu 2 3` as the issue writes it, and `--gpu 2 --gpu 3` as before; `--run` still ends at `--`."""
+    from gputop.cli import parse
+
+    assert parse(["--doctor", "--quick", "--gpu", "2", "3"])[0].gpu == [2, 3]
+    assert parse(["--doctor", "--gpu", "2", "--gpu", "3", "--json"])[0].gpu == [2, 3]
+    args, rest = parse(["--gpu", "1", "--json", "--run", "--", "python3", "-c", "1"])
+    assert args.gpu == [1] and rest == ["python3", "-c", "1"]

@@ -39,6 +39,7 @@ def test_the_load_without_cupy_says_so_and_exits_4():
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="no torch")
 @pytest.mark.skipif(Nvml().available(), reason="a GPU is here")
+@pytest.mark.slow
 def test_the_pair_copies_without_cuda_are_an_error_event():
     rc, events = child("gputop.measure.p2p_load")
     assert rc == 1 and [e["message"] for e in events if e["event"] == "error"] == ["RuntimeError: torch sees no CUDA "

@@ -88,6 +88,7 @@ def test_a_quick_doctor_of_a_healthy_node_loads_every_gpu_at_once_and_finds_noth
     assert kept[0]["figures"]["dram_bytes_per_s"] == MEASURED["dram_bytes_per_s"] and kept[0]["findings"] == []
 
 
+@pytest.mark.slow
 def test_the_thermal_gpu_of_the_issue_is_named_under_load(tmp_path):
     doc = finish(start(tmp_path, "constructed_thermal_load.json"), tmp_path)
     assert doc["status"] == "degraded" and doc["exit_code"] == 7
@@ -98,12 +99,14 @@ def test_the_thermal_gpu_of_the_issue_is_named_under_load(tmp_path):
     assert clock["value"] == 1297 and clock["expected"] == 1755 and "GPU 0" in clock["source"]
 
 
+@pytest.mark.slow
 def test_a_pcie_link_trained_at_gen3_is_found_under_load(tmp_path):
     doc = finish(start(tmp_path, "constructed_pcie_gen3.json"), tmp_path)
     (f,) = [f for f in findings(doc, 0, "degraded") if f["check"] == "pcie_link_loaded"]
     assert f["value"] == "gen 3 x16" and f["expected"] == "gen 5 x16" and doc["gpus"][1]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_a_gpu_slower_than_its_sibling_is_named(tmp_path):
     doc = finish(start(tmp_path, scale={UUIDS[1]: 0.85}), tmp_path)
     bad = {f["check"] for f in findings(doc, 1, "degraded")}
@@ -125,6 +128,7 @@ def test_a_hung_load_is_stopped_at_its_deadline_and_the_other_gpu_is_checked(tmp
     assert doc["exit_code"] == 8
 
 
+@pytest.mark.slow
 def test_a_load_that_crashes_during_its_copies_gives_the_turn_to_the_next(tmp_path):
     doc = finish(start(tmp_path, fault={UUIDS[0]: "segv@pcie", UUIDS[1]: ""}), tmp_path)
     (f,) = [f for f in findings(doc, 0) if f["check"] == "active"]
@@ -132,6 +136,7 @@ def test_a_load_that_crashes_during_its_copies_gives_the_turn_to_the_next(tmp_pa
     assert "d2h_bytes_per_s" in doc["gpus"][1]["active"]["figures"]  # GPU 1 still had its turn
 
 
+@pytest.mark.slow
 def test_a_cuda_error_is_the_gpus_failure_and_a_missing_package_is_exit_4(tmp_path):
     doc = finish(start(tmp_path, fault={UUIDS[1]: "cuda@dram"}), tmp_path)
     (f,) = [f for f in findings(doc, 1) if f["check"] == "active"]

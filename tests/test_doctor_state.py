@@ -142,7 +142,7 @@ class _Prometheus(BaseHTTPRequestHandler):
 @pytest.fixture
 def prometheus():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Prometheus)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     yield server
     server.shutdown()
     server.server_close()

@@ -43,8 +43,10 @@ def test_serve_on_a_port_in_use_is_exit_2_before_its_banner():
     assert "serving" not in r.stderr
 
 
-@pytest.mark.parametrize("content", [None, "", "garbage\n", b"\x1f\x8b\x08garbage", b"\x00\xff" * 40,
-                                     '{"type": "header", "format": "gputop-trace", "version": 1}\n'],
+# the quick loop: a missing file and a trace that is not a run, in every mode; the full suite: every content
+@pytest.mark.parametrize("content", [None] + [pytest.param(c, marks=pytest.mark.slow) for c in (
+                             "", "garbage\n", b"\x1f\x8b\x08garbage", b"\x00\xff" * 40)]
+                         + ['{"type": "header", "format": "gputop-trace", "version": 1}\n'],
                          ids=["missing", "empty", "text", "bad-gzip", "binary", "a-trace-not-a-run"])
 @pytest.mark.parametrize("mode", [["--demo"], ["--demo", "--tour"], ["--serve", "127.0.0.1:1", "--demo"]],
                          ids=["demo", "tour", "serve"])

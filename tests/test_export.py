@@ -234,6 +234,7 @@ def test_cuda_visible_devices_is_for_live_gpus_and_leaves_a_replay_alone():
         stop(proc)
 
 
+@pytest.mark.slow
 def test_live_gpus_hidden_by_cuda_visible_devices_are_not_exported():
     """Live NVML (tests/fake_pynvml: one recorded H200, NVML index 0): named by its UUID's prefix it is
     exported with this machine's hostname; with CUDA_VISIBLE_DEVICES=1 nothing is left: exit 2."""
@@ -262,7 +263,8 @@ def test_gpu_choice_of_a_replay_that_has_no_such_gpu_is_exit_2():
         stop(proc)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+@pytest.mark.parametrize("sig", [pytest.param(signal.SIGINT, marks=pytest.mark.slow), signal.SIGTERM,  # quick: TERM
+                                 pytest.param(signal.SIGHUP, marks=pytest.mark.slow)], ids=lambda s: s.name)
 def test_a_port_alone_binds_localhost_and_a_stop_signal_ends_it_with_0(sig):
     port = free_port()
     proc = start_exporter(str(port), "--demo")
@@ -282,6 +284,7 @@ def test_a_port_alone_binds_localhost_and_a_stop_signal_ends_it_with_0(sig):
         stop(proc)
 
 
+@pytest.mark.slow
 def test_a_real_exporter_labels_its_series_with_the_job_map_and_slurm_job(tmp_path):
     (tmp_path / "0").write_text("train-17\n")
     port = free_port()

@@ -105,6 +105,7 @@ def test_another_users_environment_is_unreadable_and_said():
     assert "another user's process" in unread and "CAP_SYS_PTRACE" in unread
 
 
+@pytest.mark.slow
 def test_a_live_exporter_labels_a_gpus_series_with_its_processes_job():
     """``gputop --export --run -- CMD`` on the fake NVML (which lists gputop's descendants on its GPU): the
     command's environment names its job (torchrun's run id), not the exporter's own."""

@@ -31,6 +31,7 @@ def gpu_series(fams: dict[str, list]) -> dict[str, list]:
     return {name: samples for name, samples in fams.items() if any("gpu" in s.labels for s in samples)}
 
 
+@pytest.mark.slow
 def test_a_replay_that_ends_stops_exporting_its_gpus_and_says_it_ended():
     port = free_port()
     proc = start_exporter(f"127.0.0.1:{port}", "--replay", str(MATMUL), "--speed", "10")
@@ -56,6 +57,7 @@ def test_a_replay_that_ends_stops_exporting_its_gpus_and_says_it_ended():
         stop(proc)
 
 
+@pytest.mark.slow
 def test_the_end_of_a_replay_is_one_line_on_stderr_and_the_exporter_keeps_answering():
     port = free_port()
     proc = start_exporter(f"127.0.0.1:{port}", "--replay", str(MATMUL), "--speed", "20")

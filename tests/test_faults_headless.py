@@ -36,6 +36,7 @@ import pytest
 from fault_util import (PY, ROOT, TREE_CMD, Gputop, Proc, Report, env, others, read_pids, reaper,  # noqa: F401
                         signal_name, stderr_lines, wait_until)
 from gputop.documents import validate as validate_run
+from quick_util import slow
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 POINTS = [{"k": k, "gflops": float(k)} for k in (1, 2, 3)]  # what fault_tree emits before its grandchild starts
@@ -117,7 +118,8 @@ def ended(g: Gputop, rep: Report, procs: list[Proc], code: int) -> int:
 
 
 # -- gputop --run NAME ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("sig", SIGNALS, ids=signal_name)
+# the quick loop: SIGTERM; the full suite: every stop signal
+@pytest.mark.parametrize("sig", [slow(signal.SIGINT), signal.SIGTERM, slow(signal.SIGHUP)], ids=signal_name)
 def test_run_name_signal_to_gputop(tmp_path, reaper, sig):
     g, pid_file, out = start_workload(tmp_path, reaper)
     procs = under_way(g, pid_file)
@@ -161,7 +163,8 @@ def test_run_name_child_killed_from_outside(tmp_path, reaper):
     rep.finish()
 
 
-@pytest.mark.parametrize("end,code,status", [("exit3", 1, "error"), ("segv", 5, "crashed")], ids=["exit3", "segv"])
+@pytest.mark.parametrize("end,code,status", [slow("exit3", 1, "error"), ("segv", 5, "crashed")],  # quick: segv
+                         ids=["exit3", "segv"])
 def test_run_name_child_fails(tmp_path, reaper, end, code, status):
     """``sys.exit(3)`` in the workload: exit 1, "error"; a segfault: exit 5, "crashed"."""
     g, pid_file, out = start_workload(tmp_path, reaper, f"end={end}")

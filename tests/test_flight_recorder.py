@@ -145,6 +145,24 @@ def test_the_dumps_name_the_culprit_where_the_stacks_named_none():
     assert kept[0]["kind"] == "outside" and kept[0]["flight_recorder"] is finding
 
 
+@pytest.mark.parametrize("case", ["op_2", "sizes_2"])
+def test_two_ranks_that_differ_are_a_tie_and_the_rank_the_stacks_named_is_the_mismatchs_culprit(case):
+    """The 2-H100 corpus (2026-11-27): in `op` and `size` the stacks named rank 1 (its Python at the sync after its
+    broadcast, its peer in all_reduce); the dumps of two ranks that differ name the lower rank (a tie): rank 1 is
+    the culprit of a mismatch, the dumps' words beside the stacks'."""
+    rank = lambda r, pid: {"pid": pid, "rank": r, "gpu": r, "gpu_class": "stalled", "place": "outside"}  # noqa: E731
+    finding = first_mismatch(dumps_of(DUMPS / case))
+    assert finding["culprit_ranks"] == [0]  # the tie
+    named = {"kind": "outside", "sentence": "rank 1 (pid 11, GPU 1) is not in a collective", "culprit_pids": [11],
+             "culprit_ranks": [1], "culprit_gpus": [1], "ranks": [rank(0, 10), rank(1, 11)]}
+    out = with_flight_recorder({0: dict(named), 1: dict(named)}, finding)
+    assert out[1]["kind"] == "mismatch" and out[1]["culprit_ranks"] == [1]
+    assert out[1]["sentence"] == f"rank 1 (pid 11, GPU 1) is not in a collective; from the flight recorder: " \
+                                 f"{finding['sentence']}"
+    behind = first_mismatch(dumps_of(DUMPS / "behind_2"))  # rank 1 behind: not a tie of two that differ
+    assert with_flight_recorder({0: dict(named)}, behind)[0]["kind"] == "outside"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("fault, kind, culprit", [("behind", "behind", 3), ("op", "op", 1)])
 def test_fresh_dumps_of_a_real_gloo_job_say_the_same(tmp_path, fault, kind, culprit):

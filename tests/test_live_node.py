@@ -27,10 +27,10 @@ from gputop.telemetry.trace import ReplaySource
 
 TRACES = Path(__file__).parent / "data" / "traces"
 MULTI = sorted(TRACES.glob("corpus_multi_*/*.jsonl.gz"))
-# the 4-GPU node's traces take 1-2 s each on 2 busy cores: slow, but its straggler (and every 2-GPU trace) quick
-QUICK_4 = "straggler.jsonl.gz"
-CASES = [p if p.parent.name != "corpus_multi_h100x4" or p.name == QUICK_4 else pytest.param(p, marks=pytest.mark.slow)
-         for p in MULTI]
+# each trace takes 0.6-2 s on 2 busy cores: the quick loop judges the 2-GPU node's straggler and its collective
+# (comms_mlp), the full suite every trace of both nodes
+QUICK = {("corpus_multi_h100x2", "straggler.jsonl.gz"), ("corpus_multi_h100x2", "comms_mlp.jsonl.gz")}
+CASES = [p if (p.parent.name, p.name) in QUICK else pytest.param(p, marks=pytest.mark.slow) for p in MULTI]
 
 
 def load(path):

@@ -20,6 +20,7 @@ from fault_util import PY, ROOT, env
 from gputop import documents
 from gputop.runner.recording import read_recording
 from io_util import DEMO, RUN_S, gputop, one_document, one_line
+from quick_util import first_of_each, only, slow
 
 RUN = ["--run", "fault_ok", "--device", "cpu"]  # a workload of a second (tests/fault_workloads/fault_ok.py)
 
@@ -31,7 +32,7 @@ def last_line(r: subprocess.CompletedProcess) -> str:
 
 
 # -- a file that cannot be written whole ---------------------------------------------------------------------------
-@pytest.mark.parametrize("flag", ["--record-run", "--csv", "-o"])
+@pytest.mark.parametrize("flag", [slow("--record-run"), "--csv", slow("-o")])  # the quick loop: --csv
 def test_a_workload_output_on_dev_full_exits_1_and_says_which(flag):
     r = gputop(*RUN, flag, "/dev/full", "--json")
     assert r.returncode == 1, r.stderr
@@ -114,7 +115,7 @@ def full_fs(tmp_path):
         subprocess.run(["umount", str(mnt)], check=False)
 
 
-@pytest.mark.parametrize("flag", ["--record-run", "-o", "--csv"])
+@pytest.mark.parametrize("flag", [slow("--record-run"), "-o", slow("--csv")])  # the quick loop: -o
 def test_outputs_on_a_full_filesystem_exit_1(full_fs, flag):
     out = full_fs / "out"
     r = gputop(*RUN, flag, str(out), *([] if flag == "-o" else ["-o", str(full_fs.parent / "doc.json")]))
@@ -190,9 +191,11 @@ def closed(fd: int):
     return lambda: os.close(fd)
 
 
-@pytest.mark.parametrize("argv", [["--list"], ["--list", "--json"], ["--once", "--demo"],
-                                  ["--once", "--demo", "--json"], ["--replay", str(DEMO), "--json"], [*RUN, "--json"],
-                                  ["--json", "--bogus", "--once"]],
+@pytest.mark.parametrize("argv", only([["--list"], ["--list", "--json"], ["--once", "--demo"],
+                                       ["--once", "--demo", "--json"], ["--replay", str(DEMO), "--json"],
+                                       [*RUN, "--json"], ["--json", "--bogus", "--once"]],
+                                      # the quick loop: --list, --once --demo --json and a refused one
+                                      lambda a: a in (["--list"], ["--once", "--demo", "--json"]) or "--bogus" in a),
                          ids=["list", "list-json", "once", "once-json", "replay-json", "run-json", "refused"])
 def test_a_closed_stdout_is_one_line_never_a_traceback(argv):
     r = subprocess.run([PY, "-m", "gputop", *argv], cwd=ROOT, env=env(), stdin=subprocess.DEVNULL,
@@ -225,7 +228,7 @@ def test_a_closed_stdin_or_stderr_changes_nothing(fd):
 
 
 # -- --json: one document whatever happens -------------------------------------------------------------------------
-@pytest.mark.parametrize("argv, schema", [
+@pytest.mark.parametrize("argv, schema", first_of_each([  # the quick loop: the first of each schema
     (["--once", "--json", "--bogus"], "once"),
     (["--json", "--once", "--gpu"], "once"),
     (["--once", "--json", "--speed", "0", "--demo"], "once"),
@@ -238,7 +241,7 @@ def test_a_closed_stdin_or_stderr_changes_nothing(fd):
     (["--replay", str(DEMO), "--json", "--bogus"], "monitor"),
     (["--replay", str(ROOT / "README.md"), "--json"], "monitor"),
     (["--once", "--json", "--source", "prometheus=http://127.0.0.1:1", "--bogus"], "cluster"),
-], ids=lambda a: " ".join(a) if isinstance(a, list) else a)
+], lambda case: case[1], ids=lambda case: f"{' '.join(case[0])}-{case[1]}"))
 def test_json_writes_exactly_one_document_when_refused(argv, schema):
     r = gputop(*argv)
     one_line(r, 2)

@@ -50,6 +50,7 @@ def test_the_clusters_text_with_one_gpu_of_the_stored_page():
     assert bad_plurals(text) == []
 
 
+@pytest.mark.slow
 def test_the_export_banner_counts_its_gpu():
     port = free_port()
     proc = start_exporter(f"127.0.0.1:{port}", "--demo")

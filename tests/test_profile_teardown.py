@@ -111,3 +111,37 @@ def test_a_window_without_cuda_or_without_a_teardown_thread_has_nothing_to_settl
     win.t0 = time.perf_counter()
     win.stop()
     assert win.teardown_threads == set() and win.settle() is True and calls == []
+
+
+def test_a_window_started_at_a_step_has_a_warm_up_step_and_records_from_the_next():
+    """As torch.profiler's schedule: prepared at the step the request found (Kineto's set-up), recording from the
+    next one, so the set-up (and, on a job's ranks, a peer's wait for a slower set-up) is not in the window. Real
+    torch profiler on the CPU: steps marked with record_function, the optimizer's step hook called after each."""
+    torch = pytest.importorskip("torch")
+    win = TW.Window(torch, seconds=60, max_steps=3, start_at=0.0)
+    for i in range(8):
+        with torch.profiler.record_function(f"gputop_test_step_{i}"):
+            torch.ones(64).sum()
+        win.step_hook()
+        if i == 0:
+            assert win.warming is not None and win.prof is None and not win.started.is_set()
+        if win.done.is_set():
+            break
+    assert i == 4 and win.started_by == "step" and win.steps == 3
+    steps = sorted(e.name for e in win.prof.events() if e.name.startswith("gputop_test_step_"))
+    assert steps == ["gputop_test_step_2", "gputop_test_step_3", "gputop_test_step_4"]
+
+
+def test_a_warm_up_that_never_records_lets_go_of_the_prepared_profiler():
+    """The program starts its own profiler during the warm-up step: ours, prepared, is let go of, and the
+    program's records as if ours had never been there."""
+    torch = pytest.importorskip("torch")
+    win = TW.Window(torch, seconds=60, max_steps=3, start_at=0.0)
+    win.guard_profilers()
+    win.step_hook()
+    assert win.warming is not None
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as own:
+        with torch.profiler.record_function("the_programs_own"):
+            torch.ones(8).sum()
+    assert win.error == "the program started its own profiler" and win.done.is_set() and win.warming is None
+    assert any(e.name == "the_programs_own" for e in own.events())

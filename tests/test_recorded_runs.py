@@ -106,6 +106,7 @@ def test_events_come_in_order_and_no_sooner_than_recorded():
     assert [p["name"] for p in run.document()["phases"]] == [m["label"] for m in rec["marks"]]
 
 
+@pytest.mark.slow
 def test_stopping_a_replay_keeps_what_was_played():
     run = RecordedRun(RECORDED, speed=1.0)
     run.start()

@@ -47,6 +47,7 @@ def test_the_command_runs_and_its_exit_code_is_gputops():
     assert "verdict: none (no GPU seen)" in r.stdout and "exit code 7" in r.stdout
 
 
+@pytest.mark.slow
 def test_the_json_document_says_no_gpu_and_the_commands_cpu_use():
     r = gputop("--json", "--run", "--", PY, "-c", BURN, "0")
     assert r.returncode == 0, r.stderr

@@ -443,6 +443,7 @@ def test_cancel_before_start_stops_the_child_at_once(registry):
     assert not run.child.killed
 
 
+@pytest.mark.slow
 def test_cuda_path_maps_the_gpu_samples_it_and_computes_peaks(registry, monkeypatch):
     """The CUDA side without a GPU: NVML answered by the fake from a recorded H200 (tests/fake_nvml.py)."""
     from fake_nvml import FakeNvml

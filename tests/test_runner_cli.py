@@ -71,8 +71,10 @@ def test_text_summary_has_points_verdict_and_warnings():
     assert "warning (test): a test warning" in out and "telemetry:" in out
 
 
-@pytest.mark.parametrize("param,needle", [
-    ("k=1,200", "'k'"), ("k=x", "'k'"), ("sleep=-1", "'sleep'"), ("bogus=1", "'bogus'"), ("k", "NAME=VALUE"),
+@pytest.mark.parametrize("param,needle", [  # the quick loop: a bad value and an unknown name
+    pytest.param("k=1,200", "'k'", marks=pytest.mark.slow), ("k=x", "'k'"),
+    pytest.param("sleep=-1", "'sleep'", marks=pytest.mark.slow), ("bogus=1", "'bogus'"),
+    pytest.param("k", "NAME=VALUE", marks=pytest.mark.slow),
 ])
 def test_bad_param_exits_2_naming_it(param, needle):
     r = gputop("--run", "fault_ok", "--device", "cpu", "--param", param)
@@ -124,7 +126,7 @@ def test_killed_child_exits_5_with_partial_document():
 
 @pytest.mark.parametrize("name,code,status", [
     ("fault_raise", exitcodes.FAILED, "error"),
-    ("fault_missing", exitcodes.MISSING_DEPENDENCY, "missing_dependency"),
+    pytest.param("fault_missing", exitcodes.MISSING_DEPENDENCY, "missing_dependency", marks=pytest.mark.slow),
 ])
 def test_failing_children_give_their_exit_codes(name, code, status):
     r = gputop("--run", name, "--device", "cpu", "--json")

@@ -59,6 +59,7 @@ async def test_monitor_shows_the_device_and_survives_resizes():
 
 
 @sync
+@pytest.mark.slow
 async def test_the_tests_screen_text_is_the_screenshots():
     """What the tests read (the compositor's rows: pilot_util.screen_text) is the text of Textual's public SVG
     screenshot (app.screen_text, which bench/tools/tui_screens.py keeps): on the monitor, with the help over it, and
@@ -131,6 +132,7 @@ async def test_keys_pause_rate_help_and_pages():
 
 
 @sync
+@pytest.mark.slow
 async def test_switch_gpu_on_a_two_gpu_trace(tmp_path):
     app = make(two_gpu_trace(tmp_path))
     async with app.run_test(size=(120, 40)) as pilot:
@@ -215,6 +217,7 @@ async def test_cancel_a_running_workload_and_one_run_per_device():
 
 
 @sync
+@pytest.mark.slow
 async def test_quit_stops_the_running_workload():
     app = make(fps=4)  # with the frame timer, as gputop runs: it fires while the app shuts down
     async with app.run_test(size=(100, 30)) as pilot:
@@ -277,6 +280,7 @@ async def test_demo_runs_workloads_on_the_cpu_and_refuses_the_gpu(monkeypatch):
 
 
 @sync
+@pytest.mark.slow
 async def test_a_workload_without_cpu_mode_says_it_needs_a_gpu(monkeypatch):
     ok = next(s for s in Registry([FAULTS]) if s.name == "fault_ok")
     gpu_only = dataclasses.replace(ok, name="gpu_only", params=[p for p in ok.params if p.name != "device"], cpu=None)
@@ -431,6 +435,7 @@ def test_quitting_after_a_stop_signal_keeps_the_runs_grace_period(tmp_path, monk
 
 
 @sync
+@pytest.mark.slow
 async def test_the_first_tab_on_the_workloads_page_goes_to_the_first_parameter_and_keys_are_typed_there():
     """(issue 35: the first Tab focused the scrolling pane around the form, drawn as nothing; a 1 typed then showed
     the monitor page.) Every Tab lands on something drawn: the list, then each parameter in turn."""

@@ -178,6 +178,7 @@ async def test_a_quiet_runs_elapsed_time_keeps_moving():
 
 
 @sync
+@pytest.mark.slow
 async def test_a_runs_error_wraps_whole():
     app = make()
     async with app.run_test(size=SIZE) as pilot:
@@ -294,6 +295,7 @@ async def test_the_monitor_comes_back_when_a_followed_replay_ends():
 
 
 @sync
+@pytest.mark.slow
 async def test_the_sm_and_dram_charts_keep_a_title_and_two_rows_through_the_whole_demo():
     """(issue 35: in the tiny-kernels phase the verdict's advice took a row more and the DRAM chart went.) At every
     phase of the demo at 80x24 both charts show with a title and two rows; where the advice was cut for them its

@@ -109,6 +109,7 @@ async def test_q_while_running_stops_the_command(tmp_path):
 
 
 @sync
+@pytest.mark.slow
 async def test_q_kills_a_command_that_ignores_sigint(tmp_path):
     code = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
     app = command_app(tmp_path, code, grace_s=0.5)
@@ -214,6 +215,7 @@ async def test_a_stop_signal_gives_the_command_its_grace_period(tmp_path):
 
 
 @sync
+@pytest.mark.slow
 async def test_a_gpu_chosen_with_g_stays_when_the_command_shows_up_on_another(tmp_path):
     """A job on 4 GPUs (the recorded 4-H100 node): the TUI shows the GPU the command is first seen on, once; a
     GPU the user chose with g before that stays chosen (on the 4-H100 machine the auto-pick came 25 s in, after

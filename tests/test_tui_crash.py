@@ -65,6 +65,7 @@ def test_the_monitor_that_dies_of_an_exception_exits_70_with_one_line_and_a_log(
     rep.finish()
 
 
+@pytest.mark.slow
 def test_the_command_tui_that_dies_stops_its_command_and_exits_70(tmp_path: Path, reaper):
     pid_file = tmp_path / "pids.json"
     reaper.pid_files.append(pid_file)

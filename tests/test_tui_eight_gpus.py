@@ -38,6 +38,7 @@ def test_monitor_8_gpus_160x48(snap_compare):
     assert snap_compare(make(COMPOSED), terminal_size=(160, 48), run_before=at_tick(TICK))
 
 
+@pytest.mark.slow
 def test_monitor_8_gpus_gpu_3_selected_80x24(snap_compare):
     assert snap_compare(make(COMPOSED), terminal_size=(80, 24), run_before=at_tick(TICK, ("g", "g", "g")))
 

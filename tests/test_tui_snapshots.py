@@ -105,10 +105,12 @@ def test_monitor_80x24(snap_compare):
     assert snap_compare(make(), terminal_size=(80, 24), run_before=at_tick(MATMUL))
 
 
+@pytest.mark.slow
 def test_monitor_120x40_memory_bound(snap_compare):
     assert snap_compare(make(), terminal_size=(120, 40), run_before=at_tick(COPY))
 
 
+@pytest.mark.slow
 def test_monitor_200x50(snap_compare):
     assert snap_compare(make(), terminal_size=(200, 50), run_before=at_tick(TINY))
 
@@ -152,6 +154,7 @@ def test_roofline_results_80x24(snap_compare):
                         run_before=at_tick(MATMUL, ("2",)))
 
 
+@pytest.mark.slow
 def test_throughput_results(snap_compare):
     assert snap_compare(make(runs=("amp_cpu", "dataloader_cpu")), terminal_size=(120, 40),
                         run_before=at_tick(MATMUL, ("2",)))
@@ -184,6 +187,7 @@ def test_older_runs_stay_viewable_and_save(tmp_path):
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_roofline_results_h100_80x24(snap_compare):
     """A real H100 run (bench/gpu/roofline_gpu.sh, 2026-11-23): every roof, both variants, at 80x24."""
     assert snap_compare(make(runs=("roofline_h100",)), terminal_size=(80, 24),
@@ -274,6 +278,7 @@ def test_workload_list_fits_its_names_80x24(snap_compare):
     assert snap_compare(make_listing(), terminal_size=(80, 24), run_before=at_tick(MATMUL, ("2",)))
 
 
+@pytest.mark.slow
 def test_workload_list_fits_its_names_160x48(snap_compare):
     assert snap_compare(make_listing(), terminal_size=(160, 48), run_before=at_tick(MATMUL, ("2",)))
 
@@ -294,6 +299,7 @@ def test_every_workload_name_is_whole_on_one_row_at_80x24():
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_results_evidence_wraps_whole_at_80x24():
     """A real H100 roofline's evidence (three rows at 80 columns) wraps whole under the plot, which keeps its rows."""
     import asyncio

@@ -37,6 +37,7 @@ def test_module_shape_and_lists():
         fusion.parse_list("variants", "eager,xla", fusion.VARIANTS)
 
 
+@pytest.mark.slow
 def test_bytes_model_counts_each_eager_op_once():
     torch = pytest.importorskip("torch")
     fns = fusion.make_functions(torch)

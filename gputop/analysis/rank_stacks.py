@@ -268,13 +268,19 @@ def with_flight_recorder(records: dict, finding: dict | None) -> dict:
     point) and the dumps name culprit ranks, those ranks' GPUs become the culprits: "mismatch" for another op, size
     or dtype, "outside" for a rank that never called the collective its peers are in. Where both name the same
     ranks and the dumps say another op, size or dtype, the culprit is a "mismatch" (the 4-H100 corpus's `op` and
-    `size`: the GPUs named rank 3 at 0.5 s, its dump said broadcast for all_reduce, 32 for 4195328 elements)."""
+    `size`: the GPUs named rank 3 at 0.5 s, its dump said broadcast for all_reduce, 32 for 4195328 elements). Two
+    ranks that differ have no odd one out (the dumps name the lower, a tie): where the stacks named one of them,
+    that one is the culprit of the mismatch (the 2-H100 corpus's `op` and `size`: the stacks named rank 1, the
+    dumps' tie rank 0)."""
     if not records or not finding:
         return records
     out = {g: dict(r, flight_recorder=finding) for g, r in records.items()}
     first = next(iter(records.values()))
+    named = set(first.get("culprit_ranks") or [])
+    differ = {int(r) for key in ("ops", "sizes", "dtypes") for r in (finding.get(key) or {})}
+    tie = len(differ) == 2 and bool(named) and named <= differ
     agree = (first.get("kind") in ("gpu", "outside") and finding.get("kind") in ("op", "sizes", "dtypes")
-             and set(finding.get("culprit_ranks") or []) == set(first.get("culprit_ranks") or []))
+             and (set(finding.get("culprit_ranks") or []) == named or tie))
     if agree:  # the stacks named the rank (NCCL: its Python past the call), the dumps say what it called instead
         for g in out:
             out[g].update(kind="mismatch", sentence=f"{first.get('sentence')}; from the flight recorder: "

@@ -22,8 +22,8 @@ def _above(flag: str, least: float = 0.0, equal: bool = False):
 
 
 # -- data source: every mode takes these (a mode that measures live GPUs refuses a recording when it starts) -------
-GPU = option("--gpu", group=SOURCE_GROUP, type=int, action="append", metavar="N",
-             help="NVML index of a GPU to show or use (repeatable; default all / 0 for --run)",
+GPU = option("--gpu", group=SOURCE_GROUP, type=int, action="extend", nargs="+", metavar="N",
+             help="NVML indices of the GPUs to show or use (--gpu 0 1, or repeated; default all / 0 for --run)",
              check=lambda gpus: "--gpu takes an NVML index >= 0" if any(g < 0 for g in gpus) else None)
 REPLAY = option("--replay", group=SOURCE_GROUP, reads=True, metavar="FILE",
                 help="play back a recorded trace instead of live NVML (-: read it from stdin)")

@@ -85,7 +85,9 @@ def score_case(truth: dict, doc: dict) -> dict:
     named = row["named_ranks"]
     row["named"] = bool(named) and set(named) <= want
     culprit_gpus = [g for g in (c.get("culprit_gpus") or [])]
-    v = (_gpu(doc, min(want)) or {}).get("verdict") or {}
+    # the culprit's GPU tells its part: the named rank's where it is a right one (either rank of a 2-rank mismatch)
+    told_by = min(set(named) & want) if set(named) & want else min(want)
+    v = (_gpu(doc, told_by) or {}).get("verdict") or {}
     row["per_gpu"] = v.get("class") == "culprit"
     blamed = next(((_gpu(doc, g) or {}).get("verdict") or {} for g in culprit_gpus if g is not None), {})
     row["named_kind"] = (blamed.get("subclass") if blamed.get("class") == "culprit" else None) or c.get("kind") or "none"

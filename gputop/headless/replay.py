@@ -35,13 +35,18 @@ class MarksFinder:
     def __init__(self, marks: list[tuple[float, str]], static: list[dict], ticks: list[dict]):
         pos_of = {s.get("index", i): i for i, s in enumerate(static)}
         self.first: dict[int, float] = {}
-        hows = []
+        hows, listed = [], set()
         for t, label in marks:
             m = ON_GPU.match(label)
             if m and int(m.group(1)) in pos_of:
                 self.first.setdefault(pos_of[int(m.group(1))], t)
                 hows.append(m.group(2))
+                if m.group(2) == "process list":
+                    listed.add(pos_of[int(m.group(1))])
         self.how = ("process list" if "process list" in hows else hows[0]) if hows else "none"
+        if listed:  # as the live finder: once the process list names the command's GPUs, a rise elsewhere (a
+            # neighbour's job starting at the same moment) was not the command's
+            self.first = {pos: t for pos, t in self.first.items() if pos in listed}
         if not self.first:  # no marks: the GPUs that did any work, from the start
             for pos in range(len(static)):
                 if any(pos < len(tk["gpus"]) and is_busy(tk["gpus"][pos]) for tk in ticks):

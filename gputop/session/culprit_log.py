@@ -55,9 +55,10 @@ class CulpritLog:
     def __init__(self, recorder=None, flight=None):
         self.recorder, self.flight, self.live = recorder, flight, None
         self.reads: list[StacksRead] = []
-        self.dumps: list[tuple[float, dict, bool | None]] = []  # (tick time, FlightRecorder.dump()'s result, taken
-        # while a GPU of the node was stalled: None where a trace did not say)
+        self.dumps: list[tuple[float, dict, bool | set | None]] = []  # (tick time, FlightRecorder.dump()'s result,
+        # the GPUs (NVML indices) stalled when it was taken; older traces: whether any GPU of the node was, or None)
         self.t_first_gpu: float | None = None  # when the command was first seen on two GPUs
+        self.mine: set | None = None  # the command's GPUs (NVML indices) as seen so far (None: none yet)
         self._lock = threading.Lock()
         self._asked_stall: float | None = None  # the stall (its start) a dump was asked for
         self._sampled = False
@@ -84,7 +85,10 @@ class CulpritLog:
         seen; a job's collectives), keeps their results."""
         t = tick["t"]
         snap = self.live.snapshot() if self.live is not None else None
-        stalled = [v for v in (snap.verdicts() if snap else []) if v is not None and v.cls == Cls.STALLED]
+        names = self.live.names if self.live is not None else []
+        node = [(g, v) for g, v in zip(names, snap.verdicts() if snap else []) if v is not None and v.cls == Cls.STALLED]
+        # a neighbour's job stalled on the node is not this command's stall (its dumps say nothing of it)
+        stalled = [v for g, v in node if self.mine is None or g in self.mine]
         since = min(t - (v.evidence.get("stalled_for_s") or 0.0) for v in stalled) if stalled else None
         if since is not None and self._seen(since) is None:
             self.stalls_seen.append((t, since))
@@ -93,11 +97,12 @@ class CulpritLog:
         res, at = self.flight.latest, self.flight.read_at
         if res is not None and at != self._fr_seen:
             self._fr_seen = at
+            stalled_gpus = sorted(g for g, _ in node)
             with self._lock:
-                self.dumps.append((t, res, bool(stalled)))
+                self.dumps.append((t, res, set(stalled_gpus)))
             if self.recorder is not None:
                 self.recorder.row({"type": "flight_recorder", "t": self.recorder.rel(t), "result": res,
-                                   "stalled": bool(stalled)})
+                                   "stalled": bool(stalled), "stalled_gpus": stalled_gpus})
         if stalled:
             old = t - since >= FR_AFTER_STALL_S
             if old and (self._asked_stall is None or since > self._asked_stall + 1.0) and self.flight.dump_async():
@@ -105,9 +110,11 @@ class CulpritLog:
         elif not self._sampled and self.t_first_gpu is not None and t - self.t_first_gpu >= SAMPLE_AT_S:
             self._sampled = self.flight.dump_async()
 
-    def seen_on_gpus(self, t: float, n: int) -> None:
-        """The command was seen on ``n`` GPUs at tick time ``t`` (a job's collectives are worth a sample)."""
-        if n >= 2 and self.t_first_gpu is None:
+    def seen_on_gpus(self, t: float, gpus: set) -> None:
+        """The command was seen on ``gpus`` (NVML indices) by tick time ``t``: its stalls are theirs, and a job on
+        two GPUs or more has collectives worth a sample."""
+        self.mine = set(gpus)
+        if len(gpus) >= 2 and self.t_first_gpu is None:
             self.t_first_gpu = t
 
     # -- read back from a trace -------------------------------------------------------------------------------------
@@ -125,7 +132,8 @@ class CulpritLog:
                 if r.get("seen") is not None:
                     log.stalls_seen.append((r["seen"], r.get("since", r["t"])))
             elif r.get("type") == "flight_recorder" and isinstance(r.get("result"), dict):
-                log.dumps.append((r["t"], r["result"], r.get("stalled")))
+                gpus = r.get("stalled_gpus")
+                log.dumps.append((r["t"], r["result"], set(gpus) if isinstance(gpus, list) else r.get("stalled")))
         return log
 
     # -- the document -----------------------------------------------------------------------------------------------
@@ -141,15 +149,19 @@ class CulpritLog:
         stalls = [r for r in reads if r.stalled]  # a read of a job held idle that names no one says nothing
         return named[0] if named else (stalls[-1] if stalls else None)
 
-    def _mismatch(self, since: float | None = None) -> tuple[float, dict] | None:
+    def _mismatch(self, since: float | None = None, gpus: set | None = None) -> tuple[float, dict] | None:
         """The first dump taken during a stall that names a mismatch (of the stall begun at ``since``, where
-        given). A dump of a job that runs says nothing of a hang: its ranks' buffers are read moments apart, so one
-        rank is often a collective behind the others."""
+        given; a stall of the run's ``gpus``, where given and the dump says which GPUs were stalled: a neighbour
+        job's stall is not the run's). A dump of a job that runs says nothing of a hang: its ranks' buffers are read
+        moments apart, so one rank is often a collective behind the others."""
         with self._lock:
             dumps = list(self.dumps)
             stalls = [s for _, s in self.stalls_seen] + [r.since for r in self.reads if r.stalled]
         for t, res, stalled in dumps:
-            during = stalled if stalled is not None else any(s <= t for s in stalls)  # older traces: no flag
+            if isinstance(stalled, set):
+                during = bool(stalled & gpus) if gpus is not None else bool(stalled)
+            else:  # older traces: whether any GPU of the node was stalled, or no flag at all
+                during = stalled if stalled is not None else any(s <= t for s in stalls)
             if res.get("mismatch") and during and (since is None or t >= since):
                 return t, res["mismatch"]
         return None
@@ -160,7 +172,7 @@ class CulpritLog:
         got = self._naming(gpus)
         if got is None:
             return None
-        fr = self._mismatch(got.since)
+        fr = self._mismatch(got.since, gpus)
         return with_flight_recorder(got.records, fr[1]) if fr else got.records
 
     def collectives(self) -> dict | None:
@@ -173,7 +185,7 @@ class CulpritLog:
         """The run document's job-level ``culprit`` (module doc; times in seconds since ``t0``, the run's start), of
         the run's ``gpus`` where given; None where no stall's stacks were read and no dump names a mismatch."""
         got = self._naming(gpus)
-        fr = self._mismatch(got.since if got else None)
+        fr = self._mismatch(got.since if got else None, gpus)
         if got is None and fr is None:
             return None
         out = {"basis": "stacks" if got is not None else "flight recorder",

@@ -165,8 +165,9 @@ class Monitor:
     def poll_marks(self) -> None:
         """Record "on GPU n" marks as the finder sees the tree appear (for traces)."""
         first, how = self.finder.result()
-        if self.culprits is not None and len(first) >= 2:
-            self.culprits.seen_on_gpus(sorted(first.values())[1], len(first))
+        if self.culprits is not None and first:  # (the second GPU's time: when it became a job of two)
+            self.culprits.seen_on_gpus(sorted(first.values())[min(1, len(first) - 1)],
+                                       {self.static[p].get("index", p) for p in first})
         for pos, t in first.items():
             if (pos, how) not in self._marked:  # a rise seen first, then the process list: both marked
                 self._marked.add((pos, how))

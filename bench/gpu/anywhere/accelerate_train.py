@@ -27,5 +27,5 @@ def step():
 import torch.distributed as dist  # noqa: E402
 
 rank_loop(step, a.seconds, dist, acc.device)
-profile_truth(step, 10, truth_path(a.truth, acc.process_index))
+profile_truth(step, 50, truth_path(a.truth, acc.process_index), warmup=5, sync=dist.barrier)
 acc.wait_for_everyone()

@@ -25,6 +25,6 @@ def step():
 
 
 rank_loop(step, a.seconds, dist, torch.device("cuda", r))
-profile_truth(step, 20, truth_path(a.truth, dist.get_rank()))
+profile_truth(step, 100, truth_path(a.truth, dist.get_rank()), warmup=5, sync=dist.barrier)
 dist.barrier()
 dist.destroy_process_group()

@@ -37,7 +37,7 @@ def rank(r, world, port, a):
     def step():
         model(x)
     rank_loop(step, a.seconds, dist, torch.device("cuda", r))
-    profile_truth(step, 20, truth_path(a.truth, r))
+    profile_truth(step, 200, truth_path(a.truth, r), warmup=5, sync=dist.barrier)
     dist.barrier()
     dist.destroy_process_group()
 

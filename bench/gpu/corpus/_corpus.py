@@ -87,19 +87,35 @@ def loop(step, seconds: float, sync=None) -> int:
     return n
 
 
-def profile_truth(step, steps: int, path: str | None, input_pipeline: str | None = None) -> dict:
+def profile_truth(step, steps: int, path: str | None, input_pipeline: str | None = None, warmup: int = 0,
+                  sync=None) -> dict:
     """Run ``steps`` steps under torch.profiler and label the run from its kernel-time breakdown, with the
     step time of the timed loop (``loop()`` ran first). ``input_pipeline``: what feeds the steps from the
-    host ("DataLoader(workers=8)"), None when the data is already on the GPU."""
+    host ("DataLoader(workers=8)"), None when the data is already on the GPU. ``warmup``: steps first under
+    torch.profiler's schedule (the profiler set up, nothing kept), ``sync()`` (a job's ranks: a barrier) at the
+    last of them, so that the ranks record the same steps from the same moment: without it, a rank whose profiler
+    set up faster counted its wait in the collective for its peer's (2 H100s, 2026-11-27: tensor parallel's rank 1
+    read 100% NCCL over 20 steps that took it 5 s, against 50% for rank 0)."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, schedule
 
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(steps):
+    kw = {"schedule": schedule(wait=0, warmup=warmup, active=steps, repeat=1)} if warmup else {}
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], **kw) as prof:
+        for i in range(warmup):
             step()
-        torch.cuda.synchronize()
+            if i == warmup - 1:
+                torch.cuda.synchronize()
+                if sync is not None:
+                    sync()
+            prof.step()
+        t0 = time.perf_counter()
+        for i in range(steps):
+            step()
+            if i == steps - 1:
+                torch.cuda.synchronize()
+            if warmup:
+                prof.step()
     wall_us = (time.perf_counter() - t0) * 1e6
     kernel_us, gemm_us, count, top, data_us, every = 0.0, 0.0, 0, {}, 0.0, {}
     for e in prof.events():

@@ -2,7 +2,13 @@
 program's next step (a top-level ``nn.Module`` call or an optimizer step, on whichever thread makes it) after the
 request's start time, or, where no step comes within the window's seconds (a plain tensor loop, CUDA graph replays,
 a loop of torch.matmul and all_reduce), from the loader's own thread at that time; stopped after N seconds or N steps
-(optimizer steps, else top-level forward passes).
+(optimizer steps, else top-level forward passes). A window started at a step has a warm-up step first, as
+torch.profiler's schedule does: the profiler is prepared at that step (Kineto sets CUPTI up: tens to hundreds of
+milliseconds, a first time in a process more) and records from the next, so the set-up is not in the window. Ranks
+of a job asked together are prepared at the same step and record from the next, after their collectives have
+waited for the slowest set-up: a rank that set up faster does not count its wait for its peer (on 2 H100s, 2026-11-27,
+the set-up's wait was the most of a 10-step window's NCCL time: tensor parallel 31% and 94% in two windows against
+50% in its steady steps).
 
 Which threads: where torch has ``profile_all_threads`` (its experimental config; torch 2.7+), the window holds the
 host ops of every thread of the program and may be started and stopped on any of them (``ops_threads`` "all");
@@ -90,6 +96,13 @@ class Profile:
     def start(self):
         self.profiler.__enter__()
 
+    def prepare(self):
+        """Kineto and CUPTI set up, nothing recorded yet (torch.profiler's warm-up); :meth:`start_prepared` records."""
+        self.profiler._prepare_trace()
+
+    def start_prepared(self):
+        self.profiler._start_trace()
+
     def stop(self):
         """Stopped without the device synchronize of the profiler's own exit (on the loader's thread it would be the
         wrong device's, and another thread may be capturing a CUDA graph): the caller synchronizes where it may."""
@@ -146,6 +159,8 @@ class Window:
         # ranks asked together start at the same step: one rank profiled alone slows its host, and the others then
         # wait for it in their collectives)
         self.ended_by = None  # why the window ended before its seconds or steps (the program's own profiler)
+        self.warming = None  # the profiler prepared at a step, recording from the next (the warm-up step: module doc)
+        self.warming_thread = None
         self._starting = False  # our own profiler's start is under way (the guard lets it through)
         self._guarded_cls = self._original_prepare = None
         self.teardown_threads = set()  # the threads our stop started (Kineto's teardown): settle() sees them end
@@ -207,7 +222,10 @@ class Window:
             if self.done.is_set() or _capturing(self.torch):
                 return
             if self.prof is None:
-                if time.time() >= self.start_at:
+                if self.warming is not None:  # the step after the warm-up one: it records from here
+                    if self.all_threads or threading.get_ident() == self.warming_thread:
+                        self._begin("step")
+                elif time.time() >= self.start_at:
                     self._start("step")
             elif (self.all_threads or threading.get_ident() == self.thread) and \
                     (time.perf_counter() - self.t0 >= self.seconds or 0 < self.step_limit() <= self.counted()[0]):
@@ -222,26 +240,39 @@ class Window:
             return
         prof = Profile(torch, _cuda_on(torch))
         self.all_threads = prof.all_threads
-        started_at = time.time()  # the window in the program's wall clock (throughput outside it), from the step
-        # it began at (the profiler's start, tens of ms, is the window's)
         self._starting = True
         try:
             if threading.current_thread() is threading.main_thread():
-                prof.start()
+                prof.prepare() if by == "step" else prof.start()
             else:  # Kineto's first start off the thread that imported torch prints a line: not the program's
                 with _quiet_stderr.DroppingLine():
-                    prof.start()
+                    prof.prepare() if by == "step" else prof.start()
         finally:
             self._starting = False
+        if by == "step":  # the warm-up step: it records from the next (module doc)
+            self.warming, self.warming_thread = prof, threading.get_ident()
+            return
+        self._started(prof, by)
+
+    def _begin(self, by):
+        """The warm-up step is over (the next step, or the loader's thread on time): record (under the lock)."""
+        prof, self.warming = self.warming, None
+        if by == "step" and _cuda_on(self.torch):  # (a program's thread at a step, not capturing: _tick)
+            self.torch.cuda.synchronize()  # the warm-up step's kernels done, a peer's wait for a slower set-up too
+        prof.start_prepared()
+        self._started(prof, by)
+
+    def _started(self, prof, by):
         self.prof, self.t0, self.thread = prof, time.perf_counter(), threading.get_ident()
-        self.started_at, self.started_by = started_at, by
+        self.started_at, self.started_by = time.time(), by  # the window in the program's wall clock (throughput
+        # outside it), from the step it began at
         self.started.set()
 
     def start_on_time(self):
         """The loader's thread: no step came within the window's seconds after its start time; it starts now."""
         with self.lock:
             if self.prof is None and not self.done.is_set():
-                self._start("time")
+                self._begin("time") if self.warming is not None else self._start("time")
 
     def stop_on_time(self, why=None):
         """The loader's thread ends a window that can be ended from any thread (``why``: it was due and no step
@@ -313,6 +344,7 @@ class Window:
                 return
             if self.prof is None:
                 self.error = "the program started its own profiler"
+                self._let_go_of_warmup()
                 self.finish()
             elif self.all_threads or threading.get_ident() == self.thread:
                 self.ended_by = "the program started its own profiler"
@@ -323,7 +355,22 @@ class Window:
         warnings.filterwarnings("ignore", message=_COMPILE_HOOKS_WARNING)
         self._quiet = warnings.filters[0]
 
+    def _let_go_of_warmup(self):
+        """A profiler prepared for a warm-up step that will not record (the window ends before it began): started and
+        stopped at once, so that Kineto is left as it was found."""
+        prof, self.warming = self.warming, None
+        if prof is None:
+            return
+        try:
+            prof.start_prepared()
+            with TearingDown(False):
+                prof.stop()
+        except Exception:
+            pass
+
     def finish(self):
+        if self.warming is not None and self.prof is None:
+            self._let_go_of_warmup()
         cls, original, self._guarded_cls = self._guarded_cls, self._original_prepare, None
         if cls is not None:
             cls._prepare_trace = original
