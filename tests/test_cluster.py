@@ -27,7 +27,7 @@ from gputop.analysis.cluster_identity import gpu_id, resolve
 from gputop.analysis.cluster_text import hours_text, job_line
 from gputop.cli import parse, parse_duration
 from gputop.headless.cluster import cluster_document
-from gputop.fleet.accounting import range_step, slices
+from gputop.fleet.accounting import RULES_FILE, RULES_GROUP, range_step, slices
 from gputop.fleet.reader import ClusterReader
 from gputop.fleet.series import values_regex
 from gputop.telemetry.errors import BadSource, NoGpu, QueryFailed, SourceUnreachable
@@ -314,6 +314,8 @@ def test_a_document_from_made_up_answers_follows_its_schema(stub):
                 return [{"metric": {**labels, "class": "idle"}, "value": [at, "0.9"]}]
             if "last_over_time" in promql or promql.startswith("max by (UUID") or " and on(" in promql:
                 return []  # no GPU gone, none late; no class that reads the clocks or the links
+            if promql.startswith("count(job_class:"):
+                return []  # no recording rules: the accounting reads the raw series
             if promql.startswith("group by"):  # each GPU's model and jobs
                 return [{"metric": labels, "value": [at, "1"]}]
             if promql.startswith("sum by") or (promql.startswith("max by") and "max_over_time" in promql):
@@ -341,7 +343,10 @@ def test_a_document_from_made_up_answers_follows_its_schema(stub):
                                           "win_back_gpu_hours": 1.0, "win_back_share": 1.0, "classes": [
         {"class": "idle", "subclass": None, "gpu_hours": 1.0, "share": 1.0}], "win_back": [
         {"class": "idle", "gpu_hours": 1.0, "of_class_gpu_hours": 1.0, "method": "all of it"}]}]
-    assert row["reporting"] and not row["duplicate"] and row["flags"] == [] and doc["notes"] == []
+    assert row["reporting"] and not row["duplicate"] and row["flags"] == []
+    assert doc["notes"] == [f"accounting from the raw series: the recording rules of {RULES_FILE} (group "
+                            f"{RULES_GROUP}) do not hold the range (with them loaded for that long, it reads a few "
+                            "series a job)"]
     with pytest.raises(NoGpu, match="is it scraping the exporters"):
         ClusterReader(PrometheusClient(url, env={})).snapshot()
     Stub.series = [{"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": f"n{i}", "gpu": "0"} for i in range(3)]
@@ -365,3 +370,108 @@ def test_an_unknown_class_is_a_usage_error_naming_the_classes(mode):
         assert json.loads(r.stdout)["exit_code"] == exitcodes.USAGE
     else:
         assert r.stdout == ""
+
+
+def test_the_judged_gpus_window_rolls_on_and_judges_as_a_window_read_whole():
+    """A dcgm-exporter GPU's judging window: the first read asks for the whole minute (``query_range``), the next
+    ones on the grid only for its newest mark (an instant query), and what they judge is what a new reader that
+    reads the same minute whole judges (the GPU busy, then idle from one mark on)."""
+    from gputop.fleet import reader as R
+    from gputop.fleet import series as S
+
+    labels = {"Hostname": "d1", "gpu": "0", "UUID": "GPU-d1", "modelName": "NVIDIA H100", "instance": "d1:9400",
+              "job": "dcgm"}
+    busy = {"DCGM_FI_PROF_SM_ACTIVE": 0.97, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": 0.9, "DCGM_FI_PROF_DRAM_ACTIVE": 0.2,
+            "DCGM_FI_DEV_GPU_UTIL": 100.0, "DCGM_FI_DEV_FB_USED": 20000.0, "DCGM_FI_DEV_FB_FREE": 100000.0}
+    idle = {**busy, "DCGM_FI_PROF_SM_ACTIVE": 0.0, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": 0.0,
+            "DCGM_FI_PROF_DRAM_ACTIVE": 0.0, "DCGM_FI_DEV_GPU_UTIL": 0.0}
+    t0 = 1.8e9 + 7.0  # (off the wall clock's grid: the reader's grid starts at its first read)
+
+    def values(t):
+        return busy if t < t0 + 15 else idle
+
+    class Client:
+        url = "http://stub"
+
+        def __init__(self):
+            self.history = []  # (kind, start, end) of each history read
+
+        def take_warnings(self):
+            return []
+
+        def label_values(self, label, *match, start=None, end=None):
+            return ["d1"] if label == "Hostname" and match[0] == S.SELECTOR else []
+
+        def _series(self, names, t):
+            return [{"metric": {"__name__": n, **labels}, "value": [t, str(values(t)[n])]} for n in names
+                    if n in values(t)]
+
+        def query(self, promql, at=None):
+            if 'Hostname=~"d1"' in promql:
+                self.history.append(("instant", at, at))
+                return self._series(S.JUDGE_NAMES, at)
+            if promql.startswith("max by (__name__"):
+                return [s for s in self._series(R.ROW_NAMES + S.NAMES, at) if s["metric"]["__name__"] in promql]
+            if promql.startswith("group by (UUID") and "last_over_time" not in promql:
+                return [{"metric": labels, "value": [at, "1"]}]
+            return []  # no verdict exported, none late or gone
+
+        def query_range(self, promql, start, end, step):
+            self.history.append(("range", start, end))
+            marks = [start + k * step for k in range(int((end - start) // step) + 1)]
+            return [{"metric": {"__name__": n, **labels}, "values": [[t, str(values(t)[n])] for t in marks]}
+                    for n in S.JUDGE_NAMES if n in busy]
+
+    client = Client()
+    reader = R.ClusterReader(client)
+    got = [reader.snapshot(t)[0] for t in (t0, t0 + 12, t0 + 31, t0 + 64, t0 + 95)]
+    assert client.history == [("range", t0 - 60, t0), ("instant", t0 + 30, t0 + 30), ("instant", t0 + 60, t0 + 60),
+                              ("instant", t0 + 90, t0 + 90)]  # (t0 + 12: the same step, its verdict reused)
+    assert got[0].cls == "compute-bound" and got[-1].cls == "idle"
+    for t, row in zip((t0 + 30, t0 + 60, t0 + 90), got[2:]):
+        whole = R.ClusterReader(Client()).snapshot(t)[0]  # a new reader: the minute to t read whole
+        assert (row.cls, row.subclass, row.confidence, row.missing) == \
+            (whole.cls, whole.subclass, whole.confidence, whole.missing), t
+    reader.snapshot(t0 + 40)  # the clock set back: its minute read whole, no mark of the future kept
+    assert client.history[-1] == ("range", t0 - 30, t0 + 30)
+
+
+def test_the_accounting_judges_dcgm_exporters_gpus_once_a_step_of_their_grid():
+    """The accountings within one step of the judged GPUs' grid (24 h: 3 h) reuse the first one's verdicts; the
+    next step reads and judges the day to its new mark."""
+    from gputop.fleet import accounting as acc
+    from gputop.fleet import series as S
+
+    labels = {"Hostname": "d1", "gpu": "0", "UUID": "GPU-d1", "modelName": "NVIDIA H100", "hpc_job": "42"}
+    busy = {"DCGM_FI_PROF_SM_ACTIVE": 0.97, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": 0.9, "DCGM_FI_PROF_DRAM_ACTIVE": 0.2,
+            "DCGM_FI_DEV_GPU_UTIL": 100.0, "DCGM_FI_DEV_FB_USED": 20000.0, "DCGM_FI_DEV_FB_FREE": 100000.0}
+
+    class Client:
+        def __init__(self):
+            self.ranges = []
+
+        def take_warnings(self):
+            return []
+
+        def label_values(self, label, *match, start=None, end=None):
+            return ["d1"] if label == "Hostname" and match[0] == S.SELECTOR else []
+
+        def query(self, promql, at=None):
+            return []  # no gputop verdict: no rules, nothing exported
+
+        def query_range(self, promql, start, end, step):
+            if 'Hostname=~"d1"' not in promql:
+                return []
+            self.ranges.append((start, end, step))
+            marks = [start + k * step for k in range(int((end - start) // step) + 1)]
+            return [{"metric": {"__name__": n, **labels}, "values": [[t, str(v)] for t in marks]}
+                    for n, v in busy.items()]
+
+    client, cache, now = Client(), {}, 1.8e9 + 1234.0
+    first, step, notes = acc.account(client, 86400.0, now, cache)
+    again, _, _ = acc.account(client, 86400.0, now + 300, cache)
+    assert notes == [] and client.ranges == [(now - 86400, now, 10800.0)]
+    assert [(j.job, j.hours) for j in again] == [(j.job, j.hours) for j in first] == [
+        ("42", {("compute-bound", "tensor"): pytest.approx(9 * 3.0)})]  # 9 marks of 3 h
+    acc.account(client, 86400.0, now + 10800 + 1, cache)
+    assert client.ranges[1:] == [(now + 10800 - 86400, now + 10800, 10800.0)]

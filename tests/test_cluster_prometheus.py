@@ -269,3 +269,28 @@ def test_the_accounting_follows_the_filters(cluster):
     assert accounted("--class", "compute-bound") == compute and len(compute) >= 2
     r = gputop("--source", f"prometheus={cluster['url']}", "--once", "--range", "2m", "--node", "dcgm-b")
     assert r.returncode == 0 and re.findall(r"^job (\S+):", r.stdout, re.M) == ["ml/trainer-0"], r.stdout
+
+
+def test_the_accounting_from_the_recording_rules_counts_what_the_raw_series_count(cluster, monkeypatch):
+    """The rules of docs/prometheus/gputop-rules.yml's accounting group (here every second, as the scrapes) give each
+    job the GPU-hours by class and the win-back the raw series give, to a step or two of a rule's evaluation; and
+    the accounting says which it read."""
+    import gputop.fleet.accounting as acc
+    from gputop.telemetry.prometheus import PrometheusClient
+
+    client = PrometheusClient(cluster["url"], env={})
+    wait_for(lambda: acc.recorded(client, 60.0, 1.0, time.time()), 60, "the rules to hold a minute", step=0.5)
+    now = time.time()
+    ruled, _, notes = acc.account(client, 60.0, now)
+    assert not any(n.startswith("accounting from the raw series") for n in notes), notes
+    monkeypatch.setattr(acc, "recorded", lambda *a: False)
+    raw, _, raw_notes = acc.account(client, 60.0, now)
+    assert any(n.startswith("accounting from the raw series") for n in raw_notes), raw_notes
+    exported = {EXPORTERS[n][1] for n in EXPORTERS}
+    ruled = {j.job: j for j in ruled if j.job in exported}
+    raw = {j.job: j for j in raw if j.job in exported}
+    assert set(ruled) == set(raw) == exported
+    for job, j in raw.items():
+        assert ruled[job].gpu_hours == pytest.approx(j.gpu_hours, abs=3 / 3600)  # (a GPU at 1 s: 3 steps)
+        assert ruled[job].win_back_gpu_hours == pytest.approx(j.win_back_gpu_hours, abs=3 / 3600)
+        assert set(ruled[job].hours) == set(j.hours)  # the same (class, subclass) pairs

@@ -32,3 +32,15 @@ def test_promtool_unit_tests_every_alert_and_the_gpu_hours():
     assert fired == alerts  # every alert has a case where it fires
     r = subprocess.run([PROMTOOL, "test", "rules", "gputop-rules.test.yml"], cwd=RULES, capture_output=True, text=True)
     assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
+
+
+def test_the_accounting_rules_record_what_the_reader_would_otherwise_join_itself():
+    """The group the cluster reader's accounting sums (fleet/accounting.PARTS) holds each part's expression
+    verbatim, under the name the reader asks for: a rule that drifted from the raw query would count another thing."""
+    import yaml
+
+    from gputop.fleet.accounting import PARTS, RULES_FILE, RULES_GROUP, rule_expr
+
+    groups = {g["name"]: g for g in yaml.safe_load((RULES.parents[1] / RULES_FILE).read_text())["groups"]}
+    rules = {r["record"]: r["expr"].strip() for r in groups[RULES_GROUP]["rules"]}
+    assert rules == {part[4]: rule_expr(part) for part in PARTS}

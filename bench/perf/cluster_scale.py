@@ -24,9 +24,19 @@ For each fleet size (``--gpus 256 512 1024 2048``: nodes of 8 GPUs) this script
      judging the dcgm-exporter GPUs); and Prometheus' CPU for the read;
    * with ``--queries``: each query of one refresh and of one accounting sent again alone, one after the other:
      its wall time, Prometheus' CPU and the answer's size (which queries cost Prometheus what);
+   * with ``--raw-accountings N``: N accountings more as without the recording rules (the raw series, a new
+     reader each: nothing cached), their time and totals beside the rules' (the same jobs, the hours they count);
 5. stops Prometheus and removes its temporary directory (also on Ctrl-C or an error).
 
+Between 3 and 4 (unless ``--no-rules``), the accounting's recording rules (docs/prometheus/gputop-rules.yml, group
+``gputop-accounting-parts``) are evaluated over the generated day by ``promtool tsdb create-blocks-from rules``
+against the running Prometheus, their blocks moved into its TSDB and Prometheus restarted on it (once: ``--keep``
+keeps them), as a server that had the rules loaded all day holds them. promtool writes no staleness markers: a
+job's recorded series holds a step of the look-back (5 min) after the job's GPUs leave a class, on top of the
+backfilled raw series' own (docs/benchmarks.md, "Cluster scale at 8,192 GPUs").
+
     python bench/perf/cluster_scale.py [--gpus 256 512 1024 2048] [--json FILE] [--keep DIR] [--queries]
+        [--no-rules] [--raw-accountings N]
 
 ``--keep DIR`` keeps each fleet's TSDB under DIR and measures again on it the next time (its "now" stays the
 data's end).
@@ -191,7 +201,7 @@ def wait_compacted(url: str, limit_s: float = 240.0) -> dict:
 
 
 def measure(url: str, end: float, cadence: float, cpu_seconds: float, prom_pid: int, range_s: float,
-            account_every: float, accountings: int, queries: bool = False) -> dict:
+            account_every: float, accountings: int, queries: bool = False, raw_accountings: int = 0) -> dict:
     """The page's reads against Prometheus at ``url``; "now" is ``LEAD_S`` + ``cpu_seconds`` before the data's last
     sample ``end`` plus the time since this began (the wall clock's now, as if the data had been scraped until this
     moment: every refresh reads the fleet reporting, whatever ``cpu_seconds``)."""
@@ -275,11 +285,50 @@ def measure(url: str, end: float, cadence: float, cpu_seconds: float, prom_pid: 
     if queries:  # ... and one accounting's
         timed_call(lambda: reader.accounting(range_s, clock()))
         out["queries_accounting"] = timed.each_alone(list(timed.sent), prom_pid)
+    if raw_accountings:  # the accounting as without the recording rules (a new reader each: nothing cached)
+        import gputop.fleet.accounting as A
+        recorded, A.recorded = A.recorded, lambda *a: False
+        try:
+            runs = []
+            for _ in range(raw_accountings):
+                raw_reader = ClusterReader(client)
+                (raw_jobs, _), run = timed_call(lambda: raw_reader.accounting(range_s, clock()))
+                runs.append(run)
+        finally:
+            A.recorded = recorded
+        out["raw_accounting"] = median_run(runs)
+        out["raw_accounting_jobs"] = len(raw_jobs)
+        out["raw_accounting_gpu_hours"] = round(sum(j.gpu_hours for j in raw_jobs), 1)
+        out["raw_accounting_win_back_gpu_hours"] = round(sum(j.win_back_gpu_hours for j in raw_jobs), 1)
     return out
 
 
 LEAD_S = 90.0  # "now" starts this long + --cpu-seconds before the data's end (cold refresh, the last one's overrun)
 MARGIN_S = 600  # the history generated beyond --hours: "now" may start at most this long (less a step) before the end
+
+
+def backfill_rules(url: str, work: Path, start: float, end: float) -> float:
+    """The recording rules the accounting sums (docs/prometheus/gputop-rules.yml, group ``RULES_GROUP``) evaluated
+    over the generated history by ``promtool tsdb create-blocks-from rules`` against the running Prometheus, as a
+    server that had them loaded all day would hold them, and moved into its TSDB (read at its next start): the
+    seconds it took."""
+    import yaml
+
+    from gputop.fleet.accounting import RULES_FILE, RULES_GROUP
+    groups = yaml.safe_load((Path(__file__).resolve().parents[2] / RULES_FILE).read_text())["groups"]
+    rules = work / "accounting-rules.yml"
+    rules.write_text(yaml.safe_dump({"groups": [g for g in groups if g["name"] == RULES_GROUP]}))
+    out = work / "rules-blocks"
+    shutil.rmtree(out, ignore_errors=True)
+    t = time.perf_counter()
+    subprocess.run(["promtool", "tsdb", "create-blocks-from", "rules", f"--start={int(start)}", f"--end={int(end)}",
+                    f"--url={url}", f"--output-dir={out}", "--eval-interval=60s", str(rules)], check=True,
+                   stdout=subprocess.DEVNULL)
+    for block in out.iterdir():
+        if block.is_dir():
+            block.rename(work / "data" / block.name)
+    shutil.rmtree(out, ignore_errors=True)
+    return time.perf_counter() - t
 
 
 def median_run(runs: list[dict]) -> dict:
@@ -308,8 +357,15 @@ def one_fleet(gpus: int, args, root: Path) -> dict:
         proc, url = start_prometheus(work / "data", work)
         made["prometheus_start_s"] = time.perf_counter() - t
         made.update(wait_compacted(url))
+        if not args.no_rules and "rules_backfill_s" not in made:  # the accounting's recording rules over the day
+            made["rules_backfill_s"] = backfill_rules(url, work, made["end"] - args.step - args.hours * 3600 - MARGIN_S,
+                                                      made["end"])
+            meta.write_text(json.dumps(made))
+            stop(proc)
+            proc, url = start_prometheus(work / "data", work)
+            made["rules_compaction"] = wait_compacted(url)  # (the rules' blocks beside the day's: merged)
         result = measure(url, made["end"] - args.step, args.cadence, args.cpu_seconds, proc.pid,
-                         args.hours * 3600, args.account_every, args.accountings, args.queries)
+                         args.hours * 3600, args.account_every, args.accountings, args.queries, args.raw_accountings)
     finally:
         stop(proc)
     return {"gpus": gpus, "nodes": gpus // GPUS_PER_NODE, **made, **result}
@@ -350,6 +406,10 @@ def main() -> int:
     ap.add_argument("--accountings", type=int, default=3, help="accountings timed")
     ap.add_argument("--queries", action="store_true",
                     help="also send each query of one refresh and one accounting again alone: its cost to Prometheus")
+    ap.add_argument("--no-rules", action="store_true",
+                    help="do not backfill the accounting's recording rules (the accounting then reads the raw series)")
+    ap.add_argument("--raw-accountings", type=int, default=0,
+                    help="also time this many accountings from the raw series (as without the rules), and compare")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--keep", help="keep the TSDBs under this directory, and reuse those already there (default: "
                     "a temporary directory, removed)")

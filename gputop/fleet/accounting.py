@@ -17,7 +17,14 @@
 * the dcgm-exporter GPUs judged here window by window, at most ``ACCOUNT_JUDGE_POINTS`` samples of each over the
   range (the GPUs of the nodes that exported no verdict in the range: a node whose gputop exported at any time of it
   is counted from its verdicts alone; their nodes in ``PARALLEL`` shares), each window's recoverable share from its
-  samples.
+  samples. The samples fall on a grid of their step from the first accounting's time (the reader keeps it, in
+  ``cache``): the accountings within one step of it (the page counts every 5 min, a 24 h range's step is 3 h) reuse
+  the first one's verdicts instead of reading and judging the day again.
+
+The exported verdicts' parts (``PARTS``) come from the recording rules of ``RULES_FILE`` (group ``RULES_GROUP``:
+each part's figure at one instant, by job) where they hold the range (``recorded``), summed over the range in one
+query each: a few series a job instead of every GPU's series joined at every step. Where they do not, from the raw
+series, the range in ``PARALLEL`` slices, and a note says so.
 
 A query that fails (a timeout at scale) costs its own part: the rest is counted and a note says what is missing
 (``account``'s third value). The sums are ``analysis/cluster_accounting.py``'s.
@@ -42,8 +49,9 @@ MIN_STEP_S, MAX_STEP_S = 1.0, 300.0
 ACCOUNT_WINDOWS = 4  # ... and a dcgm-exporter GPU judged in at most this many windows over it (the classifier
 # costs this process ~0.5 ms a call: 2,048 such GPUs of jobs that change through the day are ~10^4 calls) ...
 ACCOUNT_JUDGE_POINTS = 8  # ... on at most this many samples (24 h: one every 3 h, 2 a window)
-BY = "sum by (hpc_job, namespace, pod, class, subclass) "
-BY_JOB_CLASS = "sum by (hpc_job, namespace, pod, class) "
+JOB_CLASS_SUB = "hpc_job, namespace, pod, class, subclass"
+JOB_CLASS = "hpc_job, namespace, pod, class"
+JOB_MODEL = "hpc_job, namespace, pod, modelName"
 # A GPU's verdict (one series per GPU and class) joined to one of its own series (the same labels but the class:
 # one series a GPU on the right, many verdicts to it where a class changed within the look-back), the raw reading
 # summed over the range: arithmetic inside a subquery's join costs Prometheus several times the join, so the idle
@@ -60,7 +68,40 @@ RECOVER_SMS = _joined(f'gputop_verdict_confidence{{class=~"{"|".join(IDLE_SMS)}"
 CLOCKS = _joined(f'gputop_verdict_confidence{{class="{Cls.THROTTLED}"}}', "DCGM_FI_DEV_SM_CLOCK")
 FP32 = _joined(f'(gputop_bottleneck{{class="{Cls.COMPUTE_BOUND}",subclass="{Sub.FP32}"}} == 1)',
                "DCGM_FI_PROF_SM_ACTIVE")
-BY_MODEL = "sum by (hpc_job, namespace, pod, modelName) "
+# What the exported verdicts' accounting sums over the range's steps, each part by job: (kind, the labels it is
+# summed by, what is counted (True) or summed at each step, the recording rule that holds that step's figure). The
+# verdicts by class and by subclass; the readings the waiting classes' idle share and the throttled and FP32-bound
+# GPUs' recoverable share are made of (by model: the clock's and the FP32 pipe's peaks are the model's).
+PARTS = (("classes", JOB_CLASS_SUB, "gputop_verdict_confidence", True, "job_class:gputop_verdicts:count"),
+         ("subclasses", JOB_CLASS_SUB, 'gputop_bottleneck{subclass!=""}', True, "job_class:gputop_subclasses:count"),
+         ("util", JOB_CLASS, RECOVER_GPU, False, "job_class:gputop_waiting_gpu_util:sum"),
+         ("sm", JOB_CLASS, RECOVER_SMS, False, "job_class:gputop_waiting_sm_active:sum"),
+         ("clocks", JOB_MODEL, CLOCKS, False, "job_model:gputop_throttled_sm_clock:sum"),
+         ("fp32", JOB_MODEL, FP32, False, "job_model:gputop_fp32_sm_active:sum"))
+# Recording rules (docs/prometheus/gputop-rules.yml, group RULES_GROUP, once a minute) hold each part's figure at
+# one instant, a few series a job: where they cover the range, the accounting sums those over its steps instead of
+# joining every GPU's series at every step (the work of a 24 h accounting at 8,192 GPUs: docs/benchmarks.md
+# "Cluster scale"); where they do not, it reads the raw series and says so (one line).
+RULES_GROUP = "gputop-accounting-parts"
+RULES_FILE = "docs/prometheus/gputop-rules.yml"
+RULE_FRESH_S = 65  # a rule's figure counts at a step where it was evaluated within this long (the group's 1m
+# interval), not within the look-back's 5 min: a live rule's series ends with a staleness marker, but rule blocks
+# that ``promtool tsdb create-blocks-from rules`` wrote have none, and their figures would count 5 min past a
+# job's end (docs/benchmarks.md, "Cluster scale at 8,192 GPUs")
+
+
+def rule_expr(part: tuple) -> str:
+    """A part's recording rule's expression (the rules file holds it verbatim: tests/test_cluster_rules.py)."""
+    _, by, what, counted, _ = part
+    return f"{'count' if counted else 'sum'} by ({by}) ({what})"
+
+
+def part_query(part: tuple, window: str, recorded: bool) -> str:
+    """A part summed by job over a subquery's ``window`` (``[length:step]``), from the raw series or the rule's."""
+    _, by, what, counted, record = part
+    if recorded:
+        return f"sum by ({by}) (sum_over_time(last_over_time({record}[{RULE_FRESH_S}s]){window}))"
+    return f"sum by ({by}) ({'count' if counted else 'sum'}_over_time({what}{window}))"
 
 
 def range_step(range_s: float) -> float:
@@ -68,11 +109,11 @@ def range_step(range_s: float) -> float:
     return float(min(MAX_STEP_S, max(MIN_STEP_S, round(range_s / RANGE_POINTS))))
 
 
-def slices(range_s: float, step: float) -> list[tuple[float, float]]:
-    """The range cut into ``PARALLEL`` slices of whole steps, newest first: ``(offset from now, length)`` pairs.
+def slices(range_s: float, step: float, parts: int = S.PARALLEL) -> list[tuple[float, float]]:
+    """The range cut into ``parts`` slices of whole steps, newest first: ``(offset from now, length)`` pairs.
     A slice is asked for as ``[length - 1 s:step]`` (a subquery holds both its ends: one mark per step) at
     ``now - offset``."""
-    size = step * math.ceil(range_s / step / S.PARALLEL)
+    size = step * math.ceil(range_s / step / parts)
     out, offset = [], 0.0
     while offset < range_s:
         span = min(size, range_s - offset)
@@ -81,32 +122,51 @@ def slices(range_s: float, step: float) -> list[tuple[float, float]]:
     return out
 
 
-def account(client, range_s: float, now: float) -> tuple[list[A.JobHours], float, list[str]]:
+def recorded(client, range_s: float, step: float, now: float) -> bool:
+    """Whether the recording rules (``RULES_GROUP``) hold the range: their verdicts' count now, and at its first
+    step wherever gputop's verdicts were exported then (a Prometheus younger than the range holds neither)."""
+    record, back = PARTS[0][4], f"offset {max(0, int(range_s - step))}s"
+    return bool(client.query(f"count({record}) and (count({record} {back}) or absent(gputop_verdict_confidence "
+                             f"{back}))", at=now))
+
+
+def account(client, range_s: float, now: float, cache: dict | None = None) -> tuple[list[A.JobHours], float,
+                                                                                   list[str]]:
     """Each job's GPU-hours by class over the last ``range_s`` seconds with what a fix would win back, the step it
-    was counted at, and what could not be counted (one line each)."""
+    was counted at, and what could not be counted (one line each). ``cache`` (a dict the caller keeps between
+    accountings): dcgm-exporter's GPUs are judged on samples on a grid of their step, so the next accounting within
+    the same step of the grid reuses their verdicts."""
     step = range_step(range_s)
     judge_step = max(step, float(round(range_s / ACCOUNT_JUDGE_POINTS)))
     notes: list[str] = []
-    try:
-        selectors = not_exported(client, now - range_s, now)
-    except SourceError as exc:
-        selectors = []
-        notes.append(f"dcgm-exporter's GPUs not counted: which nodes export no verdict could not be read ({exc})")
-    calls = {}
-    for i, q in enumerate(selectors):  # the largest answers first
-        calls[("judged", i)] = lambda q=q: client.query_range(q, now - range_s, now, judge_step)
-    for o, w in slices(range_s, step):
+    try:  # (none exported now: nothing to sum, nothing to say)
+        rules = recorded(client, range_s, step, now)
+        raw = not rules and bool(client.query("count(gputop_verdict_confidence)", at=now))
+    except SourceError:
+        rules = raw = False  # (the raw parts fail or not on their own, and say so)
+    if raw:
+        notes.append(f"accounting from the raw series: the recording rules of {RULES_FILE} (group {RULES_GROUP}) do "
+                     "not hold the range (with them loaded for that long, it reads a few series a job)")
+    # the judged GPUs' samples on a grid of their step (its past marks do not change), from the first accounting's now
+    phase = now % judge_step if cache is None else cache.setdefault(("phase", judge_step), now % judge_step)
+    grid_end = now - (now - phase) % judge_step
+    key = (range_s, judge_step, grid_end)
+    judged = cache.get(key) if cache is not None else None
+    calls, judge_read = {}, False
+    if judged is None:
+        start = grid_end - judge_step * math.floor(range_s / judge_step)
+        try:
+            selectors, judge_read = not_exported(client, start, grid_end), True
+        except SourceError as exc:
+            selectors = []
+            notes.append(f"dcgm-exporter's GPUs not counted: which nodes export no verdict could not be read ({exc})")
+        for i, q in enumerate(selectors):  # the largest answers first; each judged in its thread as it comes
+            calls[("judged", i)] = lambda q=q: _judged(client.query_range(S.by_gpu(q, S.META_LABELS), start,
+                                                                          grid_end, judge_step), range_s, judge_step)
+    for o, w in slices(range_s, step, 1 if rules else S.PARALLEL):
         window = f"[{int(w) - 1}s:{int(step)}s]"
-        calls[("classes", o)] = lambda o=o, w=window: client.query(
-            f"{BY}(count_over_time(gputop_verdict_confidence{w}))", at=now - o)
-        calls[("subclasses", o)] = lambda o=o, w=window: client.query(
-            f'{BY}(count_over_time(gputop_bottleneck{{subclass!=""}}{w}))', at=now - o)
-        for kind, joined in (("util", RECOVER_GPU), ("sm", RECOVER_SMS)):
-            calls[(kind, o)] = lambda o=o, w=window, j=joined: client.query(
-                f"{BY_JOB_CLASS}(sum_over_time({j}{w}))", at=now - o)
-        for kind, joined in (("clocks", CLOCKS), ("fp32", FP32)):  # summed by job and model
-            calls[(kind, o)] = lambda o=o, w=window, j=joined: client.query(
-                f"{BY_MODEL}(sum_over_time({j}{w}))", at=now - o)
+        for part in PARTS:
+            calls[(part[0], o)] = lambda o=o, w=window, p=part: client.query(part_query(p, w, rules), at=now - o)
     answers, failed = S.each(calls)
     notes += _failures(failed, range_s)
     got = lambda kind: [r for k, a in answers.items() if isinstance(k, tuple) and k[0] == kind for r in a]  # noqa: E731
@@ -125,14 +185,29 @@ def account(client, range_s: float, now: float) -> tuple[list[A.JobHours], float
     recovered += _by_model(got("clocks"), {j: n for (j, c), n in steps.items() if c == Cls.THROTTLED},
                            step, Cls.THROTTLED, _clock_deficit)
     recovered += _by_model(got("fp32"), fp32_steps, step, Cls.COMPUTE_BOUND, _mixed_precision)
-    history = S.groups(got("judged"), with_job=True)
+    if judged is None:
+        shares = [a for k, a in answers.items() if isinstance(k, tuple) and k[0] == "judged"]
+        judged = ([e for a in shares for e in a[0]], [r for a in shares for r in a[1]])
+        if cache is not None and judge_read and not any(k[0] == "judged" for k in failed if isinstance(k, tuple)):
+            for k in [k for k in cache if k[0] != "phase"]:
+                del cache[k]
+            cache[key] = judged
+    entries += judged[0]
+    recovered += judged[1]
+    notes += [f"Prometheus said its accounting answer is partial: {w}" for w in client.take_warnings()]
+    return A.account(entries, recovered), step, notes
+
+
+def _judged(answer: list[dict], range_s: float, judge_step: float) -> tuple[list, list]:
+    """dcgm-exporter's GPUs (of one share of their nodes) judged window by window on their samples: (entries,
+    recovered) by job."""
+    entries, recovered = [], []
     window_s = max(range_s / ACCOUNT_WINDOWS, 2 * judge_step)
-    for key, g in history.items():
+    for key, g in S.groups(answer, with_job=True).items():
         for cls, sub, hours, back in A.judged_hours(S.samples(g), S.static(g), judge_step, window_s):
             entries.append((key[-1], cls, sub, hours))
             recovered.append((key[-1], cls, back))
-    notes += [f"Prometheus said its accounting answer is partial: {w}" for w in client.take_warnings()]
-    return A.account(entries, recovered), step, notes
+    return entries, recovered
 
 
 def _clock_deficit(mean: float, model: str | None) -> float | None:

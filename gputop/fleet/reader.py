@@ -13,10 +13,15 @@ One :class:`ClusterReader` per server (``telemetry/prometheus.PrometheusClient``
    exporter that stopped, a node gone, an exporter whose clock is behind: its timestamps put its samples in the
    past), from the newest sample time of each GPU's ``DCGM_FI_DEV_GPU_UTIL``;
 4. for the GPUs without a verdict (dcgm-exporter's nodes), the ``DCGM_FI_*`` series the classifier reads
-   (``JUDGE_NAMES``) over the last ``JUDGE_WINDOW_S`` at ``JUDGE_STEP_S`` (``query_range``, on those GPUs' nodes
-   only: named by the label index and asked for beside 1-3, the nodes the index missed after), which this process
-   judges itself with the classifier (``analysis/cluster.judge``). The refreshes within one step of a grid of
-   ``JUDGE_STEP_S`` (the cluster page reads every 5 s) reuse the first one's verdicts.
+   (``JUDGE_NAMES``) at the marks of a grid of ``JUDGE_STEP_S`` over the last ``JUDGE_WINDOW_S`` (on those GPUs'
+   nodes only: named by the label index and asked for beside 1-3, the nodes the index missed after), which this
+   process judges itself with the classifier (``analysis/cluster.judge``). The grid's marks fall every
+   ``JUDGE_STEP_S`` from the reader's first read: the refreshes within one step (the cluster page reads every 5 s)
+   reuse the first one's verdicts, and the window is rolled on, not read again: a mark once read does not change,
+   so a refresh asks only for the marks since the last one it holds (one instant query, where the page reads within
+   a step; at 8,192 GPUs the page reads less often and the whole minute's ``query_range`` was a third of a
+   refresh's work in Prometheus: docs/benchmarks.md, "Cluster scale"), and for the whole window of a node it does
+   not hold yet.
 
 Rows are GPUs as ``analysis/cluster_identity.py`` defines them: a UUID through one scrape target, never merged by
 host name or index; a dcgm-exporter beside the node's gputop is the same GPU (one row); any other two targets
@@ -98,18 +103,26 @@ class ClusterReader:
         self._totals_at: float | None = None  # ... at this time
         self._judged: dict[tuple, tuple] = {}  # the last window's verdicts of the GPUs judged here ...
         self._judged_at: float | None = None  # ... and the step of the grid they were judged in
+        self._phase: float | None = None  # where the judging grid's marks fall (the first read's time)
+        self._window: dict[tuple, dict] = {}  # their series at the grid's marks of the judging window ...
+        self._window_at: float | None = None  # ... up to this mark ...
+        self._window_nodes: set[tuple[str, str]] = set()  # ... of these nodes (label, value)
+        self._accounted: dict = {}  # the accounting's verdicts of dcgm-exporter's GPUs, for one step of its grid
 
     def accounting(self, range_s: float, now: float | None = None):
         """Each job's GPU-hours by class over the last ``range_s`` seconds, what a fix would win back, and the step
         it was counted at (``accounting.account``); what it could not count is in ``accounting_notes``."""
-        jobs, step, self.accounting_notes = account(self.client, range_s, time.time() if now is None else now)
+        jobs, step, self.accounting_notes = account(self.client, range_s, time.time() if now is None else now,
+                                                    self._accounted)
         return jobs, step
 
     def snapshot(self, now: float | None = None) -> list[C.ClusterGpu]:
         """Every GPU now, most wasted first (``analysis.cluster.order``); ``notes`` says what could not be read.
         Raises SourceError where neither the rows nor the verdicts could be (NoGpu: none)."""
         now = time.time() if now is None else now
-        slot = now - now % JUDGE_STEP_S  # the refreshes within one step of the grid reuse the first one's verdicts
+        if self._phase is None:  # the judging grid's marks: the first read's time, then every JUDGE_STEP_S
+            self._phase = now % JUDGE_STEP_S
+        slot = now - (now - self._phase) % JUDGE_STEP_S  # the refreshes within one step reuse the first one's verdicts
         fresh = slot != self._judged_at
         def grouped(promql: str):  # an answer made GPUs in its own thread, beside the others' waiting on Prometheus
             answer = self.client.query(promql, at=now)
@@ -126,7 +139,7 @@ class ClusterReader:
         if self._totals_at is None or now - self._totals_at >= TOTAL_S:
             calls["totals"] = lambda: grouped(S.by_gpu(TOTAL_SELECTOR))
         if fresh:  # the last minute of the nodes that export no verdict (the label index names them), meanwhile
-            calls["history"] = lambda: self._history_meanwhile(now)
+            calls["history"] = lambda: self._history_meanwhile(slot)
         answers, failed = S.each(calls, parallel=ROW_PARALLEL)
         rows_failed = [k for k in failed if isinstance(k, tuple) and k[0] == "rows"]
         if len(rows_failed) == len(ROW_NAMES):
@@ -221,7 +234,7 @@ class ClusterReader:
         judged = {} if fresh else self._judged
         todo = [k for k in unjudged if k not in judged]
         if todo:
-            history = self._history_for(todo, labels_of, answers.get("history") if fresh else None, now, notes)
+            history = self._history_for(todo, labels_of, answers.get("history") if fresh else None, slot, notes)
             judged.update(self._verdicts(todo, history))
         self._judged, self._judged_at = judged, slot
         for key in unjudged:
@@ -248,9 +261,10 @@ class ClusterReader:
         times = {I.gpu_id(r["metric"]): float(r["value"][1]) for r in got}
         return {k: (labels, times.get(k, now - RECENT_S)) for k, labels in gone.items()}
 
-    def _history_for(self, todo, labels_of, meanwhile, now: float, notes: list[str]) -> dict[tuple, dict]:
+    def _history_for(self, todo, labels_of, meanwhile, end: float, notes: list[str]) -> dict[tuple, dict]:
         """The judging window of the GPUs ``todo``: what was asked for meanwhile, and their nodes it missed."""
         asked, history = meanwhile if meanwhile else (set(), {})
+        history = dict(history)  # (the rolling window keeps its own)
         rest: dict[str, set[str]] = defaultdict(set)  # GPUs of nodes not asked for yet (a node with both kinds)
         for key in todo:
             label = I.node_label(labels_of[key])
@@ -258,18 +272,44 @@ class ClusterReader:
                 rest[label].add(labels_of[key][label])
         if rest:
             try:
-                history.update(self._history(rest, now)[1])
+                history.update(self._history(rest, end - JUDGE_WINDOW_S, end)[1])
             except SourceError as exc:
                 notes.append(f"the series of {count(len(todo), 'GPU')} to judge here not read: {exc}")
         return history
 
-    def _history_meanwhile(self, now: float) -> tuple[set[tuple[str, str]], dict[tuple, dict]]:
-        """``_history`` of the nodes the label index says export no verdict; nothing where the index cannot say
-        (a server without ``match[]`` on label values, an error: the rows' reading then asks, and reports it)."""
+    def _history_meanwhile(self, end: float) -> tuple[set[tuple[str, str]], dict[tuple, dict]]:
+        """The judging window ending at the grid's mark ``end`` of the nodes the label index says export no verdict
+        (``_rolled``); nothing where the index cannot say (a server without ``match[]`` on label values, an error:
+        the rows' reading then asks, and reports it)."""
         try:
-            return self._history(self._unexported_nodes(now - JUDGE_WINDOW_S, now), now)
+            return self._rolled(self._unexported_nodes(end - JUDGE_WINDOW_S, end), end)
         except SourceError:
+            self._window_at = None
             return set(), {}
+
+    def _rolled(self, nodes: dict[str, set[str]], end: float) -> tuple[set[tuple[str, str]], dict[tuple, dict]]:
+        """The nodes' judging window ending at ``end``, rolled on from the one kept: only the grid's marks since
+        the kept window's last are asked for of the nodes it holds (one instant query where the page reads within a
+        step), the whole window of the others; the marks before the window dropped."""
+        first = end - JUDGE_WINDOW_S
+        asked = {(label, v) for label, values in nodes.items() for v in values}
+        held = self._window_at is not None and first <= self._window_at <= end  # (a clock set back: read it whole)
+        kept = asked & self._window_nodes if held else set()
+        since = (self._window_at or end) + JUDGE_STEP_S
+        history: dict[tuple, dict] = {}
+        if kept:
+            for key, g in self._window.items():
+                label = I.node_label(g["labels"])
+                if (label, g["labels"].get(label)) in kept:
+                    series = {n: [p for p in points if p[0] >= first] for n, points in g["series"].items()}
+                    history[key] = {**g, "series": {n: points for n, points in series.items() if points},
+                                    "jobs": list(g["jobs"])}
+            if since <= end:
+                S.append_points(history, self._history(_nodes_of(kept), since, end)[1])
+        if asked - kept:
+            S.append_points(history, self._history(_nodes_of(asked - kept), first, end)[1])
+        self._window, self._window_at, self._window_nodes = history, end, asked
+        return asked, history
 
     def _unexported_nodes(self, start: float, end: float) -> dict[str, set[str]]:
         """The nodes with DCGM series and no gputop verdict over [start, end] by the label index, ``{host label:
@@ -281,14 +321,17 @@ class ClusterReader:
                 nodes[label] = dcgm - set(self.client.label_values(label, "gputop_bottleneck", start=start, end=end))
         return nodes
 
-    def _history(self, nodes: dict[str, set[str]], end: float) -> tuple[set[tuple[str, str]], dict[tuple, dict]]:
-        """The nodes' DCGM series over the judging window ending at ``end``, by GPU; and the ``(label, node)``
-        pairs asked for."""
+    def _history(self, nodes: dict[str, set[str]], start: float, end: float) -> tuple[set[tuple[str, str]],
+                                                                                      dict[tuple, dict]]:
+        """The nodes' DCGM series at the grid's marks from ``start`` to ``end`` (one mark: an instant query), by
+        GPU; and the ``(label, node)`` pairs asked for."""
         asked = {(label, v) for label, values in nodes.items() for v in values}
         if not asked:
             return asked, {}
-        return asked, S.groups(self.client.query_range(S.by_gpu(S.on_nodes(nodes), S.ID_LABELS + ("modelName",)),
-                                                       end - JUDGE_WINDOW_S, end, JUDGE_STEP_S))
+        promql = S.by_gpu(S.on_nodes(nodes), S.ID_LABELS + ("modelName",))
+        if end - start < JUDGE_STEP_S:
+            return asked, S.groups(self.client.query(promql, at=end))
+        return asked, S.groups(self.client.query_range(promql, start, end, JUDGE_STEP_S))
 
     @staticmethod
     def _verdicts(keys: list[tuple], history: dict[tuple, dict]) -> dict[tuple, tuple]:
@@ -336,3 +379,11 @@ class ClusterReader:
             pcie_rx_bps=sample["pcie_rx_bps"], nvlink_bps=None if None in nvlink else sum(nvlink),
             instance=labels.get("instance") or None, scrape_job=labels.get("job") or None, key=key)
 
+
+
+def _nodes_of(pairs: set[tuple[str, str]]) -> dict[str, set[str]]:
+    """``{label: {values}}`` of ``(label, value)`` pairs."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for label, value in pairs:
+        out[label].add(value)
+    return out

@@ -83,6 +83,18 @@ def add_series(gpus: dict[tuple, dict], other: dict[tuple, dict], new: bool = Fa
             gpus[key] = g
 
 
+def append_points(gpus: dict[tuple, dict], other: dict[tuple, dict]) -> None:
+    """``other``'s points (later marks of the same series) after ``gpus``' (a GPU or a series new to ``gpus`` added)."""
+    for key, g in other.items():
+        mine = gpus.get(key)
+        if mine is None:
+            gpus[key] = g
+            continue
+        for name, points in g["series"].items():
+            mine["series"][name] = mine["series"].get(name, []) + points
+        mine["jobs"] += [j for j in g["jobs"] if j not in mine["jobs"]]
+
+
 def add_meta(gpus: dict[tuple, dict], meta: list[dict]) -> None:
     """Each GPU's model and jobs (``META_LABELS`` of one of its series a job) into its group (by ``gpu_id``)."""
     for r in meta:

@@ -23,9 +23,9 @@ from gputop.telemetry.errors import SourceError
 REFRESH_S = 5.0  # the rows, read again every 5 s ...
 CPU_SHARE = 0.05  # ... or less often: a refresh's CPU at most this share of a core between two (a big fleet's read
 # costs more than 0.25 s: 8,192 GPUs on 2 cores 1.9-2.4 s, read every 38-48 s; docs/benchmarks.md "Cluster scale")
-ACCOUNT_S = 300.0  # the job accounting over --range, every 5 min (2,048 GPUs, 24 h: 3 s of a read; 4.9% of a core
-# with the rows every 5 s, 7.2% with it every minute; 8,192: 7-9 s of CPU, the page 7.4-8.0% of a core with it:
-# docs/benchmarks.md, "Cluster scale"; r reads both now)
+ACCOUNT_S = 300.0  # the job accounting over --range, every 5 min (r reads both now): with the recording rules and
+# within a step of the reader's grid of dcgm-exporter's samples, 1,024 GPUs over 24 h cost 0.1 s of a read; the
+# first, or without the rules, 2-5 s (docs/benchmarks.md, "Cluster scale at 8,192 GPUs")
 GROUPS = ("job", "node")  # the page's groupings, in the order ``g`` cycles them
 FILTERS = ("job", "node", "class")
 
