@@ -15,8 +15,29 @@ import fault_util
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A port free now for a server a test starts, below the kernel's ephemeral range: the port bind(0) hands out
+    comes from that range, where any process's outgoing connection may take it as its own end before the server
+    binds it (two suites on one machine: an exporter's "Address already in use" on the port a test had just found
+    free). Chosen at random, so that two suites seldom pick the same."""
+    import random
+
+    low = max(1025, min(_ephemeral_low(), 65536) - 12000)
+    for port in random.sample(range(low, low + 12000), 200):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # (a machine with that range taken: the kernel's choice)
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
