@@ -122,6 +122,16 @@ class Profile:
         return self.profiler.export_chrome_trace(path)
 
 
+def _start_quietly(start):
+    """``start()`` (a profiler's preparing or starting); off the thread that imported torch, Kineto's line about it
+    is dropped: not the program's output (its start on time is the loader's thread's)."""
+    if threading.current_thread() is threading.main_thread():
+        start()
+    else:
+        with _quiet_stderr.DroppingLine():
+            start()
+
+
 def _cuda_on(torch):
     return bool(torch.cuda.is_available() and torch.cuda.is_initialized())
 
@@ -222,8 +232,9 @@ class Window:
             if self.done.is_set() or _capturing(self.torch):
                 return
             if self.prof is None:
-                if self.warming is not None:  # the step after the warm-up one: it records from here
-                    if self.all_threads or threading.get_ident() == self.warming_thread:
+                if self.warming is not None:  # the step after the warm-up one: it records from here, on the
+                    # thread that prepared it (started on another, a threaded server's window lost a pass's ops)
+                    if threading.get_ident() == self.warming_thread:
                         self._begin("step")
                 elif time.time() >= self.start_at:
                     self._start("step")
@@ -242,11 +253,7 @@ class Window:
         self.all_threads = prof.all_threads
         self._starting = True
         try:
-            if threading.current_thread() is threading.main_thread():
-                prof.prepare() if by == "step" else prof.start()
-            else:  # Kineto's first start off the thread that imported torch prints a line: not the program's
-                with _quiet_stderr.DroppingLine():
-                    prof.prepare() if by == "step" else prof.start()
+            _start_quietly(prof.prepare if by == "step" else prof.start)
         finally:
             self._starting = False
         if by == "step":  # the warm-up step: it records from the next (module doc)
@@ -259,7 +266,7 @@ class Window:
         prof, self.warming = self.warming, None
         if by == "step" and _cuda_on(self.torch):  # (a program's thread at a step, not capturing: _tick)
             self.torch.cuda.synchronize()  # the warm-up step's kernels done, a peer's wait for a slower set-up too
-        prof.start_prepared()
+        _start_quietly(prof.start_prepared)
         self._started(prof, by)
 
     def _started(self, prof, by):
@@ -362,7 +369,7 @@ class Window:
         if prof is None:
             return
         try:
-            prof.start_prepared()
+            _start_quietly(prof.start_prepared)
             with TearingDown(False):
                 prof.stop()
         except Exception:
