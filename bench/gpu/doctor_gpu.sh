@@ -4,7 +4,7 @@
 # mode, is not begun):
 #   1. `gputop --doctor --passive --json` twice;
 #   2. every GPU's NVML answers recorded as test data, at rest and under a load ($OUT/health/recorded_*.json: copy
-#      them into tests/data/health/);
+#      them into tests/data/health/; RECORD=0 skips it);
 #   3. `gputop --doctor --quick --json` and `gputop --doctor --json` in turn (a quick, a full, ...) until QUICK_RUNS
 #      and RUNS are done, each document in $OUT/{passive,quick,full}_N.json, its stderr in *_N.err, each run's exit
 #      code and wall time in $OUT/walls.txt;
@@ -45,9 +45,11 @@ log "1. passive x2"
 run_doc passive 1 30
 run_doc passive 2 30
 
-log "2. recording NVML's answers"
-timeout "$RECORD_LIMIT" python3 bench/gpu/doctor_record.py --out "$OUT/health" > "$OUT/record.txt" 2>&1
-log "   record rc=$? ($(ls "$OUT/health" | tr '\n' ' '))"
+if [ "${RECORD:-1}" = 1 ]; then
+  log "2. recording NVML's answers"
+  timeout "$RECORD_LIMIT" python3 bench/gpu/doctor_record.py --out "$OUT/health" > "$OUT/record.txt" 2>&1
+  log "   record rc=$? ($(ls "$OUT/health" | tr '\n' ' '))"
+else log "2. (RECORD=0: NVML's answers not recorded)"; fi
 
 log "3. quick x$QUICK_RUNS and full x$RUNS in turn, within $(left) s"
 q=0; f=0; QW=$((QUICK_LIMIT / 2)); FW=$((FULL_LIMIT / 2))  # before a run of its mode: half its limit
