@@ -111,3 +111,23 @@ async def test_k_shows_every_ranks_stack_in_the_tui_of_a_recorded_stall():
         assert text.index("culprit: rank 0") < text.index("GPU 0): in all_reduce")  # the culprit's group first
         await pilot.press("k")  # k closes it too
         await wait_for(pilot, lambda: type(app.screen).__name__ != "StacksScreen")
+
+
+@sync
+async def test_the_monitor_names_the_culprit_under_the_stalled_gpus_verdict_at_80x24():
+    """Live on 4 H100s (bench/gpu/tui_culprit_tmux.sh, 2026-11-27) the stalled GPU's verdict said who waits but not
+    who holds them up: that took k. Now the verdict panel says it in a line of its own, even at 80x24."""
+    from gputop.tui.app import GputopApp
+
+    app = GputopApp(TuiConfig(ReplaySource(str(TRACE), speed=float("inf")), start_sampler=False, specs=[]))
+    async with app.run_test(size=(80, 24)) as pilot:
+        while not app.model.source.finished and not app.model.stack_view():
+            app.model.sampler.step()
+        for _ in range(100):  # the stall's verdict, judged on the ticks after the read
+            if app.model.source.finished:
+                break
+            app.model.sampler.step()
+        text = await wait_screen(pilot, ["verdict: stalled", "culprit: rank 0 (pid"])
+        line = next(ln for ln in text.splitlines() if "culprit: rank 0 (pid" in ln)
+        assert "is not in" in text[text.index("culprit: rank 0"):], text
+        assert len(line.rstrip()) <= 80, line

@@ -135,10 +135,12 @@ def describe(sub, ev: dict, job: dict | None = None) -> str:
             text += f" for {ev['stalled_for_s']:.0f} s"
     node = job.get("basis") == "node"  # the node's GPUs, not a run's: an idle GPU may be another job's or none
     if left:
-        text += f"; {gpu_names(left)} " + ("has no process (left the job, or not of it)" if node
-                                           else "left (no process on it any more)")
+        one = len(left) == 1
+        text += f"; {gpu_names(left)} " + (f"{'has' if one else 'have'} no process (left the job, or not of it)"
+                                           if node else f"left (no process on {'it' if one else 'them'} any more)")
     if idle:
-        text += f"; {gpu_names(idle)} idle (" + ("if of this job: " if node else "") + "its process runs nothing)"
+        text += (f"; {gpu_names(idle)} idle (" + ("if of this job: " if node else "")
+                 + ("its process runs nothing)" if len(idle) == 1 else "their processes run nothing)"))
     return text
 
 

@@ -92,7 +92,8 @@ class ProcessTable(Lines):
 
 class VerdictPanel(Lines):
     """The bottleneck class, the window it judged, its evidence in numbers (that window's means, not the
-    instantaneous bars above), its advice (wrapped to the width, not cut)."""
+    instantaneous bars above), who holds its job up (a stall's culprit, from the ranks' stacks), its advice (wrapped
+    to the width, not cut)."""
 
     DEFAULT_CSS = "VerdictPanel { height: auto; }"
     SHORT_ADVICE_ROWS_MANY = 2  # 80x24 with several GPUs: the strip (up to 5 rows) and the summary line above
@@ -129,6 +130,9 @@ class VerdictPanel(Lines):
             self.set_lines([Text("diagnosis: n/a", style="dim")])
             return
         parts = [verdict_text(v, self.words)]
+        who = culprit_text(v)
+        if who is not None:
+            parts.append(who)
         if v.advice:
             parts.append(Text("advice: " + v.advice, style="italic"))
         width = max(20, self.wh[0] or 80)
@@ -136,6 +140,8 @@ class VerdictPanel(Lines):
         advice_rows = self.SHORT_ADVICE_ROWS_MANY if len(self.app.model.statics) > 1 else 5
         wrapped = [list(part.wrap(self.app.console, width, overflow="fold")) for part in parts]
         keeps = [min(len(w), (3 if i == 0 else advice_rows) if compact else 8) for i, w in enumerate(wrapped)]
+        if who is not None and compact:
+            keeps[1] = min(len(wrapped[1]), 2)
         self.natural_rows = sum(keeps)
         while self.max_rows is not None and sum(keeps) > self.max_rows:  # the advice gives up its rows first
             i = len(keeps) - 1 if keeps[-1] > 1 or len(keeps) == 1 else 0
@@ -164,4 +170,18 @@ def verdict_text(v, words: str = "") -> Text:
     if v.evidence_text:
         t.append(", means: " if words else ": ")
         t.append(v.evidence_text)
+    return t
+
+
+def culprit_text(v) -> Text | None:
+    """'culprit: rank 1 (pid N, GPU 1) ... at train.py:16 · k: every rank's stack' where the ranks' stacks named who
+    holds this GPU's job up (gputop/analysis/collectives.py keeps the record in the verdict's job); None where they
+    did not, or where the verdict's own evidence already says it (the culprit's GPU)."""
+    record = (getattr(v, "job", None) or {}).get("culprit") or {}
+    sentence = record.get("sentence")
+    if not sentence or sentence in (v.evidence_text or ""):
+        return None
+    t = Text.assemble(("culprit: ", "bold red"))
+    t.append(sentence)
+    t.append(" · k: every rank's stack", style="dim")
     return t

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The culprit of a stall in the TUI, live (issue 36: "the TUI over tmux"), driven by keys only: a torchrun DDP job on
+# GPUS GPUs (bench/gpu/culprit/job.py) whose rank 1 leaves the loop after 10 s of healthy steps and sleeps in Python
+# (the truth, by construction) under `gputop --tui --run -- torchrun ...`:
+#
+#   source .whl/use.sh; GPUS=2 bash bench/gpu/tui_culprit_tmux.sh [OUTDIR]
+#
+# 80x24: the monitor until the stalled GPU's verdict names the culprit ("culprit: rank 1 ...", polled twice a second:
+# how many seconds after gputop started; the fault comes ~10 s after the ranks' first step), k (every rank's stack: rank 1 in time.sleep at job.py, the
+# others in a collective), Escape; 160x48 the same; then q while the job hangs. Each pane is captured as text
+# (OUTDIR/tui_culprit/NN_step.txt, packed into OUTDIR/tui_culprit_tmux.tar.gz) and checked; gputop must exit and no
+# rank may outlive it (gputop's exit code is the command's: 128+N when gputop's stop had to kill it). PASS/FAIL per
+# check. Run on 4 H100s (2026-11-27, docs/benchmarks.md "The culprit in the TUI, live"): every check passed but the
+# culprit on the monitor, which only k showed then (the verdict panel says it now; not run again on a GPU).
+set -u
+out=${1:-${OUT:-.}}
+py=${PYTHON:-python3}
+N=${GPUS:-2}
+S=gputop_culprit
+dir=$(mktemp -d)/tui_culprit
+mkdir -p "$dir"
+fails=0
+step=0
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+cap() {  # cap NAME PATTERN: capture the pane, check that PATTERN (grep -E) is on it
+  step=$((step + 1))
+  local f size
+  f=$(printf '%s/%02d_%s.txt' "$dir" "$step" "$1")
+  tmux capture-pane -p -t $S > "$f"
+  size=$(tmux display -p -t $S '#{window_width}x#{window_height}')
+  if grep -Eq "$2" "$f"; then echo "PASS $step $1 ($size): /$2/"; else
+    echo "FAIL $step $1 ($size): /$2/ not on screen"; fails=$((fails + 1)); cat "$f"; fi
+}
+until_on_screen() {  # until_on_screen PATTERN LIMIT_S: poll the pane twice a second; prints the seconds waited
+  local t0 now
+  t0=$(date +%s.%N)
+  while :; do
+    tmux capture-pane -p -t $S | grep -Eq "$1" && break
+    now=$(date +%s.%N)
+    python3 -c "import sys; sys.exit(0 if $now - $t0 < $2 else 1)" || break
+    sleep 0.5
+  done
+  python3 -c "print(f'{$(date +%s.%N) - $t0:.1f}')"
+}
+keys() { tmux send-keys -t $S "$@"; }
+tmux kill-server 2>/dev/null
+T0=$(date +%s.%N)
+tmux new-session -d -s $S -x 80 -y 24 -e TERM=xterm-256color -e NCCL_NVLS_ENABLE=0 \
+  -e TORCH_SYMM_MEM_DISABLE_MULTICAST=1 -e NVSHMEM_DISABLE_NVLS=1 \
+  "cd '$PWD' && $py -m gputop --tui --run -- torchrun --standalone --nproc-per-node $N bench/gpu/culprit/job.py --case sleep --culprit 1 --before 10; echo \$? > '$dir/exit_code'; sleep 30"
+w=$(until_on_screen 'GPU 1 ' 60); echo "the strip shows GPU 1 after $w s"
+cap monitor_80x24 'GPU 1 '
+w=$(until_on_screen 'culprit: rank 1' 90)
+echo "the culprit on screen $(python3 -c "print(f'{$(date +%s.%N) - $T0:.1f}')") s after gputop started (waited $w s more)"
+cap culprit_80x24 'culprit: rank 1'
+keys k; w=$(until_on_screen 'sleep' 20); echo "k: the stacks with 'sleep' after $w s"
+cap stacks_80x24 'rank 1'
+cap stacks_line_80x24 'sleep'
+keys Escape; sleep 1
+tmux resize-window -t $S -x 160 -y 48; sleep 3
+cap monitor_160x48 'culprit: rank 1 .*sleep'
+keys k; w=$(until_on_screen 'sleep' 20)
+cap stacks_160x48 'rank 1.*sleep|sleep.*job\.py'
+keys Escape; sleep 1
+ranks=$(ps -eo pid=,args= | grep -E 'culprit/job\.py' | grep -Ev 'gputop|grep|tmux' | awk '{print $1}' | tr '\n' ' ')
+echo "ranks and torchrun before q: ${ranks:-none}"
+keys q; sleep 10
+code=$(cat "$dir/exit_code" 2>/dev/null || echo none)
+case $code in none) echo "FAIL quit: gputop did not exit"; fails=$((fails + 1));;
+  *) echo "PASS quit while the job hung: gputop exit code $code";; esac
+left=""; for p in $ranks; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
+if [ -z "$ranks" ]; then echo "FAIL no rank seen before q"; fails=$((fails + 1))
+elif [ -z "$left" ]; then echo "PASS no rank left of: $ranks"
+else echo "FAIL ranks left:$left"; ps -o pid=,args= -p "${left# }" | cut -c1-120; fails=$((fails + 1)); pkill -9 -f culprit/job.py; fi
+tmux kill-server 2>/dev/null
+tar -czf "$out/tui_culprit_tmux.tar.gz" -C "$(dirname "$dir")" tui_culprit
+echo "captures: $out/tui_culprit_tmux.tar.gz; $fails failed"
+[ $fails = 0 ]
