@@ -21,6 +21,7 @@ import loader_util
 from gputop import cli
 from gputop.analysis.attribution import apply_window, attribute, category
 from gputop.analysis.verdict import Verdict
+from gputop.session.profiling import JOB_MIN_SECONDS
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "gputop" / "schema" / "monitor.schema.json").read_text())
@@ -724,7 +725,9 @@ if __name__ == "__main__":
 def test_the_ranks_of_a_job_start_their_windows_at_the_same_step(tmp_path):
     """A window asked of a job's ranks (asked while they train) records the same steps on each, give or take one:
     a rank profiled alone is slowed by its profiler and the others wait for it in their collectives, which is then
-    what their windows record. Each rank answers, with its own 5 optimizer steps."""
+    what their windows record. Each rank answers, with its own 5 optimizer steps or more: a job's window lasts at
+    least JOB_MIN_SECONDS, so the ms its ranks begin apart are a small part of it (accelerate on 2 H200s: 11 ms of
+    a 0.05 s window, its communication share 15 pt over the program's own)."""
     (tmp_path / "two.py").write_text(TWO_RANKS)
     r = gputop("--json", "--run", "--profile", "--profile-seconds", "30", "--profile-steps", "5", "--", PY,
                "two.py", "150", cwd=tmp_path, env_extra={"GPUTOP_PROFILE_AT": "2"}, timeout=120)
@@ -736,7 +739,9 @@ def test_the_ranks_of_a_job_start_their_windows_at_the_same_step(tmp_path):
     assert w["status"] == "ok" and len(per) == 2, w
     # the ranks on the GPU were asked; mp.spawn's main process and multiprocessing's resource tracker never were
     assert {p["pid"] for p in w["per_process"]} == {int(p.name) for p in (tmp_path / "holders").iterdir()}
-    assert all(p["steps"] == 5 and p["step_kind"] == "optimizer step" for p in per)
+    assert all(p["steps"] >= 5 and p["step_kind"] == "optimizer step" for p in per)
+    assert all(p["wall_s"] >= JOB_MIN_SECONDS for p in per), per
+    assert abs(per[0]["steps"] - per[1]["steps"]) <= 1, per
     (a0, a1), (b0, b1) = [(p["started_at"], p["started_at"] + p["wall_s"]) for p in per]
     overlap = min(a1, b1) - max(a0, b0)
     # the same steps, give or take the one a rank's start fell on (a rank that reached its module call just before

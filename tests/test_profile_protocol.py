@@ -27,6 +27,8 @@ def test_a_request_reads_back_as_written_and_missing_fields_take_the_defaults():
     r = P.Request(2.5, 10, 1_800_000_000.25, asker=77)
     assert P.Request.parse(r.text()) == r and r.protocol == P.PROTOCOL
     assert P.Request.parse("{}") == P.Request(3.0, 0, 0.0, 0, 0)  # no protocol said: none of ours
+    job = P.Request(3.0, 10, 1_800_000_000.25, asker=77, min_seconds=0.5)  # a job's ranks: a floor under the steps
+    assert P.Request.parse(job.text()).min_seconds == 0.5 and P.Request.parse("{}").min_seconds == 0.0
     for bad in ("3 10 1.0", "[1]", "{not json"):  # protocol 1's line, not an object, not JSON
         with pytest.raises(ValueError):
             P.Request.parse(bad)

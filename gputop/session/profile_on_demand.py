@@ -12,14 +12,12 @@ in one line: the TUI's notice). Thread-safe: the TUI's frame timer and the HTTP 
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
-from gputop.runner.profile_loader import protocol as P
 from gputop.session import profile_target as PT
 from gputop.session.profile_whom import job_of
-from gputop.session.profiling import DEFAULT_MAX_STEPS, DEFAULT_SECONDS, START_LEAD_S, window_from_answers
+from gputop.session.profiling import DEFAULT_MAX_STEPS, DEFAULT_SECONDS, window_from_answers, window_request
 
 
 class OnDemand:
@@ -47,7 +45,7 @@ class OnDemand:
                 if t is not None:
                     targets.append(t)
             secs = self.seconds if seconds is None else seconds
-            request = P.Request(secs, self.max_steps, time.time() + START_LEAD_S, os.getpid())
+            request = window_request(secs, self.max_steps, len(targets))
             asked = PT.Asked(targets, request)
             self.asked.append({"seq": len(self.asked) + 1, "reason": f"asked for pid {pid} from the monitor",
                                "t": 0.0, "asked": asked})

@@ -55,6 +55,11 @@ DEFAULT_MAX_STEPS = 10
 # profiled alone is slowed by its profiler, and the others wait for it in their collectives: DDP's ranks on 2 H100s
 # read NCCL 57% and 84% of their windows' kernel time, started apart)
 START_LEAD_S = 0.5
+# Their windows still begin some milliseconds apart (the profiler's own start), and the first to begin counts the
+# wait in its next collective: a job's window that ends at its steps lasts at least this long, so the skew stays a
+# few percent of it (accelerate's DDP on 2 H200s: ranks 11 ms apart in a 10-step window of 0.05 s, whose
+# communication share read 54% against the program's own profile's 39%)
+JOB_MIN_SECONDS = 0.5
 HOLD_S = 5.0  # a live class held this long (a confirmed regime, not a blip) is worth a window
 MAX_WINDOWS = 4
 AT_ENV = "GPUTOP_PROFILE_AT"  # seconds after the start: the first window then (tests)
@@ -105,6 +110,13 @@ def profile_env_line(environ: dict | None = None) -> str:
         words.append(f'{P.BASE_ENV}="{dq(env[P.BASE_ENV])}"')
     return "export " + " ".join(words)
 
+
+
+def window_request(seconds: float, max_steps: int, processes: int) -> P.Request:
+    """The request for a window of ``processes`` processes asked at once (a job's ranks: START_LEAD_S,
+    JOB_MIN_SECONDS)."""
+    return P.Request(seconds, max_steps, time.time() + START_LEAD_S, os.getpid(),
+                     min_seconds=JOB_MIN_SECONDS if processes > 1 else 0.0)
 
 class ProfileWindows:
     """The windows of one command (``env(base)`` is its environment with the loader in it) or of a watched process
@@ -194,7 +206,7 @@ class ProfileWindows:
             self._mates_at = t + HOLD_S if self._mates_at is None else self._mates_at
             if t < self._mates_at:
                 return MATES_LATE % ", ".join(str(p) for p in late)
-        request = P.Request(self.seconds, self.max_steps, time.time() + START_LEAD_S, os.getpid())
+        request = window_request(self.seconds, self.max_steps, len(chosen))
         self.asked.append({"seq": len(self.asked) + 1, "reason": reason, "t": t, "asked": PT.Asked(chosen, request)})
         return None
 

@@ -51,13 +51,15 @@ class Request(NamedTuple):
     """What gputop asks of a process: a window that ends after ``seconds`` or ``max_steps`` steps (0: seconds
     only) and starts at the program's first module call or step after ``start_at`` (Unix time: a job's processes,
     asked at once, start at the same step), or from the loader's thread where no step comes (see the loader).
-    ``asker``: the gputop's pid; ``protocol``: the asker's."""
+    ``asker``: the gputop's pid; ``protocol``: the asker's. ``min_seconds``: a window that ends at its steps lasts
+    at least this long (a job's ranks: their start skew small beside it; 0 for one process)."""
 
     seconds: float = 3.0
     max_steps: int = 0
     start_at: float = 0.0
     asker: int = 0
     protocol: int = PROTOCOL
+    min_seconds: float = 0.0
 
     def text(self) -> str:
         return json.dumps(self._asdict())
@@ -71,7 +73,7 @@ class Request(NamedTuple):
         d = cls._field_defaults
         return cls(float(doc.get("seconds", d["seconds"])), int(doc.get("max_steps", d["max_steps"])),
                    float(doc.get("start_at", d["start_at"])), int(doc.get("asker", 0)),
-                   int(doc.get("protocol", 0)))
+                   int(doc.get("protocol", 0)), float(doc.get("min_seconds", 0.0)))
 
 
 # Every field of an answer (``window-N.json``), each with what it holds.

@@ -81,7 +81,8 @@ def _wait_until(ready, unix_t):
 
 def record(torch, request, state):
     """The window of ``request`` (started at a step or on time, ended likewise); the :class:`Window`, ended."""
-    win = M.torch_window.Window(torch, request.seconds, request.max_steps, request.start_at)
+    win = M.torch_window.Window(torch, request.seconds, request.max_steps, request.start_at,
+                                request.min_seconds)
     win.quiet()
     win.guard_profilers()
     win.handles = _hooks(win)

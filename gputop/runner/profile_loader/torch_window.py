@@ -8,7 +8,8 @@ milliseconds, a first time in a process more) and records from the next, so the 
 of a job asked together are prepared at the same step and record from the next, after their collectives have
 waited for the slowest set-up: a rank that set up faster does not count its wait for its peer (on 2 H100s, 2026-11-27,
 the set-up's wait was the most of a 10-step window's NCCL time: tensor parallel 31% and 94% in two windows against
-50% in its steady steps).
+50% in its steady steps). They still begin ms apart (the first counts it in its next collective), so a job's window
+that ends at its steps lasts at least ``min_seconds`` (accelerate on 2 H200s: 11 ms in a 0.05 s window, 15 pt).
 
 Which threads: where torch has ``profile_all_threads`` (its experimental config; torch 2.7+), the window holds the
 host ops of every thread of the program and may be started and stopped on any of them (``ops_threads`` "all");
@@ -148,8 +149,9 @@ class Window:
     """One requested window: started at a step (the hooks) or on time (the loader's thread, :meth:`start_on_time`),
     stopped at a step after its seconds or steps, or on time (:meth:`stop_on_time`)."""
 
-    def __init__(self, torch, seconds, max_steps=0, start_at=0.0):
+    def __init__(self, torch, seconds, max_steps=0, start_at=0.0, min_seconds=0.0):
         self.torch, self.seconds, self.max_steps = torch, seconds, max_steps
+        self.min_seconds = min(min_seconds, seconds)  # a job's window ends at its steps only after this (module doc)
         self.prof = None
         self.t0 = self.wall_s = self.started_at = self.stop_s = None
         self.raw = None
@@ -239,7 +241,8 @@ class Window:
                 elif time.time() >= self.start_at:
                     self._start("step")
             elif (self.all_threads or threading.get_ident() == self.thread) and \
-                    (time.perf_counter() - self.t0 >= self.seconds or 0 < self.step_limit() <= self.counted()[0]):
+                    (time.perf_counter() - self.t0 >= self.seconds or 0 < self.step_limit() <= self.counted()[0]
+                     and time.perf_counter() - self.t0 >= self.min_seconds):
                 self.stop()
 
     def _start(self, by):
