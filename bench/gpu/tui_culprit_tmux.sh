@@ -22,27 +22,7 @@ mkdir -p "$dir"
 fails=0
 step=0
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-cap() {  # cap NAME PATTERN: capture the pane, check that PATTERN (grep -E) is on it
-  step=$((step + 1))
-  local f size
-  f=$(printf '%s/%02d_%s.txt' "$dir" "$step" "$1")
-  tmux capture-pane -p -t $S > "$f"
-  size=$(tmux display -p -t $S '#{window_width}x#{window_height}')
-  if grep -Eq "$2" "$f"; then echo "PASS $step $1 ($size): /$2/"; else
-    echo "FAIL $step $1 ($size): /$2/ not on screen"; fails=$((fails + 1)); cat "$f"; fi
-}
-until_on_screen() {  # until_on_screen PATTERN LIMIT_S: poll the pane twice a second; prints the seconds waited
-  local t0 now
-  t0=$(date +%s.%N)
-  while :; do
-    tmux capture-pane -p -t $S | grep -Eq "$1" && break
-    now=$(date +%s.%N)
-    python3 -c "import sys; sys.exit(0 if $now - $t0 < $2 else 1)" || break
-    sleep 0.5
-  done
-  python3 -c "print(f'{$(date +%s.%N) - $t0:.1f}')"
-}
-keys() { tmux send-keys -t $S "$@"; }
+. "$(dirname "$0")/tmux_checks.sh"  # cap, keys, until_on_screen
 tmux kill-server 2>/dev/null
 T0=$(date +%s.%N)
 tmux new-session -d -s $S -x 80 -y 24 -e TERM=xterm-256color -e NCCL_NVLS_ENABLE=0 \

@@ -17,16 +17,7 @@ fails=0
 step=0
 N=$(nvidia-smi -L | wc -l)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-cap() {  # cap NAME PATTERN: capture the pane, check that PATTERN (grep -E) is on it
-  step=$((step + 1))
-  local f size
-  f=$(printf '%s/%02d_%s.txt' "$dir" "$step" "$1")
-  tmux capture-pane -p -t $S > "$f"
-  size=$(tmux display -p -t $S '#{window_width}x#{window_height}')
-  if grep -Eq "$2" "$f"; then echo "PASS $step $1 ($size): /$2/"; else
-    echo "FAIL $step $1 ($size): /$2/ not on screen"; fails=$((fails + 1)); cat "$f"; fi
-}
-keys() { tmux send-keys -t $S "$@"; }
+. "$(dirname "$0")/tmux_checks.sh"  # cap, keys, until_on_screen
 tmux kill-server 2>/dev/null
 tmux new-session -d -s $S -x 80 -y 24 -e TERM=xterm-256color -e NCCL_NVLS_ENABLE=0 \
   -e TORCH_SYMM_MEM_DISABLE_MULTICAST=1 -e NVSHMEM_DISABLE_NVLS=1 \
