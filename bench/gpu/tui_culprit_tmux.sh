@@ -42,16 +42,7 @@ cap monitor_160x48 'culprit: rank 1 .*sleep'
 keys k; w=$(until_on_screen 'sleep' 20)
 cap stacks_160x48 'rank 1.*sleep|sleep.*job\.py'
 keys Escape; sleep 1
-ranks=$(ps -eo pid=,args= | grep -E 'culprit/job\.py' | grep -Ev 'gputop|grep|tmux' | awk '{print $1}' | tr '\n' ' ')
-echo "ranks and torchrun before q: ${ranks:-none}"
-keys q; sleep 10
-code=$(cat "$dir/exit_code" 2>/dev/null || echo none)
-case $code in none) echo "FAIL quit: gputop did not exit"; fails=$((fails + 1));;
-  *) echo "PASS quit while the job hung: gputop exit code $code";; esac
-left=""; for p in $ranks; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
-if [ -z "$ranks" ]; then echo "FAIL no rank seen before q"; fails=$((fails + 1))
-elif [ -z "$left" ]; then echo "PASS no rank left of: $ranks"
-else echo "FAIL ranks left:$left"; ps -o pid=,args= -p "${left# }" | cut -c1-120; fails=$((fails + 1)); pkill -9 -f culprit/job.py; fi
+quit_leaves_no_rank 'culprit/job\.py'
 tmux kill-server 2>/dev/null
 tar -czf "$out/tui_culprit_tmux.tar.gz" -C "$(dirname "$dir")" tui_culprit
 echo "captures: $out/tui_culprit_tmux.tar.gz; $fails failed"

@@ -36,17 +36,7 @@ keys Escape; sleep 1
 tmux resize-window -t $S -x 160 -y 48; sleep 3; cap monitor_160x48 "GPU $((N - 1)) "
 i=$(selected); i=${i:-0}
 keys g; keys g; sleep 2; cap two_gpus_on_160x48 "▶ GPU ?$(( (i + 2) % N )) "
-# the ranks and torchrun (not this script's tmux shell, whose command line names the program too): none may outlive
-ranks=$(ps -eo pid=,args= | grep -E 'corpus_multi/comms_mlp' | grep -Ev 'gputop|grep' | awk '{print $1}' | tr '\n' ' ')
-echo "ranks and torchrun before q: ${ranks:-none}"
-keys q; sleep 10
-code=$(cat "$dir/exit_code" 2>/dev/null || echo none)
-case $code in none) echo "FAIL quit: gputop did not exit"; fails=$((fails + 1));;
-  *) echo "PASS quit while the job ran: gputop exit code $code";; esac
-left=""; for p in $ranks; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
-if [ -z "$ranks" ]; then echo "FAIL no rank seen before q"; fails=$((fails + 1))
-elif [ -z "$left" ]; then echo "PASS no rank left of: $ranks"
-else echo "FAIL ranks left:$left"; ps -o pid=,args= -p "${left# }" | cut -c1-120; fails=$((fails + 1)); pkill -9 -f corpus_multi/; fi
+quit_leaves_no_rank 'corpus_multi/comms_mlp'
 tmux kill-server 2>/dev/null
 tar -czf "$out/tui_multi_tmux.tar.gz" -C "$(dirname "$dir")" tui_multi
 echo "captures: $out/tui_multi_tmux.tar.gz; $fails failed"
