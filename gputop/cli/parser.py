@@ -134,6 +134,9 @@ def parse(argv: list[str], modes: tuple[Mode, ...]) -> tuple[argparse.Namespace,
 
 def _check(args: argparse.Namespace, command: list[str], modes: tuple[Mode, ...]) -> str | None:
     """Every check of the command line, in order (raises UsageError); ``--source``'s URL, checked."""
+    for opt in all_options(modes):  # an empty file name ("--replay ''": an unset variable) asks for no mode at all
+        if (opt.reads or opt.writes) and getattr(args, opt.dest, None) == "":
+            raise UsageError(f"{opt.flags[0]} needs a file name (got an empty one)")
     for m in modes:
         if m.syntax is not None:
             m.syntax(args, command)
