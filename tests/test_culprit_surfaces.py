@@ -131,3 +131,39 @@ async def test_the_monitor_names_the_culprit_under_the_stalled_gpus_verdict_at_8
         line = next(ln for ln in text.splitlines() if "culprit: rank 0 (pid" in ln)
         assert "is not in" in text[text.index("culprit: rank 0"):], text
         assert len(line.rstrip()) <= 80, line
+
+
+
+@sync
+async def test_a_verdict_panel_held_to_few_rows_keeps_the_verdict_and_the_culprit():
+    """80x24 with many GPUs: the page may leave the verdict panel two rows (its MIN_ROWS); the advice goes first,
+    then the culprit's and the verdict's rows shrink to one each, and the panel never takes more than it was left."""
+    from textual.app import App
+
+    from gputop.analysis.verdict import Verdict
+    from gputop.tui.monitor.panels import VerdictPanel
+
+    record = {"sentence": "rank 1 (pid 42, GPU 1) is not in a collective: in fault at job.py:89 "
+                          "(`time.sleep(3600)`), called from <module> at job.py:136; " + "x " * 60}
+    v = Verdict(cls="stalled", confidence=0.95, evidence_text="a collective is stuck: " + "evidence " * 40,
+                advice="advice " * 60, job={"culprit": record})
+
+    class Panel(App):
+        model = type("Model", (), {"statics": [{}, {}]})()  # two GPUs: what the panel asks of the app's model
+
+        def compose(self):
+            yield VerdictPanel()
+
+    app = Panel()
+    async with app.run_test(size=(80, 24)) as pilot:
+        panel = app.query_one(VerdictPanel)
+        panel.show(v, "last 10 s")
+        await pilot.pause()
+        whole = [t.plain for t in panel._lines]
+        assert [ln.split(":")[0] for ln in whole if ln[:1] != " "][:1] == ["verdict"] and len(whole) > 4, whole
+        for limit in (2, 3, 4):
+            panel.limit(limit)
+            await pilot.pause()
+            lines = [t.plain for t in panel._lines]
+            assert len(lines) <= limit, (limit, lines)
+            assert lines[0].startswith("verdict: stalled") and any(ln.startswith("culprit: rank 1") for ln in lines)

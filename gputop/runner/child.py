@@ -36,6 +36,7 @@ from typing import Callable
 
 GRACE_S = 5.0
 POLL_S = 0.05
+GONE_WAIT_S = 2.0  # after its kills, how long the supervisor waits for what they reached to be torn down
 TREE_EVERY_S = 2.0  # how often the child's tree is read for descendants that left its group (about 1 ms / 100 procs)
 
 
@@ -71,6 +72,16 @@ def start_time(pid):
             return int(f.read().rsplit(b")", 1)[1].split()[19])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _running(pid, t0):
+    """Whether ``pid`` is still the process that started at ``t0`` and not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return t0 is not None and int(fields[19]) == t0 and fields[0] != b"Z"
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def kill_tree(pgid):
@@ -271,10 +282,26 @@ class Child:
             self._signal(signal.SIGKILL, group=True)  # leftovers of the group
             self._kill_escaped()  # and the descendants that had left it (orphaned now, if the child exited)
             self.returncode = self.proc.wait()
+            self._wait_gone()
             _release_watchdog(self._watchdog)
             self._done.set()
             if self.on_exit is not None:
                 self.on_exit(self.returncode)
+
+    def _wait_gone(self) -> None:
+        """Until the group and the descendants that left it are gone, for GONE_WAIT_S at most: a SIGKILLed process
+        ends when the kernel has torn it down, not when kill() returns (beside two test suites a grandchild still
+        read "sleeping" just after its group's kill), and an orphan's zombie waits for init. ``done``: gone."""
+        end = time.monotonic() + GONE_WAIT_S
+        while time.monotonic() < end:
+            try:
+                os.killpg(self.proc.pid, 0)
+                group = True
+            except OSError:  # no process left in the group (the leader is reaped: its id is not reused meanwhile)
+                group = False
+            if not group and not any(_running(p, t0) for p, t0 in self._escaped.items()):
+                return
+            time.sleep(0.01)
 
     # -- results -------------------------------------------------------------------------------------
     @property

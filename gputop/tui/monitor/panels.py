@@ -97,7 +97,7 @@ class VerdictPanel(Lines):
 
     DEFAULT_CSS = "VerdictPanel { height: auto; }"
     SHORT_ADVICE_ROWS_MANY = 2  # 80x24 with several GPUs: the strip (up to 5 rows) and the summary line above
-    MIN_ROWS = 2  # what a limit leaves it: the verdict's first row and one of advice
+    MIN_ROWS = 2  # what a limit leaves it: the verdict's first row and one of the culprit's or the advice's
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -143,13 +143,19 @@ class VerdictPanel(Lines):
         if who is not None and compact:
             keeps[1] = min(len(wrapped[1]), 2)
         self.natural_rows = sum(keeps)
-        while self.max_rows is not None and sum(keeps) > self.max_rows:  # the advice gives up its rows first
-            i = len(keeps) - 1 if keeps[-1] > 1 or len(keeps) == 1 else 0
-            if keeps[i] <= 1:
+        while self.max_rows is not None and sum(keeps) > self.max_rows:
+            # the advice gives up its rows first, then the culprit's, then the verdict's; at one row each, the advice
+            i = next((i for i in reversed(range(len(keeps))) if keeps[i] > 1), None)
+            if i is None and len(keeps) > 2 and keeps[-1]:
+                keeps[-1] = 0
+            elif i is None:
                 break
-            keeps[i] -= 1
+            else:
+                keeps[i] -= 1
         lines: list[Text] = []
         for w, keep in zip(wrapped, keeps):
+            if not keep:
+                continue
             if len(w) > keep:
                 w = w[:keep]
                 w[-1].truncate(width - 1)
