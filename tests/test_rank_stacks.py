@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.analysis.rank_stacks import Rank, judge, place_of
+from gputop.analysis.rank_stacks import Rank, judge, place_of, view_lines
 from gputop.session.stacks import Stack, read_stack, read_stacks, rank_of
 
 JOB = Path(__file__).parent / "fault_jobs" / "gloo_job.py"
@@ -449,3 +449,17 @@ def test_two_jobs_on_one_node_are_judged_each_on_its_own_ranks():
     node.stacks_used_at = None
     together = _stack_records_of(node, verdicts, window)
     assert sorted(together) == [0, 1, 2, 3]
+
+
+def test_the_stack_view_says_a_waiting_rank_outside_python_collectives_waits_on_its_gpu():
+    """Live on 4 H100s (bench/gpu/tui_culprit_tmux.sh, 2026-11-27): rank 0 sat in `.item()` (its GPU in the stuck
+    all-reduce) and the view's heading for it read "not in a collective", as the culprit's did; the judgement's own
+    sentence said "waits on its GPU". The heading now says so too."""
+    item = frame("step", "job.py", 82, "return metric[0].item()")
+    read = {40: {"rank": 0, "stack": stack(40, [item])},
+            41: {"rank": 1, "stack": stack(41, [frame("fault", "job.py", 89, "time.sleep(3600)")])}}
+    lines = view_lines({0: [40], 1: [41]}, {0: "stalled", 1: "idle"}, read)
+    assert lines[0].startswith("rank 1 (pid 41, GPU 1) is not in the collective its peers wait in"), lines
+    heads = [ln for ln in lines if ln.startswith(("culprit: ", "rank "))][1:]
+    assert heads[0].startswith("culprit: rank 1 (pid 41, GPU 1): not in a collective: in fault at job.py:89"), heads
+    assert heads[1] == "rank 0 (pid 40, GPU 0): waits on its GPU (in step at job.py:82 (`return metric[0].item()`))"

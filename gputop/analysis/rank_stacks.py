@@ -162,8 +162,9 @@ def _wait_words(ranks: list[Rank], idx: list[int]) -> str:
     for g in sorted(_groups(ranks, idx), key=lambda g: -len(g)):
         p = ranks[g[0]].place
         verb, their = ("wait", "their") if len(g) > 1 else ("waits", "its")
-        parts.append(f"{_names(ranks, g)} {verb} " + (p.words() if p.kind == "collective"
-                                                      else f"on {their} GPU ({p.words().replace('not in a collective: ', '')})"))
+        where = p.words().replace("not in a collective: ", "")
+        parts.append(f"{_names(ranks, g)} {verb} "
+                     + (p.words() if p.kind == "collective" else f"on {their} GPU ({where})"))
     return "; ".join(parts)
 
 
@@ -322,8 +323,13 @@ def view_lines(pids_by_gpu: dict[int, list[int]], classes: dict[int, str | None]
     groups.sort(key=lambda g: (not any(i in c.culprits for i in g), -len(g) if not c.culprits else len(g), g))
     for g in groups:
         p = ranks[g[0]].place
-        mark = "culprit: " if any(i in c.culprits for i in g) else ""
-        lines.append(f"{mark}{_names(ranks, g)}: {p.words()}")
+        culprit = any(i in c.culprits for i in g)
+        words = p.words()
+        if c.culprits and not culprit and p.kind == "outside" and ranks[g[0]].gpu_class in WAITING_CLASSES:
+            # outside any collective call in Python, yet its GPU is in the stalled one (an .item(), a synchronize)
+            where = words.replace("not in a collective: ", "")
+            words = f"waits on {'its GPU' if len(g) == 1 else 'their GPUs'} ({where})"
+        lines.append(f"{'culprit: ' if culprit else ''}{_names(ranks, g)}: {words}")
         frames = (ranks[g[0]].stack or {}).get("frames") or []
         for f in frames[:VIEW_FRAMES]:
             code = f"  `{f['code']}`" if f.get("code") else ""
