@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.analysis.rank_stacks import Rank, judge, place_of, view_lines
+from gputop.analysis.rank_stacks import Rank, culprit_place, job_records, judge, place_of, view_lines
 from gputop.session.stacks import Stack, read_stack, read_stacks, rank_of
 
 JOB = Path(__file__).parent / "fault_jobs" / "gloo_job.py"
@@ -463,3 +463,14 @@ def test_the_stack_view_says_a_waiting_rank_outside_python_collectives_waits_on_
     heads = [ln for ln in lines if ln.startswith(("culprit: ", "rank "))][1:]
     assert heads[0].startswith("culprit: rank 1 (pid 41, GPU 1): not in a collective: in fault at job.py:89"), heads
     assert heads[1] == "rank 0 (pid 40, GPU 0): waits on its GPU (in step at job.py:82 (`return metric[0].item()`))"
+
+
+def test_every_gpus_record_names_the_culprits_place_in_a_short_line():
+    """The monitor's culprit line under a stalled GPU's verdict (gputop/tui/monitor/panels.py) reads the stalled
+    GPU's record, which holds the judgement but not the culprit's ``where``: the place comes from the ranks."""
+    read = {40: {"rank": 0, "stack": stack(40, [frame("step", "job.py", 82, "return metric[0].item()")])},
+            41: {"rank": 1, "stack": stack(41, [frame("fault", "job.py", 89, "time.sleep(3600)")])}}
+    records = job_records({0: [40], 1: [41]}, {0: "stalled", 1: "idle"}, read)
+    want = "rank 1 (pid 41, GPU 1): in fault at job.py:89 (`time.sleep(3600)`)"
+    assert "where" not in records[0] and culprit_place(records[0]) == culprit_place(records[1]) == want
+    assert culprit_place({}) is None and culprit_place({"sentence": "no culprit"}) == "no culprit"

@@ -240,6 +240,22 @@ def job_records(pids_by_gpu: dict[int, list[int]], classes: dict[int, str | None
     return out
 
 
+def culprit_place(record: dict) -> str | None:
+    """Who holds the job up and where, short enough that one row at 80 columns still shows the line, from any GPU's
+    record (:func:`job_records`): 'rank 3 (pid 990, GPU 3): in fault at job.py:89 (`time.sleep(3600)`), called from
+    ...' (the label beside it says it is the culprit; k's view says the rest); else the record's own words; None
+    for no record."""
+    if not record:
+        return None
+    pids = set(record.get("culprit_pids") or [])
+    r = next((x for x in record.get("ranks") or [] if x.get("pid") in pids and x.get("where")), None)
+    if r is None:
+        return record.get("where") or record.get("sentence")
+    place = f"left the job ({r['where']})" if r.get("place") == "gone" else \
+        r["where"].replace("not in a collective: ", "")
+    return f"{Rank(r['pid'], r.get('rank'), r.get('gpu'), None, None).name()}: {place}"
+
+
 def judged_again(records: dict, read: dict) -> dict:
     """Recorded culprit records ({GPU: record}, a trace's ``stacks`` row) judged again by this gputop's
     :func:`judge` from what they hold: each job's ranks (their pid, rank, GPU and its class then) and the read's

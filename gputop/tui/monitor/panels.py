@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from gputop.analysis.rank_stacks import culprit_place
 from gputop.tui.model import view
 from gputop.tui.widgets import charts
 from gputop.tui.widgets.lines import Lines
@@ -180,14 +181,15 @@ def verdict_text(v, words: str = "") -> Text:
 
 
 def culprit_text(v) -> Text | None:
-    """'culprit: rank 1 (pid N, GPU 1) ... at train.py:16 · k: every rank's stack' where the ranks' stacks named who
-    holds this GPU's job up (gputop/analysis/collectives.py keeps the record in the verdict's job); None where they
-    did not, or where the verdict's own evidence already says it (the culprit's GPU)."""
-    record = (getattr(v, "job", None) or {}).get("culprit") or {}
-    sentence = record.get("sentence")
-    if not sentence or sentence in (v.evidence_text or ""):
+    """'culprit: rank 1 (pid N, GPU 1) is not in a collective: in f at train.py:16 ... · k: every rank's stack' where
+    the ranks' stacks named who holds this GPU's job up (gputop/analysis/collectives.py keeps the record in the
+    verdict's job): the culprit and its place first, so that one row at 80 columns still says where (who waits is
+    the verdict's evidence; the whole judgement is k's); None where the stacks named nobody, or where the verdict's
+    own evidence already says it (the culprit's GPU)."""
+    said = culprit_place((getattr(v, "job", None) or {}).get("culprit") or {})
+    if not said or said in (v.evidence_text or ""):
         return None
     t = Text.assemble(("culprit: ", "bold red"))
-    t.append(sentence)
+    t.append(said)
     t.append(" · k: every rank's stack", style="dim")
     return t
