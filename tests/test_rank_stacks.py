@@ -474,3 +474,14 @@ def test_every_gpus_record_names_the_culprits_place_in_a_short_line():
     want = "rank 1 (pid 41, GPU 1): in fault at job.py:89 (`time.sleep(3600)`)"
     assert "where" not in records[0] and culprit_place(records[0]) == culprit_place(records[1]) == want
     assert culprit_place({}) is None and culprit_place({"sentence": "no culprit"}) == "no culprit"
+
+
+def test_a_gpu_already_judged_the_culprit_is_not_said_to_be_in_class_culprit():
+    """Live on 4 H100s the stack view read "rank 1 ... is not in the collective its peers wait in (its GPU:
+    culprit)": the class of a GPU the previous read had blamed. The blame is not evidence of itself."""
+    read = [Rank(40, 0, 0, "stalled", stack(40, [frame("step", "job.py", 82, "return metric[0].item()")])),
+            Rank(41, 1, 1, "culprit", stack(41, [frame("fault", "job.py", 89, "time.sleep(3600)")]))]
+    c = judge(read)
+    assert c.kind == "gpu" and c.culprits == [1]
+    assert c.sentence.startswith("rank 1 (pid 41, GPU 1) is not in the collective its peers wait in; it is in fault "
+                                 "at job.py:89"), c.sentence

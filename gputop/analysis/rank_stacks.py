@@ -168,6 +168,12 @@ def _wait_words(ranks: list[Rank], idx: list[int]) -> str:
     return "; ".join(parts)
 
 
+def _gpu_said(cls: str | None) -> str:
+    """' (its GPU: idle)': what its GPU's class adds; nothing where the class is the blame itself (a GPU already
+    judged "culprit" on an earlier read: live on 4 H100s the view said "(its GPU: culprit)")."""
+    return f" (its GPU: {cls})" if cls and cls != "culprit" else ""
+
+
 def judge(ranks: list[Rank]) -> Culprit:
     """Name the culprit of a stalled job from its ranks (their stacks and GPUs' classes): module doc."""
     for r in ranks:
@@ -205,7 +211,7 @@ def judge(ranks: list[Rank]) -> Culprit:
         apart = odd
     if waiting and apart:
         text = "; ".join(f"{_names(ranks, g)} {'is' if len(g) == 1 else 'are'} not in the collective its peers wait "
-                         f"in (its GPU: {ranks[g[0]].gpu_class}); {'it is' if len(g) == 1 else 'they are'} "
+                         f"in{_gpu_said(ranks[g[0]].gpu_class)}; {'it is' if len(g) == 1 else 'they are'} "
                          + ranks[g[0]].place.words().replace("not in a collective: ", "")
                          for g in _groups(ranks, apart))
         rest = _wait_words(ranks, [i for i in waiting if i in known])
