@@ -27,7 +27,8 @@ PROFILE_SECONDS = option("--profile-seconds", group=WORKLOAD_GROUP, type=float, 
 PROFILE_STEPS = option("--profile-steps", group=WORKLOAD_GROUP, type=int, metavar="N",
                        refused="--profile-steps goes with --profile and must be >= 0",
                        help="with --profile: a window also ends after N steps: optimizer steps, or 10 times as many "
-                            "of inference's forward passes (default 10; 0: seconds only); a job's ranks: 0.5 s at least")
+                            "of inference's forward passes (default 10; 0: seconds only); a job's ranks: 0.5 s at "
+                            "least")
 TUI = option("--tui", group=OUTPUT_GROUP, action="store_true", hint=" (plain gputop opens the TUI)",
              help="with --run -- CMD or --watch PID: show it live in the TUI")
 

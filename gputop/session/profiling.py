@@ -111,12 +111,12 @@ def profile_env_line(environ: dict | None = None) -> str:
     return "export " + " ".join(words)
 
 
-
 def window_request(seconds: float, max_steps: int, processes: int) -> P.Request:
     """The request for a window of ``processes`` processes asked at once (a job's ranks: START_LEAD_S,
     JOB_MIN_SECONDS)."""
     return P.Request(seconds, max_steps, time.time() + START_LEAD_S, os.getpid(),
                      min_seconds=JOB_MIN_SECONDS if processes > 1 else 0.0)
+
 
 class ProfileWindows:
     """The windows of one command (``env(base)`` is its environment with the loader in it) or of a watched process

@@ -181,7 +181,7 @@ def verdict_text(v, words: str = "") -> Text:
 
 
 def culprit_text(v) -> Text | None:
-    """'culprit: rank 1 (pid N, GPU 1) is not in a collective: in f at train.py:16 ... · k: every rank's stack' where
+    """'culprit: rank 1 (pid N, GPU 1): in f at train.py:16 (`code`) ... · k: every rank's stack' where
     the ranks' stacks named who holds this GPU's job up (gputop/analysis/collectives.py keeps the record in the
     verdict's job): the culprit and its place first, so that one row at 80 columns still says where (who waits is
     the verdict's evidence; the whole judgement is k's); None where the stacks named nobody, or where the verdict's
