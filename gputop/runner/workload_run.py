@@ -17,8 +17,10 @@ import copy
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import uuid
 from datetime import datetime, timezone
 from typing import Callable
 
@@ -30,6 +32,7 @@ from gputop.runner.params import format_value
 from gputop.runner.status import STATUSES, exit_code_for, final_status
 from gputop.telemetry.devices import child_env_all, child_env_for, multicast_off
 from gputop.telemetry.sampler import DEFAULT_RATE_HZ
+from gputop.workload.script import STOP_FILE_ENV
 
 
 def gpu_uuids(nvml) -> list[str | None]:
@@ -67,6 +70,11 @@ class WorkloadRun(RunView):
         self.static: dict | None = None
         self.peaks: dict | None = None
         self.events = RunEvents(on_event)
+        # made when a stop is asked: the workload looks for it once it listens (gputop/workload/script.py)
+        self._stop_file: str | None = os.path.join(tempfile.gettempdir(),
+                                                   f"gputop-stop-{os.getpid()}-{uuid.uuid4().hex}")
+        self._stop_file_lock = threading.Lock()
+        self._readers_ready = threading.Event()  # start() has made the pipes' readers
         self.status = "pending"  # then "running", then one of STATUSES
         self.child: Child | None = None
         self.command: list[str] = []
@@ -102,6 +110,7 @@ class WorkloadRun(RunView):
         root = str(paths.package_root())
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["PYTHONUNBUFFERED"] = "1"
+        env[STOP_FILE_ENV] = self._stop_file
         return env
 
     def _nvml(self):
@@ -145,6 +154,7 @@ class WorkloadRun(RunView):
             t = threading.Thread(target=fn, args=(stream,), daemon=True, name=f"gputop-run-{fn.__name__}")
             t.start()
             self._readers.append(t)
+        self._readers_ready.set()
         if self._stop_pending:  # stop() came before the child existed
             self.child.stop()
         return self
@@ -199,10 +209,20 @@ class WorkloadRun(RunView):
         self.stopping = True
         if signum is not None and self.signum is None:
             self.signum = signum
+        self._ask_stop_file()
         if self.child is None:
             self._stop_pending = not self._finished.is_set()
             return
         self.child.stop()
+
+    def _ask_stop_file(self) -> None:
+        with self._stop_file_lock:
+            if self._stop_file is None:  # the run has ended
+                return
+            try:
+                open(self._stop_file, "a").close()
+            except OSError:
+                pass
 
     def kill(self) -> None:
         """Kill the workload now (SIGKILL to its process group)."""
@@ -217,6 +237,9 @@ class WorkloadRun(RunView):
         """On the child's supervisor thread, once the child and its group are gone."""
         try:
             self.t_end = self.child.t_end
+            # a child that ends at once can end before start() has made its readers (seen beside other tests: the
+            # run's "finished" came before the child's own "done")
+            self._readers_ready.wait(5.0)
             for t in self._readers:
                 t.join(5.0)
             self._close_telemetry()
@@ -268,6 +291,12 @@ class WorkloadRun(RunView):
 
             self._final_doc = clean(doc)
         finally:
+            with self._stop_file_lock:  # gone before wait() returns; a stop asked from now on makes none
+                try:
+                    os.unlink(self._stop_file)
+                except OSError:
+                    pass
+                self._stop_file = None
             self._finished.set()  # wait() never hangs, whatever happened above
         self.events.emit({"event": "finished", "t": time.monotonic(), "source": "gputop", "status": self.status,
                           "exit_code": self.exit_code})
