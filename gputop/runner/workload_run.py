@@ -73,7 +73,8 @@ class WorkloadRun(RunView):
         # made when a stop is asked: the workload looks for it once it listens (gputop/workload/script.py)
         self._stop_file: str | None = os.path.join(tempfile.gettempdir(),
                                                    f"gputop-stop-{os.getpid()}-{uuid.uuid4().hex}")
-        self._stop_file_lock = threading.Lock()
+        # re-entrant: a second Ctrl-C's handler may interrupt the first's (a Lock deadlocked there under load)
+        self._stop_file_lock = threading.RLock()
         self._readers_ready = threading.Event()  # start() has made the pipes' readers
         self.status = "pending"  # then "running", then one of STATUSES
         self.child: Child | None = None
