@@ -132,6 +132,16 @@ def read_pids(path: Path) -> list[Proc] | None:
     return [Proc(pid, ctime, role) for role, (pid, ctime) in data.items()]
 
 
+def started(p, needle: bytes, timeout: float = 30.0):
+    """``p`` (a Popen) once its exec is done: its command line holds ``needle`` (Popen returns when the kernel has
+    closed the child's close-on-exec files, a moment before the new program's command line and environment are in
+    place; /proc/PID/environ reads empty in between)."""
+    from export_util import wait_for
+
+    wait_for(lambda: needle in cmdline(p.pid), timeout, f"process {p.pid} to exec {needle!r}", step=0.01)
+    return p
+
+
 def cmdline(pid: int) -> bytes:
     """A process's command line as /proc has it, its arguments joined by spaces (b"" where it is gone); between
     fork and exec it is its parent's."""

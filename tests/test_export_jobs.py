@@ -14,6 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from export_util import free_port, get, start_exporter, stop, wait_for
+from fault_util import started
 from gputop.telemetry.process_job import Job, JobReader, cgroup_pod, environ_job
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +35,7 @@ def child(**env: str) -> subprocess.Popen:
     """A real process with ``env`` added to this one's, in a session (and process group) of its own."""
     clean = {k: v for k, v in os.environ.items() if k not in ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "MASTER_ADDR",
                                                                 "MASTER_PORT")}
-    return subprocess.Popen(SLEEP, env=dict(clean, **env), start_new_session=True)
+    return started(subprocess.Popen(SLEEP, env=dict(clean, **env), start_new_session=True), SLEEP[-1].encode())
 
 
 @pytest.mark.parametrize("layout", sorted(CGROUPS))

@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from fault_util import cmdline, sigkill
+from fault_util import cmdline, sigkill, started
 from gputop.analysis.comms import job_pids, node_jobs
 from gputop.telemetry.process_job import JobReader, recorded_job
 
@@ -78,7 +78,8 @@ def reap_tree(p: subprocess.Popen) -> None:
 
 
 def start(argv, **env):
-    return subprocess.Popen(argv, env=dict(CLEAN, **env), start_new_session=True)
+    """``argv`` started in a session of its own, returned once its exec is done (its environment in place)."""
+    return started(subprocess.Popen(argv, env=dict(CLEAN, **env), start_new_session=True), " ".join(argv).encode())
 
 
 def listed(reader: JobReader, pids: list[int]) -> list[dict]:
@@ -152,3 +153,22 @@ def test_a_trace_without_jobs_groups_by_process_group_and_ignores_groups_of_one(
     three = [[{"pid": 40, "pgid": 40}], [{"pid": 41, "pgid": 40}], [{"pid": 50, "pgid": 50}], [{"pid": 51, "pgid": 50}]]
     assert sorted(node_jobs(tick(three), [0, 1, 2, 3])) == [[0, 1], [2, 3]]  # a group its leader shares: a job
     assert recorded_job({"pid": 5, "pgid": 5, "job": "torchelastic:x", "job_source": "torchelastic"}).job == "torchelastic:x"
+
+
+def test_a_process_read_in_the_midst_of_its_exec_is_read_again(tmp_path):
+    """A process read just as it execs (its parent's wait over, its new environment not yet in place) reads an
+    empty /proc/PID/environ: its place in the tree answers for that tick, and the next read takes its environment
+    (the first full suite on record once read a fresh rank then and kept its launcher's job)."""
+    pid = tmp_path / "4242"
+    pid.mkdir()
+    # /proc/PID/stat: pid (comm) state ppid pgrp session ... starttime (the 22nd field)
+    (pid / "stat").write_text("4242 (python) S 77 4242 4242 " + " ".join(["0"] * 15) + " 123456 0\n")
+    (pid / "environ").write_bytes(b"")
+    (pid / "cgroup").write_text("0::/\n")
+    reader = JobReader("node-a", proc=str(tmp_path))
+    assert reader.of_process({"pid": 4242, "pgid": 4242}).job == "launcher:77@node-a"
+    (pid / "environ").write_bytes(b"PATH=/bin\0MASTER_ADDR=127.0.0.1\0MASTER_PORT=29511\0")
+    assert reader.of_process({"pid": 4242, "pgid": 4242}).job == "rendezvous:127.0.0.1:29511@node-a"
+    # a settled read is kept: the same process (pid and start time) is not read again
+    (pid / "environ").write_bytes(b"PATH=/bin\0")
+    assert reader.of_process({"pid": 4242, "pgid": 4242}).job == "rendezvous:127.0.0.1:29511@node-a"

@@ -104,8 +104,8 @@ class JobReader:
         if cached is not None and cached[0] == start:
             job, why = cached[1], cached[2]
         else:
-            job, why = self._read(pid, p.get("pgid"), stat)
-            if start is not None:
+            job, why, settled = self._read(pid, p.get("pgid"), stat)
+            if start is not None and settled:
                 self._known[pid] = (start, job, why)
         if why:
             self.unreadable[why] = self.unreadable.get(why, 0) + 1
@@ -138,14 +138,19 @@ class JobReader:
         except (OSError, ValueError, IndexError):
             return None
 
-    def _read(self, pid: int, pgid: int | None, stat) -> tuple[Job | None, str | None]:
-        """(the job its environment, cgroup or place in the tree names, why its environment could not be read)."""
-        why = None
+    def _read(self, pid: int, pgid: int | None, stat) -> tuple[Job | None, str | None, bool]:
+        """(the job its environment, cgroup or place in the tree names, why its environment could not be read,
+        whether that is settled). An empty environment is not: a process read in the midst of its exec (the kernel
+        closes its close-on-exec files, which ends its parent's wait, before it places the new environment) reads
+        empty for a moment; it is read again next time."""
+        why, settled = None, True
         try:
             with open(f"{self.proc}/{pid}/environ", "rb") as f:
-                job = environ_job(f.read(ENVIRON_MAX), self.hostname)
+                environ = f.read(ENVIRON_MAX)
+            job = environ_job(environ, self.hostname)
             if job is not None:
-                return job, None
+                return job, None, True
+            settled = bool(environ)
         except PermissionError:
             why = "environ not readable (another user's process: run the exporter as root or with CAP_SYS_PTRACE)"
         except FileNotFoundError:
@@ -159,8 +164,8 @@ class JobReader:
         except OSError:
             pod = None
         if pod:
-            return Job(f"pod:{pod}", "kubernetes"), why
+            return Job(f"pod:{pod}", "kubernetes"), why, settled
         if stat is None:
-            return None, why
+            return None, why, settled
         ppid, spgid, sid, _ = stat
-        return tree_job(pid, spgid if pgid is None else pgid, sid, ppid, self.hostname), why
+        return tree_job(pid, spgid if pgid is None else pgid, sid, ppid, self.hostname), why, settled
