@@ -60,3 +60,30 @@ def test_promtool_backfills_every_sample_in_2h_blocks(tmp_path):
     assert len(metas) == 3 and sum(m["stats"]["numSamples"] for m in metas) == made["samples"] > 0
     assert all(m["maxTime"] - m["minTime"] <= S.BLOCK_S * 1000 for m in metas)
     assert min(m["minTime"] for m in metas) == START * 1000 and not list(tmp_path.glob("*.om*"))
+
+
+def test_each_nodes_scrapes_fall_at_its_own_offset_within_the_block(tmp_path):
+    """As Prometheus spreads its targets' scrapes over the interval (a read of the last seconds then holds some
+    nodes, not all or none); a sample its offset would stamp in the next block is not written in this one."""
+    plan = S.schedule(8, START, END)
+    times = list(range(END - 300, END, 30))
+    text = tmp_path / "block.om"
+    written = S.write_block(text, plan, times, 26, step=30, limit=END)
+    stamps = defaultdict(set)  # node -> its sample times
+    for f in text_string_to_metric_families(text.read_text()):
+        for s in f.samples:
+            stamps[s.labels["Hostname"]].add(int(float(s.timestamp)))
+    offsets = {node: {t % 30 for t in ts} for node, ts in stamps.items()}
+    assert all(len(o) == 1 for o in offsets.values())  # one offset a node ...
+    assert len({o.pop() for o in offsets.values()}) == 8  # ... each its own
+    assert max(max(ts) for ts in stamps.values()) < END and min(min(ts) for ts in stamps.values()) == END - 300
+    assert all(len(ts) == 10 for ts in stamps.values()) and written > 0
+    # a block that ends 15 s after its last scrape: the nodes whose offset is 15 s or more leave that one to the next
+    S.write_block(text, plan, times, 26, step=30, limit=END - 15)
+    late = defaultdict(set)
+    for f in text_string_to_metric_families(text.read_text()):
+        for s in f.samples:
+            late[s.labels["Hostname"]].add(int(float(s.timestamp)))
+    assert {node: len(ts) for node, ts in late.items()} == {
+        node: 10 - (min(ts) % 30 >= 15) for node, ts in stamps.items()}
+    assert max(max(ts) for ts in late.values()) < END - 15

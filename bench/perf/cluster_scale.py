@@ -213,6 +213,8 @@ def measure(url: str, end: float, cadence: float, cpu_seconds: float, prom_pid: 
     def clock() -> float:
         return begin + (time.monotonic() - t_start)
 
+    from gputop.tui.cluster.model import page_gc
+    page_gc()  # as the page's process does (its Refresher)
     client = PrometheusClient(url, timeout=300)
     timed = Timed()
     timed.install()

@@ -182,16 +182,26 @@ def gpu_labels(node: int, gpu: int, dcgm_only: bool) -> str:
     return text + (f',DCGM_FI_DRIVER_VERSION="{DRIVER}"' if dcgm_only else "")
 
 
-def write_block(path: Path, plan: dict, times: list[int], seed: int) -> int:
+def scrape_offset(node: int, step: int) -> int:
+    """Where in each ``step`` a node's scrapes fall (s): spread over the step, as Prometheus spreads its targets'
+    scrapes (by a hash of each target), not all at one instant (a read of the last few seconds then holds a few
+    nodes, not all or none)."""
+    return node * 7919 % step
+
+
+def write_block(path: Path, plan: dict, times: list[int], seed: int, step: int | None = None,
+                limit: int | None = None) -> int:
     """The OpenMetrics text of every GPU's series at ``times`` (one block's span): returns the samples written.
     Each family's lines together under its ``# TYPE`` (gathered in a file per family, then joined), each series'
-    samples together and in time order, ``# EOF`` last."""
+    samples together and in time order, ``# EOF`` last. With ``step``, each node's samples are stamped its
+    ``scrape_offset`` later; those it would stamp at ``limit`` or later (the next block's) are not written."""
     written = 0
-    stamps = [str(t) for t in times]
     families = tuple(dict.fromkeys(GPUTOP_SERIES + DCGM_SERIES)) + ("gputop_bottleneck", "gputop_verdict_confidence")
     parts = {name: open(path.with_name(f"{path.name}.{name}"), "w", buffering=1 << 20) for name in families}
     try:
         for node, node_plan in plan.items():
+            offset = scrape_offset(node, step) if step else 0
+            stamps = [str(t + offset) for t in times if limit is None or t + offset < limit]
             dcgm_only = node % 4 == 3
             names = DCGM_SERIES if dcgm_only else GPUTOP_SERIES
             for gpu in range(GPUS_PER_NODE):
@@ -199,6 +209,7 @@ def write_block(path: Path, plan: dict, times: list[int], seed: int) -> int:
                 states = gpu_states(node_plan, times, lagging=(node * 8 + gpu) % 16 == 5, node=node)
                 base = gpu_labels(node, gpu, dcgm_only)
                 runs, lo = [], 0  # stretches of one (job, class, subclass)
+                states = states[:len(stamps)]
                 for i in range(1, len(states) + 1):
                     if i == len(states) or states[i] != states[lo]:
                         runs.append((lo, i, states[lo]))
@@ -257,7 +268,7 @@ def backfill(out_dir: Path, gpus: int, start: int, end: int, step: int, work: Pa
                 continue
             text = work / f"block{k % 2}.om"
             t0 = time.perf_counter()
-            samples += write_block(text, plan, times, seed)
+            samples += write_block(text, plan, times, seed, step, b0 + BLOCK_S)
             gen_s += time.perf_counter() - t0
             _wait(running)
             running = subprocess.Popen(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(text),
