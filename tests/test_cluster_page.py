@@ -522,3 +522,25 @@ def test_a_read_that_costs_more_than_5_percent_of_a_core_spaces_the_next():
     assert 0.1 <= cheap.read_timed() < 0.04 / CPU_SHARE  # a read of a few ms: the page's cadence
     dear = Refresher(Reader(0.04), 60.0, lambda kind, payload: None, refresh_s=0.1)
     assert dear.read_timed() >= 0.04 / CPU_SHARE == pytest.approx(0.8)
+
+
+def test_the_pages_reads_set_off_a_full_collection_ten_times_less_often():
+    """The page's process makes full collections rarer when its refresher starts (a read of a big fleet makes and
+    drops ~10^5 objects: docs/benchmarks.md, "At 8,192 GPUs, measured"), and keeps a higher setting of its own."""
+    import gc
+
+    from gputop.tui.cluster.model import FULL_GC_EVERY, Refresher, page_gc
+
+    was = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        refresher = Refresher(object(), 3600.0, lambda *a: None)
+        refresher.read_timed = lambda: 60.0  # (no reader: the loop waits, then stops)
+        refresher.start(first_wait=60.0)
+        assert gc.get_threshold() == (700, 10, FULL_GC_EVERY) and FULL_GC_EVERY == 100
+        refresher.stop()
+        gc.set_threshold(500, 20, 1000)
+        page_gc()
+        assert gc.get_threshold() == (500, 20, 1000)
+    finally:
+        gc.set_threshold(*was)

@@ -201,7 +201,8 @@ def wait_compacted(url: str, limit_s: float = 240.0) -> dict:
 
 
 def measure(url: str, end: float, cadence: float, cpu_seconds: float, prom_pid: int, range_s: float,
-            account_every: float, accountings: int, queries: bool = False, raw_accountings: int = 0) -> dict:
+            account_every: float, accountings: int, queries: bool = False, raw_accountings: int = 0,
+            fixed_cadence: bool = False) -> dict:
     """The page's reads against Prometheus at ``url``; "now" is ``LEAD_S`` + ``cpu_seconds`` before the data's last
     sample ``end`` plus the time since this began (the wall clock's now, as if the data had been scraped until this
     moment: every refresh reads the fleet reporting, whatever ``cpu_seconds``)."""
@@ -252,7 +253,8 @@ def measure(url: str, end: float, cadence: float, cpu_seconds: float, prom_pid: 
     while time.monotonic() - t0 < cpu_seconds:
         start = time.monotonic()
         runs.append(timed_call(lambda: refresh(reader))[1])
-        waits.append(max(cadence, runs[-1]["cpu_s"] / CPU_SHARE))  # the page's cadence (tui/cluster/model.Refresher)
+        # the page's cadence (tui/cluster/model.Refresher), or --fixed-cadence: every ``cadence`` s whatever it costs
+        waits.append(cadence if fixed_cadence else max(cadence, runs[-1]["cpu_s"] / CPU_SHARE))
         time.sleep(max(0.0, start + waits[-1] - time.monotonic()))
     wall = time.monotonic() - t0
     out["cadence_s"] = cadence
@@ -367,7 +369,8 @@ def one_fleet(gpus: int, args, root: Path) -> dict:
             proc, url = start_prometheus(work / "data", work)
             made["rules_compaction"] = wait_compacted(url)  # (the rules' blocks beside the day's: merged)
         result = measure(url, made["end"] - args.step, args.cadence, args.cpu_seconds, proc.pid,
-                         args.hours * 3600, args.account_every, args.accountings, args.queries, args.raw_accountings)
+                         args.hours * 3600, args.account_every, args.accountings, args.queries, args.raw_accountings,
+                         args.fixed_cadence)
     finally:
         stop(proc)
     return {"gpus": gpus, "nodes": gpus // GPUS_PER_NODE, **made, **result}
@@ -404,6 +407,9 @@ def main() -> int:
                     help="the cluster page's refresh interval, s (its REFRESH_S)")
     ap.add_argument("--account-every", type=float, default=ACCOUNT_S,
                     help="the page's accounting interval, s (its ACCOUNT_S): for the page's whole CPU")
+    ap.add_argument("--fixed-cadence", action="store_true",
+                    help="refresh every --cadence s whatever a refresh costs (the page stretches its cadence to keep "
+                    "a refresh's CPU within 5%% of a core): what a refresh costs at that cadence")
     ap.add_argument("--cpu-seconds", type=float, default=60.0, help="refreshes at the cadence for this long")
     ap.add_argument("--accountings", type=int, default=3, help="accountings timed")
     ap.add_argument("--queries", action="store_true",

@@ -23,10 +23,6 @@ One :class:`ClusterReader` per server (``telemetry/prometheus.PrometheusClient``
    refresh's work in Prometheus: docs/benchmarks.md, "Cluster scale"), and for the whole window of a node it does
    not hold yet.
 
-1-2 are asked whole once, then only for what was scraped since the last read (``latest.py``: at 8,192 GPUs these
-answers were 17 MB and most of Prometheus' work for a refresh, though a GPU is scraped every 15-60 s and the page
-reads every 5 s); the GPUs 3 says stopped are dropped from what is kept, the late ones kept.
-
 Rows are GPUs as ``analysis/cluster_identity.py`` defines them: a UUID through one scrape target, never merged by
 host name or index; a dcgm-exporter beside the node's gputop is the same GPU (one row); any other two targets
 claiming one UUID are two rows, both flagged. A GPU that stopped reporting within ``RECENT_S`` is a row too
@@ -56,10 +52,9 @@ from gputop.analysis import cluster as C
 from gputop.analysis import cluster_identity as I
 from gputop.fleet import series as S
 from gputop.fleet.accounting import account
-from gputop.fleet.gpu_rows import GpuRows, row_of
-from gputop.fleet.latest import Latest
 from gputop.format import count
 from gputop.telemetry import dcgm_fields as F
+from gputop.telemetry.dcgm import to_sample
 from gputop.telemetry.errors import NoGpu, SourceError
 from gputop.telemetry.prometheus import PrometheusClient
 
@@ -113,15 +108,6 @@ class ClusterReader:
         self._window_at: float | None = None  # ... up to this mark ...
         self._window_nodes: set[tuple[str, str]] = set()  # ... of these nodes (label, value)
         self._accounted: dict = {}  # the accounting's verdicts of dcgm-exporter's GPUs, for one step of its grid
-        # what a refresh shows now, each answer kept and topped up with what was scraped since the last (latest.py)
-        self._latest = {("rows", n): Latest(n, S.by_gpu, grouped=True) for n in ROW_NAMES}
-        self._latest.update({
-            "meta": Latest(META_SELECTOR, lambda s: S.by_gpu(s, S.META_LABELS, keep_name=False)),
-            "verdicts": Latest("gputop_verdict_confidence"), "subclasses": Latest('gputop_bottleneck{subclass!=""}')})
-        for i, (names, classes) in enumerate(EXTRAS):
-            self._latest[("extra", i)] = Latest(f'{{__name__=~"{names}"}}', lambda s, c=classes: S.by_gpu(
-                f'{s} and {ON_GPU} gputop_verdict_confidence{{class=~"{"|".join(c)}"}}'), grouped=True)
-        self._rows = GpuRows()  # each GPU made of them, made again where they changed
 
     def accounting(self, range_s: float, now: float | None = None):
         """Each job's GPU-hours by class over the last ``range_s`` seconds, what a fix would win back, and the step
@@ -138,16 +124,20 @@ class ClusterReader:
             self._phase = now % JUDGE_STEP_S
         slot = now - (now - self._phase) % JUDGE_STEP_S  # the refreshes within one step reuse the first one's verdicts
         fresh = slot != self._judged_at
-        def kept(part):  # each answer kept and topped up in its own thread, beside the others' waiting on Prometheus
-            return self._latest[part].read(self.client, now)
-        calls = {("rows", n): lambda n=n: kept(("rows", n)) for n in ROW_NAMES}  # side by side: one a name
-        calls.update({"meta": lambda: kept("meta"), "verdicts": lambda: kept("verdicts"),
-                      "subclasses": lambda: kept("subclasses"),
-                      "old": lambda: self.client.query(OLD, at=now), "gone": lambda: self.client.query(GONE, at=now)})
-        for i in range(len(EXTRAS)):
-            calls[("extra", i)] = lambda i=i: kept(("extra", i))
+        def grouped(promql: str):  # an answer made GPUs in its own thread, beside the others' waiting on Prometheus
+            answer = self.client.query(promql, at=now)
+            return S.groups(answer), S.skipped(answer)
+        calls = {("rows", n): lambda n=n: grouped(S.by_gpu(n)) for n in ROW_NAMES}  # side by side: one a name
+        calls.update({
+                 "meta": lambda: self.client.query(S.by_gpu(META_SELECTOR, S.META_LABELS, keep_name=False), at=now),
+                 "verdicts": lambda: self.client.query("gputop_verdict_confidence", at=now),
+                 "subclasses": lambda: self.client.query('gputop_bottleneck{subclass!=""}', at=now),
+                 "old": lambda: self.client.query(OLD, at=now), "gone": lambda: self.client.query(GONE, at=now)})
+        for i, (names, classes) in enumerate(EXTRAS):
+            calls[("extra", i)] = lambda n=names, c=classes: grouped(S.by_gpu(
+                f'{{__name__=~"{n}"}} and {ON_GPU} gputop_verdict_confidence{{class=~"{"|".join(c)}"}}'))
         if self._totals_at is None or now - self._totals_at >= TOTAL_S:
-            calls["totals"] = lambda: S.groups(self.client.query(S.by_gpu(TOTAL_SELECTOR), at=now))
+            calls["totals"] = lambda: grouped(S.by_gpu(TOTAL_SELECTOR))
         if fresh:  # the last minute of the nodes that export no verdict (the label index names them), meanwhile
             calls["history"] = lambda: self._history_meanwhile(slot)
         answers, failed = S.each(calls, parallel=ROW_PARALLEL)
@@ -166,19 +156,29 @@ class ClusterReader:
             notes += notes_rows
         if "rows" in failed and "verdicts" in failed:
             raise failed["rows"]
-        # the GPUs that stopped reporting: none of their series now (the answers kept from the last reads may hold
-        # them for the look-back: dropped here, and from what is kept)
-        gone_labels = {I.gpu_id(r["metric"]): r["metric"] for r in answers.get("gone", []) if C.whole_gpu(r["metric"])}
-        for latest in self._latest.values():
-            latest.forget(gone_labels)
+        gpus, skipped = {}, 0
+        for name in ROW_NAMES:
+            if ("rows", name) in answers:
+                S.add_series(gpus, answers[("rows", name)][0], new=True)
+                skipped += answers[("rows", name)][1]
+        if skipped:
+            notes.append(f"{count(skipped, 'series', 'series')} without a gpu label skipped (not a GPU's: an exporter "
+                         "relabelled, or not a GPU exporter)")
+        for extra in (a for k, a in answers.items() if isinstance(k, tuple) and k[0] == "extra"):
+            S.add_series(gpus, extra[0])
+        S.add_meta(gpus, answers.get("meta", []))
+        if "totals" in answers:
+            self._totals = {k: g["series"] for k, g in answers["totals"][0].items()}
+            self._totals_at = now
+        for key, g in gpus.items():  # the memory total's parts as last asked for
+            for name, points in self._totals.get(key, {}).items():
+                g["series"].setdefault(name, points)
         verdict_labels: dict[tuple, dict] = {}  # GPU -> the labels of its exported class
         verdict_jobs: dict[tuple, list[str]] = defaultdict(list)
         confidence = {}
         for r in answers.get("verdicts", []):
             if C.whole_gpu(r["metric"]):
                 key, job = I.gpu_id(r["metric"]), C.job_of(r["metric"])
-                if key in gone_labels:
-                    continue
                 if key not in verdict_labels:
                     verdict_labels[key], confidence[key] = r["metric"], S.number(r["value"][1])
                 if job and job not in verdict_jobs[key]:
@@ -187,27 +187,11 @@ class ClusterReader:
         for r in answers.get("subclasses", []):
             if C.whole_gpu(r["metric"]):
                 subclass.setdefault((I.gpu_id(r["metric"]), r["metric"].get("class")), r["metric"]["subclass"])
-        if "totals" in answers:
-            self._totals = {k: g["series"] for k, g in answers["totals"].items()}
-            self._totals_at = now
-        # each GPU's series, labels and jobs, made again only where they changed (the extras of a GPU whose class
-        # reads them; kept ones of a GPU gone to another class are not its now)
-        read = [n for n in ROW_NAMES if ("rows", n) in answers]
-        gpus = self._rows.gpus([self._latest[("rows", n)] for n in read],
-                               [(self._latest[("extra", i)], classes) for i, (_, classes) in enumerate(EXTRAS)
-                                if ("extra", i) in answers],
-                               self._latest["meta"] if "meta" in answers else None, self._totals,
-                               {k: v.get("class") for k, v in verdict_labels.items()}, gone_labels)
-        skipped = sum(self._latest[("rows", n)].skipped for n in read)
-        if skipped:
-            notes.append(f"{count(skipped, 'series', 'series')} without a gpu label skipped (not a GPU's: an exporter "
-                         "relabelled, or not a GPU exporter)")
         aged = {}  # GPU -> (labels, its newest sample time)
         for r in answers.get("old", []):
             if C.whole_gpu(r["metric"]):
                 aged.setdefault(I.gpu_id(r["metric"]), (r["metric"], float(r["value"][1])))
-        for latest in self._latest.values():  # late, but reporting: what was read of them stands
-            latest.keep(aged, now)
+        gone_labels = {I.gpu_id(r["metric"]): r["metric"] for r in answers.get("gone", []) if C.whole_gpu(r["metric"])}
         gone_labels = {k: v for k, v in gone_labels.items() if k not in gpus and k not in aged}
         if gone_labels:
             aged.update(self._ages(gone_labels, now, notes))
@@ -218,8 +202,7 @@ class ClusterReader:
         merged, duplicates = I.resolve(ids, set(verdict_labels))
         for other, into in merged.items():
             if other in gpus:
-                if into in gpus:  # (a copy: the dicts are kept from read to read)
-                    gpus[into] = dict(gpus[into], series=dict(gpus[into]["series"]), jobs=list(gpus[into]["jobs"]))
+                if into in gpus:
                     S.merge(gpus[into], gpus.pop(other))
                 else:
                     gpus[into] = dict(gpus.pop(other), labels=verdict_labels[into])
@@ -230,7 +213,7 @@ class ClusterReader:
         for key in list(gpus) + [k for k in verdict_labels if k not in gpus]:
             g = gpus.get(key) or {"labels": verdict_labels[key], "series": {}, "jobs": []}
             labels_of[key] = g["labels"]
-            rows[key] = self._rows.row(key, g, verdict_jobs.get(key, []))
+            rows[key] = self._row(key, g, verdict_jobs.get(key, []))
             if key in verdict_labels:
                 cls = verdict_labels[key].get("class")
                 rows[key].cls, rows[key].subclass = cls, subclass.get((key, cls)) or None
@@ -240,7 +223,7 @@ class ClusterReader:
                 rows[key].flags.append(f"its newest sample is {rows[key].age_s:.0f} s old: its exporter's clock is "
                                        "behind, or Prometheus stopped scraping it")
         for key, (labels, t) in gone.items():
-            row = rows[key] = row_of(key, {"labels": labels, "series": {}, "jobs": []}, [])
+            row = rows[key] = self._row(key, {"labels": labels, "series": {}, "jobs": []}, [])
             row.reporting, row.age_s = False, round(now - t, 1)
             row.flags.append(f"not reporting: its newest sample is {row.age_s:.0f} s old (its exporter stopped, its "
                              "node is gone, or its clock is behind)")
@@ -380,6 +363,23 @@ class ClusterReader:
                     "none since: have the exporters stopped, or Prometheus stopped scraping them?)")
         return (f"{self.client.url}: no GPU series (neither dcgm-exporter's DCGM_FI_* nor gputop's) in this "
                 "Prometheus: is it scraping the exporters?")
+
+    @staticmethod
+    def _row(key: tuple, g: dict, verdict_jobs: list[str]) -> C.ClusterGpu:
+        values = S.latest(g)
+        sample = to_sample(S.index(g), 0.0, values)
+        labels = g["labels"]
+        nvlink = [values.get(n) for n in ("DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_NVLINK_RX_BYTES")]
+        return C.ClusterGpu(
+            node=I.node_of(labels), gpu=labels.get(F.LABEL_GPU, "?"), uuid=I.uuid_of(labels),
+            model=labels.get(F.LABEL_MODEL_NAME) or None, jobs=list(dict.fromkeys(g["jobs"] + verdict_jobs)),
+            sm_pct=sample["sm_active_pct"], dram_pct=sample["dram_bw_pct"], tensor_pct=sample["tensor_pct"],
+            mem_used_bytes=sample["mem_used_bytes"], mem_total_bytes=sample["mem_total_bytes"],
+            util_pct=sample["util_gpu_pct"], sm_clock_mhz=sample["sm_clock_mhz"], pcie_tx_bps=sample["pcie_tx_bps"],
+            pcie_rx_bps=sample["pcie_rx_bps"], nvlink_bps=None if None in nvlink else sum(nvlink),
+            instance=labels.get("instance") or None, scrape_job=labels.get("job") or None, key=key)
+
+
 
 def _nodes_of(pairs: set[tuple[str, str]]) -> dict[str, set[str]]:
     """``{label: {values}}`` of ``(label, value)`` pairs."""

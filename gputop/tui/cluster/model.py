@@ -23,14 +23,14 @@ from gputop.telemetry.errors import SourceError
 
 REFRESH_S = 5.0  # the rows, read again every 5 s ...
 CPU_SHARE = 0.05  # ... or less often: a refresh's CPU at most this share of a core between two (a big fleet's read
-# costs more than 0.25 s: 8,192 GPUs on 2 cores 1.9-2.4 s, read every 38-48 s; docs/benchmarks.md "Cluster scale")
+# costs more than 0.25 s: 8,192 GPUs on 2 cores 1.3-1.4 s, read every 25-28 s; docs/benchmarks.md "Cluster scale")
 ACCOUNT_S = 300.0  # the job accounting over --range, every 5 min (r reads both now): with the recording rules and
 # within a step of the reader's grid of dcgm-exporter's samples, 1,024 GPUs over 24 h cost 0.1 s of a read; the
 # first, or without the rules, 2-5 s (docs/benchmarks.md, "Cluster scale at 8,192 GPUs")
-FULL_GC_EVERY = 100  # Python's full collection at most once per this many middle ones (its default: 10): the
-# reader keeps a fleet's answers between reads (at 8,192 GPUs ~330,000 objects, fleet/latest.py), and each read's
-# new rows and answers set off two full collections a read by default, 0.3 s of its 0.8 s of CPU here
-# (docs/benchmarks.md "Cluster scale at 8,192 GPUs"); the page's objects hold no cycles: they are freed as they go
+FULL_GC_EVERY = 100  # Python's full collection at most once per this many middle ones (its default: 10): at
+# 8,192 GPUs a read makes and drops ~10^5 objects (its answers' series), which set off a full collection of all the
+# process holds once or twice a read; 10x rarer, a refresh's CPU here went from 1.03 to 0.71 s (docs/benchmarks.md,
+# "Cluster scale at 8,192 GPUs"). What the page makes holds no cycles: it is freed as it goes, collection or not.
 GROUPS = ("job", "node")  # the page's groupings, in the order ``g`` cycles them
 FILTERS = ("job", "node", "class")
 
