@@ -41,7 +41,13 @@ COLLECTIVES = frozenset({
 LIBRARY_MARKS = ("/site-packages/", "/dist-packages/")
 STDLIB = re.compile(r"/lib/python3\.\d+/")  # the interpreter's own library (not its site-packages)
 # GPU classes of a rank whose GPU is in the stalled collective (it waits), and of ranks that did something else
+OUTSIDE = "not in a collective: "  # how a place outside any collective call begins (Place.words)
 WAITING_CLASSES = ("stalled", "comms-bound")  # comms-bound: in a collective, not yet judged stalled
+
+
+def bare(words: str) -> str:
+    """A place's words without "not in a collective: " (where the sentence says so itself)."""
+    return words.removeprefix(OUTSIDE)
 
 
 @dataclass
@@ -68,7 +74,7 @@ class Place:
         if self.kind == "outside":
             caller = next((c for c in self.chain[1:2]), None)
             called = f", called from {caller['name']} at {caller['short']}:{caller['line']}" if caller else ""
-            return f"not in a collective: in {f.get('name')} at {at}{code}{called}"
+            return f"{OUTSIDE}in {f.get('name')} at {at}{code}{called}"
         if self.kind == "gone":
             return self.why or "its process is gone"
         return f"stack unknown: {self.why}" if self.why else "stack unknown"
@@ -162,7 +168,7 @@ def _wait_words(ranks: list[Rank], idx: list[int]) -> str:
     for g in sorted(_groups(ranks, idx), key=lambda g: -len(g)):
         p = ranks[g[0]].place
         verb, their = ("wait", "their") if len(g) > 1 else ("waits", "its")
-        where = p.words().replace("not in a collective: ", "")
+        where = bare(p.words())
         parts.append(f"{_names(ranks, g)} {verb} "
                      + (p.words() if p.kind == "collective" else f"on {their} GPU ({where})"))
     return "; ".join(parts)
@@ -212,7 +218,7 @@ def judge(ranks: list[Rank]) -> Culprit:
     if waiting and apart:
         text = "; ".join(f"{_names(ranks, g)} {'is' if len(g) == 1 else 'are'} not in the collective its peers wait "
                          f"in{_gpu_said(ranks[g[0]].gpu_class)}; {'it is' if len(g) == 1 else 'they are'} "
-                         + ranks[g[0]].place.words().replace("not in a collective: ", "")
+                         + bare(ranks[g[0]].place.words())
                          for g in _groups(ranks, apart))
         rest = _wait_words(ranks, [i for i in waiting if i in known])
         return Culprit("gpu", apart, ranks, f"{text}; {rest}" if rest else text)
@@ -258,7 +264,7 @@ def culprit_place(record: dict) -> str | None:
     if r is None:
         return record.get("where") or record.get("sentence")
     place = f"left the job ({r['where']})" if r.get("place") == "gone" else \
-        r["where"].replace("not in a collective: ", "")
+        bare(r["where"])
     return f"{Rank(r['pid'], r.get('rank'), r.get('gpu'), None, None).name()}: {place}"
 
 
@@ -349,7 +355,7 @@ def view_lines(pids_by_gpu: dict[int, list[int]], classes: dict[int, str | None]
         words = p.words()
         if c.culprits and not culprit and p.kind == "outside" and ranks[g[0]].gpu_class in WAITING_CLASSES:
             # outside any collective call in Python, yet its GPU is in the stalled one (an .item(), a synchronize)
-            where = words.replace("not in a collective: ", "")
+            where = bare(words)
             words = f"waits on {'its GPU' if len(g) == 1 else 'their GPUs'} ({where})"
         lines.append(f"{'culprit: ' if culprit else ''}{_names(ranks, g)}: {words}")
         frames = (ranks[g[0]].stack or {}).get("frames") or []

@@ -206,10 +206,9 @@ def write_block(path: Path, plan: dict, times: list[int], seed: int, step: int |
             names = DCGM_SERIES if dcgm_only else GPUTOP_SERIES
             for gpu in range(GPUS_PER_NODE):
                 rng = random.Random(seed * 1000003 + node * 64 + gpu + times[0])
-                states = gpu_states(node_plan, times, lagging=(node * 8 + gpu) % 16 == 5, node=node)
+                states = gpu_states(node_plan, times, lagging=(node * 8 + gpu) % 16 == 5, node=node)[:len(stamps)]
                 base = gpu_labels(node, gpu, dcgm_only)
                 runs, lo = [], 0  # stretches of one (job, class, subclass)
-                states = states[:len(stamps)]
                 for i in range(1, len(states) + 1):
                     if i == len(states) or states[i] != states[lo]:
                         runs.append((lo, i, states[lo]))
