@@ -280,3 +280,33 @@ async def test_the_attribution_view_shows_the_selected_gpus_own_rank(tmp_path):
         await wait_screen(pilot, lambda t: app.model.selected == (before + 1) % 4 and shows_selected_rank_only(t))
         await pilot.press("q")
     assert session.over
+
+
+def test_the_status_lines_name_the_culprit_of_a_stall_above_the_screens_edge():
+    """Live on 4 H100s (bench/gpu/tui_culprit_tmux.sh, 2026-11-27): at 80x24 under --tui --run the stalled GPU's
+    verdict, which names the culprit, sat below the screen's edge (the command's panel, the strip of 4 GPUs and the
+    device's bars above it) for the 90 s the check waited. The command's panel says who holds its job up now: at
+    80x24 in place of where output goes, beside it elsewhere; gone once the command has ended."""
+    import time
+    from types import SimpleNamespace
+
+    from gputop.analysis.rank_stacks import job_records
+    from gputop.tui.command.panel import job_culprit
+    from tests.test_rank_stacks import frame, stack
+
+    read = {40: {"rank": 0, "stack": stack(40, [frame("step", "job.py", 82, "return metric[0].item()")])},
+            41: {"rank": 1, "stack": stack(41, [frame("fault", "job.py", 89, "time.sleep(3600)")])}}
+    records = job_records({0: [40], 1: [41]}, {0: "stalled", 1: "idle"}, read)
+    verdicts = [None, SimpleNamespace(job=None), SimpleNamespace(job={"culprit": records[0]})]
+    said = job_culprit(verdicts)
+    assert said == "rank 1 (pid 41, GPU 1): in fault at job.py:89 (`time.sleep(3600)`)"
+    assert job_culprit([None, SimpleNamespace(job={})]) is None
+    s = SimpleNamespace(doc=None, t_start=time.monotonic(), over=False, stopping=False, mode="run", pid=42,
+                        command=["torchrun", "job.py"], log="/tmp/gputop-cmd-42.log")
+    short = [t.plain for t in status_lines(s, said, short=True)]
+    assert len(short) == 2 and short[1] == f"culprit: {said} · k: every rank's stack", short
+    tall = [t.plain for t in status_lines(s, said)]
+    assert tall[1] == short[1] and tall[2].startswith("output: /tmp/gputop-cmd-42.log"), tall
+    s.over, s.doc = True, {"wall_s": 3.0}
+    s.child = SimpleNamespace(returncode=0, timed_out=False)
+    assert [t.plain for t in status_lines(s, said, short=True)][1].startswith("output: "), "the run has ended"

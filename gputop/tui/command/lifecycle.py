@@ -18,7 +18,7 @@ import time
 
 from gputop.session.command import Session
 from gputop.tui.command.attribution import AttributionPanel
-from gputop.tui.command.panel import CommandPanel
+from gputop.tui.command.panel import CommandPanel, job_culprit
 from gputop.tui.lifecycle import Lifecycle
 from gputop.tui.messages import Redraw
 
@@ -63,7 +63,8 @@ class CommandLifecycle(Lifecycle):
             self._analysis_t = now
             app.run_worker(self._analyse, thread=True, group="analysis")
         if self.panel.is_mounted:
-            self.panel.show(s, self.analysis, app.model.nvml_index(), app.has_class("-short"))
+            culprit = job_culprit(app.model.live.snapshot().verdicts())
+            self.panel.show(s, self.analysis, app.model.nvml_index(), app.has_class("-short"), culprit)
         self.attribution.follow(s, app.model.pids_on_selected, now)
 
     def _analyse(self) -> None:

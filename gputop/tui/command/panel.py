@@ -11,6 +11,7 @@ import time
 from rich.text import Text
 
 from gputop import exitcodes
+from gputop.analysis.rank_stacks import culprit_place
 from gputop.analysis.timeline import format_timeline
 from gputop.analysis.verdict import display_name
 from gputop.format import count
@@ -20,8 +21,10 @@ from gputop.tui.widgets.lines import Lines
 ROWS, ROWS_SHORT = 6, 2  # timeline segments shown (the latest)
 
 
-def status_lines(s: Session) -> list[Text]:
-    """One line (running / exited with its code, elapsed, pid, the command), then where output goes."""
+def status_lines(s: Session, culprit: str | None = None, short: bool = False) -> list[Text]:
+    """One line (running / exited with its code, elapsed, pid, the command), then who holds the command's job up
+    while its ranks' stacks name a culprit (``culprit``: :func:`job_culprit`; at 80x24 in place of where output goes,
+    since the verdict that also says it is below the screen's edge there), then where output goes."""
     doc = s.doc
     elapsed = doc["wall_s"] if doc else time.monotonic() - s.t_start
     t = Text()
@@ -34,12 +37,28 @@ def status_lines(s: Session) -> list[Text]:
         t.append(f"`{one_line(shlex.join([os.path.basename(s.command[0]), *s.command[1:]]))}`", style="bold")
     else:
         t.append(f"  watching pid {s.pid} ({_name(s)})", style="bold")
+    lines = [t]
+    if culprit and not s.over:
+        lines.append(Text.assemble(("culprit: ", "bold red"), culprit, (" · k: every rank's stack", "dim")))
+        if short:
+            return lines
     more = Text(style="dim")
     if s.log:
         more.append(f"output: {s.log}  ")
     if s.over:
         more.append("sampling stopped; q quits")
-    return [t, more] if more.plain else [t]
+    return lines + [more] if more.plain else lines
+
+
+def job_culprit(verdicts) -> str | None:
+    """Who holds up a job on the GPUs shown, where any GPU's live verdict carries its ranks' stacks' culprit
+    (gputop/analysis/collectives.py keeps the record in the verdict's job): 'rank 1 (pid N, GPU 1): in f at
+    job.py:89 (`code`)'; None where no stack named one."""
+    for v in verdicts:
+        said = culprit_place((getattr(v, "job", None) or {}).get("culprit") or {})
+        if said:
+            return said
+    return None
 
 
 def one_line(text: str) -> str:
@@ -97,8 +116,11 @@ class CommandPanel(Lines):
 
     DEFAULT_CSS = "CommandPanel { height: auto; padding: 0 1; }"
 
-    def show(self, s: Session, analysis: dict | None, gpu_index: int | None, short: bool) -> None:
+    def show(self, s: Session, analysis: dict | None, gpu_index: int | None, short: bool,
+             culprit: str | None = None) -> None:
         """``analysis``: the timeline so far (the document's once the command has ended); ``gpu_index``: the GPU
-        whose timeline to show (the selected one); ``short``: 80x24, fewer segments."""
+        whose timeline to show (the selected one); ``short``: 80x24, fewer segments; ``culprit``: who holds the
+        job up (:func:`job_culprit`)."""
         rows = ROWS_SHORT if short else ROWS
-        self.set_lines(status_lines(s) + timeline_lines(s.doc or analysis, gpu_index, rows, s.doc is not None))
+        self.set_lines(status_lines(s, culprit, short)
+                       + timeline_lines(s.doc or analysis, gpu_index, rows, s.doc is not None))
