@@ -69,6 +69,34 @@ def test_kernels_ops_and_busy_time_by_construction():
     assert sorted(got["kernels_raw"]) == [(7, 30.0, 70.0, 1), (7, 60.0, 80.0, 2), (7, 220.0, 230.0, 3)]
 
 
+def test_device_work_after_the_windows_end_mark_is_not_the_windows():
+    """A job's rank stops without draining its device (torch_window.py): the kernels still queued run during the
+    profiler's stop, and a collective among them waits for a peer's own stop. The end mark, a host range in the
+    events' clock, ends the window: a kernel that began after it is left out, one across it counts up to it."""
+    mark = "gputop::window_end"
+    events = [
+        Ev("aten::mm", 0, 30), Ev("cudaLaunchKernel", 5, 5, corr=1), Ev("cudaLaunchKernel", 20, 5, corr=2),
+        Ev("c10d::allreduce_", 40, 20), Ev("cudaLaunchKernel", 45, 5, corr=3),
+        Ev("cudaLaunchKernel", 70, 5, corr=4),
+        Ev(mark, 100, 1),
+        Ev("gemm", 10, 40, CUDA, corr=1), Ev("gemm", 50, 30, CUDA, corr=2),
+        Ev("ncclDevKernel_AllReduce", 80, 270, CUDA, corr=3),  # waits across the mark for a peer's stop
+        Ev("gemm", 350, 30, CUDA, corr=4),  # queued: ran during the stop
+    ]
+    got = summarize(events, CUDA, end_mark=mark)
+    assert got["ended_at_us"] == 100.0
+    kernels = {k["name"]: k for k in got["kernels"]}
+    assert kernels["gemm"] == {"name": "gemm", "count": 2, "device_us": 70.0}
+    assert kernels["ncclDevKernel_AllReduce"]["device_us"] == pytest.approx(20.0)
+    assert union(got["intervals"]) == pytest.approx(90.0)
+    assert max(b for _, _, b, _ in got["kernels_raw"]) == 100.0
+    assert mark not in {o["name"] for o in got["ops"]}
+    assert {o["name"]: o for o in got["ops"]}["c10d::allreduce_"]["device_us"] == pytest.approx(20.0)
+    unmarked = summarize(events, CUDA)  # no mark named: every kernel whole (a window drained before its stop)
+    assert unmarked["ended_at_us"] is None
+    assert sum(k["device_us"] for k in unmarked["kernels"]) == pytest.approx(40 + 30 + 270 + 30)
+
+
 def test_an_op_the_dispatcher_enters_twice_is_one_op_as_key_averages_counts_it():
     events = [
         Ev("aten::mean", 0, 100), Ev("aten::mean", 5, 80), Ev("aten::sum", 10, 30), Ev("aten::div_", 50, 20),
@@ -99,8 +127,14 @@ def test_ops_agree_with_torch_profilers_key_averages_on_a_real_window():
     p.start()
     for _ in range(10):
         step()
+    with torch.autograd.profiler.record_function("gputop::window_end"):  # the loader's end mark (torch_window)
+        pass
     p.stop()
-    got = {o["name"]: o for o in summarize(p.profiler.kineto_results.events(), torch.autograd.DeviceType.CUDA)["ops"]}
+    summary = summarize(p.profiler.kineto_results.events(), torch.autograd.DeviceType.CUDA,
+                        end_mark="gputop::window_end")
+    assert summary["ended_at_us"] is not None, "the mark is a host event in the window's clock"
+    got = {o["name"]: o for o in summary["ops"]}
+    assert "gputop::window_end" not in got
     averages = {e.key: e for e in p.key_averages()}
     top = sorted(averages.values(), key=lambda e: -e.self_cpu_time_total)[:8]
     for e in top:

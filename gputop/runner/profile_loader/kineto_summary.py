@@ -18,7 +18,13 @@ From the raw events (:func:`summarize`):
   the kernel's correlation id;
 * ``intervals``: each kernel's (start_us, end_us), whose union is the GPU's busy time (``cupti_window.union``);
 * ``kernels_raw``: (stream, start_us, end_us, correlation) of each kernel and ``launches`` {correlation: start_us} of
-  the runtime calls, for the kernel timeline (kernel_spans.py).
+  the runtime calls, for the kernel timeline (kernel_spans.py);
+* ``ended_at_us``: where the window's end mark (``end_mark``: a ``record_function`` range the loader opens just before
+  the profiler's stop, torch_window.END_MARK, in the events' own clock) put its end, else None. Device work after it is not the window's:
+  a kernel that began after it is left out, one running across it counts up to it. A job's rank stops without
+  waiting for its device (torch_window.py): kernels still queued then run during the stop, and the peers' stops
+  are waits in them (accelerate on 4 H100s, 2026-11-27: the rank that stopped 0.27 s after its peer counted 0.27 s
+  more NCCL time, 56% of its kernel time against 29% for its peer).
 
 Stdlib only (the loader loads it by path in the profiled program); the events are duck-typed, so tests build them.
 """
@@ -27,12 +33,13 @@ RUNTIME_PREFIXES = ("cuda", "cu")  # the CUDA runtime's and driver's calls (cuda
 YIELD_EVERY = 5000  # events between two short sleeps: the program's own thread gets the GIL meanwhile
 
 
-def summarize(events, cuda_type, pause=None):
+def summarize(events, cuda_type, pause=None, end_mark=None):
     """The window's kernels, ops, kernel intervals and kernel timeline from raw events; ``cuda_type`` is
     ``torch.autograd.DeviceType.CUDA``; ``pause()`` is called every ``YIELD_EVERY`` events (``time.sleep(0.001)``
-    in the loader: the program runs on while its window is summed up)."""
+    in the loader: the program runs on while its window is summed up); ``end_mark``: the name of the host range that
+    marks the window's end (``ended_at_us``)."""
     kernels, ops_by_thread, launches = {}, {}, {}
-    raw, intervals = [], []
+    device, raw, intervals, end = [], [], [], None
     for i, e in enumerate(events):
         if pause is not None and i and i % YIELD_EVERY == 0:
             pause()
@@ -40,21 +47,29 @@ def summarize(events, cuda_type, pause=None):
         if e.device_type() == cuda_type:
             if e.is_user_annotation():  # a record_function range mirrored on the GPU: not a kernel
                 continue
-            name = e.name()
-            k = kernels.get(name)
-            if k is None:
-                kernels[name] = [1, dur]
-            else:
-                k[0] += 1
-                k[1] += dur
-            if dur > 0:
-                intervals.append((start, start + dur))
-            raw.append((e.device_resource_id(), start, start + dur, e.correlation_id()))
+            device.append((e.name(), start, dur, e.device_resource_id(), e.correlation_id()))
             continue
         name = e.name()
+        if name == end_mark:
+            end = start if end is None else min(end, start)
+            continue
         if name.startswith(RUNTIME_PREFIXES) and e.correlation_id():
             launches[e.correlation_id()] = start
         ops_by_thread.setdefault(e.start_thread_id(), []).append((start, -dur, name, e.correlation_id()))
+    for name, start, dur, stream, corr in device:
+        if end is not None:
+            if start >= end:
+                continue
+            dur = min(dur, end - start)
+        k = kernels.get(name)
+        if k is None:
+            kernels[name] = [1, dur]
+        else:
+            k[0] += 1
+            k[1] += dur
+        if dur > 0:
+            intervals.append((start, start + dur))
+        raw.append((stream, start, start + dur, corr))
     launch_of = {c: s for c, s in launches.items()}
     kernel_us_by_corr = {}
     for _, a, b, c in raw:
@@ -116,4 +131,5 @@ def summarize(events, cuda_type, pause=None):
         "intervals": intervals,
         "kernels_raw": raw,
         "launches": launches,
+        "ended_at_us": end,
     }

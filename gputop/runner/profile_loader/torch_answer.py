@@ -133,7 +133,8 @@ def _summary(win):
     t0 = time.perf_counter()
     results = getattr(getattr(win.prof, "profiler", None), "kineto_results", None)
     if results is not None and hasattr(results, "events"):
-        got = M.kineto.summarize(results.events(), cuda, pause=lambda: time.sleep(0.001))
+        got = M.kineto.summarize(results.events(), cuda, pause=lambda: time.sleep(0.001),
+                                 end_mark=M.torch_window.END_MARK)
         kernels, ops, busy, how = got["kernels"], got["ops"], M.cupti.union(got["intervals"]), "raw events"
         win.raw = got
     else:

@@ -10,6 +10,10 @@ waited for the slowest set-up: a rank that set up faster does not count its wait
 the set-up's wait was the most of a 10-step window's NCCL time: tensor parallel 31% and 94% in two windows against
 50% in its steady steps). They still begin ms apart (the first counts it in its next collective), so a job's window
 that ends at its steps lasts at least ``min_seconds`` (accelerate on 2 H200s: 11 ms in a 0.05 s window, 15 pt).
+A window ends at a mark (``END_MARK``, a host range in the profiler's clock, just before its stop): device work after
+it is not the window's (kineto_summary.py). A job's rank marks it without draining its device: the steps its host ran
+ahead wait in their collectives for each peer's own stop (Kineto's, ~0.25 s; accelerate on 4 H100s, 2026-11-27: the
+rank that drained counted 0.27 s more NCCL time than its peer, 56% of its kernel time against 29%).
 
 Which threads: where torch has ``profile_all_threads`` (its experimental config; torch 2.7+), the window holds the
 host ops of every thread of the program and may be started and stopped on any of them (``ops_threads`` "all");
@@ -47,6 +51,7 @@ if _teardown is None:  # (one per process: it keeps the teardowns still waiting 
 
 
 _MODULE_PY = os.path.join("nn", "modules", "module.py")
+END_MARK = "gputop::window_end"  # the host range that marks a window's end (module doc)
 FORWARDS_PER_STEP = 10  # a window that counts forward passes (no optimizer) ends after this many a step
 # torch warns once per call site when a torch.compile'd module is called while global module hooks exist ("will
 # cause the hooks to fire an extra time for the OptimizedModule"): the hooks are the window's, the warning would be
@@ -243,7 +248,7 @@ class Window:
             elif (self.all_threads or threading.get_ident() == self.thread) and \
                     (time.perf_counter() - self.t0 >= self.seconds or 0 < self.step_limit() <= self.counted()[0]
                      and time.perf_counter() - self.t0 >= self.min_seconds):
-                self.stop()
+                self.stop(drain=self.min_seconds <= 0)  # a job's rank: not (module doc)
 
     def _start(self, by):
         """Start the profiler on this thread (under the lock)."""
@@ -297,18 +302,20 @@ class Window:
                 self.ended_by = why
             return True
 
-    def stop(self, teardown=True, sync=True):
+    def stop(self, teardown=True, sync=True, drain=True):
         """End the window. ``teardown``: CUPTI is let go of as the profiler stops (:class:`TearingDown`); not at the
-        program's exit, where nothing runs after it. ``sync``: wait for the device first (on a program's thread,
-        never while it captures a graph; not on the loader's)."""
+        program's exit, where nothing runs after it. ``sync``: the device may be synchronized (a program's thread not
+        capturing a graph; not the loader's); ``drain``: before the end mark too (not a job's rank: module doc)."""
         with self.lock:
             if self.done.is_set() or self.prof is None:
                 return
             cuda = _cuda_on(self.torch)
             sync = sync and cuda and not _capturing(self.torch)
-            if sync:
+            if sync and drain:
                 self.torch.cuda.synchronize()
             self.wall_s = time.perf_counter() - self.t0  # the window, not the profiler's own stop
+            with self.torch.autograd.profiler.record_function(END_MARK):
+                pass
             before = _teardown.tasks() if cuda else None  # (a teardown of the program's own TEARDOWN_CUPTI too)
             with TearingDown(teardown and cuda):
                 self.prof.stop()
