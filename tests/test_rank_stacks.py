@@ -419,8 +419,30 @@ def _node_of(pids_jobs: list[tuple[int, str]], classes: list[str], stacks_read: 
                 for c in classes]
     got = []
     node = SimpleNamespace(positions=[0, 1, 2, 3], names=[0, 1, 2, 3], stacks=Read(), on_stacks=got.append,
-                           stacks_used_at=None)
+                           stacks_used_at=None, waits_since={})
     return node, verdicts, window, got
+
+
+def test_a_stall_found_to_start_again_later_keeps_the_culprit_its_read_named():
+    """Live on 4 H100s (bench/gpu/tui_culprit_tmux.sh, 2026-11-27): the culprit line came on screen 15 s into a stall
+    and was gone at the next capture. The stalled GPU's regime was found to start again later (its stall's age
+    shorter), so the read that named the culprit, taken before that new start, counted as "from before the wait"
+    until the next read. The wait's start is now the first one seen while the job keeps waiting."""
+    from gputop.analysis.live import _stack_records_of
+
+    read = {10: {"rank": 0, "stack": stack(10, [frame("step", "job.py", 82, "return metric[0].item()")])},
+            11: {"rank": 1, "stack": stack(11, [frame("fault", "job.py", 89, "time.sleep(3600)")])}}
+    node, verdicts, window, _ = _node_of([(10, "launcher:1@n"), (11, "launcher:1@n"), (20, "launcher:2@n"),
+                                          (21, "launcher:2@n")], ["stalled", "idle", "idle", "idle"], read)
+    verdicts[0].evidence["stalled_for_s"] = 5.0  # since 95.5: the read at 100.0 is of the wait
+    assert _stack_records_of(node, verdicts, window)[1]["culprit_ranks"] == [1]
+    verdicts[0].evidence["stalled_for_s"] = 0.3  # the regime starts again at 100.2: after the read
+    again = _stack_records_of(node, verdicts, window)
+    assert again is not None and again[1]["culprit_ranks"] == [1]
+    verdicts[0] = type(verdicts[0])("compute-bound", t_start=90.0, t_end=100.5)  # the job works again
+    assert _stack_records_of(node, verdicts, window) is None and node.waits_since == {}
+    verdicts[0] = type(verdicts[0])("stalled", evidence={"stalled_for_s": 0.3}, t_start=90.0, t_end=100.5)
+    assert _stack_records_of(node, verdicts, window) is None, "a new wait: the read from before it says nothing"
 
 
 def test_two_jobs_on_one_node_are_judged_each_on_its_own_ranks():

@@ -210,8 +210,18 @@ def _stack_records_of(node, verdicts: list, window: list[dict]) -> dict | None:
     if node.stacks is None:
         return None
     t = window[-1]["t"]
-    waiting = [(job, since) for job in job_pids(window, node.positions)
-               for since in [_held_up_since(verdicts, job, t)] if since is not None]
+    waiting, held = [], {}
+    for job in job_pids(window, node.positions):
+        since = _held_up_since(verdicts, job, t)
+        if since is None:
+            continue
+        # the wait began when first seen, while it lasts: a stalled GPU's regime found to start again later (its
+        # stall's age then shorter) must not make the read that named the culprit one "from before the wait" (on 4
+        # H100s the command's culprit line came and went within a second, 15 s into a stall)
+        key = frozenset(p for ps in job.values() for p in ps)
+        held[key] = since = min(since, node.waits_since.get(key, since))
+        waiting.append((job, since))
+    node.waits_since = held
     if not waiting:
         return None
     node.stacks.ask([p for job, _ in waiting for ps in job.values() for p in ps])
@@ -268,6 +278,7 @@ class LiveNode:
         self.selected = selected
         self.stacks, self.on_stacks = stacks, on_stacks
         self.stacks_used_at: float | None = None  # the read_at of the last read handed to on_stacks
+        self.waits_since: dict[frozenset, float] = {}  # each waiting job's (its pids) wait's start, while it waits
         self.lives = [LiveVerdict() for _ in self.positions]
         self.errors: list[str | None] = [None] * len(self.positions)
         self.node_error: str | None = None  # judging the jobs together failed (the GPUs' own verdicts stand)
