@@ -730,7 +730,7 @@ def test_the_ranks_of_a_job_start_their_windows_at_the_same_step(tmp_path):
     a 0.05 s window, its communication share 15 pt over the program's own)."""
     (tmp_path / "two.py").write_text(TWO_RANKS)
     r = gputop("--json", "--run", "--profile", "--profile-seconds", "30", "--profile-steps", "5", "--", PY,
-               "two.py", "150", cwd=tmp_path, env_extra={"GPUTOP_PROFILE_AT": "2"}, timeout=120)
+               "two.py", "500", cwd=tmp_path, env_extra={"GPUTOP_PROFILE_AT": "2"}, timeout=120)
     assert r.returncode == 0 and "both ranks done" in r.stderr, r.stderr
     doc = json.loads(r.stdout)
     jsonschema.validate(doc, SCHEMA)

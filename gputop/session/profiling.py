@@ -58,8 +58,10 @@ START_LEAD_S = 0.5
 # Their windows still begin some milliseconds apart (the profiler's own start), and the first to begin counts the
 # wait in its next collective: a job's window that ends at its steps lasts at least this long, so the skew stays a
 # few percent of it (accelerate's DDP on 2 H200s: ranks 11 ms apart in a 10-step window of 0.05 s, whose
-# communication share read 54% against the program's own profile's 39%)
-JOB_MIN_SECONDS = 0.5
+# communication share read 54% against the program's own profile's 39%; tensor parallel on 4 H100s, 2026-11-27:
+# 136 ms apart in a 0.5 s window, 8.3 pt, 0 ms apart 1.5 pt). Longer costs the program more: a window's stop holds
+# it ~0.25 s at 0.5 s of DDP steps (bench/experiments/profiler_stop_cost.py: 2.8 s at 3 s of GPT-2's)
+JOB_MIN_SECONDS = 1.5
 HOLD_S = 5.0  # a live class held this long (a confirmed regime, not a blip) is worth a window
 MAX_WINDOWS = 4
 AT_ENV = "GPUTOP_PROFILE_AT"  # seconds after the start: the first window then (tests)
