@@ -10,8 +10,9 @@
 # others in a collective), Escape; 160x48 the same; then q while the job hangs. Each pane is captured as text
 # (OUTDIR/tui_culprit/NN_step.txt, packed into OUTDIR/tui_culprit_tmux.tar.gz) and checked; gputop must exit and no
 # rank may outlive it (gputop's exit code is the command's: 128+N when gputop's stop had to kill it). PASS/FAIL per
-# check. Run on 4 H100s (2026-11-27, docs/benchmarks.md "The culprit in the TUI, live"): every check passed but the
-# culprit on the monitor, which only k showed then (the verdict panel says it now; not run again on a GPU).
+# check. Run on 4 H100s (2026-11-27, docs/benchmarks.md "The culprit in the TUI, live"): at first every check passed
+# but the culprit on the monitor; with the command panel's culprit line (session 7) it came on screen at 80x24 and at
+# 160x48, but at 80x24 went again a moment later (the wait's start since kept; not run again on a GPU).
 set -u
 out=${1:-${OUT:-.}}
 py=${PYTHON:-python3}
