@@ -314,8 +314,10 @@ class Window:
             if sync and drain:
                 self.torch.cuda.synchronize()
             self.wall_s = time.perf_counter() - self.t0  # the window, not the profiler's own stop
-            with self.torch.autograd.profiler.record_function(END_MARK):
-                pass
+            mark = getattr(getattr(getattr(self.torch, "autograd", None), "profiler", None), "record_function", None)
+            if mark is not None:  # the end mark (module doc)
+                with mark(END_MARK):
+                    pass
             before = _teardown.tasks() if cuda else None  # (a teardown of the program's own TEARDOWN_CUPTI too)
             with TearingDown(teardown and cuda):
                 self.prof.stop()
