@@ -19,12 +19,12 @@ From the raw events (:func:`summarize`):
 * ``intervals``: each kernel's (start_us, end_us), whose union is the GPU's busy time (``cupti_window.union``);
 * ``kernels_raw``: (stream, start_us, end_us, correlation) of each kernel and ``launches`` {correlation: start_us} of
   the runtime calls, for the kernel timeline (kernel_spans.py);
-* ``ended_at_us``: where the window's end mark (``end_mark``: a ``record_function`` range the loader opens just before
-  the profiler's stop, torch_window.END_MARK, in the events' own clock) put its end, else None. Device work after it is not the window's:
-  a kernel that began after it is left out, one running across it counts up to it. A job's rank stops without
-  waiting for its device (torch_window.py): kernels still queued then run during the stop, and the peers' stops
-  are waits in them (accelerate on 4 H100s, 2026-11-27: the rank that stopped 0.27 s after its peer counted 0.27 s
-  more NCCL time, 56% of its kernel time against 29% for its peer).
+* ``ended_at_us``: where the window's end mark (``end_mark``: torch_window.END_MARK, a ``record_function`` range the
+  loader opens just before the profiler's stop, in the events' own clock) put its end, else None. Device work after
+  it is not the window's: a kernel that began after it is left out, one running across it counts up to it. A job's
+  rank stops without waiting for its device (torch_window.py): kernels still queued then run during the stop, and
+  the peers' stops are waits in them (accelerate on 4 H100s, 2026-11-27: the rank that drained its queue counted
+  0.27 s more NCCL time than its peer, 56% of its kernel time against 29%).
 
 Stdlib only (the loader loads it by path in the profiled program); the events are duck-typed, so tests build them.
 """

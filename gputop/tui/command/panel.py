@@ -50,14 +50,17 @@ def status_lines(s: Session, culprit: str | None = None, short: bool = False) ->
     return lines + [more] if more.plain else lines
 
 
-def job_culprit(verdicts) -> str | None:
-    """Who holds up a job on the GPUs shown, where any GPU's live verdict carries its ranks' stacks' culprit
-    (gputop/analysis/collectives.py keeps the record in the verdict's job): 'rank 1 (pid N, GPU 1): in f at
+def job_culprit(verdicts, ours: set[int]) -> str | None:
+    """Who holds up the command's job, where a GPU's live verdict carries its ranks' stacks' culprit
+    (gputop/analysis/collectives.py keeps the record in the verdict's job) and those ranks are among ``ours`` (the
+    command's processes: a stalled neighbour's culprit is not the command's): 'rank 1 (pid N, GPU 1): in f at
     job.py:89 (`code`)'; None where no stack named one."""
     for v in verdicts:
-        said = culprit_place((getattr(v, "job", None) or {}).get("culprit") or {})
-        if said:
-            return said
+        record = (getattr(v, "job", None) or {}).get("culprit") or {}
+        if ours & {r.get("pid") for r in record.get("ranks") or []}:
+            said = culprit_place(record)
+            if said:
+                return said
     return None
 
 
