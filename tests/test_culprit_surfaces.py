@@ -167,3 +167,31 @@ async def test_a_verdict_panel_held_to_few_rows_keeps_the_verdict_and_the_culpri
             lines = [t.plain for t in panel._lines]
             assert len(lines) <= limit, (limit, lines)
             assert lines[0].startswith("verdict: stalled") and any(ln.startswith("culprit: rank 1") for ln in lines)
+
+
+@sync
+async def test_the_culprit_once_named_stays_named_while_its_job_waits():
+    """Live on 4 H100s (bench/gpu/tui_culprit_tmux.sh, 2026-11-27) the command's culprit line came on screen 15 s
+    into a stall and was gone a moment later. Fed the recorded stall tick by tick, the live verdicts name the culprit
+    on every tick from the first that names it for as long as a GPU of its job stays stalled. (Before the wait's
+    start was kept, gputop/analysis/live.py: named at 17.0 s, gone at 17.6-17.8 s, 18.6 s, ...: the stalled GPU's
+    regime found to start again later made the read that named the culprit one from before the wait.)"""
+    from gputop.tui.app import GputopApp
+    from gputop.tui.command.panel import job_culprit
+
+    app = GputopApp(TuiConfig(ReplaySource(str(TRACE), speed=float("inf")), start_sampler=False, specs=[]))
+    async with app.run_test(size=(80, 24)):
+        model, named, lost, pids = app.model, [], [], set()
+        while not model.source.finished:
+            model.sampler.step()
+            tick = model.sampler.latest()
+            pids |= {p.get("pid") for g in tick["gpus"] for p in g.get("processes") or []}  # (not every tick's)
+            verdicts = model.live.snapshot().verdicts()
+            said = job_culprit(verdicts, pids)
+            stalled = any(v is not None and v.cls == "stalled" for v in verdicts)
+            if said:
+                named.append(tick["t"])
+            elif named and stalled:
+                lost.append(tick["t"])
+        assert named, "the recorded stall's culprit was never named"
+        assert not lost, f"named from {named[0]:.1f} s, then not at {lost[:5]} while a GPU stayed stalled"
