@@ -314,10 +314,11 @@ class Window:
             if sync and drain:
                 self.torch.cuda.synchronize()
             self.wall_s = time.perf_counter() - self.t0  # the window, not the profiler's own stop
-            mark = getattr(getattr(getattr(self.torch, "autograd", None), "profiler", None), "record_function", None)
-            if mark is not None:  # the end mark (module doc)
-                with mark(END_MARK):
+            try:  # the end mark (module doc); a torch without it (or torn down at the exit): the window unmarked
+                with self.torch.autograd.profiler.record_function(END_MARK):
                     pass
+            except Exception:
+                pass
             before = _teardown.tasks() if cuda else None  # (a teardown of the program's own TEARDOWN_CUPTI too)
             with TearingDown(teardown and cuda):
                 self.prof.stop()
