@@ -187,7 +187,7 @@ async def test_the_culprit_once_named_stays_named_while_its_job_waits():
             tick = model.sampler.latest()
             pids |= {p.get("pid") for g in tick["gpus"] for p in g.get("processes") or []}  # (not every tick's)
             verdicts = model.live.snapshot().verdicts()
-            said = job_culprit(verdicts, pids)
+            said = job_culprit(verdicts, lambda: pids)
             stalled = any(v is not None and v.cls == "stalled" for v in verdicts)
             if said:
                 named.append(tick["t"])

@@ -298,10 +298,10 @@ def test_the_status_lines_name_the_culprit_of_a_stall_above_the_screens_edge():
             41: {"rank": 1, "stack": stack(41, [frame("fault", "job.py", 89, "time.sleep(3600)")])}}
     records = job_records({0: [40], 1: [41]}, {0: "stalled", 1: "idle"}, read)
     verdicts = [None, SimpleNamespace(job=None), SimpleNamespace(job={"culprit": records[0]})]
-    said = job_culprit(verdicts, {7, 40, 41})
+    said = job_culprit(verdicts, lambda: {7, 40, 41})
     assert said == "rank 1 (pid 41, GPU 1): in fault at job.py:89 (`time.sleep(3600)`)"
-    assert job_culprit([None, SimpleNamespace(job={})], {40, 41}) is None
-    assert job_culprit(verdicts, {7, 50, 51}) is None, "a stalled neighbour's culprit is not the command's"
+    assert job_culprit([None, SimpleNamespace(job={})], lambda: {40, 41}) is None
+    assert job_culprit(verdicts, lambda: {7, 50, 51}) is None, "a stalled neighbour's culprit is not the command's"
     s = SimpleNamespace(doc=None, t_start=time.monotonic(), over=False, stopping=False, mode="run", pid=42,
                         command=["torchrun", "job.py"], log="/tmp/gputop-cmd-42.log")
     short = [t.plain for t in status_lines(s, said, short=True)]

@@ -63,7 +63,7 @@ class CommandLifecycle(Lifecycle):
             self._analysis_t = now
             app.run_worker(self._analyse, thread=True, group="analysis")
         if self.panel.is_mounted:
-            culprit = job_culprit(app.model.live.snapshot().verdicts(), set(app.model.tagged_pids()))
+            culprit = job_culprit(app.model.live.snapshot().verdicts(), app.model.tagged_pids)
             self.panel.show(s, self.analysis, app.model.nvml_index(), app.has_class("-short"), culprit)
         self.attribution.follow(s, app.model.pids_on_selected, now)
 

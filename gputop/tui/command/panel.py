@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shlex
 import time
+from typing import Callable, Iterable
 
 from rich.text import Text
 
@@ -50,14 +51,18 @@ def status_lines(s: Session, culprit: str | None = None, short: bool = False) ->
     return lines + [more] if more.plain else lines
 
 
-def job_culprit(verdicts, ours: set[int]) -> str | None:
+def job_culprit(verdicts, ours: Callable[[], Iterable[int]]) -> str | None:
     """Who holds up the command's job, where a GPU's live verdict carries its ranks' stacks' culprit
-    (gputop/analysis/collectives.py keeps the record in the verdict's job) and those ranks are among ``ours`` (the
-    command's processes: a stalled neighbour's culprit is not the command's): 'rank 1 (pid N, GPU 1): in f at
-    job.py:89 (`code`)'; None where no stack named one."""
+    (gputop/analysis/collectives.py keeps the record in the verdict's job) and those ranks are among ``ours()`` (the
+    command's processes, asked only then: this runs every frame; a stalled neighbour's culprit is not the
+    command's): 'rank 1 (pid N, GPU 1): in f at job.py:89 (`code`)'; None where no stack named one."""
+    pids = None
     for v in verdicts:
         record = (getattr(v, "job", None) or {}).get("culprit") or {}
-        if ours & {r.get("pid") for r in record.get("ranks") or []}:
+        if not record:
+            continue
+        pids = set(ours()) if pids is None else pids
+        if pids & {r.get("pid") for r in record.get("ranks") or []}:
             said = culprit_place(record)
             if said:
                 return said
