@@ -28,13 +28,13 @@ TORCHRUN_LIKE = textwrap.dedent("""
              for _ in range(int(sys.argv[1]))]
     time.sleep(120)
 """)
-# mp.spawn's shape: children of one Python program, in its process group
+# mp.spawn's shape: children of one Python program, in its process group. Their target is time.sleep, not a
+# function of the program: a spawned child of `python -c` cannot find the program's functions (its __main__ is
+# built-in), died at once and was a zombie, cmdline empty, unless a poll caught it in the ms before
 SPAWN_LIKE = textwrap.dedent("""
     import multiprocessing as mp, time
-    def rank(i):
-        time.sleep(120)
     if __name__ == "__main__":
-        ps = [mp.get_context("spawn").Process(target=rank, args=(i,)) for i in range(2)]
+        ps = [mp.get_context("spawn").Process(target=time.sleep, args=(120,)) for i in range(2)]
         [p.start() for p in ps]
         time.sleep(120)
 """)
