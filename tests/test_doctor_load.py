@@ -68,3 +68,4 @@ def test_a_quick_doctor_on_this_gpu_measures_every_figure_under_its_peaks(tmp_pa
     assert 0.5 * peaks["fp32_flops"] < f["fp32_flops"] <= 1.01 * peaks["fp32_flops"]
     assert f["bf16_flops"] <= 1.01 * peaks["tensor_dense_flops"]["bf16"] and f["h2d_bytes_per_s"] > 1e9
     assert g["active"]["load"]["sustained"]["samples"] >= 10 and g["active"]["load"]["pcie"]["samples"] >= 1
+    assert g["active"]["details"]["bf16"]["how"].startswith("best of 6 bursts of 3 torch.mm shapes")  # each twice

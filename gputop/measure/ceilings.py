@@ -255,6 +255,12 @@ def _matmul(torch, dtype, shape, probe: ClockProbe, runs_max: int = 40) -> dict:
     return {"shape": [m, n, k], "flops_per_s": flops / (st["median_ms"] / 1e3), "flops_per_run": flops, **st}
 
 
+def _bursts(tried: list[dict]) -> str:
+    """``tried``'s count in words: "3 torch.mm shapes", or "6 bursts of 3 torch.mm shapes" where a shape came twice."""
+    shapes = len({tuple(t["shape"]) for t in tried})
+    return f"{shapes} torch.mm shapes" if shapes == len(tried) else f"{len(tried)} bursts of {shapes} torch.mm shapes"
+
+
 def tensor_roofs(torch, probe: ClockProbe, shapes, sustained_s: float, emit, dtypes=("bf16", "fp16")) -> dict:
     """Per dtype (``dtypes``: bf16, fp16): every shape as a short burst from a cool start; the roof is the best
     shape's median. Then ``sustained_s`` seconds of 8192^3 bf16, to show the power cap at work."""
@@ -278,7 +284,7 @@ def tensor_roofs(torch, probe: ClockProbe, shapes, sustained_s: float, emit, dty
                      "mm_8192_flops_per_s": ref["flops_per_s"] if ref else None,
                      "tried": [{k: t[k] for k in ("shape", "flops_per_s", "rms_pct", "sm_clock_mhz", "power_w",
                                                   "clock_reasons")} for t in tried],
-                     "how": f"best of {len(tried)} torch.mm shapes, median of a ~{TENSOR_BURST_S * 1e3:.0f} ms burst "
+                     "how": f"best of {_bursts(tried)}, median of a ~{TENSOR_BURST_S * 1e3:.0f} ms burst "
                             "each from a cool start"}
     if sustained_s > 0 and "bf16" in out and not emit.should_stop():
         n = 8192

@@ -7,7 +7,10 @@ GPU the environment makes its ``cuda:0``. In order (each a phase event, ``t`` on
 
 1. ``dram``: the roofline's DRAM roof (:func:`gputop.measure.ceilings.dram_roof`: a float4 read stream and copy);
 2. ``fp32``: its FP32 roof (8 independent FMA chains a thread, :func:`~gputop.measure.ceilings.fma_roof`);
-3. ``bf16``: its bf16 tensor roof (torch.mm over the roofline's shapes, each a short burst from a cool start);
+3. ``bf16``: its bf16 tensor roof (torch.mm over the roofline's shapes, each a short burst from a cool start;
+   ``--quick`` takes its 3 shapes twice: on 2 H100s at their power cap, 36 quick runs of one burst a shape read
+   797-802 TFLOP/s in 4 runs and 810-833 in the rest, each low run one whose best shape's burst had landed low
+   (another shape best), which a second burst of each shape catches);
 4. ``pcie-wait`` (with ``--turn``): waits for a line on stdin. The parent lets one GPU at a time copy to and from
    the host: copies of several GPUs at once share the host's memory and its PCIe switches, and each GPU's figure
    would be the node's, not its own;
@@ -36,6 +39,7 @@ from gputop.workload.emit import Emitter
 
 FULL = {"runs": 10, "tensor_shapes": "all", "copies": 25, "sustained_s": 30.0}
 QUICK = {"runs": 10, "tensor_shapes": "quick", "copies": 10, "sustained_s": 8.0}
+SHAPES = {"all": lambda c: c.TENSOR_SHAPES, "quick": lambda c: c.TENSOR_SHAPES_QUICK * 2}  # the bursts, in order
 COPY_BYTES = 1 << 30
 SUSTAINED_SHAPE = 8192
 SUSTAINED_CHUNK = 10  # matmuls timed together
@@ -142,8 +146,8 @@ def measure(p: dict, emit, turn: bool) -> None:
     probe = ClockProbe()  # the parent samples NVML; the child reads none
     steps = (("dram", lambda: {"dram": ceilings.dram_roof(cp, K, info, probe, p["runs"], emit)}),
              ("fp32", lambda: {"fp32": ceilings.fma_roof(cp, K, info, probe, p["runs"], "fp32")}),
-             ("bf16", lambda: ceilings.tensor_roofs(torch, probe, ceilings.TENSOR_SHAPES_QUICK if p["tensor_shapes"]
-                                                    == "quick" else ceilings.TENSOR_SHAPES, 0, emit, dtypes=("bf16",))))
+             ("bf16", lambda: ceilings.tensor_roofs(torch, probe, SHAPES[p["tensor_shapes"]](ceilings), 0, emit,
+                                                    dtypes=("bf16",))))
     for name, fn in steps:
         if emit.should_stop():
             return
