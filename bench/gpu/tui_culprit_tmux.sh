@@ -12,7 +12,7 @@
 # rank may outlive it (gputop's exit code is the command's: 128+N when gputop's stop had to kill it). PASS/FAIL per
 # check. Run on 4 H100s (2026-11-27, docs/benchmarks.md "The culprit in the TUI, live"): at first every check passed
 # but the culprit on the monitor; with the command panel's culprit line (session 7) it came on screen at 80x24 and at
-# 160x48, but at 80x24 went again a moment later (the wait's start since kept; not run again on a GPU).
+# 160x48, but at 80x24 went again a moment later (the wait's start since kept: now checked, 20 captures over 10 s).
 set -u
 out=${1:-${OUT:-.}}
 py=${PYTHON:-python3}
@@ -34,6 +34,9 @@ cap monitor_80x24 'GPU 1 '
 w=$(until_on_screen 'culprit: rank 1' 90)
 echo "the culprit on screen $(python3 -c "print(f'{$(date +%s.%N) - $T0:.1f}')") s after gputop started (waited $w s more)"
 cap culprit_80x24 'culprit: rank 1'
+lost=0; for i in $(seq 20); do sleep 0.5; tmux capture-pane -p -t $S | grep -q 'culprit: rank 1' || lost=$((lost + 1)); done
+if [ $lost = 0 ]; then echo "PASS the culprit stayed on the 80x24 screen for 20 captures over 10 s"; else
+  echo "FAIL the culprit was off the 80x24 screen in $lost of 20 captures over 10 s"; fails=$((fails + 1)); fi
 keys k; w=$(until_on_screen 'sleep' 20); echo "k: the stacks with 'sleep' after $w s"
 cap stacks_80x24 'rank 1'
 cap stacks_line_80x24 'sleep'
