@@ -105,7 +105,8 @@ def test_a_window_without_kernels_or_unavailable_is_said_not_compared(tmp_path):
 
 
 @pytest.mark.parametrize("marker, name", [("anywhere-table-2", "h100x4_2026-11-27b.json"),
-                                          ("anywhere-table-3", "h200x2_2026-11-27.json")])
+                                          ("anywhere-table-3", "h200x2_2026-11-27.json"),
+                                          ("anywhere-table-4", "h100x4_2026-11-27s8.json")])
 def test_the_later_runs_tables_in_docs_are_their_output(marker, name):
     """The run again on 2 H100s (the fixes in) and the multi-rank shapes on 2 H200s (the warm-up step, the aligned
     truths): each of docs/diagnosis.md's tables is its compact documents' output."""
@@ -124,3 +125,24 @@ def test_the_aligned_truths_and_the_warm_up_step_agree_on_tensor_parallel_and_to
     assert rs[("tp_spawn", 1)].diff_pt is not None and rs[("tp_spawn", 1)].diff_pt <= 5.0
     assert rs[("torchrun_plain", 1)].diff_pt <= 5.0 and rs[("infer", 1)].diff_pt <= 5.0
     assert rs[("accelerate", 1)].diff_pt > 5.0
+
+
+def test_after_the_end_mark_every_shape_with_a_profile_of_its_own_agrees_within_5_pt():
+    """On 2 H100s in session 8 (the window's end mark, a job's window 1.5 s at least): every window with kernels of
+    the 8 shapes with their own profile within 5 pt, the multi-rank ones' ranks started within 15 ms; CuPy's window is
+    all GEMM, as its construction (an fp16 GEMM loop)."""
+    data = A.load(A.DATA.parent / "h100x4_2026-11-27s8.json")
+    rs = A.rows(data)
+    compared = [r for r in rs if r.diff_pt is not None]
+    assert {r.case for r in compared} == {"tp_spawn", "torchrun_plain", "accelerate", "shell_two", "infer", "server",
+                                          "graphs", "decode"}
+    assert all(r.diff_pt <= A.TARGET_PT for r in compared)
+    by = {(r.case, r.seq): r for r in rs}
+    for case in ("tp_spawn", "accelerate", "torchrun_plain", "shell_two"):
+        assert by[(case, 1)].compared.startswith("the job's 2 ranks"), case
+        assert int(re.search(r"started (\d+) ms apart", by[(case, 1)].how).group(1)) <= 15, case
+    assert re.search(r", 1\.50 s$", by[("tp_spawn", 1)].how) and re.search(r", 1\.50 s$", by[("accelerate", 1)].how)
+    cupy = next(c for c in data["cases"] if c["case"] == "cupy")
+    assert cupy["truth"]["by"] == "construction" and "GEMM" in cupy["truth"]["why"]
+    assert by[("cupy", 1)].compared.startswith("pid") and "GEMM/conv 100/0" in by[("cupy", 1)].compared
+    assert all(c["exit_code"] == 0 for c in data["cases"])
