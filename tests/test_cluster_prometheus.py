@@ -231,10 +231,14 @@ def test_the_client_reads_series_instant_and_range_answers(cluster):
     series = client.series('gputop_bottleneck{class="idle"}', 'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{Hostname="dcgm-a"}')
     assert {(s["__name__"], s["Hostname"]) for s in series} == {("gputop_bottleneck", n) for n in EXPORTERS} | {
         ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "dcgm-a")}
-    (up,) = client.query('up{job="dcgm-a"}')
-    t = float(up["value"][0])
-    (matrix,) = client.query_range('up{job="dcgm-a"}', t - 4, t, 1)
-    assert [float(v) for _, v in matrix["values"]] == [1.0] * len(matrix["values"]) and len(matrix["values"]) >= 4
+
+    def last_four_seconds():  # (a server started a moment ago has scraped fewer: wait for four)
+        (up,) = client.query('up{job="dcgm-a"}')
+        t = float(up["value"][0])
+        (m,) = client.query_range('up{job="dcgm-a"}', t - 4, t, 1)
+        return m if len(m["values"]) >= 4 else None
+    matrix = wait_for(last_four_seconds, 20, "4 s of the target's up series", step=0.3)
+    assert [float(v) for _, v in matrix["values"]] == [1.0] * len(matrix["values"])
 
 
 # -- the filters, checked (issue 35) ------------------------------------------------------------------------------
