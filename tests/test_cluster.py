@@ -375,7 +375,8 @@ def test_an_unknown_class_is_a_usage_error_naming_the_classes(mode):
 def test_the_judged_gpus_window_rolls_on_and_judges_as_a_window_read_whole():
     """A dcgm-exporter GPU's judging window: the first read asks for the whole minute (``query_range``), the next
     ones on the grid only for its newest mark (an instant query), and what they judge is what a new reader that
-    reads the same minute whole judges (the GPU busy, then idle from one mark on)."""
+    reads the same minute whole judges (the GPU busy, then idle from one mark on); judged ahead of a step's first
+    snapshot, the same, and that snapshot asks for no series to judge."""
     from gputop.fleet import reader as R
     from gputop.fleet import series as S
 
@@ -435,6 +436,23 @@ def test_the_judged_gpus_window_rolls_on_and_judges_as_a_window_read_whole():
     reader.snapshot(t0 + 40)  # the clock set back: its minute read whole, no mark of the future kept
     assert client.history[-1] == ("range", t0 - 30, t0 + 30)
 
+    # judged ahead (the cluster page's refresher, once a mark has passed): the step's first snapshot reads no series
+    # to judge and shows what judging it on its way shows
+    client = Client()
+    ahead = R.ClusterReader(client)
+    assert ahead.next_mark_in(t0) is None and not ahead.judge_ahead(t0 + 1)  # nothing read yet: nothing to judge
+    ahead.snapshot(t0)
+    assert ahead.next_mark_in(t0 + 12) == pytest.approx(18.0) and not ahead.judge_ahead(t0 + 12)  # (the same step)
+    for t in (t0 + 31, t0 + 61):
+        assert ahead.judge_ahead(t) and not ahead.judge_ahead(t + 2)  # once a step
+        asked = len(client.history)
+        row = ahead.snapshot(t + 5)[0]
+        assert len(client.history) == asked  # the snapshot judged nothing itself
+        whole = R.ClusterReader(Client()).snapshot(t - 1)[0]
+        assert (row.cls, row.subclass, row.confidence, row.missing) == \
+            (whole.cls, whole.subclass, whole.confidence, whole.missing), t
+    assert client.history[1:] == [("instant", t0 + 30, t0 + 30), ("instant", t0 + 60, t0 + 60)]
+
 
 def test_the_accounting_judges_dcgm_exporters_gpus_once_a_step_of_their_grid():
     """The accountings within one step of the judged GPUs' grid (24 h: 3 h) reuse the first one's verdicts; the
@@ -475,3 +493,72 @@ def test_the_accounting_judges_dcgm_exporters_gpus_once_a_step_of_their_grid():
         ("42", {("compute-bound", "tensor"): pytest.approx(9 * 3.0)})]  # 9 marks of 3 h
     acc.account(client, 86400.0, now + 10800 + 1, cache)
     assert client.ranges[1:] == [(now + 10800 - 86400, now + 10800, 10800.0)]
+
+
+def test_gone_and_memory_totals_are_asked_for_less_often_but_never_leave_a_gpu_out():
+    """(issue 38: at 8,192 GPUs a read of which GPUs stopped reporting costs Prometheus 0.11 s, the memory totals
+    0.21 s.) Which GPUs stopped reporting is asked for once a minute, and at once where a GPU the last read showed is
+    not in this one: it is a row, not reporting, the read it went; the memory totals every TOTAL_S, and at once for a
+    GPU new since."""
+    from gputop.fleet import reader as R
+
+    def labels(node):
+        return {"Hostname": node, "gpu": "0", "UUID": f"GPU-{node}", "modelName": "NVIDIA H100",
+                "instance": f"{node}:9400", "job": "dcgm"}
+    present, ever = {"a", "b"}, {"a", "b"}  # (Prometheus holds within RECENT_S the GPUs it ever had)
+    t0 = 1.8e9
+
+    class Client:
+        url = "http://stub"
+
+        def __init__(self):
+            self.asked = []
+
+        def take_warnings(self):
+            return []
+
+        def label_values(self, label, *match, start=None, end=None):
+            return []
+
+        def query(self, promql, at=None):
+            if "last_over_time" in promql:  # GONE
+                self.asked.append(("gone", at))
+                return [{"metric": labels(n), "value": [at, "1"]} for n in ever - present]
+            if "max_over_time(timestamp" in promql:  # the gone GPUs' ages
+                return [{"metric": labels(n), "value": [at, str(t0 - 200)]} for n in ever - present]
+            if '__name__=~"DCGM_FI_DEV_FB_USED|' in promql:  # the memory totals
+                self.asked.append(("totals", at))
+                return [{"metric": {"__name__": name, **labels(n)}, "value": [at, "1000"]} for n in present
+                        for name in ("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED")]
+            if promql.startswith("max by (__name__") and "and on(" not in promql:  # a row's series
+                name = next(n for n in R.ROW_NAMES if n in promql)
+                return [{"metric": {"__name__": name, **labels(n)}, "value": [at, "5"]} for n in present]
+            if promql.startswith("group by (UUID") and "unless" not in promql:  # meta
+                return [{"metric": labels(n), "value": [at, "1"]} for n in present]
+            return []  # no verdicts, none late, no extras
+
+        def query_range(self, promql, start, end, step):
+            return []
+
+    client = Client()
+    reader = R.ClusterReader(client)
+
+    def read(t):  # the rows, and what this read asked of the two (the queries of a read go side by side)
+        seen = len(client.asked)
+        rows = {r.node: r for r in reader.snapshot(t)}
+        return rows, sorted(what for what, _ in client.asked[seen:])
+    rows, asked = read(t0)
+    assert set(rows) == {"a", "b"} and asked == ["gone", "totals"]
+    rows, asked = read(t0 + 20)
+    assert set(rows) == {"a", "b"} and asked == []  # neither asked again within their time
+    present.discard("b")
+    rows, asked = read(t0 + 25)
+    assert set(rows) == {"a", "b"} and not rows["b"].reporting and "not reporting" in rows["b"].flags[0]
+    assert asked == ["gone"]  # b went: asked at once
+    present.add("c")
+    ever.add("c")
+    rows, asked = read(t0 + 30)
+    assert rows["c"].reporting and rows["c"].mem_total_bytes is not None and not rows["b"].reporting
+    assert asked == ["totals"]  # c came: its total at once; b still gone, as kept
+    assert read(t0 + 85)[1] == ["gone"]  # a minute since
+    assert read(t0 + 30 + R.TOTAL_S)[1] == ["gone", "totals"]

@@ -524,6 +524,54 @@ def test_a_read_that_costs_more_than_5_percent_of_a_core_spaces_the_next():
     assert dear.read_timed() >= 0.04 / CPU_SHARE == pytest.approx(0.8)
 
 
+def test_between_two_refreshes_the_refresher_judges_ahead_once_a_mark_has_passed():
+    """The refresher's wait: where a mark of the reader's judging grid falls before the next refresh, it judges
+    ahead JUDGE_LAG_S after the mark, once, and its CPU counts in the next cadence; a mark after the next refresh,
+    or a reader without a grid yet, is just a wait; a wake ends the wait at once."""
+    from gputop.tui.cluster.model import JUDGE_LAG_S, Refresher
+
+    class Reader:
+        notes: list[str] = []
+        accounting_notes: list[str] = []
+
+        def __init__(self, mark_at):
+            self.mark_at, self.ahead = mark_at, []
+
+        def next_mark_in(self, now):
+            return None if self.mark_at is None else max(0.0, self.mark_at - now) or 30.0
+
+        def judge_ahead(self, now):
+            self.ahead.append(now)
+            t = time.process_time()
+            while time.process_time() - t < 0.02:  # real CPU
+                pass
+            self.mark_at += 30.0
+            return True
+
+        def snapshot(self, now):
+            return []
+
+        def accounting(self, range_s, now):
+            return [], 1.0
+
+    t0 = time.time()
+    soon = Reader(t0 + 0.2)
+    r = Refresher(soon, 60.0, lambda kind, payload: None, refresh_s=0.1)
+    start = time.monotonic()
+    r.wait_judging(start + JUDGE_LAG_S + 0.6)
+    assert len(soon.ahead) == 1 and soon.ahead[0] >= t0 + 0.2 + JUDGE_LAG_S - 0.05
+    assert time.monotonic() - start >= JUDGE_LAG_S + 0.55  # and then waited on to the refresh
+    assert r.read_timed() >= 0.02 / 0.05  # the judging's CPU spaced the next refresh
+    for reader in (Reader(t0 + 5.0), Reader(None)):  # after the refresh, or no grid yet: only a wait
+        Refresher(reader, 60.0, lambda kind, payload: None).wait_judging(time.monotonic() + 0.3)
+        assert reader.ahead == []
+    woken = Refresher(Reader(t0 + 5.0), 60.0, lambda kind, payload: None)
+    woken.wake()
+    start = time.monotonic()
+    woken.wait_judging(start + 10.0)
+    assert time.monotonic() - start < 1.0
+
+
 def test_the_pages_reads_set_off_a_full_collection_ten_times_less_often():
     """The page's process makes full collections rarer when its refresher starts (a read of a big fleet makes and
     drops ~10^5 objects: docs/benchmarks.md, "At 8,192 GPUs, measured"), and keeps a higher setting of its own."""

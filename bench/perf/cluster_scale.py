@@ -246,17 +246,24 @@ def measure(url: str, end: float, cadence: float, cpu_seconds: float, prom_pid: 
     out["notes"] = notes  # what a read could not read: none, or the figures are not of a whole read
     # the page: one reader, a refresh every ``cadence`` for ``cpu_seconds``; this process' CPU and Prometheus'
     reader = ClusterReader(client)
-    runs = []
+    runs, aheads, seen = [], [], 0
     c0, p0, t0 = self_cpu_s(), proc_cpu_s(prom_pid), time.monotonic()
-    from gputop.tui.cluster.model import CPU_SHARE
+    from gputop.tui.cluster.model import CPU_SHARE, Refresher
+    refresher = Refresher(reader, range_s, lambda *a: None, refresh_s=cadence, clock=clock)  # (its wait only)
+    judge_ahead = reader.judge_ahead
+    reader.judge_ahead = lambda now: aheads.append(timed_call(lambda: judge_ahead(now))[1]) or True
     waits = []
     while time.monotonic() - t0 < cpu_seconds:
         start = time.monotonic()
         runs.append(timed_call(lambda: refresh(reader))[1])
-        # the page's cadence (tui/cluster/model.Refresher), or --fixed-cadence: every ``cadence`` s whatever it costs
-        waits.append(cadence if fixed_cadence else max(cadence, runs[-1]["cpu_s"] / CPU_SHARE))
-        time.sleep(max(0.0, start + waits[-1] - time.monotonic()))
+        # the page's cadence (tui/cluster/model.Refresher: a refresh's CPU and the judging ahead's before it), or
+        # --fixed-cadence: every ``cadence`` s whatever it costs; between two, the judging ahead as the page does
+        ahead_cpu, seen = sum(a["cpu_s"] for a in aheads[seen:]), len(aheads)
+        waits.append(cadence if fixed_cadence else max(cadence, (runs[-1]["cpu_s"] + ahead_cpu) / CPU_SHARE))
+        refresher.wait_judging(start + waits[-1])
     wall = time.monotonic() - t0
+    out["judged_ahead"] = len(aheads)
+    out["judged_ahead_median"] = median_run(aheads) if aheads else None
     out["cadence_s"] = cadence
     out["cadence_median_s"] = statistics.median(waits)
     out["refreshes"] = len(runs)

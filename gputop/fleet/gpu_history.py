@@ -3,7 +3,7 @@
 :func:`read_gpu` asks Prometheus (``query_range``) for one GPU's ``DCGM_FI_*`` series over the last ``window_s``
 (its charts) and, where its node runs ``gputop --export``, for the class it exported at each step (its verdict over
 time). The verdict's evidence and advice come from the one classifier (``analysis/cluster.judge``) over the last
-``JUDGE_WINDOW_S`` of those series, as ``fleet/reader.py`` judges a dcgm-exporter GPU. The GPU is the row's
+``JUDGE_WINDOW_S`` of those series, as ``fleet/judged_here.py`` judges a dcgm-exporter GPU. The GPU is the row's
 (``ClusterGpu.key``, ``analysis/cluster_identity.gpu_id``): its UUID through its scrape target, else its target's
 GPU of that index; the selector asks for that (either spelling of the UUID label; a row without a target by its
 node's labels) and keeps only the series of that GPU: another GPU that shares its host name or index is never
@@ -19,7 +19,7 @@ from gputop.analysis import cluster as C
 from gputop.analysis.cluster_identity import gpu_id
 from gputop.analysis.verdict import Verdict
 from gputop.fleet import series as S
-from gputop.fleet.reader import JUDGE_WINDOW_S
+from gputop.fleet.judged_here import JUDGE_WINDOW_S
 from gputop.telemetry.dcgm_fields import LABEL_GPU, LABELS_HOSTNAME, LABELS_UUID
 from gputop.telemetry.prometheus import PrometheusClient
 

@@ -12,16 +12,10 @@ One :class:`ClusterReader` per server (``telemetry/prometheus.PrometheusClient``
 3. the GPUs whose newest sample is older than ``OLD_S`` though Prometheus held them within ``RECENT_S`` (an
    exporter that stopped, a node gone, an exporter whose clock is behind: its timestamps put its samples in the
    past), from the newest sample time of each GPU's ``DCGM_FI_DEV_GPU_UTIL``;
-4. for the GPUs without a verdict (dcgm-exporter's nodes), the ``DCGM_FI_*`` series the classifier reads
-   (``JUDGE_NAMES``) at the marks of a grid of ``JUDGE_STEP_S`` over the last ``JUDGE_WINDOW_S`` (on those GPUs'
-   nodes only: named by the label index and asked for beside 1-3, the nodes the index missed after), which this
-   process judges itself with the classifier (``analysis/cluster.judge``). The grid's marks fall every
-   ``JUDGE_STEP_S`` from the reader's first read: the refreshes within one step (the cluster page reads every 5 s)
-   reuse the first one's verdicts, and the window is rolled on, not read again: a mark once read does not change,
-   so a refresh asks only for the marks since the last one it holds (one instant query, where the page reads within
-   a step; at 8,192 GPUs the page reads less often and the whole minute's ``query_range`` was a third of a
-   refresh's work in Prometheus: docs/benchmarks.md, "Cluster scale"), and for the whole window of a node it does
-   not hold yet.
+4. for the GPUs without a verdict (dcgm-exporter's nodes), the ``DCGM_FI_*`` series the classifier reads over the
+   last minute, which this process judges itself (``judged_here.HereJudge``: on a grid of 30 s marks, the window
+   rolled on, each step's verdicts made once: by the step's first read, or before it by :meth:`ClusterReader.
+   judge_ahead` when a mark has passed, as the cluster page does between its refreshes).
 
 Rows are GPUs as ``analysis/cluster_identity.py`` defines them: a UUID through one scrape target, never merged by
 host name or index; a dcgm-exporter beside the node's gputop is the same GPU (one row); any other two targets
@@ -52,6 +46,7 @@ from gputop.analysis import cluster as C
 from gputop.analysis import cluster_identity as I
 from gputop.fleet import series as S
 from gputop.fleet.accounting import account
+from gputop.fleet.judged_here import JUDGE_STEP_S, HereJudge
 from gputop.format import count
 from gputop.telemetry import dcgm_fields as F
 from gputop.telemetry.dcgm import to_sample
@@ -63,9 +58,12 @@ from gputop.telemetry.prometheus import PrometheusClient
 ROW_NAMES = ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
              "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED")
 ROW_SELECTOR = '{__name__=~"%s"}' % "|".join(ROW_NAMES)
-# a GPU's memory total (used + free + reserved): it does not change; asked for again every TOTAL_S
+# a GPU's memory total (used + free + reserved): it does not change; asked for again every TOTAL_S, and at once
+# where a row's GPU was not there when they were last asked for
 TOTAL_SELECTOR = '{__name__=~"%s"}' % "|".join(F.MEM_TOTAL_PARTS)
-TOTAL_S = 60.0
+TOTAL_S = 300.0
+GONE_S = 60.0  # which GPUs stopped reporting (GONE), asked for again every minute, and at once where a GPU the last
+# read showed is not in this one's: the cluster is never silently smaller (0.11 s of Prometheus' CPU at 8,192 GPUs)
 # what a job is judged whole on beyond the rows (analysis/cluster_jobs.py), asked for only of the GPUs whose node's
 # gputop says they are in a class that reads it (the SM clock of working or waiting GPUs: a straggler; PCIe and
 # NVLink of comms- and PCIe-bound ones: across nodes); dcgm-exporter's GPUs have theirs in the window judged here
@@ -76,9 +74,6 @@ ON_GPU = "on(UUID, uuid, instance, job, gpu)"
 ROW_PARALLEL = 8  # a refresh's queries in flight at once: small ones, Prometheus answers them on all its cores
 META_SELECTOR = "DCGM_FI_DEV_FB_USED"  # a GPU's model and jobs, from one series every exporter has
 PRESENCE = "DCGM_FI_DEV_GPU_UTIL"  # the series whose newest sample says a GPU reports (every exporter has it)
-JUDGE_WINDOW_S = 60.0  # a dcgm-exporter GPU is judged on its last minute ...
-JUDGE_STEP_S = 30.0  # ... one sample every 30 s (dcgm-exporter collects every 30 s by default: a finer step only
-# repeats the same scrapes, and each sample costs the classifier ~70 us); one judging per step of this grid
 OLD_S = 120.0  # a GPU whose newest sample is older than this is flagged (scrapes every 15-60 s)
 RECENT_S = 900.0  # ... and one Prometheus held within this long, but not now, is a row that stopped reporting
 EMPTY_LOOKBACK_S = 3600.0  # an empty fleet: were there GPUs this long ago (``series``)?
@@ -100,13 +95,12 @@ class ClusterReader:
         self.client = client
         self.notes: list[str] = []
         self._totals: dict[tuple, dict] = {}  # each GPU's memory total's parts, as last asked for ...
-        self._totals_at: float | None = None  # ... at this time
-        self._judged: dict[tuple, tuple] = {}  # the last window's verdicts of the GPUs judged here ...
-        self._judged_at: float | None = None  # ... and the step of the grid they were judged in
-        self._phase: float | None = None  # where the judging grid's marks fall (the first read's time)
-        self._window: dict[tuple, dict] = {}  # their series at the grid's marks of the judging window ...
-        self._window_at: float | None = None  # ... up to this mark ...
-        self._window_nodes: set[tuple[str, str]] = set()  # ... of these nodes (label, value)
+        self._totals_at: float | None = None  # ... at this time ...
+        self._totals_of: set[tuple] = set()  # ... of these GPUs
+        self._gone: list[dict] = []  # GONE's answer ...
+        self._gone_at: float | None = None  # ... at this time
+        self._shown: set[tuple] = set()  # the GPUs the last snapshot read (by their rows or verdicts)
+        self.judge = HereJudge(client)  # the GPUs that export no verdict, judged here
         self._accounted: dict = {}  # the accounting's verdicts of dcgm-exporter's GPUs, for one step of its grid
 
     def accounting(self, range_s: float, now: float | None = None):
@@ -116,14 +110,22 @@ class ClusterReader:
                                                     self._accounted)
         return jobs, step
 
+    def judge_ahead(self, now: float | None = None) -> bool:
+        """The GPUs without an exported verdict judged for the step of the grid ``now`` is in, ahead of the step's
+        first snapshot (which then reuses the verdicts): True if it judged. The cluster page calls it once a mark has
+        passed, between its refreshes."""
+        return self.judge.ahead(time.time() if now is None else now)
+
+    def next_mark_in(self, now: float | None = None) -> float | None:
+        """Seconds to the judging grid's next mark (None before the first snapshot)."""
+        return self.judge.next_mark_in(time.time() if now is None else now)
+
     def snapshot(self, now: float | None = None) -> list[C.ClusterGpu]:
         """Every GPU now, most wasted first (``analysis.cluster.order``); ``notes`` says what could not be read.
         Raises SourceError where neither the rows nor the verdicts could be (NoGpu: none)."""
         now = time.time() if now is None else now
-        if self._phase is None:  # the judging grid's marks: the first read's time, then every JUDGE_STEP_S
-            self._phase = now % JUDGE_STEP_S
-        slot = now - (now - self._phase) % JUDGE_STEP_S  # the refreshes within one step reuse the first one's verdicts
-        fresh = slot != self._judged_at
+        slot = self.judge.slot(now)  # the refreshes within one step of the judging grid reuse its verdicts
+        fresh = self.judge.fresh(slot)
         def grouped(promql: str):  # an answer made GPUs in its own thread, beside the others' waiting on Prometheus
             answer = self.client.query(promql, at=now)
             return S.groups(answer), S.skipped(answer)
@@ -132,14 +134,16 @@ class ClusterReader:
                  "meta": lambda: self.client.query(S.by_gpu(META_SELECTOR, S.META_LABELS, keep_name=False), at=now),
                  "verdicts": lambda: self.client.query("gputop_verdict_confidence", at=now),
                  "subclasses": lambda: self.client.query('gputop_bottleneck{subclass!=""}', at=now),
-                 "old": lambda: self.client.query(OLD, at=now), "gone": lambda: self.client.query(GONE, at=now)})
+                 "old": lambda: self.client.query(OLD, at=now)})
+        if self._gone_at is None or now - self._gone_at >= GONE_S:
+            calls["gone"] = lambda: self.client.query(GONE, at=now)
         for i, (names, classes) in enumerate(EXTRAS):
             calls[("extra", i)] = lambda n=names, c=classes: grouped(S.by_gpu(
                 f'{{__name__=~"{n}"}} and {ON_GPU} gputop_verdict_confidence{{class=~"{"|".join(c)}"}}'))
         if self._totals_at is None or now - self._totals_at >= TOTAL_S:
             calls["totals"] = lambda: grouped(S.by_gpu(TOTAL_SELECTOR))
         if fresh:  # the last minute of the nodes that export no verdict (the label index names them), meanwhile
-            calls["history"] = lambda: self._history_meanwhile(slot)
+            calls["history"] = lambda: self.judge.meanwhile(slot)
         answers, failed = S.each(calls, parallel=ROW_PARALLEL)
         rows_failed = [k for k in failed if isinstance(k, tuple) and k[0] == "rows"]
         if len(rows_failed) == len(ROW_NAMES):
@@ -167,9 +171,13 @@ class ClusterReader:
         for extra in (a for k, a in answers.items() if isinstance(k, tuple) and k[0] == "extra"):
             S.add_series(gpus, extra[0])
         S.add_meta(gpus, answers.get("meta", []))
+        if "totals" not in calls and set(gpus) - self._totals_of:  # a GPU new since they were asked for
+            got, bad = S.each({"totals": lambda: grouped(S.by_gpu(TOTAL_SELECTOR))})
+            answers.update(got)
+            notes += [f"the GPUs' memory totals not read: {bad['totals']}"] if bad else []
         if "totals" in answers:
             self._totals = {k: g["series"] for k, g in answers["totals"][0].items()}
-            self._totals_at = now
+            self._totals_at, self._totals_of = now, set(gpus)
         for key, g in gpus.items():  # the memory total's parts as last asked for
             for name, points in self._totals.get(key, {}).items():
                 g["series"].setdefault(name, points)
@@ -187,11 +195,12 @@ class ClusterReader:
         for r in answers.get("subclasses", []):
             if C.whole_gpu(r["metric"]):
                 subclass.setdefault((I.gpu_id(r["metric"]), r["metric"].get("class")), r["metric"]["subclass"])
+        self._read_gone(answers, failed, set(gpus) | set(verdict_labels), now, notes)
         aged = {}  # GPU -> (labels, its newest sample time)
         for r in answers.get("old", []):
             if C.whole_gpu(r["metric"]):
                 aged.setdefault(I.gpu_id(r["metric"]), (r["metric"], float(r["value"][1])))
-        gone_labels = {I.gpu_id(r["metric"]): r["metric"] for r in answers.get("gone", []) if C.whole_gpu(r["metric"])}
+        gone_labels = {I.gpu_id(r["metric"]): r["metric"] for r in self._gone if C.whole_gpu(r["metric"])}
         gone_labels = {k: v for k, v in gone_labels.items() if k not in gpus and k not in aged}
         if gone_labels:
             aged.update(self._ages(gone_labels, now, notes))
@@ -231,12 +240,7 @@ class ClusterReader:
             if key in rows:
                 rows[key].flags.insert(0, I.duplicate_note(key[1], others))
         unjudged = [k for k in rows if k not in verdict_labels and rows[k].reporting]
-        judged = {} if fresh else self._judged
-        todo = [k for k in unjudged if k not in judged]
-        if todo:
-            history = self._history_for(todo, labels_of, answers.get("history") if fresh else None, slot, notes)
-            judged.update(self._verdicts(todo, history))
-        self._judged, self._judged_at = judged, slot
+        judged = self.judge.verdicts({k: labels_of[k] for k in unjudged}, slot, answers.get("history"), notes)
         for key in unjudged:
             row = rows[key]
             row.judged_by = C.JUDGED
@@ -247,6 +251,21 @@ class ClusterReader:
                     setattr(row, name, v)
         self.notes = notes + [f"Prometheus said its answer is partial: {w}" for w in self.client.take_warnings()]
         return C.order(list(rows.values()))
+
+    def _read_gone(self, answers: dict, failed: dict, shown: set[tuple], now: float, notes: list[str]) -> None:
+        """``self._gone``: this read's GONE answer; else the one kept, read again now where a GPU the last read showed
+        is in neither it nor ``shown`` (this read's); nothing where it failed (said in ``notes``)."""
+        if "gone" in answers:
+            self._gone, self._gone_at = answers["gone"], now
+        elif "gone" in failed:
+            self._gone, self._gone_at = [], None
+        elif self._shown - shown - {I.gpu_id(r["metric"]) for r in self._gone}:
+            try:
+                self._gone, self._gone_at = self.client.query(GONE, at=now), now
+            except SourceError as exc:
+                self._gone, self._gone_at = [], None
+                notes.append(f"which GPUs stopped reporting not read: {exc}")
+        self._shown = shown
 
     def _ages(self, gone: dict[tuple, dict], now: float, notes: list[str]) -> dict[tuple, tuple]:
         """The newest sample time of the GPUs that stopped reporting (asked for of them alone: few)."""
@@ -260,99 +279,6 @@ class ClusterReader:
             got = []
         times = {I.gpu_id(r["metric"]): float(r["value"][1]) for r in got}
         return {k: (labels, times.get(k, now - RECENT_S)) for k, labels in gone.items()}
-
-    def _history_for(self, todo, labels_of, meanwhile, end: float, notes: list[str]) -> dict[tuple, dict]:
-        """The judging window of the GPUs ``todo``: what was asked for meanwhile, and their nodes it missed."""
-        asked, history = meanwhile if meanwhile else (set(), {})
-        history = dict(history)  # (the rolling window keeps its own)
-        rest: dict[str, set[str]] = defaultdict(set)  # GPUs of nodes not asked for yet (a node with both kinds)
-        for key in todo:
-            label = I.node_label(labels_of[key])
-            if label and (label, labels_of[key][label]) not in asked:
-                rest[label].add(labels_of[key][label])
-        if rest:
-            try:
-                history.update(self._history(rest, end - JUDGE_WINDOW_S, end)[1])
-            except SourceError as exc:
-                notes.append(f"the series of {count(len(todo), 'GPU')} to judge here not read: {exc}")
-        return history
-
-    def _history_meanwhile(self, end: float) -> tuple[set[tuple[str, str]], dict[tuple, dict]]:
-        """The judging window ending at the grid's mark ``end`` of the nodes the label index says export no verdict
-        (``_rolled``); nothing where the index cannot say (a server without ``match[]`` on label values, an error:
-        the rows' reading then asks, and reports it)."""
-        try:
-            return self._rolled(self._unexported_nodes(end - JUDGE_WINDOW_S, end), end)
-        except SourceError:
-            self._window_at = None
-            return set(), {}
-
-    def _rolled(self, nodes: dict[str, set[str]], end: float) -> tuple[set[tuple[str, str]], dict[tuple, dict]]:
-        """The nodes' judging window ending at ``end``, rolled on from the one kept: only the grid's marks since
-        the kept window's last are asked for of the nodes it holds (one instant query where the page reads within a
-        step), the whole window of the others; the marks before the window dropped."""
-        first = end - JUDGE_WINDOW_S
-        asked = {(label, v) for label, values in nodes.items() for v in values}
-        held = self._window_at is not None and first <= self._window_at <= end  # (a clock set back: read it whole)
-        kept = asked & self._window_nodes if held else set()
-        since = (self._window_at or end) + JUDGE_STEP_S
-        history: dict[tuple, dict] = {}
-        if kept:
-            for key, g in self._window.items():
-                label = I.node_label(g["labels"])
-                if (label, g["labels"].get(label)) in kept:
-                    series = {n: [p for p in points if p[0] >= first] for n, points in g["series"].items()}
-                    history[key] = {**g, "series": {n: points for n, points in series.items() if points},
-                                    "jobs": list(g["jobs"])}
-            if since <= end:
-                S.append_points(history, self._history(_nodes_of(kept), since, end)[1])
-        if asked - kept:
-            S.append_points(history, self._history(_nodes_of(asked - kept), first, end)[1])
-        self._window, self._window_at, self._window_nodes = history, end, asked
-        return asked, history
-
-    def _unexported_nodes(self, start: float, end: float) -> dict[str, set[str]]:
-        """The nodes with DCGM series and no gputop verdict over [start, end] by the label index, ``{host label:
-        {values}}`` (a node named only by ``instance`` is not there)."""
-        nodes = {}
-        for label in F.LABELS_HOSTNAME:
-            dcgm = set(self.client.label_values(label, S.SELECTOR, start=start, end=end))
-            if dcgm:
-                nodes[label] = dcgm - set(self.client.label_values(label, "gputop_bottleneck", start=start, end=end))
-        return nodes
-
-    def _history(self, nodes: dict[str, set[str]], start: float, end: float) -> tuple[set[tuple[str, str]],
-                                                                                      dict[tuple, dict]]:
-        """The nodes' DCGM series at the grid's marks from ``start`` to ``end`` (one mark: an instant query), by
-        GPU; and the ``(label, node)`` pairs asked for."""
-        asked = {(label, v) for label, values in nodes.items() for v in values}
-        if not asked:
-            return asked, {}
-        promql = S.by_gpu(S.on_nodes(nodes), S.ID_LABELS + ("modelName",))
-        if end - start < JUDGE_STEP_S:
-            return asked, S.groups(self.client.query(promql, at=end))
-        return asked, S.groups(self.client.query_range(promql, start, end, JUDGE_STEP_S))
-
-    @staticmethod
-    def _verdicts(keys: list[tuple], history: dict[tuple, dict]) -> dict[tuple, tuple]:
-        """GPUs without an exported verdict judged here on their window of series: ``{key: (class, subclass,
-        confidence, missing, the last sample's numbers a job is judged on)}`` (the nodes' GPUs with a verdict may be in
-        ``history`` too: not judged here)."""
-        out = {}
-        for key in keys:
-            g = history.get(key)
-            if g is None:  # series now, none over the last minute at the step's marks: nothing to judge
-                out[key] = (None, None, None, (f"no DCGM_FI_* series over the last {JUDGE_WINDOW_S:g} s to judge",),
-                            {})
-                continue
-            samples = S.samples(g)
-            verdict, missing = C.judge(samples, S.static(g), set(g["series"]))
-            last = samples[-1]  # what a job is judged on that the rows do not ask for (EXTRAS)
-            nvlink = [last.get("nvlink_tx_bps"), last.get("nvlink_rx_bps")]
-            extras = {"sm_clock_mhz": last.get("sm_clock_mhz"), "pcie_tx_bps": last.get("pcie_tx_bps"),
-                      "pcie_rx_bps": last.get("pcie_rx_bps"), "nvlink_bps": None if None in nvlink else sum(nvlink)}
-            out[key] = (verdict.cls, verdict.subclass, verdict.confidence, tuple(missing), extras)
-        return out
 
     def _empty(self, now: float) -> str:
         """Why the fleet is empty, in words: nothing ever, or nothing now of series seen in the last hour."""
@@ -378,12 +304,3 @@ class ClusterReader:
             util_pct=sample["util_gpu_pct"], sm_clock_mhz=sample["sm_clock_mhz"], pcie_tx_bps=sample["pcie_tx_bps"],
             pcie_rx_bps=sample["pcie_rx_bps"], nvlink_bps=None if None in nvlink else sum(nvlink),
             instance=labels.get("instance") or None, scrape_job=labels.get("job") or None, key=key)
-
-
-
-def _nodes_of(pairs: set[tuple[str, str]]) -> dict[str, set[str]]:
-    """``{label: {values}}`` of ``(label, value)`` pairs."""
-    out: dict[str, set[str]] = defaultdict(set)
-    for label, value in pairs:
-        out[label].add(value)
-    return out

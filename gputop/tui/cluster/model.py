@@ -6,7 +6,10 @@ the grouping (by job or by node), the GPU under the cursor, and, while Prometheu
 stay, marked stale with their age). :class:`Refresher` reads on a thread so the UI never waits on HTTP: the rows
 every ``refresh_s``, or where a read costs this process more than ``CPU_SHARE`` of a core over that, as often as
 keeps it there (``cadence``), the accounting every ``account_s`` (24 h of it costs more), and hands each result or
-error to ``deliver`` (the app passes it to its own thread).
+error to ``deliver`` (the app passes it to its own thread). Between two refreshes, once a mark of the reader's
+judging grid has passed (every 30 s), it judges the GPUs that export no verdict for that step
+(``ClusterReader.judge_ahead``): the next refresh reuses those verdicts instead of judging them on its way (at
+8,192 GPUs, 2,048 of them dcgm-exporter's, half a refresh's time); their CPU counts in the cadence as a refresh's.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ FULL_GC_EVERY = 100  # Python's full collection at most once per this many middl
 # 8,192 GPUs a read makes and drops ~10^5 objects (its answers' series), which set off a full collection of all the
 # process holds once or twice a read; 10x rarer, a refresh's CPU here went from 1.03 to 0.71 s (docs/benchmarks.md,
 # "Cluster scale at 8,192 GPUs"). What the page makes holds no cycles: it is freed as it goes, collection or not.
+JUDGE_LAG_S = 1.0  # a mark's judging ahead this long after it (the mark's scrapes stored by then)
 GROUPS = ("job", "node")  # the page's groupings, in the order ``g`` cycles them
 FILTERS = ("job", "node", "class")
 
@@ -121,6 +125,7 @@ class Refresher:
         self._stop, self._wake = threading.Event(), threading.Event()
         self._accounted: float | None = None  # monotonic time of the last accounting read
         self.cadence_s = refresh_s  # the wait after the last refresh (CPU_SHARE)
+        self._ahead_cpu = 0.0  # CPU of the judging ahead since the last refresh (counted in the next cadence)
         self._thread = threading.Thread(target=self._loop, name="gputop-cluster", daemon=True)
 
     def start(self, first_wait: float = 0.0) -> None:
@@ -139,16 +144,37 @@ class Refresher:
         self._wake.wait(self._first_wait)
         while not self._stop.is_set():
             self._wake.clear()
-            self._wake.wait(self.read_timed())
+            self.wait_judging(time.monotonic() + self.read_timed())
 
     def read_timed(self) -> float:
-        """:meth:`read_once`, and the wait before the next: ``refresh_s``, or longer where the rows' read cost more
-        than ``CPU_SHARE`` of a core over it (the process's CPU: the reader's threads)."""
+        """:meth:`read_once`, and the wait before the next: ``refresh_s``, or longer where the rows' read (and the
+        judging ahead since the last) cost more than ``CPU_SHARE`` of a core over it (the process's CPU: the
+        reader's threads)."""
         cpu = time.process_time()
         self.read_once(rows_only=True)
-        self.cadence_s = max(self.refresh_s, (time.process_time() - cpu) / CPU_SHARE)
+        self.cadence_s = max(self.refresh_s, (time.process_time() - cpu + self._ahead_cpu) / CPU_SHARE)
+        self._ahead_cpu = 0.0
         self.read_once(accounting_only=True)
         return self.cadence_s
+
+    def wait_judging(self, due: float) -> None:
+        """Wait until ``due`` (``time.monotonic``) or a wake; where a mark of the reader's judging grid falls before
+        it, judge ahead once it has passed (``JUDGE_LAG_S`` after it). A failed read is left to the next refresh to
+        say (it judges what is still to judge, and reports)."""
+        while not self._stop.is_set():
+            left = due - time.monotonic()
+            mark = self.reader.next_mark_in(self.clock()) if hasattr(self.reader, "next_mark_in") else None
+            if mark is None or mark + JUDGE_LAG_S >= left:
+                self._wake.wait(max(0.0, left))
+                return
+            if self._wake.wait(mark + JUDGE_LAG_S):
+                return
+            cpu = time.process_time()
+            try:
+                self.reader.judge_ahead(self.clock())
+            except SourceError:
+                pass
+            self._ahead_cpu += time.process_time() - cpu
 
     def read_once(self, rows_only: bool = False, accounting_only: bool = False) -> None:
         """One refresh: the rows, and the accounting when it is due (each read's failure delivered as one line)."""
