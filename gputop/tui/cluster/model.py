@@ -25,8 +25,9 @@ from gputop.analysis.cluster_jobs import JobNow, judge_jobs
 from gputop.telemetry.errors import SourceError
 
 REFRESH_S = 5.0  # the rows, read again every 5 s ...
-CPU_SHARE = 0.05  # ... or less often: a refresh's CPU at most this share of a core between two (a big fleet's read
-# costs more than 0.25 s: 8,192 GPUs on 2 cores 1.3-1.4 s, read every 25-28 s; docs/benchmarks.md "Cluster scale")
+CPU_SHARE = 0.05  # ... or less often: a refresh's CPU (and the judging ahead's) at most this share of a core between
+# two (a big fleet's read costs more than 0.25 s: 8,192 GPUs on 2 cores ~0.7 s a refresh and ~0.8 s a judging ahead,
+# read every ~30 s; docs/benchmarks.md "The judged GPUs judged ahead of the refresh")
 ACCOUNT_S = 300.0  # the job accounting over --range, every 5 min (r reads both now): with the recording rules and
 # within a step of the reader's grid of dcgm-exporter's samples, 1,024 GPUs over 24 h cost 0.1 s of a read; the
 # first, or without the rules, 2-5 s (docs/benchmarks.md, "Cluster scale at 8,192 GPUs")
