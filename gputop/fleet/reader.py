@@ -11,7 +11,8 @@ One :class:`ClusterReader` per server (``telemetry/prometheus.PrometheusClient``
    the subclass from ``gputop_bottleneck{subclass!=""}`` (only the current class carries one);
 3. the GPUs whose newest sample is older than ``OLD_S`` though Prometheus held them within ``RECENT_S`` (an
    exporter that stopped, a node gone, an exporter whose clock is behind: its timestamps put its samples in the
-   past), from the newest sample time of each GPU's ``DCGM_FI_DEV_GPU_UTIL``;
+   past), from the newest sample time of each GPU's ``DCGM_FI_DEV_GPU_UTIL`` (those no longer in the rows asked for
+   once a minute, ``GONE_S``, and at once where a GPU the last read showed is not in this one);
 4. for the GPUs without a verdict (dcgm-exporter's nodes), the ``DCGM_FI_*`` series the classifier reads over the
    last minute, which this process judges itself (``judged_here.HereJudge``: on a grid of 30 s marks, the window
    rolled on, each step's verdicts made once: by the step's first read, or before it by :meth:`ClusterReader.
