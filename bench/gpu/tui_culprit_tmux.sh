@@ -12,7 +12,8 @@
 # rank may outlive it (gputop's exit code is the command's: 128+N when gputop's stop had to kill it). PASS/FAIL per
 # check. Run on 4 H100s (2026-11-27, docs/benchmarks.md "The culprit in the TUI, live"): at first every check passed
 # but the culprit on the monitor; with the command panel's culprit line (session 7) it came on screen at 80x24 and at
-# 160x48, but at 80x24 went again a moment later (the wait's start since kept: now checked, 20 captures over 10 s).
+# 160x48, but at 80x24 went again a moment later; with the wait's start kept (session 8) it came at 29.3 s and stayed
+# (checked: 20 captures over 10 s).
 set -u
 out=${1:-${OUT:-.}}
 py=${PYTHON:-python3}
