@@ -314,6 +314,8 @@ def test_a_document_from_made_up_answers_follows_its_schema(stub):
                 return [{"metric": {**labels, "class": "idle"}, "value": [at, "0.9"]}]
             if "last_over_time" in promql or promql.startswith("max by (UUID") or " and on(" in promql:
                 return []  # no GPU gone, none late; no class that reads the clocks or the links
+            if " unless on(" in promql:
+                return []  # no dcgm-exporter GPU for the accounting to judge (its marks asked one at a time)
             if promql.startswith("count(job_class:"):
                 return []  # no recording rules: the accounting reads the raw series
             if promql.startswith("group by"):  # each GPU's model and jobs
@@ -475,24 +477,23 @@ def test_the_accounting_judges_dcgm_exporters_gpus_once_a_step_of_their_grid():
             return ["d1"] if label == "Hostname" and match[0] == S.SELECTOR else []
 
         def query(self, promql, at=None):
-            return []  # no gputop verdict: no rules, nothing exported
+            if 'Hostname=~"d1"' not in promql:
+                return []  # no gputop verdict: no rules, nothing exported
+            self.marks.append(at)  # the judged GPUs' series at one mark of their grid
+            return [{"metric": {"__name__": n, **labels}, "value": [at, str(v)]} for n, v in busy.items()]
 
         def query_range(self, promql, start, end, step):
-            if 'Hostname=~"d1"' not in promql:
-                return []
-            self.ranges.append((start, end, step))
-            marks = [start + k * step for k in range(int((end - start) // step) + 1)]
-            return [{"metric": {"__name__": n, **labels}, "values": [[t, str(v)] for t in marks]}
-                    for n, v in busy.items()]
+            raise AssertionError("the judged GPUs are read one mark at a time")
 
     client, cache, now = Client(), {}, 1.8e9 + 1234.0
+    client.marks = []
     first, step, notes = acc.account(client, 86400.0, now, cache)
     again, _, _ = acc.account(client, 86400.0, now + 300, cache)
-    assert notes == [] and client.ranges == [(now - 86400, now, 10800.0)]
+    assert notes == [] and client.marks == [now - 86400 + k * 10800.0 for k in range(9)]
     assert [(j.job, j.hours) for j in again] == [(j.job, j.hours) for j in first] == [
         ("42", {("compute-bound", "tensor"): pytest.approx(9 * 3.0)})]  # 9 marks of 3 h
     acc.account(client, 86400.0, now + 10800 + 1, cache)
-    assert client.ranges[1:] == [(now + 10800 - 86400, now + 10800, 10800.0)]
+    assert client.marks[9:] == [now + 10800 - 86400 + k * 10800.0 for k in range(9)]
 
 
 def test_gone_and_memory_totals_are_asked_for_less_often_but_never_leave_a_gpu_out():
