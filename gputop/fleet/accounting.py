@@ -16,8 +16,8 @@
   and BF16 tensor peaks; stalled, culprit and idle hours count whole;
 * the dcgm-exporter GPUs judged here window by window, at most ``ACCOUNT_JUDGE_POINTS`` samples of each over the
   range (the GPUs of the nodes that exported no verdict in the range: a node whose gputop exported at any time of it
-  is counted from its verdicts alone; their nodes in ``PARALLEL`` shares), each window's recoverable share from its
-  samples. The samples fall on a grid of their step from the first accounting's time (the reader keeps it, in
+  is counted from its verdicts alone; their nodes in ``JUDGE_SHARES`` shares, each read one mark at a time), each
+  window's recoverable share from its samples. The samples fall on a grid of their step from the first accounting's time (the reader keeps it, in
   ``cache``): the accountings within one step of it (the page counts every 5 min, a 24 h range's step is 3 h) reuse
   the first one's verdicts instead of reading and judging the day again.
 
@@ -49,6 +49,9 @@ MIN_STEP_S, MAX_STEP_S = 1.0, 300.0
 ACCOUNT_WINDOWS = 4  # ... and a dcgm-exporter GPU judged in at most this many windows over it (the classifier
 # costs this process ~0.5 ms a call: 2,048 such GPUs of jobs that change through the day are ~10^4 calls) ...
 ACCOUNT_JUDGE_POINTS = 8  # ... on at most this many samples (24 h: one every 3 h, 2 a window)
+JUDGE_SHARES = 8  # their nodes in this many shares, each read and judged in its own thread (PARALLEL at a time): the
+# last share's judging overlaps nothing of Prometheus' (8,192 GPUs over 24 h, the first accounting: 4 shares 10.3 s,
+# 8 shares 9.3 s, 16 shares 10.3 s, each the median of 5; docs/benchmarks.md)
 JOB_CLASS_SUB = "hpc_job, namespace, pod, class, subclass"
 JOB_CLASS = "hpc_job, namespace, pod, class"
 JOB_MODEL = "hpc_job, namespace, pod, modelName"
@@ -282,7 +285,7 @@ def not_exported(client, start: float, end: float) -> list[str]:
     """Selectors of the DCGM series of the nodes that exported no gputop verdict over [start, end] (the nodes
     named by the label index: a node whose gputop exported verdicts at any time of the range is counted from
     those alone), and of series without a host label where no verdict was exported (``unless``, matched by
-    GPU). Each is asked for apart, the nodes in ``PARALLEL`` shares: ``or`` would match every series against the
+    GPU). Each is asked for apart, the nodes in ``JUDGE_SHARES`` shares: ``or`` would match every series against the
     others at every step, and a query's series are read on one core."""
     parts = []
     for label in F.LABELS_HOSTNAME:
@@ -290,7 +293,7 @@ def not_exported(client, start: float, end: float) -> list[str]:
         if dcgm:
             dcgm -= set(client.label_values(label, "gputop_bottleneck", start=start, end=end))
             nodes = sorted(dcgm)
-            parts += [S.on_nodes({label: set(nodes[i::S.PARALLEL])}) for i in range(S.PARALLEL)]
+            parts += [S.on_nodes({label: set(nodes[i::JUDGE_SHARES])}) for i in range(JUDGE_SHARES)]
     # series without a host label: by the scrape's instance, as a row's node
     parts.append(f'{S.JUDGE_SELECTOR[:-1]},Hostname="",hostname=""}} unless on(instance, gpu) '
                  'gputop_bottleneck{Hostname="",hostname=""}')
