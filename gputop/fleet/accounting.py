@@ -17,9 +17,9 @@
 * the dcgm-exporter GPUs judged here window by window, at most ``ACCOUNT_JUDGE_POINTS`` samples of each over the
   range (the GPUs of the nodes that exported no verdict in the range: a node whose gputop exported at any time of it
   is counted from its verdicts alone; their nodes in ``JUDGE_SHARES`` shares, each read one mark at a time), each
-  window's recoverable share from its samples. The samples fall on a grid of their step from the first accounting's time (the reader keeps it, in
-  ``cache``): the accountings within one step of it (the page counts every 5 min, a 24 h range's step is 3 h) reuse
-  the first one's verdicts instead of reading and judging the day again.
+  window's recoverable share from its samples. The samples fall on a grid of their step from the first accounting's
+  time (the reader keeps it, in ``cache``): the accountings within one step of it (the page counts every 5 min, a
+  24 h range's step is 3 h) reuse the first one's verdicts instead of reading and judging the day again.
 
 The exported verdicts' parts (``PARTS``) come from the recording rules of ``RULES_FILE`` (group ``RULES_GROUP``:
 each part's figure at one instant, by job) where they hold the range (``recorded``), summed over the range in one
