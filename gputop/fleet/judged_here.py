@@ -9,8 +9,8 @@ the marks since the last one held (one instant query) and for the whole window o
 A step's verdicts are made by the first read within it (``verdicts``), or before it by :meth:`HereJudge.ahead`,
 called when a mark has passed (the cluster page's refresher calls it then, between its refreshes): the judging's
 ~0.4 s of Prometheus' CPU and ~0.7 s of this process' at 2,048 such GPUs then happen once a step, off a refresh's
-path (docs/benchmarks.md, "The judged GPUs judged ahead of the refresh"). ``ahead`` judges the GPUs the last read had to judge; a GPU new since
-is judged by the next read.
+path (docs/benchmarks.md, "The judged GPUs judged ahead of the refresh"). ``ahead`` judges the GPUs the last read
+had to judge; a GPU new since is judged by the next read.
 """
 
 from __future__ import annotations
