@@ -526,26 +526,32 @@ def test_a_read_that_costs_more_than_5_percent_of_a_core_spaces_the_next():
 
 def test_between_two_refreshes_the_refresher_judges_ahead_once_a_mark_has_passed():
     """The refresher's wait: where a mark of the reader's judging grid falls before the next refresh, it judges
-    ahead JUDGE_LAG_S after the mark, once, and its CPU counts in the next cadence; a mark after the next refresh,
-    or a reader without a grid yet, is just a wait; a wake ends the wait at once."""
+    ahead JUDGE_LAG_S after the mark, once, and its CPU counts in the next cadence; a mark that passed during the
+    refresh (its step not judged) is judged at once; a mark after the next refresh, or a reader without a grid yet,
+    is just a wait; a wake ends the wait at once."""
     from gputop.tui.cluster.model import JUDGE_LAG_S, Refresher
 
-    class Reader:
+    class Reader:  # a grid of 30 s marks from ``phase``; the step of ``judged`` judged already
         notes: list[str] = []
         accounting_notes: list[str] = []
 
-        def __init__(self, mark_at):
-            self.mark_at, self.ahead = mark_at, []
+        def __init__(self, phase, judged):
+            self.phase, self.judged, self.ahead = phase, judged, []
+
+        def slot(self, now):
+            return now - (now - self.phase) % 30.0
 
         def next_mark_in(self, now):
-            return None if self.mark_at is None else max(0.0, self.mark_at - now) or 30.0
+            return None if self.phase is None else 30.0 - (now - self.phase) % 30.0
 
         def judge_ahead(self, now):
+            if self.judged is not None and abs(self.slot(now) - self.judged) < 1e-3:  # (floats of ~1.8e9)
+                return False
+            self.judged = self.slot(now)
             self.ahead.append(now)
             t = time.process_time()
             while time.process_time() - t < 0.02:  # real CPU
                 pass
-            self.mark_at += 30.0
             return True
 
         def snapshot(self, now):
@@ -555,17 +561,23 @@ def test_between_two_refreshes_the_refresher_judges_ahead_once_a_mark_has_passed
             return [], 1.0
 
     t0 = time.time()
-    soon = Reader(t0 + 0.2)
+    soon = Reader(t0 + 0.2, judged=t0 + 0.2 - 30.0)  # a mark in 0.2 s; the step before it judged
     r = Refresher(soon, 60.0, lambda kind, payload: None, refresh_s=0.1)
     start = time.monotonic()
     r.wait_judging(start + JUDGE_LAG_S + 0.6)
     assert len(soon.ahead) == 1 and soon.ahead[0] >= t0 + 0.2 + JUDGE_LAG_S - 0.05
     assert time.monotonic() - start >= JUDGE_LAG_S + 0.55  # and then waited on to the refresh
     assert r.read_timed() >= 0.02 / 0.05  # the judging's CPU spaced the next refresh
-    for reader in (Reader(t0 + 5.0), Reader(None)):  # after the refresh, or no grid yet: only a wait
+    t1 = time.time()
+    passed = Reader(t1 - 2.0, judged=t1 - 32.0)  # a mark 2 s ago, during the refresh: its step not judged
+    start = time.monotonic()
+    Refresher(passed, 60.0, lambda kind, payload: None).wait_judging(start + 0.5)
+    assert len(passed.ahead) == 1 and passed.ahead[0] - t1 < 0.3  # at once, then the wait
+    t2 = time.time()
+    for reader in (Reader(t2 + 5.0, judged=t2 - 25.0), Reader(None, judged=None)):  # after the refresh; no grid
         Refresher(reader, 60.0, lambda kind, payload: None).wait_judging(time.monotonic() + 0.3)
         assert reader.ahead == []
-    woken = Refresher(Reader(t0 + 5.0), 60.0, lambda kind, payload: None)
+    woken = Refresher(Reader(t2 + 5.0, judged=t2 - 25.0), 60.0, lambda kind, payload: None)
     woken.wake()
     start = time.monotonic()
     woken.wait_judging(start + 10.0)

@@ -251,17 +251,21 @@ def measure(url: str, end: float, cadence: float, cpu_seconds: float, prom_pid: 
     from gputop.tui.cluster.model import CPU_SHARE, Refresher
     refresher = Refresher(reader, range_s, lambda *a: None, refresh_s=cadence, clock=clock)  # (its wait only)
     judge_ahead = reader.judge_ahead
-    reader.judge_ahead = lambda now: aheads.append(timed_call(lambda: judge_ahead(now))[1]) or True
+    reader.judge_ahead = lambda now: aheads.append({"at": now, **timed_call(lambda: judge_ahead(now))[1]}) or True
     waits = []
     while time.monotonic() - t0 < cpu_seconds:
         start = time.monotonic()
-        runs.append(timed_call(lambda: refresh(reader))[1])
+        at = clock()
+        runs.append({"at": at, **timed_call(lambda: refresh(reader))[1]})
         # the page's cadence (tui/cluster/model.Refresher: a refresh's CPU and the judging ahead's before it), or
         # --fixed-cadence: every ``cadence`` s whatever it costs; between two, the judging ahead as the page does
         ahead_cpu, seen = sum(a["cpu_s"] for a in aheads[seen:]), len(aheads)
         waits.append(cadence if fixed_cadence else max(cadence, (runs[-1]["cpu_s"] + ahead_cpu) / CPU_SHARE))
         refresher.wait_judging(start + waits[-1])
     wall = time.monotonic() - t0
+    out["refresh_runs"] = [{k: r[k] for k in ("at", "wall_s", "cpu_s", "prometheus_cpu_s", "queries")} for r in runs]
+    out["judged_ahead_runs"] = [{k: r[k] for k in ("at", "wall_s", "cpu_s", "prometheus_cpu_s", "queries")}
+                                for r in aheads]
     out["judged_ahead"] = len(aheads)
     out["judged_ahead_median"] = median_run(aheads) if aheads else None
     out["cadence_s"] = cadence
@@ -343,7 +347,7 @@ def backfill_rules(url: str, work: Path, start: float, end: float) -> float:
 
 
 def median_run(runs: list[dict]) -> dict:
-    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "at"}
 
 
 def one_fleet(gpus: int, args, root: Path) -> dict:

@@ -22,6 +22,7 @@ from typing import Callable
 from gputop.analysis import cluster as C
 from gputop.analysis.cluster_accounting import JobHours
 from gputop.analysis.cluster_jobs import JobNow, judge_jobs
+from gputop.fleet.judged_here import JUDGE_STEP_S
 from gputop.telemetry.errors import SourceError
 
 REFRESH_S = 5.0  # the rows, read again every 5 s ...
@@ -159,22 +160,31 @@ class Refresher:
         return self.cadence_s
 
     def wait_judging(self, due: float) -> None:
-        """Wait until ``due`` (``time.monotonic``) or a wake; where a mark of the reader's judging grid falls before
-        it, judge ahead once it has passed (``JUDGE_LAG_S`` after it). A failed read is left to the next refresh to
-        say (it judges what is still to judge, and reports)."""
+        """Wait until ``due`` (``time.monotonic``) or a wake; judge ahead the step of the reader's judging grid we are
+        in if it is not judged yet (its mark passed during the last refresh), and, where the next mark falls before
+        ``due``, once it has passed (``JUDGE_LAG_S`` after it). A failed read is left to the next refresh to say (it
+        judges what is still to judge, and reports)."""
         while not self._stop.is_set():
-            left = due - time.monotonic()
             mark = self.reader.next_mark_in(self.clock()) if hasattr(self.reader, "next_mark_in") else None
+            if mark is not None and JUDGE_STEP_S - mark >= JUDGE_LAG_S and self._judge_ahead():
+                continue  # the step we are in, not judged yet (its mark passed during the refresh)
+            left = due - time.monotonic()
             if mark is None or mark + JUDGE_LAG_S >= left:
                 self._wake.wait(max(0.0, left))
                 return
             if self._wake.wait(mark + JUDGE_LAG_S):
                 return
-            cpu = time.process_time()
-            try:
-                self.reader.judge_ahead(self.clock())
-            except SourceError:
-                pass
+            self._judge_ahead()
+
+    def _judge_ahead(self) -> bool:
+        """``reader.judge_ahead`` now (False where the step is judged already, or the read failed), its CPU kept for
+        the next cadence."""
+        cpu = time.process_time()
+        try:
+            return self.reader.judge_ahead(self.clock())
+        except SourceError:
+            return False
+        finally:
             self._ahead_cpu += time.process_time() - cpu
 
     def read_once(self, rows_only: bool = False, accounting_only: bool = False) -> None:
