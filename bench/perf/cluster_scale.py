@@ -251,7 +251,12 @@ def measure(url: str, end: float, cadence: float, cpu_seconds: float, prom_pid: 
     from gputop.tui.cluster.model import CPU_SHARE, Refresher
     refresher = Refresher(reader, range_s, lambda *a: None, refresh_s=cadence, clock=clock)  # (its wait only)
     judge_ahead = reader.judge_ahead
-    reader.judge_ahead = lambda now: aheads.append({"at": now, **timed_call(lambda: judge_ahead(now))[1]}) or True
+    def timed_ahead(now):  # the page's judging ahead, timed where it judged
+        judged, run = timed_call(lambda: judge_ahead(now))
+        if judged:
+            aheads.append({"at": now, **run})
+        return judged
+    reader.judge_ahead = timed_ahead
     waits = []
     while time.monotonic() - t0 < cpu_seconds:
         start = time.monotonic()
