@@ -122,8 +122,9 @@ for pair in range(a.ab_pairs):
     lost_s = within(ends, asked_at - 1.0, end_at + 3.0)
     shift = none_ends[0] - ends[0]  # the same span of the run without a window: what the method reads of no window
     control_s = within(none_ends, asked_at - 1.0 + shift, end_at + 3.0 + shift)
-    pairs.append({"none": rates["none"], "window": rates["one window"], "ab_lost": 1 - rates["one window"] /
-                  rates["none"], "within_lost_s": lost_s, "control_lost_s": control_s, "window": w, "held_s": held})
+    pairs.append({"none_steps_per_s": rates["none"], "window_steps_per_s": rates["one window"],
+                  "ab_lost": 1 - rates["one window"] / rates["none"], "within_lost_s": lost_s,
+                  "control_lost_s": control_s, "window": w, "held_s": held})
     results["pairs"] = pairs
     save(f"- pair {pair + 1}: {100 * pairs[-1]['ab_lost']:.2f}% fewer steps/s with the window than without; within "
          f"its run the window cost {lost_s:.2f} s of steps ({100 * lost_s / 60:.2f}% at one window a minute; the same "
