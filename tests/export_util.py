@@ -22,24 +22,35 @@ def _ephemeral_low() -> int:
         return 32768
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A port free now for a server a test starts, below the kernel's ephemeral range: the port bind(0) hands out
-    comes from that range, where any process's outgoing connection may take it as its own end before the server
-    binds it (two suites on one machine: an exporter's "Address already in use" on the port a test had just found
-    free). Chosen at random, so that two suites seldom pick the same."""
+    """A port free now for a server a test starts, never the same twice in one suite. Below the kernel's
+    ephemeral range: the port bind(0) hands out comes from that range, where any process's outgoing connection may
+    take it as its own end before the server binds it. Each pytest-xdist worker draws from its own slice of the
+    range and none hands out a port twice (a port checked free and released is free for anyone until the server
+    binds it: two servers of one suite that drew the same port meant "Address already in use"). Random within the
+    slice, so that two suites on one machine seldom pick the same."""
+    import os
     import random
 
     low = max(1025, min(_ephemeral_low(), 65536) - 12000)
-    for port in random.sample(range(low, low + 12000), 200):
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1))
+    worker = int((os.environ.get("PYTEST_XDIST_WORKER", "gw0") or "gw0").lstrip("gw") or 0) % workers
+    size = 12000 // workers
+    mine = range(low + worker * size, low + (worker + 1) * size)
+    for port in random.sample(mine, len(mine)):
+        if port in _HANDED_OUT:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
-    with socket.socket() as s:  # (a machine with that range taken: the kernel's choice)
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        _HANDED_OUT.add(port)
+        return port
+    raise AssertionError(f"no free port left in {mine.start}-{mine.stop - 1}")
 
 
 def wait_for(condition, timeout: float, what: str, step: float = 0.05):

@@ -7,24 +7,18 @@ from __future__ import annotations
 
 import gzip
 import os
-import socket
 import subprocess
 import threading
 
 import pytest
 
+from export_util import free_port
 from fault_util import PY, ROOT, env
 from gputop import documents
 from gputop.telemetry.trace import ReplaySource, TraceError, read_trace
 from gputop.telemetry.trace_file import IDLE_S
 from io_util import DEMO, RUN_S, flipped, gputop, one_document, one_line
 from quick_util import only, slow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from export_util import free_port
 from gputop.analysis.rank_stacks import Rank, culprit_place, job_records, judge, place_of, view_lines
 from gputop.session.stacks import Stack, read_stack, read_stacks, rank_of
 
@@ -26,17 +26,11 @@ needs_pyspy = pytest.mark.skipif(
     reason="py-spy is not installed")
 
 
-def free_port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
-
-
 class Job:
     """A gloo job in its own session; its ranks' pids once both said READY; killed as a group at the end."""
 
     def __init__(self, fault: str):
-        self.proc = subprocess.Popen([sys.executable, str(JOB), fault, free_port(), "60"], stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, str(JOB), fault, str(free_port()), "60"], stdout=subprocess.PIPE,
                                      text=True, start_new_session=True)
         self.pids: dict[int, int] = {}
         deadline = time.monotonic() + 120

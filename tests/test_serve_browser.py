@@ -23,6 +23,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from export_util import free_port
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ROOT = Path(__file__).resolve().parents[1]
 aiohttp = pytest.importorskip("aiohttp")
@@ -50,12 +52,6 @@ HOOK = """
 })();
 """
 ANSI = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_port(port: int, proc: subprocess.Popen, timeout: float = 15.0) -> None:

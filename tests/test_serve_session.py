@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from export_util import free_port
 from fault_util import (PIDFILE_ENV, ROOT, Proc, Report, env, plain, read_pids, reaper,  # noqa: F401
                         wait_until)
 from gputop.runner.recording import shipped
@@ -32,12 +33,6 @@ pytest.importorskip("textual_serve")
 
 START_S = 60.0  # a session's gputop up and drawing, a run under way (2 busy cores)
 END_S = 30.0  # the session gone once its browser is: the run's grace period (5 s) and more
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
