@@ -11,7 +11,6 @@ import http.server
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from export_util import free_port
 from gputop.analysis.classify import classify
 from gputop.analysis.peaks import compute_peaks
 from gputop.telemetry import dcgm_fields as F
@@ -168,9 +168,7 @@ def test_the_source_keeps_the_source_protocol(exporter):
 def test_an_exporter_that_does_not_answer_is_unreachable():
     from gputop.telemetry.errors import SourceUnreachable
 
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # a port nothing listens on
     with pytest.raises(SourceUnreachable, match="cannot reach dcgm-exporter"):  # exit 3 (gputop.exitcodes.code_for)
         DcgmExporterSource(f"http://127.0.0.1:{port}/metrics")
 
@@ -202,9 +200,7 @@ def test_source_does_not_go_with_replay_or_a_run():
 
 
 def test_an_unreachable_exporter_exits_3_with_one_line():
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # a port nothing listens on
     r = gputop_cli("--source", f"dcgm-exporter=http://127.0.0.1:{port}/metrics", "--once", "--json")
     assert r.returncode == 3 and r.stderr.count("\n") == 1 and "cannot reach dcgm-exporter" in r.stderr
     doc = json.loads(r.stdout)  # --json: one document, the error document

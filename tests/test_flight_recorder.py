@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from export_util import free_port
 from gputop.analysis.fr_dumps import DumpError, collective_rate, first_mismatch, load, rank_of_file
 from gputop.analysis.rank_stacks import with_flight_recorder
 from gputop.session.flight_recorder import BUFFER, FlightRecorder
@@ -167,11 +168,7 @@ def test_two_ranks_that_differ_are_a_tie_and_the_rank_the_stacks_named_is_the_mi
 @pytest.mark.parametrize("fault, kind, culprit", [("behind", "behind", 3), ("op", "op", 1)])
 def test_fresh_dumps_of_a_real_gloo_job_say_the_same(tmp_path, fault, kind, culprit):
     pytest.importorskip("torch")
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
+    port = str(free_port())
     stem = str(tmp_path / "rank_")
     subprocess.run([sys.executable, str(JOBS / "fr_job.py"), fault, port, stem, "4"], check=True, timeout=300,
                    capture_output=True)

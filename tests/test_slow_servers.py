@@ -6,13 +6,13 @@ gputop`` processes."""
 
 from __future__ import annotations
 
-import socket
 import socketserver
 import threading
 import time
 
 import pytest
 
+from export_util import free_port
 from fault_util import Terminal, env, plain
 from gputop.telemetry import dcgm
 from gputop.telemetry.errors import BadSource, SourceUnreachable
@@ -242,7 +242,5 @@ def test_a_url_that_is_not_one_is_exit_2_before_anything_is_asked(kind, url):
 
 
 def test_a_port_nothing_listens_on_is_exit_3_at_once():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     one_line(gputop("--once", "--source", f"dcgm-exporter=http://127.0.0.1:{port}/metrics"), 3, "cannot reach")
