@@ -85,7 +85,7 @@ class HereJudge:
         if todo:
             history = self._history_for(todo, labels_of, meanwhile if fresh else None, slot, notes)
             judged.update(self._judge(todo, history))
-        self._judged, self._judged_at, self._labels = judged, slot, dict(labels_of)
+        self._judged, self._judged_at, self._labels = judged, slot, labels_of
         return judged
 
     def ahead(self, now: float) -> bool:

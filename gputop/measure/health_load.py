@@ -42,7 +42,6 @@ FULL = {"runs": 10, "tensor_shapes": "all", "copies": 25, "sustained_s": 30.0}
 # H100 (2026-11-27, 52.8-54.6 GB/s host to device), the fastest of 25 1.5% over 9 full runs; 15 more 1 GiB copies
 # each way cost ~0.6 s a GPU
 QUICK = {"runs": 10, "tensor_shapes": "quick", "copies": 25, "sustained_s": 8.0}
-SHAPES = {"all": lambda c: c.TENSOR_SHAPES, "quick": lambda c: c.TENSOR_SHAPES_QUICK * 2}  # the bursts, in order
 COPY_BYTES = 1 << 30
 SUSTAINED_SHAPE = 8192
 SUSTAINED_CHUNK = 10  # matmuls timed together
@@ -147,10 +146,10 @@ def measure(p: dict, emit, turn: bool) -> None:
             raise ModuleNotFoundError("torch is needed for the tensor and copy checks", name="torch")
         raise NoCudaTorch("this torch sees no CUDA device (a CPU-only build?): install a CUDA build of torch")
     probe = ClockProbe()  # the parent samples NVML; the child reads none
+    shapes = ceilings.TENSOR_SHAPES_QUICK * 2 if p["tensor_shapes"] == "quick" else ceilings.TENSOR_SHAPES  # in order
     steps = (("dram", lambda: {"dram": ceilings.dram_roof(cp, K, info, probe, p["runs"], emit)}),
              ("fp32", lambda: {"fp32": ceilings.fma_roof(cp, K, info, probe, p["runs"], "fp32")}),
-             ("bf16", lambda: ceilings.tensor_roofs(torch, probe, SHAPES[p["tensor_shapes"]](ceilings), 0, emit,
-                                                    dtypes=("bf16",))))
+             ("bf16", lambda: ceilings.tensor_roofs(torch, probe, shapes, 0, emit, dtypes=("bf16",))))
     for name, fn in steps:
         if emit.should_stop():
             return

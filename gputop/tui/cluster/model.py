@@ -165,7 +165,7 @@ class Refresher:
         ``due``, once it has passed (``JUDGE_LAG_S`` after it). A failed read is left to the next refresh to say (it
         judges what is still to judge, and reports)."""
         while not self._stop.is_set():
-            mark = self.reader.next_mark_in(self.clock()) if hasattr(self.reader, "next_mark_in") else None
+            mark = self.reader.next_mark_in(self.clock())
             if mark is not None and JUDGE_STEP_S - mark >= JUDGE_LAG_S and self._judge_ahead():
                 continue  # the step we are in, not judged yet (its mark passed during the refresh)
             left = due - time.monotonic()
