@@ -563,3 +563,34 @@ def test_gone_and_memory_totals_are_asked_for_less_often_but_never_leave_a_gpu_o
     assert asked == ["totals"]  # c came: its total at once; b still gone, as kept
     assert read(t0 + 85)[1] == ["gone"]  # a minute since
     assert read(t0 + 30 + R.TOTAL_S)[1] == ["gone", "totals"]
+
+
+def test_a_jobs_pcie_and_nvlink_traffic_is_asked_for_of_the_gpus_whose_class_reads_it_alone():
+    """Once the verdicts are read: by UUID, by scrape target where a GPU has none; a GPU of another class, another
+    GPU of that target, and another target's series of the same UUID (a dcgm-exporter beside it) are not kept."""
+    from gputop.fleet import reader as R
+    from gputop.fleet import series as S
+
+    def verdict(cls, **labels):
+        return {"metric": {"__name__": "gputop_verdict_confidence", "class": cls, "gpu": "0", "job": "gputop",
+                           **labels}, "value": [0, "0.9"]}
+    verdicts = [verdict("comms-bound", UUID="GPU-a", instance="a:9400"), verdict("pcie-bound", instance="b:9400"),
+                verdict("compute-bound", UUID="GPU-c", instance="c:9400")]
+    served = [dict(gpu="0", job="gputop", UUID="GPU-a", instance="a:9400"),
+              dict(gpu="0", job="dcgm", UUID="GPU-a", instance="a:9401"),  # its node's dcgm-exporter
+              dict(gpu="0", job="gputop", instance="b:9400"), dict(gpu="1", job="gputop", instance="b:9400")]
+    asked = []
+
+    def grouped(promql):
+        asked.append(promql)
+        answer = [{"metric": {"__name__": "DCGM_FI_PROF_PCIE_RX_BYTES", **labels}, "value": [0, "2.5e10"]}
+                  for labels in served]
+        return S.groups(answer), 0, None
+
+    got, skipped, _ = R.ClusterReader(None)._traffic(verdicts, grouped)
+    assert len(asked) == 1 and f"UUID=~{values_regex({'GPU-a'})}" in asked[0]
+    assert f'instance=~{values_regex({"b:9400"})},UUID="",uuid=""' in asked[0]
+    assert "GPU-c" not in asked[0] and "c:9400" not in asked[0]
+    assert set(got) == {gpu_id(served[0]), gpu_id(served[2])} and skipped == 0
+    assert got[gpu_id(served[2])]["series"]["DCGM_FI_PROF_PCIE_RX_BYTES"] == [(0.0, 2.5e10)]
+    assert R.ClusterReader(None)._traffic(verdicts[2:], grouped) == ({}, 0, None) and len(asked) == 1  # none: no query

@@ -2,10 +2,10 @@
 
 One :class:`ClusterReader` per server (``telemetry/prometheus.PrometheusClient``). ``snapshot()`` asks, side by side:
 
-1. every whole GPU's row series now (``ROW_NAMES``: SM, DRAM and tensor activity, GPU utilisation, memory, SM
-   clock, PCIe and NVLink traffic; one instant query, whoever exported them: ``gputop --export`` and dcgm-exporter
-   use the same names and labels), with the labels that say which GPU it is only (``series.by_gpu``), and each
-   GPU's model and jobs from one series a GPU (``META_SELECTOR``);
+1. every whole GPU's row series now (``ROW_NAMES``: SM, DRAM and tensor activity, GPU utilisation, memory used;
+   one instant query a name, whoever exported them: ``gputop --export`` and dcgm-exporter use the same names and
+   labels), with the labels that say which GPU it is only (``series.by_gpu``); one of them
+   (``META_NAME``) with the GPU's model and jobs too;
 2. the verdicts the nodes' own gputop exported now: the class from ``gputop_verdict_confidence{class}`` (one series
    per GPU, where ``gputop_bottleneck`` has one per class: every verdict of ``gputop --export`` has a confidence),
    the subclass from ``gputop_bottleneck{subclass!=""}`` (only the current class carries one);
@@ -47,6 +47,7 @@ from gputop.analysis import cluster as C
 from gputop.analysis import cluster_identity as I
 from gputop.fleet import series as S
 from gputop.fleet.accounting import account
+from gputop.fleet.gc_paused import while_paused
 from gputop.fleet.judged_here import JUDGE_STEP_S, HereJudge
 from gputop.format import count
 from gputop.telemetry import dcgm_fields as F
@@ -66,14 +67,16 @@ TOTAL_S = 300.0
 GONE_S = 60.0  # which GPUs stopped reporting (GONE), asked for again every minute, and at once where a GPU the last
 # read showed is not in this one's: the cluster is never silently smaller (0.11 s of Prometheus' CPU at 8,192 GPUs)
 # what a job is judged whole on beyond the rows (analysis/cluster_jobs.py), asked for only of the GPUs whose node's
-# gputop says they are in a class that reads it (the SM clock of working or waiting GPUs: a straggler; PCIe and
-# NVLink of comms- and PCIe-bound ones: across nodes); dcgm-exporter's GPUs have theirs in the window judged here
-EXTRAS = (("DCGM_FI_DEV_SM_CLOCK", ("compute-bound", "memory-bound", "throttled", "comms-bound")),
-          ("DCGM_FI_PROF_PCIE_TX_BYTES|DCGM_FI_PROF_PCIE_RX_BYTES|DCGM_FI_PROF_NVLINK_TX_BYTES|"
-           "DCGM_FI_PROF_NVLINK_RX_BYTES", ("comms-bound", "pcie-bound")))
+# gputop says they are in a class that reads it: the SM clock of working or waiting GPUs (a straggler; most GPUs:
+# joined with their verdicts in Prometheus), PCIe and NVLink of comms- and PCIe-bound ones (across nodes; few: asked
+# for by their UUIDs once the verdicts are read, a sixth of the join's cost at 8,192 GPUs); dcgm-exporter's GPUs
+# have theirs in the window judged here
+CLOCK = ("DCGM_FI_DEV_SM_CLOCK", ("compute-bound", "memory-bound", "throttled", "comms-bound"))
+TRAFFIC = ("DCGM_FI_PROF_PCIE_TX_BYTES|DCGM_FI_PROF_PCIE_RX_BYTES|DCGM_FI_PROF_NVLINK_TX_BYTES|"
+           "DCGM_FI_PROF_NVLINK_RX_BYTES", ("comms-bound", "pcie-bound"))
 ON_GPU = "on(UUID, uuid, instance, job, gpu)"
 ROW_PARALLEL = 8  # a refresh's queries in flight at once: small ones, Prometheus answers them on all its cores
-META_SELECTOR = "DCGM_FI_DEV_FB_USED"  # a GPU's model and jobs, from one series every exporter has
+META_NAME = "DCGM_FI_DEV_FB_USED"  # a GPU's model and jobs, from its row series every exporter has (read with them)
 PRESENCE = "DCGM_FI_DEV_GPU_UTIL"  # the series whose newest sample says a GPU reports (every exporter has it)
 OLD_S = 120.0  # a GPU whose newest sample is older than this is flagged (scrapes every 15-60 s)
 RECENT_S = 900.0  # ... and one Prometheus held within this long, but not now, is a row that stopped reporting
@@ -104,6 +107,7 @@ class ClusterReader:
         self.judge = HereJudge(client)  # the GPUs that export no verdict, judged here
         self._accounted: dict = {}  # the accounting's verdicts of dcgm-exporter's GPUs, for one step of its grid
 
+    @while_paused
     def accounting(self, range_s: float, now: float | None = None):
         """Each job's GPU-hours by class over the last ``range_s`` seconds, what a fix would win back, and the step
         it was counted at (``accounting.account``); what it could not count is in ``accounting_notes``."""
@@ -111,6 +115,7 @@ class ClusterReader:
                                                     self._accounted)
         return jobs, step
 
+    @while_paused
     def judge_ahead(self, now: float | None = None) -> bool:
         """The GPUs without an exported verdict judged for the step of the grid ``now`` is in, ahead of the step's
         first snapshot (which then reuses the verdicts): True if it judged. The cluster page calls it once a mark has
@@ -121,26 +126,28 @@ class ClusterReader:
         """Seconds to the judging grid's next mark (None before the first snapshot)."""
         return self.judge.next_mark_in(time.time() if now is None else now)
 
+    @while_paused
     def snapshot(self, now: float | None = None) -> list[C.ClusterGpu]:
         """Every GPU now, most wasted first (``analysis.cluster.order``); ``notes`` says what could not be read.
         Raises SourceError where neither the rows nor the verdicts could be (NoGpu: none)."""
         now = time.time() if now is None else now
         slot = self.judge.slot(now)  # the refreshes within one step of the judging grid reuse its verdicts
         fresh = self.judge.fresh(slot)
-        def grouped(promql: str):  # an answer made GPUs in its own thread, beside the others' waiting on Prometheus
-            answer = self.client.query(promql, at=now)
-            return S.groups(answer), S.skipped(answer)
-        calls = {("rows", n): lambda n=n: grouped(S.by_gpu(n)) for n in ROW_NAMES}  # side by side: one a name
+        def grouped(promql: str, raw: bool = False):  # an answer made GPUs in its own thread, beside the others'
+            answer = self.client.query(promql, at=now)  # waiting on Prometheus (``raw``: the answer kept too)
+            return S.groups(answer), S.skipped(answer), answer if raw else None
+        calls = {("rows", n): lambda n=n: grouped(S.by_gpu(n, S.META_LABELS if n == META_NAME else S.ID_LABELS),
+                                                  raw=n == META_NAME) for n in ROW_NAMES}  # side by side: one a name
         calls.update({
-                 "meta": lambda: self.client.query(S.by_gpu(META_SELECTOR, S.META_LABELS, keep_name=False), at=now),
-                 "verdicts": lambda: self.client.query("gputop_verdict_confidence", at=now),
+                 "verdicts": S.Once(lambda: self.client.query("gputop_verdict_confidence", at=now)),
                  "subclasses": lambda: self.client.query('gputop_bottleneck{subclass!=""}', at=now),
                  "old": lambda: self.client.query(OLD, at=now)})
         if self._gone_at is None or now - self._gone_at >= GONE_S:
             calls["gone"] = lambda: self.client.query(GONE, at=now)
-        for i, (names, classes) in enumerate(EXTRAS):
-            calls[("extra", i)] = lambda n=names, c=classes: grouped(S.by_gpu(
-                f'{{__name__=~"{n}"}} and {ON_GPU} gputop_verdict_confidence{{class=~"{"|".join(c)}"}}'))
+        names, classes = CLOCK
+        calls["clock"] = lambda: grouped(S.by_gpu(f'{{__name__=~"{names}"}} and {ON_GPU} '
+                                                  f'gputop_verdict_confidence{{class=~"{"|".join(classes)}"}}'))
+        calls["traffic"] = lambda: self._traffic(calls["verdicts"].result(), grouped)
         if self._totals_at is None or now - self._totals_at >= TOTAL_S:
             calls["totals"] = lambda: grouped(S.by_gpu(TOTAL_SELECTOR))
         if fresh:  # the last minute of the nodes that export no verdict (the label index names them), meanwhile
@@ -150,12 +157,13 @@ class ClusterReader:
         if len(rows_failed) == len(ROW_NAMES):
             failed["rows"] = failed[rows_failed[0]]
         else:
-            notes_rows = [f"the GPUs' {k[1]} not read: {failed[k]}" for k in rows_failed]
+            notes_rows = [f"the GPUs' {k[1]}{' (and their models and jobs)' if k[1] == META_NAME else ''} not read: "
+                          f"{failed[k]}" for k in rows_failed]
         notes = [f"{what} not read: {failed[part]}" for part, what in (
-            ("rows", "the GPUs' numbers"), ("meta", "the GPUs' models and jobs"), ("verdicts", "the exported verdicts"),
+            ("rows", "the GPUs' numbers"), ("verdicts", "the exported verdicts"),
             ("subclasses", "the exported subclasses"), ("old", "which GPUs report late"),
-            ("gone", "which GPUs stopped reporting"), (("extra", 0), "the SM clocks a job is judged on"),
-            (("extra", 1), "the PCIe and NVLink traffic a job is judged on"),
+            ("gone", "which GPUs stopped reporting"), ("clock", "the SM clocks a job is judged on"),
+            ("traffic", "the PCIe and NVLink traffic a job is judged on"),
             ("totals", "the GPUs' memory totals")) if part in failed]
         if len(rows_failed) != len(ROW_NAMES):
             notes += notes_rows
@@ -169,9 +177,9 @@ class ClusterReader:
         if skipped:
             notes.append(f"{count(skipped, 'series', 'series')} without a gpu label skipped (not a GPU's: an exporter "
                          "relabelled, or not a GPU exporter)")
-        for extra in (a for k, a in answers.items() if isinstance(k, tuple) and k[0] == "extra"):
-            S.add_series(gpus, extra[0])
-        S.add_meta(gpus, answers.get("meta", []))
+        for extra in ("clock", "traffic"):
+            S.add_series(gpus, answers.get(extra, ({},))[0])
+        S.add_meta(gpus, answers[("rows", META_NAME)][2] if ("rows", META_NAME) in answers else [])
         if "totals" not in calls and set(gpus) - self._totals_of:  # a GPU new since they were asked for
             got, bad = S.each({"totals": lambda: grouped(S.by_gpu(TOTAL_SELECTOR))})
             answers.update(got)
@@ -252,6 +260,25 @@ class ClusterReader:
                     setattr(row, name, v)
         self.notes = notes + [f"Prometheus said its answer is partial: {w}" for w in self.client.take_warnings()]
         return C.order(list(rows.values()))
+
+    def _traffic(self, verdicts: list[dict], grouped) -> tuple:
+        """The PCIe and NVLink series (``TRAFFIC``) of the GPUs whose exported class reads them, as ``grouped``
+        makes them: asked for by their UUIDs (by their targets, of GPUs without one), only theirs kept."""
+        names, classes = TRAFFIC
+        wanted, by = set(), defaultdict(set)
+        for r in verdicts:
+            labels = r["metric"]
+            if labels.get("class") in classes and C.whole_gpu(labels):
+                wanted.add(I.gpu_id(labels))
+                label = next((n for n in ("UUID", "uuid") if labels.get(n)), "instance")
+                by[label].add(labels.get(label, ""))
+        if not wanted:
+            return {}, 0, None
+        no_uuid = ',UUID="",uuid=""'
+        selector = " or ".join(f'{{__name__=~"{names}",{label}=~{S.values_regex(values)}'
+                               f'{no_uuid if label == "instance" else ""}}}' for label, values in by.items())
+        got = grouped(S.by_gpu(selector))
+        return {k: g for k, g in got[0].items() if k in wanted}, *got[1:]
 
     def _read_gone(self, answers: dict, failed: dict, shown: set[tuple], now: float, notes: list[str]) -> None:
         """``self._gone``: this read's GONE answer; else the one kept, read again now where a GPU the last read showed

@@ -6,6 +6,7 @@ readers share (``reader.py``, ``accounting.py``, ``gpu_history.py``). No HTTP he
 from __future__ import annotations
 
 import re
+import threading
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
@@ -29,10 +30,9 @@ ID_LABELS = ("UUID", "uuid", "instance", "job", "gpu", "Hostname", "hostname", "
 META_LABELS = ID_LABELS + ("modelName", "hpc_job", "namespace", "pod")
 
 
-def by_gpu(selector: str, labels: tuple[str, ...] = ID_LABELS, keep_name: bool = True) -> str:
+def by_gpu(selector: str, labels: tuple[str, ...] = ID_LABELS) -> str:
     """``selector``'s series with only ``labels`` (and their name), one per GPU and name."""
-    return f"max by (__name__, {', '.join(labels)}) ({selector})" if keep_name else \
-        f"group by ({', '.join(labels)}) ({selector})"
+    return f"max by (__name__, {', '.join(labels)}) ({selector})"
 
 
 def groups(result: list[dict], with_job: bool = False) -> dict[tuple, dict]:
@@ -73,14 +73,18 @@ def skipped(result: list[dict]) -> int:
 def add_series(gpus: dict[tuple, dict], other: dict[tuple, dict], new: bool = False) -> None:
     """``other``'s series (more of the same GPUs' numbers) into ``gpus``, where a GPU has none of that name; ``new``:
     a GPU ``gpus`` does not have yet is added (its numbers read apart)."""
-    for key, g in other.items():
-        if key in gpus:
-            mine = gpus[key]
-            for name, points in g["series"].items():
-                mine["series"].setdefault(name, points)
+    for key, g in other.items():  # (8,192 GPUs an answer: written for that)
+        mine = gpus.get(key)
+        if mine is None:
+            if new:
+                gpus[key] = g
+            continue
+        series = mine["series"]
+        for name, points in g["series"].items():
+            if name not in series:
+                series[name] = points
+        if g["jobs"]:
             mine["jobs"] += [j for j in g["jobs"] if j not in mine["jobs"]]
-        elif new:
-            gpus[key] = g
 
 
 def append_points(gpus: dict[tuple, dict], other: dict[tuple, dict]) -> None:
@@ -151,6 +155,31 @@ def concurrently(calls: list, parallel: int = PARALLEL) -> list:
         return [c() for c in calls]
     with ThreadPoolExecutor(min(parallel, len(calls))) as pool:
         return [f.result() for f in [pool.submit(c) for c in calls]]
+
+
+class Once:
+    """A zero-argument call whose result another call of the same read waits on (``result``): a query built from
+    another's answer, the two in flight side by side with the rest. Make it before the calls that wait on it."""
+
+    def __init__(self, call):
+        self._call, self._done, self._value, self._error = call, threading.Event(), None, None
+
+    def __call__(self):
+        try:
+            self._value = self._call()
+            return self._value
+        except BaseException as exc:
+            self._error = exc
+            raise
+        finally:
+            self._done.set()
+
+    def result(self):
+        """The call's result once it is made (its error raised again)."""
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def each(calls: dict, parallel: int = PARALLEL) -> tuple[dict, dict]:
