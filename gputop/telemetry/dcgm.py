@@ -88,13 +88,19 @@ def _mem_total(values: dict) -> int | None:
     return int(round(sum(p for p in parts if p is not None) * F.MEM_TOTAL_SCALE))
 
 
+_FIELD_OF = {dcgm_name: (field, scale, kind) for dcgm_name, field, scale, kind in F.FIELDS}
+_NO_VALUES = dict.fromkeys(SAMPLE_FIELDS)
+
+
 def to_sample(index: int, t: float, values: dict | None) -> dict:
-    """One gputop sample from a GPU's DCGM values (``None``: the GPU was not in the last text)."""
-    s: dict = {"index": index, "t": t, **{name: None for name in SAMPLE_FIELDS}}
-    for dcgm_name, field, scale, kind in F.FIELDS:
-        v = (values or {}).get(dcgm_name)
-        if v is None:
+    """One gputop sample from a GPU's DCGM values (``None``: the GPU was not in the last text). (A fleet's refresh
+    makes 8,192 of them: the values a GPU has are walked, not every field.)"""
+    s: dict = {"index": index, "t": t, **_NO_VALUES}
+    for dcgm_name, v in (values or {}).items():
+        spec = _FIELD_OF.get(dcgm_name)
+        if spec is None or v is None:
             continue
+        field, scale, kind = spec
         if kind == "bitmask":
             s[field] = decode_clock_reasons(int(v))
         elif field in F.INTEGER_FIELDS:
