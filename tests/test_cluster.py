@@ -594,3 +594,50 @@ def test_a_jobs_pcie_and_nvlink_traffic_is_asked_for_of_the_gpus_whose_class_rea
     assert set(got) == {gpu_id(served[0]), gpu_id(served[2])} and skipped == 0
     assert got[gpu_id(served[2])]["series"]["DCGM_FI_PROF_PCIE_RX_BYTES"] == [(0.0, 2.5e10)]
     assert R.ClusterReader(None)._traffic(verdicts[2:], grouped) == ({}, 0, None) and len(asked) == 1  # none: no query
+
+
+def test_which_gpus_report_late_is_asked_of_every_gpu_once_a_minute_and_of_those_found_late_between():
+    """Every GPU's newest sample time is asked for once a minute (GONE_S); between, only of the GPUs found late:
+    still late, their age goes on; caught up, their flag goes at the next read."""
+    from gputop.fleet import reader as R
+
+    def labels(node):
+        return {"Hostname": node, "gpu": "0", "UUID": f"GPU{node}", "instance": f"{node}:9400", "job": "gputop"}
+
+    class Client:
+        url = "http://stub"
+
+        def __init__(self):
+            self.asked, self.late = [], {"a": 1.8e9 - 200}  # node -> its newest sample time
+
+        def take_warnings(self):
+            return []
+
+        def label_values(self, label, *match, start=None, end=None):
+            return []
+
+        def query(self, promql, at=None):
+            if "timestamp(" in promql and "< time()" in promql:
+                self.asked.append("every GPU" if promql == R.OLD else sorted(n for n in "ab" if f"GPU{n}" in promql))
+                return [{"metric": labels(n), "value": [at, str(t)]} for n, t in self.late.items()
+                        if promql == R.OLD or f"GPU{n}" in promql]
+            if promql.startswith("max by (__name__"):
+                return [{"metric": {"__name__": name, **labels(n)}, "value": [at, "0.5"]} for n in "ab"
+                        for name in R.ROW_NAMES if name in promql]
+            if promql == "gputop_verdict_confidence":  # each node's gputop judged its GPU
+                return [{"metric": {"__name__": promql, "class": "idle", **labels(n)}, "value": [at, "0.9"]}
+                        for n in "ab"]
+            return []
+
+    client, t0 = Client(), 1.8e9
+    reader = R.ClusterReader(client)
+
+    def flagged(t):
+        return {row.node: row.age_s for row in reader.snapshot(t) if row.age_s is not None}
+    assert flagged(t0) == {"a": 200.0} and client.asked == ["every GPU"]
+    client.late["b"] = t0 - 150  # late since: not asked for until the next minute
+    assert flagged(t0 + 25) == {"a": 225.0} and client.asked[1:] == [["a"]]
+    del client.late["a"]  # caught up: its flag goes at once
+    assert flagged(t0 + 50) == {} and client.asked[2:] == [["a"]]
+    assert flagged(t0 + 55) == {} and len(client.asked) == 3  # none late: nothing asked
+    assert flagged(t0 + 61) == {"b": 211.0} and client.asked[3:] == ["every GPU"]

@@ -11,8 +11,9 @@ One :class:`ClusterReader` per server (``telemetry/prometheus.PrometheusClient``
    the subclass from ``gputop_bottleneck{subclass!=""}`` (only the current class carries one);
 3. the GPUs whose newest sample is older than ``OLD_S`` though Prometheus held them within ``RECENT_S`` (an
    exporter that stopped, a node gone, an exporter whose clock is behind: its timestamps put its samples in the
-   past), from the newest sample time of each GPU's ``DCGM_FI_DEV_GPU_UTIL`` (those no longer in the rows asked for
-   once a minute, ``GONE_S``, and at once where a GPU the last read showed is not in this one);
+   past), from the newest sample time of each GPU's ``DCGM_FI_DEV_GPU_UTIL``: of every GPU once a minute
+   (``GONE_S``), and of those found late at every read between (whether they still are, and how late); those no
+   longer in the rows asked for once a minute, and at once where a GPU the last read showed is not in this one;
 4. for the GPUs without a verdict (dcgm-exporter's nodes), the ``DCGM_FI_*`` series the classifier reads over the
    last minute, which this process judges itself (``judged_here.HereJudge``: on a grid of 30 s marks, the window
    rolled on, each step's verdicts made once: by the step's first read, or before it by :meth:`ClusterReader.
@@ -83,7 +84,8 @@ RECENT_S = 900.0  # ... and one Prometheus held within this long, but not now, i
 EMPTY_LOOKBACK_S = 3600.0  # an empty fleet: were there GPUs this long ago (``series``)?
 # the GPUs whose newest sample is older than OLD_S (per GPU: a job that changed leaves its old series behind for
 # the look-back, not a GPU that stopped) ...
-OLD = f"max by ({', '.join(S.META_LABELS)}) (timestamp({PRESENCE})) < time() - {OLD_S:.0f}"
+LATE = f"max by ({', '.join(S.META_LABELS)}) (timestamp({{selector}})) < time() - {OLD_S:.0f}"
+OLD = LATE.format(selector=PRESENCE)  # (of every GPU: asked every GONE_S; of those found late, every read between)
 # ... and those Prometheus held within RECENT_S but not now (a raw range: cheaper than the sample times of a
 # subquery; their ages are asked for apart, of them alone: AGE)
 GONE = (f"group by ({', '.join(S.META_LABELS)}) (last_over_time({PRESENCE}[{RECENT_S:.0f}s])) unless {ON_GPU} "
@@ -103,6 +105,8 @@ class ClusterReader:
         self._totals_of: set[tuple] = set()  # ... of these GPUs
         self._gone: list[dict] = []  # GONE's answer ...
         self._gone_at: float | None = None  # ... at this time
+        self._late: list[dict] = []  # the labels of the GPUs the last read found late (OLD) ...
+        self._old_at: float | None = None  # ... where the last of every GPU was at this time
         self._shown: set[tuple] = set()  # the GPUs the last snapshot read (by their rows or verdicts)
         self.judge = HereJudge(client)  # the GPUs that export no verdict, judged here
         self._accounted: dict = {}  # the accounting's verdicts of dcgm-exporter's GPUs, for one step of its grid
@@ -141,7 +145,11 @@ class ClusterReader:
         calls.update({
                  "verdicts": S.Once(lambda: self.client.query("gputop_verdict_confidence", at=now)),
                  "subclasses": lambda: self.client.query('gputop_bottleneck{subclass!=""}', at=now),
-                 "old": lambda: self.client.query(OLD, at=now)})
+                 })
+        every_gpu = self._old_at is None or now - self._old_at >= GONE_S  # which GPUs report late (OLD) ...
+        if every_gpu or self._late:  # ... else whether those found late still are, and how late
+            late = OLD if every_gpu else LATE.format(selector=S.of_gpus(PRESENCE, self._late))
+            calls["old"] = lambda: self.client.query(late, at=now)
         if self._gone_at is None or now - self._gone_at >= GONE_S:
             calls["gone"] = lambda: self.client.query(GONE, at=now)
         names, classes = CLOCK
@@ -205,6 +213,11 @@ class ClusterReader:
             if C.whole_gpu(r["metric"]):
                 subclass.setdefault((I.gpu_id(r["metric"]), r["metric"].get("class")), r["metric"]["subclass"])
         self._read_gone(answers, failed, set(gpus) | set(verdict_labels), now, notes)
+        if "old" in answers:
+            self._late = [r["metric"] for r in answers["old"] if C.whole_gpu(r["metric"])]
+            self._old_at = now if every_gpu else self._old_at
+        elif "old" in failed:  # asked of every GPU next time
+            self._late, self._old_at = [], None
         aged = {}  # GPU -> (labels, its newest sample time)
         for r in answers.get("old", []):
             if C.whole_gpu(r["metric"]):
@@ -265,20 +278,12 @@ class ClusterReader:
         """The PCIe and NVLink series (``TRAFFIC``) of the GPUs whose exported class reads them, as ``grouped``
         makes them: asked for by their UUIDs (by their targets, of GPUs without one), only theirs kept."""
         names, classes = TRAFFIC
-        wanted, by = set(), defaultdict(set)
-        for r in verdicts:
-            labels = r["metric"]
-            if labels.get("class") in classes and C.whole_gpu(labels):
-                wanted.add(I.gpu_id(labels))
-                label = next((n for n in ("UUID", "uuid") if labels.get(n)), "instance")
-                by[label].add(labels.get(label, ""))
-        if not wanted:
+        theirs = {I.gpu_id(r["metric"]): r["metric"] for r in verdicts
+                  if r["metric"].get("class") in classes and C.whole_gpu(r["metric"])}
+        if not theirs:
             return {}, 0, None
-        no_uuid = ',UUID="",uuid=""'
-        selector = " or ".join(f'{{__name__=~"{names}",{label}=~{S.values_regex(values)}'
-                               f'{no_uuid if label == "instance" else ""}}}' for label, values in by.items())
-        got = grouped(S.by_gpu(selector))
-        return {k: g for k, g in got[0].items() if k in wanted}, *got[1:]
+        got = grouped(S.by_gpu(S.of_gpus(names, theirs.values())))
+        return {k: g for k, g in got[0].items() if k in theirs}, *got[1:]
 
     def _read_gone(self, answers: dict, failed: dict, shown: set[tuple], now: float, notes: list[str]) -> None:
         """``self._gone``: this read's GONE answer; else the one kept, read again now where a GPU the last read showed

@@ -203,6 +203,18 @@ def values_regex(values) -> str:
     return '"' + rx.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def of_gpus(names: str, gpus) -> str:
+    """A selector of the series named ``names`` (a regex) of the GPUs whose labels ``gpus`` are: by UUID, by scrape
+    target where a GPU has none (that target's other GPUs without one too: the caller keeps its own)."""
+    by = defaultdict(set)
+    for labels in gpus:
+        label = next((n for n in ("UUID", "uuid") if labels.get(n)), "instance")
+        by[label].add(labels.get(label, ""))
+    no_uuid = ',UUID="",uuid=""'
+    return " or ".join(f'{{__name__=~"{names}",{label}=~{values_regex(values)}{no_uuid if label == "instance" else ""}}}'
+                       for label, values in sorted(by.items()))
+
+
 def escape(value: str) -> str:
     """A label value inside PromQL's double quotes."""
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
