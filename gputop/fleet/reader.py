@@ -86,6 +86,7 @@ EMPTY_LOOKBACK_S = 3600.0  # an empty fleet: were there GPUs this long ago (``se
 # the look-back, not a GPU that stopped) ...
 LATE = f"max by ({', '.join(S.META_LABELS)}) (timestamp({{selector}})) < time() - {OLD_S:.0f}"
 OLD = LATE.format(selector=PRESENCE)  # (of every GPU: asked every GONE_S; of those found late, every read between)
+LATE_BY_UUID = 1000  # ... by their UUIDs, up to this many (3,553 UUIDs cost Prometheus more than 8,192 GPUs' series)
 # ... and those Prometheus held within RECENT_S but not now (a raw range: cheaper than the sample times of a
 # subquery; their ages are asked for apart, of them alone: AGE)
 GONE = (f"group by ({', '.join(S.META_LABELS)}) (last_over_time({PRESENCE}[{RECENT_S:.0f}s])) unless {ON_GPU} "
@@ -142,12 +143,12 @@ class ClusterReader:
             return S.groups(answer), S.skipped(answer), answer if raw else None
         calls = {("rows", n): lambda n=n: grouped(S.by_gpu(n, S.META_LABELS if n == META_NAME else S.ID_LABELS),
                                                   raw=n == META_NAME) for n in ROW_NAMES}  # side by side: one a name
-        calls.update({
-                 "verdicts": S.Once(lambda: self.client.query("gputop_verdict_confidence", at=now)),
-                 "subclasses": lambda: self.client.query('gputop_bottleneck{subclass!=""}', at=now),
-                 })
-        every_gpu = self._old_at is None or now - self._old_at >= GONE_S  # which GPUs report late (OLD) ...
-        if every_gpu or self._late:  # ... else whether those found late still are, and how late
+        calls["verdicts"] = S.Once(lambda: self.client.query("gputop_verdict_confidence", at=now))
+        calls["subclasses"] = lambda: self.client.query('gputop_bottleneck{subclass!=""}', at=now)
+        # which GPUs report late (OLD), else whether those found late still are, and how late (where they are many,
+        # a selector of their UUIDs costs more than every GPU's newest sample)
+        every_gpu = self._old_at is None or now - self._old_at >= GONE_S or len(self._late) > LATE_BY_UUID
+        if every_gpu or self._late:
             late = OLD if every_gpu else LATE.format(selector=S.of_gpus(PRESENCE, self._late))
             calls["old"] = lambda: self.client.query(late, at=now)
         if self._gone_at is None or now - self._gone_at >= GONE_S:
