@@ -585,15 +585,15 @@ def test_a_jobs_pcie_and_nvlink_traffic_is_asked_for_of_the_gpus_whose_class_rea
         asked.append(promql)
         answer = [{"metric": {"__name__": "DCGM_FI_PROF_PCIE_RX_BYTES", **labels}, "value": [0, "2.5e10"]}
                   for labels in served]
-        return S.groups(answer), 0, None
+        return S.groups(answer), 0
 
-    got, skipped, _ = R.ClusterReader(None)._traffic(verdicts, grouped)
+    got, skipped = R.ClusterReader(None)._traffic(verdicts, grouped)
     assert len(asked) == 1 and f"UUID=~{values_regex({'GPU-a'})}" in asked[0]
     assert f'instance=~{values_regex({"b:9400"})},UUID="",uuid=""' in asked[0]
     assert "GPU-c" not in asked[0] and "c:9400" not in asked[0]
     assert set(got) == {gpu_id(served[0]), gpu_id(served[2])} and skipped == 0
     assert got[gpu_id(served[2])]["series"]["DCGM_FI_PROF_PCIE_RX_BYTES"] == [(0.0, 2.5e10)]
-    assert R.ClusterReader(None)._traffic(verdicts[2:], grouped) == ({}, 0, None) and len(asked) == 1  # none: no query
+    assert R.ClusterReader(None)._traffic(verdicts[2:], grouped) == ({}, 0) and len(asked) == 1  # none: no query
 
 
 def test_which_gpus_report_late_is_asked_of_every_gpu_once_a_minute_and_of_those_found_late_between():

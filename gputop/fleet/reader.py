@@ -138,11 +138,11 @@ class ClusterReader:
         now = time.time() if now is None else now
         slot = self.judge.slot(now)  # the refreshes within one step of the judging grid reuse its verdicts
         fresh = self.judge.fresh(slot)
-        def grouped(promql: str, raw: bool = False):  # an answer made GPUs in its own thread, beside the others'
-            answer = self.client.query(promql, at=now)  # waiting on Prometheus (``raw``: the answer kept too)
-            return S.groups(answer), S.skipped(answer), answer if raw else None
-        calls = {("rows", n): lambda n=n: grouped(S.by_gpu(n, S.META_LABELS if n == META_NAME else S.ID_LABELS),
-                                                  raw=n == META_NAME) for n in ROW_NAMES}  # side by side: one a name
+        def grouped(promql: str):  # an answer made GPUs in its own thread, beside the others' waiting on Prometheus
+            answer = self.client.query(promql, at=now)
+            return S.groups(answer), S.skipped(answer)
+        calls = {("rows", n): lambda n=n: grouped(S.by_gpu(n, S.META_LABELS if n == META_NAME else S.ID_LABELS))
+                 for n in ROW_NAMES}  # side by side: one a name
         calls["verdicts"] = S.Once(lambda: self.client.query("gputop_verdict_confidence", at=now))
         calls["subclasses"] = lambda: self.client.query('gputop_bottleneck{subclass!=""}', at=now)
         # which GPUs report late (OLD), else whether those found late still are, and how late (where they are many,
@@ -188,7 +188,7 @@ class ClusterReader:
                          "relabelled, or not a GPU exporter)")
         for extra in ("clock", "traffic"):
             S.add_series(gpus, answers.get(extra, ({},))[0])
-        S.add_meta(gpus, answers[("rows", META_NAME)][2] if ("rows", META_NAME) in answers else [])
+        S.add_meta(gpus, answers[("rows", META_NAME)][0] if ("rows", META_NAME) in answers else {})
         if "totals" not in calls and set(gpus) - self._totals_of:  # a GPU new since they were asked for
             got, bad = S.each({"totals": lambda: grouped(S.by_gpu(TOTAL_SELECTOR))})
             answers.update(got)
@@ -282,7 +282,7 @@ class ClusterReader:
         theirs = {I.gpu_id(r["metric"]): r["metric"] for r in verdicts
                   if r["metric"].get("class") in classes and C.whole_gpu(r["metric"])}
         if not theirs:
-            return {}, 0, None
+            return {}, 0
         got = grouped(S.by_gpu(S.of_gpus(names, theirs.values())))
         return {k: g for k, g in got[0].items() if k in theirs}, *got[1:]
 

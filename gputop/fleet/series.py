@@ -6,9 +6,8 @@ readers share (``reader.py``, ``accounting.py``, ``gpu_history.py``). No HTTP he
 from __future__ import annotations
 
 import re
-import threading
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from gputop.analysis import cluster as C
 from gputop.analysis.cluster_identity import gpu_id
@@ -99,18 +98,13 @@ def append_points(gpus: dict[tuple, dict], other: dict[tuple, dict]) -> None:
         mine["jobs"] += [j for j in g["jobs"] if j not in mine["jobs"]]
 
 
-def add_meta(gpus: dict[tuple, dict], meta: list[dict]) -> None:
-    """Each GPU's model and jobs (``META_LABELS`` of one of its series a job) into its group (by ``gpu_id``)."""
-    for r in meta:
-        labels = r["metric"]
-        g = gpus.get(gpu_id(labels))
-        if g is None:
-            continue
-        g["labels"] = {**labels, **{k: v for k, v in g["labels"].items() if k != "hpc_job"}} if \
-            "modelName" not in g["labels"] else g["labels"]
-        job = C.job_of(labels)
-        if job and job not in g["jobs"]:
-            g["jobs"].append(job)
+def add_meta(gpus: dict[tuple, dict], meta: dict[tuple, dict]) -> None:
+    """Each GPU's model and the rest of its labels (``META_LABELS``) from ``meta``'s groups, where its own have no
+    model (its jobs come with its series: ``add_series``)."""
+    for key, m in meta.items():
+        g = gpus.get(key)
+        if g is not None and "modelName" not in g["labels"]:
+            g["labels"] = {**m["labels"], **{k: v for k, v in g["labels"].items() if k != "hpc_job"}}
 
 
 def merge(into: dict, other: dict) -> None:
@@ -158,28 +152,23 @@ def concurrently(calls: list, parallel: int = PARALLEL) -> list:
 
 
 class Once:
-    """A zero-argument call whose result another call of the same read waits on (``result``): a query built from
-    another's answer, the two in flight side by side with the rest. Make it before the calls that wait on it."""
+    """A zero-argument call whose result another call of the same read waits on (``result``: a Future's): a query
+    built from another's answer, the two in flight side by side with the rest. Make it before the calls that wait."""
 
     def __init__(self, call):
-        self._call, self._done, self._value, self._error = call, threading.Event(), None, None
+        self._call, self._future = call, Future()
 
     def __call__(self):
         try:
-            self._value = self._call()
-            return self._value
+            value = self._call()
         except BaseException as exc:
-            self._error = exc
+            self._future.set_exception(exc)
             raise
-        finally:
-            self._done.set()
+        self._future.set_result(value)
+        return value
 
     def result(self):
-        """The call's result once it is made (its error raised again)."""
-        self._done.wait()
-        if self._error is not None:
-            raise self._error
-        return self._value
+        return self._future.result()
 
 
 def each(calls: dict, parallel: int = PARALLEL) -> tuple[dict, dict]:
@@ -211,8 +200,8 @@ def of_gpus(names: str, gpus) -> str:
         label = next((n for n in ("UUID", "uuid") if labels.get(n)), "instance")
         by[label].add(labels.get(label, ""))
     no_uuid = ',UUID="",uuid=""'
-    return " or ".join(f'{{__name__=~"{names}",{label}=~{values_regex(values)}{no_uuid if label == "instance" else ""}}}'
-                       for label, values in sorted(by.items()))
+    return " or ".join(f'{{__name__=~"{names}",{label}=~{values_regex(values)}'
+                       f'{no_uuid if label == "instance" else ""}}}' for label, values in sorted(by.items()))
 
 
 def escape(value: str) -> str:
